@@ -1,0 +1,168 @@
+"""StoreConfig: RocketMQ's MessageStoreConfig names in snake_case, with RocketMQ's defaults."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+ASYNC_FLUSH = "ASYNC_FLUSH"
+SYNC_FLUSH = "SYNC_FLUSH"
+
+# RocketMQ spells a few names its own way; map them onto ours.
+_ALIASES = {
+    "mapperFileSizeBatchConsumeQueue": "mapped_file_size_batch_consume_queue",
+    "mappedFileSizeBatchConsumeQueue": "mapped_file_size_batch_consume_queue",
+    "enabledAppendPropCRC": "enabled_append_prop_crc",
+    "checkCRCOnRecover": "check_crc_on_recover",
+    "forceVerifyPropCRC": "force_verify_prop_crc",
+}
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class StoreConfig:
+    # file sizes; None = RocketMQ's default for a new store, or the size of the segments already on disk
+    mapped_file_size_commit_log: int | None = None          # 1 GiB
+    mapped_file_size_consume_queue: int | None = None       # 300,000 units of 20 B
+    mapped_file_size_batch_consume_queue: int | None = None  # 300,000 units of 46 B
+    # flushing
+    flush_disk_type: str = ASYNC_FLUSH
+    flush_interval_commit_log: int = 500
+    flush_commit_log_least_pages: int = 4
+    flush_commit_log_thorough_interval: int = 10_000
+    flush_commit_log_timed: bool = True
+    flush_interval_consume_queue: int = 1000
+    flush_consume_queue_least_pages: int = 2
+    flush_consume_queue_thorough_interval: int = 60_000
+    sync_flush_timeout: int = 5000
+    commit_interval_commit_log: int = 200
+    transient_store_pool_enable: bool = False
+    # messages
+    max_message_size: int = 4 * 1024 * 1024
+    auto_message_version_on_topic_len: bool = True
+    enabled_append_prop_crc: bool = False
+    force_verify_prop_crc: bool = False
+    check_crc_on_recover: bool = True
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    # reads
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_disk: int = 64 * 1024
+    max_transfer_count_on_message_in_disk: int = 8
+    access_message_in_memory_max_ratio: int = 40
+    max_filter_message_size: int = 16000
+    travel_cq_file_num_when_get_message: int = 1
+    max_msgs_num_batch: int = 64
+    default_query_max_num: int = 32
+    read_uncommitted: bool = False
+    # index
+    message_index_enable: bool = True
+    message_index_safe: bool = False
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 5_000_000 * 4
+    # cleanup
+    file_reserved_time: int = 72
+    delete_when: str = "04"
+    disk_max_used_space_ratio: int = 75
+    disk_space_clean_forcibly_ratio: int = 85
+    disk_space_warning_level_ratio: int = 90
+    delete_file_batch_max: int = 10
+    delete_commit_log_files_interval: int = 100
+    delete_consume_queue_files_interval: int = 100
+    destroy_maped_file_interval_forcibly: int = 120_000
+    clean_resource_interval: int = 10_000
+    # the rest of the broker's identity the store records
+    broker_role: str = "ASYNC_MASTER"
+    duplication_enable: bool = False
+    enable_consume_queue_ext: bool = False
+    # rocketstore's own
+    store_host: str = "127.0.0.1:10911"                 # written into STOREHOST and msgIds
+    clock: Callable[[], int] = field(default=_wall_clock_ms, repr=False, compare=False)  # ms since epoch
+    dispatch_in_put_path: bool = True   # build ConsumeQueue units while putting instead of in the reput thread
+    total_physical_memory: int | None = None  # for RocketMQ's "in memory" read limits; None = this machine's
+    extra: dict = field(default_factory=dict)  # broker.conf keys rocketstore does not use
+
+    DEFAULT_COMMIT_LOG_SIZE = 1024 * 1024 * 1024
+    DEFAULT_CONSUME_QUEUE_SIZE = 300_000 * 20
+    DEFAULT_BATCH_CONSUME_QUEUE_SIZE = 300_000 * 46
+
+    def __post_init__(self):
+        if self.flush_disk_type not in (ASYNC_FLUSH, SYNC_FLUSH):
+            raise ValueError(f"flush_disk_type must be {ASYNC_FLUSH} or {SYNC_FLUSH}, got {self.flush_disk_type!r}")
+        for name in ("mapped_file_size_commit_log", "mapped_file_size_consume_queue",
+                     "mapped_file_size_batch_consume_queue"):
+            v = getattr(self, name)
+            if v is not None and v <= 0:
+                raise ValueError(f"{name} must be positive, got {v}")
+        cq = self.mapped_file_size_consume_queue
+        if cq is not None and cq % 20:
+            raise ValueError(f"mapped_file_size_consume_queue must be a multiple of 20, got {cq}")
+
+    @classmethod
+    def from_properties(cls, source: Mapping[str, object] | str | os.PathLike, **overrides) -> "StoreConfig":
+        """Build from RocketMQ's camelCase names (a mapping, or the path of a broker.conf).
+
+        Values may be strings, as a broker.conf holds them; unknown keys are kept in `extra`."""
+        if isinstance(source, (str, os.PathLike)):
+            source = read_properties_file(source)
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        kwargs: dict = {}
+        extra: dict = {}
+        for key, raw in source.items():
+            name = _ALIASES.get(key) or _snake(key)
+            f = fields.get(name)
+            if f is None or name in ("clock", "extra"):
+                extra[key] = raw
+                continue
+            kwargs[name] = _coerce(key, raw, f)
+        kwargs.update(overrides)
+        if extra:
+            kwargs.setdefault("extra", {}).update(extra)
+        return cls(**kwargs)
+
+    def delay_levels(self):
+        from .formats.record import parse_delay_levels
+        return parse_delay_levels(self.message_delay_level)
+
+
+def _coerce(key: str, raw, f: dataclasses.Field):
+    if not isinstance(raw, str):
+        return raw
+    text = raw.strip()
+    default = f.default
+    if isinstance(default, bool):
+        if text.lower() not in ("true", "false"):
+            raise ValueError(f"{key}={raw!r}: expected true or false")
+        return text.lower() == "true"
+    if isinstance(default, int) or f.name.startswith("mapped_file_size") or f.name == "total_physical_memory":
+        if text.lower() == "null":
+            return None
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"{key}={raw!r}: expected an integer") from None
+    return text
+
+
+def read_properties_file(path) -> dict[str, str]:
+    """A Java .properties file as RocketMQ's broker.conf uses it: key=value lines, # and ! comments."""
+    out = {}
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            s = line.strip()
+            if not s or s[0] in "#!":
+                continue
+            m = re.match(r"([^=:\s]+)\s*[=:\s]?\s*(.*)$", s)
+            if m:
+                out[m.group(1)] = m.group(2)
+    return out

@@ -1,0 +1,127 @@
+"""One fixed-size segment file, memory mapped, named by the offset of its first byte (20 digits)."""
+from __future__ import annotations
+
+import mmap
+import os
+
+from ..errors import StoreOpenError
+
+PAGE = mmap.PAGESIZE
+NAME_DIGITS = 20
+
+
+def segment_name(from_offset: int) -> str:
+    return f"{from_offset:020d}"
+
+
+class MappedFile:
+    """A segment: positions `wrote` (appended), `committed` and `flushed` (on disk), as RocketMQ's MappedFile."""
+
+    def __init__(self, path: str, file_size: int, *, writable: bool, create: bool = False):
+        self.path = path
+        self.file_size = file_size
+        self.writable = writable
+        name = os.path.basename(path)
+        if len(name) != NAME_DIGITS or not name.isdigit():
+            raise StoreOpenError(f"{path}: not a segment file (name must be {NAME_DIGITS} digits)")
+        self.file_from_offset = int(name)
+        self.first_create_in_queue = False
+        if create and not writable:
+            # a read-only store building in memory (recovery of a crash image): never touches the disk
+            self.mm = mmap.mmap(-1, file_size)
+            self.buf = memoryview(self.mm)
+            self.wrote = self.committed = self.flushed = 0
+            self._views = []
+            return
+        if create:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                os.ftruncate(fd, file_size)  # sparse, as RocketMQ's RandomAccessFile.setLength
+            except OSError:
+                os.close(fd)
+                os.unlink(path)
+                raise
+        else:
+            actual = os.path.getsize(path)
+            if actual != file_size:
+                raise StoreOpenError(f"{path}: file is {actual} bytes, the store expects {file_size} "
+                                     f"(set the matching mapped file size, e.g. mappedFileSizeCommitLog)")
+            fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
+        try:
+            # read-only stores map copy-on-write: recovery may patch pages in memory, the file never changes
+            self.mm = mmap.mmap(fd, file_size, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_COPY)
+        finally:
+            os.close(fd)
+        self.buf = memoryview(self.mm)
+        self.wrote = 0
+        self.committed = 0
+        self.flushed = 0
+        self._views: list = []
+
+    # -- positions
+    @property
+    def read_position(self) -> int:
+        return self.wrote
+
+    def set_positions(self, pos: int) -> None:
+        self.wrote = self.committed = self.flushed = pos
+
+    def is_full(self) -> bool:
+        return self.wrote >= self.file_size
+
+    def remaining(self) -> int:
+        return self.file_size - self.wrote
+
+    # -- data
+    def append(self, data) -> int:
+        """Append at the write position; returns where it went."""
+        pos = self.wrote
+        end = pos + len(data)
+        self.buf[pos:end] = data
+        self.wrote = end
+        return pos
+
+    def write_at(self, pos: int, data) -> None:
+        self.buf[pos:pos + len(data)] = data
+
+    def advance(self, n: int) -> None:
+        """Move the write position without writing (BLANK fillers only write their first 8 bytes)."""
+        self.wrote += n
+
+    def flush(self) -> int:
+        """msync everything written since the last flush; returns the new flushed position."""
+        if self.writable and self.wrote > self.flushed:
+            start = (self.flushed // mmap.ALLOCATIONGRANULARITY) * mmap.ALLOCATIONGRANULARITY
+            self.mm.flush(start, self.wrote - start)
+        self.flushed = self.wrote
+        return self.flushed
+
+    def dirty_pages(self) -> int:
+        return self.wrote // PAGE - self.flushed // PAGE
+
+    def hold_view(self, view) -> None:
+        """Keep track of numpy views over the mapping so that close() can drop them first."""
+        self._views.append(view)
+
+    def close(self) -> None:
+        if self.mm is None:
+            return
+        self._views.clear()
+        self.buf.release()
+        try:
+            self.mm.close()
+        except BufferError:
+            pass  # a caller still holds a zero-copy view; the mapping goes when that view does
+        self.mm = None
+
+    def destroy(self) -> None:
+        self.close()
+        if not self.writable:
+            return
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path}, wrote={self.wrote})"

@@ -1,0 +1,152 @@
+"""The ordered segments of one log (a CommitLog, or one queue's ConsumeQueue), as RocketMQ's MappedFileQueue."""
+from __future__ import annotations
+
+import logging
+import os
+
+from ..errors import StoreOpenError
+from .mapped_file import NAME_DIGITS, MappedFile, segment_name
+
+log = logging.getLogger("rocketstore.files")
+
+
+class MappedFileQueue:
+    def __init__(self, directory: str, file_size: int, *, writable: bool):
+        if file_size <= 0:
+            raise ValueError(f"mapped file size must be positive, got {file_size}")
+        self.directory = directory
+        self.file_size = file_size
+        self.writable = writable
+        self.files: list[MappedFile] = []
+        self.flushed_where = 0
+        self.committed_where = 0
+
+    def load(self) -> None:
+        """Map every segment in the directory, oldest first; every one must have the configured size."""
+        if not os.path.isdir(self.directory):
+            return
+        names = sorted(n for n in os.listdir(self.directory) if not n.startswith("."))
+        for n in names:
+            path = os.path.join(self.directory, n)
+            if len(n) != NAME_DIGITS or not n.isdigit():
+                raise StoreOpenError(f"{path}: unexpected file in a segment directory")
+            if int(n) % self.file_size:
+                raise StoreOpenError(f"{path}: segment start {int(n)} is not a multiple of the file size "
+                                     f"{self.file_size}")
+            mf = MappedFile(path, self.file_size, writable=self.writable)
+            mf.set_positions(self.file_size)  # recovery brings the last ones back to their real end
+            self.files.append(mf)
+
+    # -- lookups
+    def first(self) -> MappedFile | None:
+        return self.files[0] if self.files else None
+
+    def last(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    def min_offset(self) -> int:
+        return self.files[0].file_from_offset if self.files else -1
+
+    def max_offset(self) -> int:
+        mf = self.last()
+        return mf.file_from_offset + mf.read_position if mf else 0
+
+    def find(self, offset: int, return_first_on_not_found: bool = False) -> MappedFile | None:
+        """findMappedFileByOffset: the segment holding `offset`."""
+        if not self.files:
+            return None
+        first = self.files[0]
+        idx = offset // self.file_size - first.file_from_offset // self.file_size
+        if 0 <= idx < len(self.files):
+            mf = self.files[idx]
+            if mf.file_from_offset <= offset < mf.file_from_offset + self.file_size:
+                return mf
+        return first if return_first_on_not_found else None
+
+    def get_last(self, start_offset: int = 0, create: bool = True) -> MappedFile | None:
+        """getLastMappedFile: the segment to append to, creating the next one when the last is full."""
+        last = self.last()
+        if last is not None and not last.is_full():
+            return last
+        if not create:
+            return last
+        if last is None:
+            create_offset = start_offset - start_offset % self.file_size
+        else:
+            create_offset = last.file_from_offset + self.file_size
+        if self.writable:
+            os.makedirs(self.directory, exist_ok=True)
+        mf = MappedFile(os.path.join(self.directory, segment_name(create_offset)), self.file_size,
+                        writable=self.writable, create=True)
+        if not self.files:
+            mf.first_create_in_queue = True
+        self.files.append(mf)
+        return mf
+
+    # -- truncation and deletion
+    def truncate_dirty(self, offset: int) -> None:
+        """truncateDirtyFiles: move positions back to `offset`; segments wholly beyond it are deleted."""
+        keep = []
+        for mf in self.files:
+            end = mf.file_from_offset + self.file_size
+            if end > offset:
+                if offset >= mf.file_from_offset:
+                    mf.set_positions(offset % self.file_size)
+                    keep.append(mf)
+                else:
+                    self._drop(mf)
+            else:
+                keep.append(mf)
+        self.files = keep
+
+    def delete_last(self) -> None:
+        if self.files:
+            self._drop(self.files.pop())
+
+    def delete_first(self) -> None:
+        if self.files:
+            self._drop(self.files.pop(0))
+
+    def _drop(self, mf: MappedFile) -> None:
+        if self.writable:
+            log.info("deleting segment %s", mf.path)
+            mf.destroy()
+        else:
+            mf.close()  # read-only: forget it, never touch the disk
+
+    # -- flush
+    def flush(self, least_pages: int = 0) -> bool:
+        """Flush the segment holding flushed_where if it has at least `least_pages` dirty pages."""
+        mf = self.find(self.flushed_where, self.flushed_where == 0)
+        if mf is None:
+            return True
+        if least_pages > 0 and mf.dirty_pages() < least_pages:
+            return False
+        where = mf.file_from_offset + mf.flush()  # a full segment: the next call moves on to the next one
+        self.flushed_where = where
+        self.committed_where = max(self.committed_where, where)
+        return True
+
+    def flush_all(self) -> None:
+        for mf in self.files:
+            if mf.file_from_offset + mf.wrote > self.flushed_where or mf.wrote > mf.flushed:
+                mf.flush()
+        self.flushed_where = self.max_offset()
+        self.committed_where = self.flushed_where
+
+    def total_size(self) -> int:
+        return len(self.files) * self.file_size
+
+    def close(self) -> None:
+        for mf in self.files:
+            mf.close()
+        self.files = []
+
+    def destroy(self) -> None:
+        for mf in self.files:
+            mf.destroy()
+        self.files = []
+        try:
+            os.rmdir(self.directory)
+        except OSError:
+            pass

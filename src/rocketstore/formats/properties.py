@@ -1,0 +1,59 @@
+"""Message properties: UTF-8 `name \\x01 value \\x02` pairs, parsed exactly as RocketMQ's MessageDecoder does."""
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+# MessageConst names the store itself reads.
+TAGS = "TAGS"
+KEYS = "KEYS"
+UNIQ_KEY = "UNIQ_KEY"
+DELAY = "DELAY"
+WAIT = "WAIT"
+TRAN_MSG = "TRAN_MSG"
+PGROUP = "PGROUP"
+INNER_NUM = "INNER_NUM"
+INNER_BASE = "INNER_BASE"
+CRC32 = "__CRC32#"
+KEY_SEPARATOR = " "
+
+# "__CRC32#" + \x01 + 10 digits + \x02: 20 bytes (RocketMQ's comment says 18; the code reserves 20).
+CRC32_RESERVED_LEN = len(CRC32) + 1 + 10 + 1
+
+
+def parse_properties(raw: bytes | str) -> dict[str, str]:
+    """string2messageProperties: empty names and empty values are dropped; a missing final \\x02 is fine.
+
+    Splitting on bytes is exact because \\x01 and \\x02 never occur inside a UTF-8 multibyte sequence.
+    """
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogatepass")
+    out: dict[str, str] = {}
+    for part in raw.split(b"\x02"):
+        k, sep, v = part.partition(b"\x01")
+        if sep and k and v:
+            out[k.decode("utf-8", "replace")] = v.decode("utf-8", "replace")
+    return out
+
+
+def format_properties(props: dict[str, str]) -> str:
+    """messageProperties2String: every pair followed by \\x02; None values skipped."""
+    return "".join(f"{k}\x01{v}\x02" for k, v in props.items() if v is not None)
+
+
+def crc32_property(crc: int) -> bytes:
+    """The 20-byte appended CRC entry; RocketMQ writes the 10 digits least-significant first."""
+    digits = bytearray(b"0000000000")
+    i = 0
+    while crc > 0 and i < 10:
+        digits[i] = 48 + crc % 10
+        crc //= 10
+        i += 1
+    return b"__CRC32#\x01" + bytes(digits) + b"\x02"
+
+
+def parse_crc32_digits(text: str) -> int:
+    """Inverse of crc32_property's digits: read least-significant digit first (as Java does, no validation)."""
+    value = 0
+    for ch in reversed(text):
+        value = (value * 10 + (ord(ch) - 48)) & 0xFFFFFFFF  # Java int arithmetic wraps
+    return value - 0x100000000 if value & 0x80000000 else value

@@ -1,0 +1,339 @@
+"""The CommitLog record: RocketMQ 5.x's on-disk message layout (MessageExtEncoder / CommitLog).
+
+TOTALSIZE 4 | MAGIC 4 | BODYCRC 4 | QUEUEID 4 | FLAG 4 | QUEUEOFFSET 8 | PHYSICALOFFSET 8 | SYSFLAG 4 |
+BORNTIMESTAMP 8 | BORNHOST 8/20 | STORETIMESTAMP 8 | STOREHOST 8/20 | RECONSUMETIMES 4 |
+PREPARED_TX_OFFSET 8 | BODYLEN 4 + body | TOPICLEN 1 (V1) / 2 (V2) + topic | PROPLEN 2 + properties.
+All integers big-endian. Pure functions on bytes: no file handling here.
+"""
+from __future__ import annotations
+
+import ipaddress
+import zlib
+from functools import lru_cache
+from struct import Struct
+
+from ..errors import CorruptDataError
+from . import properties as P
+from .javahash import java_string_hash
+
+MAGIC_V1 = -626843481  # 0xDAA320A7
+MAGIC_V2 = -626843477  # 0xDAA320AB
+BLANK_MAGIC = -875286124  # 0xCBD43194
+END_FILE_MIN_BLANK_LENGTH = 8
+
+# MessageSysFlag
+COMPRESSED_FLAG = 0x1
+MULTI_TAGS_FLAG = 0x2
+TRANSACTION_NOT_TYPE = 0x0
+TRANSACTION_PREPARED_TYPE = 0x4
+TRANSACTION_COMMIT_TYPE = 0x8
+TRANSACTION_ROLLBACK_TYPE = 0xC
+BORNHOST_V6_FLAG = 0x10
+STOREHOSTADDRESS_V6_FLAG = 0x20
+NEED_UNWRAP_FLAG = 0x40
+INNER_BATCH_FLAG = 0x80
+COMPRESSION_TYPE_MASK = 0x700
+
+
+def transaction_type(sys_flag: int) -> int:
+    return sys_flag & TRANSACTION_ROLLBACK_TYPE
+
+
+HEAD = Struct(">iiiiiqqiq")  # totalSize..bornTimestamp: 48 bytes
+I64 = Struct(">q")
+I32 = Struct(">i")
+I16 = Struct(">h")
+U16 = Struct(">H")
+TAIL = Struct(">iqi")  # reconsumeTimes, preparedTransactionOffset, bodyLength
+BLANK = Struct(">ii")
+QUEUE_OFFSET_POS = 20
+PHYSICAL_OFFSET_POS = 28
+SYSFLAG_POS = 36
+BORN_HOST_POS = 48
+MAX_TOPIC_BYTES_V1 = 127
+
+
+def body_crc(body: bytes) -> int:
+    """UtilAll.crc32: CRC32 masked to 31 bits."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def record_length(v2: bool, sys_flag: int, body_len: int, topic_len: int, props_len: int) -> int:
+    """MessageExtEncoder.calMsgLength."""
+    return (72 + (8 if sys_flag & BORNHOST_V6_FLAG == 0 else 20)
+            + (8 if sys_flag & STOREHOSTADDRESS_V6_FLAG == 0 else 20)
+            + body_len + (2 if v2 else 1) + topic_len + 2 + props_len)
+
+
+# ---- hosts and msgId ---------------------------------------------------------------------------
+
+@lru_cache(maxsize=4096)
+def host_to_bytes(host: str) -> bytes:
+    """"ip:port" (IPv6 with or without brackets) -> 4+4 or 16+4 bytes, as MessageExt.socketAddress2ByteBuffer."""
+    addr, sep, port = host.rpartition(":")
+    if not sep:
+        raise ValueError(f"host {host!r} is not 'ip:port'")
+    try:
+        ip = ipaddress.ip_address(addr.strip("[]"))
+        portn = int(port)
+    except ValueError as e:
+        raise ValueError(f"host {host!r} is not 'ip:port': {e}") from None
+    if not 0 <= portn <= 0xFFFFFFFF:
+        raise ValueError(f"host {host!r}: port out of range")
+    return ip.packed + portn.to_bytes(4, "big")
+
+
+@lru_cache(maxsize=4096)
+def host_from_bytes(data: bytes) -> str:
+    """The inverse, printed as Java prints an InetSocketAddress's host: IPv6 uncompressed, no brackets."""
+    port = int.from_bytes(data[-4:], "big", signed=True)
+    ip = data[:-4]
+    if len(ip) == 4:
+        return f"{ip[0]}.{ip[1]}.{ip[2]}.{ip[3]}:{port}"
+    groups = ":".join(format(int.from_bytes(ip[i:i + 2], "big"), "x") for i in range(0, 16, 2))
+    return f"{groups}:{port}"
+
+
+def is_ipv6_host(host_bytes: bytes) -> bool:
+    return len(host_bytes) == 20
+
+
+def make_msg_id(store_host_bytes: bytes, physical_offset: int) -> str:
+    """Offset msgId: store host (ip + port) + physical offset, upper-case hex (32 or 56 chars)."""
+    return (store_host_bytes + I64.pack(physical_offset)).hex().upper()
+
+
+def parse_msg_id(msg_id: str) -> tuple[str, int]:
+    """msgId -> (store host "ip:port", physical offset)."""
+    if len(msg_id) not in (32, 56):
+        raise ValueError(f"msgId {msg_id!r} must be 32 (IPv4) or 56 (IPv6) hex characters")
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError:
+        raise ValueError(f"msgId {msg_id!r} is not hexadecimal") from None
+    return host_from_bytes(raw[:-8]), I64.unpack(raw[-8:])[0]
+
+
+# ---- tags ---------------------------------------------------------------------------------------
+
+def tags_code(tags: str | None) -> int:
+    """tagsCode for the ConsumeQueue: Java String.hashCode, sign-extended; 0 without tags."""
+    return java_string_hash(tags) if tags else 0
+
+
+def parse_delay_levels(spec: str) -> tuple[int, ...]:
+    """messageDelayLevel ("1s 5s ... 2h") -> delay in ms per level (index 0 = level 1)."""
+    units = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+    out = []
+    for item in spec.split(" "):
+        if not item or item[-1] not in units:
+            raise ValueError(f"bad messageDelayLevel entry {item!r} in {spec!r}")
+        out.append(int(item[:-1]) * units[item[-1]])
+    return tuple(out)
+
+
+# ---- encode -------------------------------------------------------------------------------------
+
+def encode_properties(props_bytes: bytes, append_crc: bool, single: bool = True) -> bytes:
+    """The PROPERTIES bytes as stored, with room reserved (zeros) for the appended CRC entry.
+
+    On the single-message path RocketMQ inserts a missing final \\x02 before the CRC entry; the batch path does not.
+    """
+    if not append_crc:
+        return props_bytes
+    if single and props_bytes and props_bytes[-1:] != b"\x02":
+        props_bytes += b"\x02"
+    return props_bytes + bytes(P.CRC32_RESERVED_LEN)
+
+
+def encode_record(*, topic: bytes, body: bytes, props: bytes, queue_id: int, flag: int, sys_flag: int,
+                  born_timestamp: int, born_host: bytes, store_timestamp: int, store_host: bytes,
+                  reconsume_times: int, prepared_transaction_offset: int, queue_offset: int,
+                  physical_offset: int, v2: bool, body_crc_value: int | None = None,
+                  append_crc: bool = False) -> bytes:
+    """One whole record. `props` are the stored PROPERTIES bytes (see encode_properties) and already hold
+    the 20 reserved bytes when `append_crc`; the CRC of everything before them is filled in here."""
+    if born_host is not None and len(born_host) == 20:
+        sys_flag |= BORNHOST_V6_FLAG
+    if len(store_host) == 20:
+        sys_flag |= STOREHOSTADDRESS_V6_FLAG
+    size = record_length(v2, sys_flag, len(body), len(topic), len(props))
+    crc = body_crc(body) if body_crc_value is None else body_crc_value
+    parts = [
+        HEAD.pack(size, MAGIC_V2 if v2 else MAGIC_V1, crc, queue_id, flag, queue_offset, physical_offset,
+                  sys_flag, born_timestamp),
+        born_host, I64.pack(store_timestamp), store_host,
+        TAIL.pack(reconsume_times, prepared_transaction_offset, len(body)), body,
+        (U16.pack(len(topic)) if v2 else bytes((len(topic) & 0xFF,))), topic,
+        U16.pack(len(props)), props,
+    ]
+    data = b"".join(parts)
+    if append_crc:
+        data = fill_crc_property(data)
+    return data
+
+
+def fill_crc_property(record: bytes | bytearray) -> bytes:
+    """Write the appended CRC entry over the record's last 20 bytes: crc32 of everything before them."""
+    n = len(record) - P.CRC32_RESERVED_LEN
+    return bytes(record[:n]) + P.crc32_property(zlib.crc32(memoryview(record)[:n]) & 0x7FFFFFFF)
+
+
+def encode_blank(remaining: int) -> bytes:
+    """The end-of-file filler: RocketMQ writes only totalSize (= bytes left in the file) and the BLANK magic."""
+    return BLANK.pack(remaining, BLANK_MAGIC)
+
+
+# ---- decode -------------------------------------------------------------------------------------
+
+class StoredMessage:
+    """A message as read back from the CommitLog, with every field RocketMQ stores."""
+
+    __slots__ = ("topic", "queue_id", "queue_offset", "physical_offset", "size", "msg_id", "properties",
+                 "body", "flag", "sys_flag", "born_timestamp", "born_host", "store_timestamp", "store_host",
+                 "reconsume_times", "body_crc", "prepared_transaction_offset", "magic")
+
+    def __init__(self, **kw):
+        for k in self.__slots__:
+            setattr(self, k, kw.get(k))
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(P.TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        k = self.properties.get(P.KEYS)
+        return [x for x in k.split(P.KEY_SEPARATOR) if x] if k else []
+
+    @property
+    def unique_key(self) -> str | None:
+        return self.properties.get(P.UNIQ_KEY)
+
+    @property
+    def version(self) -> int:
+        return 2 if self.magic == MAGIC_V2 else 1
+
+    def as_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__slots__ if k != "magic"}
+        d["tags"] = self.tags
+        d["keys"] = self.keys
+        return d
+
+    def __repr__(self) -> str:
+        return (f"StoredMessage(topic={self.topic!r}, queue_id={self.queue_id}, queue_offset={self.queue_offset}, "
+                f"physical_offset={self.physical_offset}, size={self.size}, tags={self.tags!r})")
+
+
+class RecordHeader:
+    """What reput and recovery need from a record, without copying the body (CommitLog.checkMessageAndReturnSize)."""
+
+    __slots__ = ("size", "magic", "body_crc", "queue_id", "flag", "queue_offset", "physical_offset", "sys_flag",
+                 "born_timestamp", "store_timestamp", "body_pos", "body_len", "topic", "props_raw", "properties")
+
+
+def _corrupt(reason: str, pos: int) -> CorruptDataError:
+    return CorruptDataError(reason, pos)
+
+
+def read_header(buf, pos: int = 0, end: int | None = None) -> RecordHeader:
+    """Parse and bound-check one message record at `pos` (not BLANK). Every length is checked against the
+    record's TOTALSIZE and the buffer before anything is sliced, so no size field is trusted."""
+    if end is None:
+        end = len(buf)
+    if end - pos < HEAD.size:
+        raise _corrupt(f"truncated record: {end - pos} bytes left, a header needs {HEAD.size}", pos)
+    (size, magic, crc, qid, flag, qoff, phys, sysflag, born_ts) = HEAD.unpack_from(buf, pos)
+    if magic != MAGIC_V1 and magic != MAGIC_V2:
+        raise _corrupt(f"bad magic code 0x{magic & 0xFFFFFFFF:08X}", pos)
+    if size < 91 or size > end - pos:
+        raise _corrupt(f"record size {size} does not fit the {end - pos} bytes left", pos)
+    rend = pos + size
+    p = pos + 48 + (20 if sysflag & BORNHOST_V6_FLAG else 8)
+    store_ts = I64.unpack_from(buf, p)[0]
+    p += 8 + (20 if sysflag & STOREHOSTADDRESS_V6_FLAG else 8)
+    if p + 16 > rend:
+        raise _corrupt(f"record size {size} too small for its host fields", pos)
+    body_len = I32.unpack_from(buf, p + 12)[0]
+    p += 16
+    if body_len < 0 or p + body_len > rend:
+        raise _corrupt(f"body length {body_len} overruns the record of {size} bytes", pos)
+    body_pos = p
+    p += body_len
+    if magic == MAGIC_V2:
+        if p + 2 > rend:
+            raise _corrupt("record ends inside the topic length", pos)
+        tlen = U16.unpack_from(buf, p)[0]
+        p += 2
+    else:
+        if p + 1 > rend:
+            raise _corrupt("record ends inside the topic length", pos)
+        tlen = buf[p]
+        p += 1
+    if p + tlen + 2 > rend:
+        raise _corrupt(f"topic length {tlen} overruns the record of {size} bytes", pos)
+    topic = bytes(buf[p:p + tlen]).decode("utf-8", "replace")
+    p += tlen
+    plen = I16.unpack_from(buf, p)[0]
+    p += 2
+    if plen < 0:
+        plen = 0  # Java reads a negative short and skips the properties
+    if p + plen != rend:
+        raise _corrupt(f"record size {size} does not match its fields ({p + plen - pos} bytes)", pos)
+    h = RecordHeader()
+    h.size, h.magic, h.body_crc, h.queue_id, h.flag = size, magic, crc, qid, flag
+    h.queue_offset, h.physical_offset, h.sys_flag, h.born_timestamp = qoff, phys, sysflag, born_ts
+    h.store_timestamp, h.body_pos, h.body_len, h.topic = store_ts, body_pos, body_len, topic
+    h.props_raw = bytes(buf[p:rend])
+    h.properties = None
+    return h
+
+
+def is_blank(buf, pos: int) -> bool:
+    return len(buf) - pos >= 8 and I32.unpack_from(buf, pos + 4)[0] == BLANK_MAGIC
+
+
+def decode_record(buf, pos: int = 0, end: int | None = None, with_body: bool = True) -> StoredMessage:
+    """Decode the whole record at `pos` into a StoredMessage (CorruptDataError on any bad byte)."""
+    h = read_header(buf, pos, end)
+    born_len = 20 if h.sys_flag & BORNHOST_V6_FLAG else 8
+    store_len = 20 if h.sys_flag & STOREHOSTADDRESS_V6_FLAG else 8
+    bp = pos + 48
+    born = bytes(buf[bp:bp + born_len])
+    sp = bp + born_len + 8
+    store = bytes(buf[sp:sp + store_len])
+    reconsume, prepared, _ = TAIL.unpack_from(buf, sp + store_len)
+    return StoredMessage(
+        topic=h.topic, queue_id=h.queue_id, queue_offset=h.queue_offset, physical_offset=h.physical_offset,
+        size=h.size, msg_id=make_msg_id(store, h.physical_offset), properties=P.parse_properties(h.props_raw),
+        body=bytes(buf[h.body_pos:h.body_pos + h.body_len]) if with_body else None, flag=h.flag,
+        sys_flag=h.sys_flag, born_timestamp=h.born_timestamp, born_host=host_from_bytes(born),
+        store_timestamp=h.store_timestamp, store_host=host_from_bytes(store), reconsume_times=reconsume,
+        body_crc=h.body_crc, prepared_transaction_offset=prepared, magic=h.magic)
+
+
+def store_timestamp_at(buf, pos: int) -> int:
+    """CommitLog.pickupStoreTimestamp: the STORETIMESTAMP field, located through SYSFLAG."""
+    sysflag = I32.unpack_from(buf, pos + SYSFLAG_POS)[0]
+    return I64.unpack_from(buf, pos + 48 + (20 if sysflag & BORNHOST_V6_FLAG else 8))[0]
+
+
+def verify_crc(buf, h: RecordHeader, pos: int, force_verify_prop_crc: bool) -> str | None:
+    """The CRC checks of checkMessageAndReturnSize: None when sound, else what is wrong."""
+    if not force_verify_prop_crc:
+        if h.body_len > 0:
+            actual = zlib.crc32(memoryview(buf)[h.body_pos:h.body_pos + h.body_len]) & 0x7FFFFFFF
+            if actual != h.body_crc:
+                return f"body CRC {actual} does not match the stored {h.body_crc}"
+        return None
+    props = h.properties if h.properties is not None else P.parse_properties(h.props_raw)
+    text = props.get(P.CRC32)
+    if text is None:
+        return "the appended CRC property is missing"
+    expected = P.parse_crc32_digits(text)
+    if expected < 0:
+        return f"the appended CRC property {text!r} is not a CRC"
+    actual = zlib.crc32(memoryview(buf)[pos:pos + h.size - P.CRC32_RESERVED_LEN]) & 0x7FFFFFFF
+    if actual != expected:
+        return f"record CRC {actual} does not match the appended {expected}"
+    return None

@@ -1,0 +1,308 @@
+"""One queue's ConsumeQueue: 20-byte units under consumequeue/{topic}/{queueId}/ (RocketMQ's ConsumeQueue)."""
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+
+from ..files.mapped_file import MappedFile
+from ..files.mapped_file_queue import MappedFileQueue
+from ..formats import cq
+
+log = logging.getLogger("rocketstore.consumequeue")
+UNIT = cq.UNIT_SIZE
+LOWER, UPPER = "lower", "upper"
+
+
+class ConsumeQueue:
+    def __init__(self, root: str, topic: str, queue_id: int, file_size: int, *, writable: bool):
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_size = file_size
+        self.directory = os.path.join(root, "consumequeue", topic, str(queue_id))
+        self.files = MappedFileQueue(self.directory, file_size, writable=writable)
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+        self._arrays: dict[int, np.ndarray] = {}      # file start -> numpy view of its units
+        self._start_ts: dict[int, int] = {}
+        self._stop_ts: dict[int, int] = {}
+
+    # -- numpy views over the mapped files (zero-copy)
+    def _units(self, mf: MappedFile) -> np.ndarray:
+        arr = self._arrays.get(mf.file_from_offset)
+        if arr is None:
+            arr = cq.units(mf.buf)
+            mf.hold_view(arr)
+            self._arrays[mf.file_from_offset] = arr
+        return arr
+
+    def load(self) -> None:
+        self.files.load()
+
+    def recover(self) -> None:
+        """ConsumeQueue.recover: from the third-last file, stop at the first unit that is not valid."""
+        mfs = self.files.files
+        if not mfs:
+            return
+        index = max(len(mfs) - 3, 0)
+        per_file = self.file_size // UNIT
+        while True:
+            mf = mfs[index]
+            arr = self._units(mf)[:per_file]
+            valid = (arr["pos"] >= 0) & (arr["size"] > 0)
+            bad = np.flatnonzero(~valid)
+            n = int(bad[0]) if len(bad) else per_file
+            if n:
+                last = arr[n - 1]
+                self.max_physic_offset = int(last["pos"]) + int(last["size"])
+            process = mf.file_from_offset + n * UNIT
+            if n == per_file and index + 1 < len(mfs):
+                index += 1
+                continue
+            break
+        self.files.flushed_where = self.files.committed_where = process
+        self._arrays.clear()  # views must go before a segment can be unmapped
+        self.files.truncate_dirty(process)
+        self._forget_missing()
+
+    def _forget_missing(self) -> None:
+        live = {mf.file_from_offset for mf in self.files.files}
+        for d in (self._arrays, self._start_ts, self._stop_ts):
+            for k in [k for k in d if k not in live]:
+                del d[k]
+
+    # -- offsets
+    @property
+    def max_offset(self) -> int:
+        return self.files.max_offset() // UNIT
+
+    @property
+    def min_offset(self) -> int:
+        return self.min_logic_offset // UNIT
+
+    def roll_next_file(self, index: int) -> int:
+        per_file = self.file_size // UNIT
+        return index + per_file - index % per_file
+
+    # -- write (ConsumeQueue.putMessagePositionInfo, with its guards)
+    def put(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+        if offset + size <= self.max_physic_offset:
+            return True  # already built (recovery or reput replaying what is there)
+        expect = cq_offset * UNIT
+        mf = self.files.get_last(expect)
+        if mf is None:
+            return False
+        if mf.first_create_in_queue and cq_offset != 0 and mf.wrote == 0:
+            self.min_logic_offset = expect
+            self.files.flushed_where = self.files.committed_where = expect
+            self._fill_pre_blank(mf, expect)
+        if cq_offset != 0:
+            current = mf.wrote + mf.file_from_offset
+            if expect < current:
+                log.warning("consume queue %s-%d built repeatedly: expect %d, current %d",
+                            self.topic, self.queue_id, expect, current)
+                return True
+            if expect != current:
+                log.warning("[BUG] consume queue %s-%d order may be wrong: expect %d, current %d",
+                            self.topic, self.queue_id, expect, current)
+        self.max_physic_offset = offset + size
+        if mf.remaining() < UNIT:
+            return False
+        mf.append(cq.UNIT.pack(offset, size, tags_code))
+        return True
+
+    def _fill_pre_blank(self, mf: MappedFile, until: int) -> None:
+        n = (until % self.file_size) // UNIT
+        if n:
+            mf.append(cq.PRE_BLANK * n)
+
+    # -- read
+    def units_from(self, index: int):
+        """getIndexBuffer: (first index, numpy units from `index` to the end of what is written in its file),
+        or None when `index` is below the minimum or in no file."""
+        offset = index * UNIT
+        if offset < self.min_logic_offset:
+            return None
+        mf = self.files.find(offset)
+        if mf is None:
+            return None
+        pos = offset % self.file_size
+        if pos >= mf.read_position:
+            return None
+        arr = self._units(mf)
+        return index, arr[pos // UNIT: mf.read_position // UNIT]
+
+    def get_unit(self, index: int):
+        r = self.units_from(index)
+        if r is None or len(r[1]) == 0:
+            return None
+        u = r[1][0]
+        return int(u["pos"]), int(u["size"]), int(u["tags"])
+
+    def last_physical_end(self) -> int:
+        """getLastOffset: end (offset + size) of the last valid unit, -1 if none."""
+        mf = self.files.last()
+        if mf is None:
+            return -1
+        arr = self._units(mf)[max(mf.wrote - UNIT, 0) // UNIT:]
+        last = -1
+        for pos, size, _ in arr.tolist():
+            if pos >= 0 and size > 0:
+                last = pos + size
+            else:
+                break
+        return last
+
+    # -- truncation and min offset
+    def truncate_dirty(self, phy_offset: int) -> None:
+        """truncateDirtyLogicFiles: drop units that point at or beyond `phy_offset`."""
+        self.max_physic_offset = phy_offset
+        per_file = self.file_size // UNIT
+        while True:
+            mf = self.files.last()
+            if mf is None:
+                break
+            arr = self._units(mf)
+            mf.set_positions(0)
+            first_pos, first_size = int(arr[0]["pos"]), int(arr[0]["size"])
+            if first_pos >= phy_offset:
+                self._arrays.pop(mf.file_from_offset, None)
+                del arr
+                self.files.delete_last()
+                self._forget_missing()
+                continue
+            mf.set_positions(UNIT)
+            self.max_physic_offset = first_pos + first_size
+            pos = arr["pos"][1:per_file]
+            size = arr["size"][1:per_file]
+            stop = np.flatnonzero((pos < 0) | (size <= 0) | (pos >= phy_offset))
+            n = int(stop[0]) if len(stop) else per_file - 1
+            if n:
+                mf.set_positions((n + 1) * UNIT)
+                self.max_physic_offset = int(pos[n - 1]) + int(size[n - 1])
+            return
+
+    def correct_min_offset(self, min_commit_log_offset: int) -> None:
+        """correctMinOffset: the min offset becomes the first unit pointing at or past the CommitLog's min."""
+        if self.min_logic_offset >= self.files.max_offset():
+            return
+        last = self.files.last()
+        if last is None:
+            return
+        rp = last.read_position
+        if rp >= UNIT:
+            if int(self._units(last)[rp // UNIT - 1]["pos"]) < min_commit_log_offset:
+                self.min_logic_offset = last.file_from_offset + rp
+                return
+        first = self.files.first()
+        start = self.min_logic_offset - first.file_from_offset
+        intact = True
+        if start < 0:
+            intact, start = False, 0
+        if start > first.read_position:
+            log.error("consume queue file %s should have been deleted", first.path)
+            return
+        arr = self._units(first)[start // UNIT: first.read_position // UNIT]
+        if len(arr) == 0:
+            return
+        if intact and int(arr[0]["pos"]) >= min_commit_log_offset:
+            return
+        hits = np.flatnonzero(arr["pos"] >= min_commit_log_offset)
+        if len(hits):
+            self.min_logic_offset = first.file_from_offset + start + int(hits[0]) * UNIT
+
+    # -- lookups by time (getOffsetInQueueByTime, ported literally: its corner cases are RocketMQ's answers)
+    def offset_by_time(self, timestamp: int, boundary: str, commitlog) -> int:
+        mf = self._file_by_time(timestamp, boundary, commitlog)
+        return self._search_by_time(mf, timestamp, boundary, commitlog) if mf is not None else 0
+
+    def _file_by_time(self, timestamp: int, boundary: str, commitlog):
+        mfs = list(self.files.files)
+        if not mfs:
+            return None
+        for i in range(len(mfs) - 1, -1, -1):
+            mf = mfs[i]
+            key = mf.file_from_offset
+            if self._start_ts.get(key, -1) < 0 and mf.read_position >= UNIT:
+                pos, size, _ = cq.decode_unit(mf.buf, 0)
+                t = commitlog.pickup_store_timestamp(pos, size)
+                if t > 0:
+                    self._start_ts[key] = t
+            if i < len(mfs) - 1 and self._stop_ts.get(key, -1) < 0 and mf.read_position >= self.file_size:
+                pos, size, _ = cq.decode_unit(mf.buf, self.file_size - UNIT)
+                t = commitlog.pickup_store_timestamp(pos, size)
+                if t > 0:
+                    self._stop_ts[key] = t
+        if boundary == LOWER:
+            for i, mf in enumerate(mfs):
+                if i < len(mfs) - 1 and self._stop_ts.get(mf.file_from_offset, -1) >= timestamp:
+                    return mf
+            return mfs[-1]
+        for mf in reversed(mfs):
+            if self._start_ts.get(mf.file_from_offset, -1) <= timestamp:
+                return mf
+        return None
+
+    def _search_by_time(self, mf: MappedFile, timestamp: int, boundary: str, commitlog) -> int:
+        base = mf.file_from_offset
+        low = self.min_logic_offset - base if self.min_logic_offset > base else 0
+        rng = self.file_size
+        if mf.wrote != 0 and mf.wrote != self.file_size:
+            rng = mf.wrote
+        if rng > mf.read_position:
+            return 0  # selectMappedBuffer(0, range) fails on a file not written that far
+        buf = mf.buf
+        ceiling = rng - UNIT
+        floor = low
+        high = ceiling
+        min_phy = commitlog.min_offset()
+
+        def time_at(p):
+            pos, size, _ = cq.decode_unit(buf, p)
+            return pos, commitlog.pickup_store_timestamp(pos, size)
+
+        _, t = time_at(ceiling)
+        if t < timestamp:
+            return (base + ceiling + UNIT) // UNIT if boundary == LOWER else (base + ceiling) // UNIT
+        _, t = time_at(floor)
+        if t > timestamp:
+            return base // UNIT if boundary == LOWER else 0
+        target = left = right = -1
+        while high >= low:
+            mid = (low + high) // (2 * UNIT) * UNIT
+            pos, size, _ = cq.decode_unit(buf, mid)
+            if pos < min_phy:
+                low = mid + UNIT
+                left = mid
+                continue
+            t = commitlog.pickup_store_timestamp(pos, size)
+            if t < 0:
+                return 0
+            if t == timestamp:
+                target = mid
+                break
+            if t > timestamp:
+                high = mid - UNIT
+                right = mid
+            else:
+                low = mid + UNIT
+                left = mid
+        if target != -1:
+            step = -UNIT if boundary == LOWER else UNIT
+            prev = target
+            while True:
+                attempt = prev + step
+                if attempt < floor or attempt > ceiling:
+                    break
+                if time_at(attempt)[1] != timestamp:
+                    break
+                prev = attempt
+            offset = prev
+        else:
+            offset = right if boundary == LOWER else left
+        return (base + offset) // UNIT
+
+    def close(self) -> None:
+        self._arrays.clear()
+        self.files.close()

@@ -1,0 +1,138 @@
+"""The public message types: what a caller puts, and the results of put and get."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from .formats import properties as P
+from .formats.record import StoredMessage
+
+
+class PutStatus(enum.Enum):
+    """RocketMQ's PutMessageStatus."""
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    OS_PAGE_CACHE_BUSY = "OS_PAGE_CACHE_BUSY"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+class GetStatus(enum.Enum):
+    """RocketMQ's GetMessageStatus."""
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+    OFFSET_RESET = "OFFSET_RESET"
+
+
+@dataclass
+class Message:
+    """A message to put. `tags` and `keys` become the TAGS and KEYS properties (keys space-separated).
+
+    `raw_properties` replaces properties/tags/keys with an exact properties string, for replaying what
+    another store (or a RocketMQ proxy) produced byte for byte."""
+    topic: str
+    body: bytes = b""
+    tags: str | None = None
+    keys: list[str] | str | None = None
+    properties: dict[str, str] | None = None
+    flag: int = 0
+    sys_flag: int = 0
+    born_timestamp: int | None = None
+    born_host: str | None = None
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    raw_properties: str | bytes | None = None
+
+    def property_map(self) -> dict[str, str]:
+        if self.raw_properties is not None:
+            return P.parse_properties(self.raw_properties)
+        props = dict(self.properties or {})
+        if self.keys:
+            props.setdefault(P.KEYS, self.keys if isinstance(self.keys, str) else P.KEY_SEPARATOR.join(self.keys))
+        if self.tags:
+            props.setdefault(P.TAGS, self.tags)
+        return props
+
+    def properties_bytes(self, drop_crc: bool = False) -> bytes:
+        if self.raw_properties is not None:
+            raw = self.raw_properties
+            raw = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else bytes(raw)
+            if drop_crc and P.CRC32.encode() in raw:
+                return P.format_properties({k: v for k, v in P.parse_properties(raw).items()
+                                            if k != P.CRC32}).encode("utf-8", "surrogatepass")
+            return raw
+        props = self.property_map()
+        if drop_crc:
+            props.pop(P.CRC32, None)
+        return P.format_properties(props).encode("utf-8", "surrogatepass")
+
+
+@dataclass
+class PutResult:
+    status: PutStatus
+    physical_offset: int = -1
+    size: int = 0
+    queue_offset: int = -1
+    msg_id: str | None = None
+    store_timestamp: int = 0
+    msg_num: int = 1
+
+    @property
+    def ok(self) -> bool:
+        return self.status is PutStatus.PUT_OK
+
+
+@dataclass
+class PutBatchResult:
+    """A producer batch: one status for all (all or nothing) and the per-message results."""
+    status: PutStatus
+    results: list[PutResult] = field(default_factory=list)
+    physical_offset: int = -1
+    size: int = 0
+    queue_offset: int = -1
+    store_timestamp: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.status is PutStatus.PUT_OK
+
+    @property
+    def msg_ids(self) -> list[str]:
+        return [r.msg_id for r in self.results]
+
+    def __len__(self):
+        return len(self.results)
+
+    def __iter__(self):
+        return iter(self.results)
+
+    def __getitem__(self, i):
+        return self.results[i]
+
+
+@dataclass
+class GetResult:
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[StoredMessage] = field(default_factory=list)
+    buffer_total_size: int = 0
+    message_count: int = 0
+    filter_message_count: int = 0
+
+    @property
+    def found(self) -> bool:
+        return self.status is GetStatus.FOUND

@@ -1,0 +1,1 @@
+"""Background services and the pipelines they run: dispatch, reput, recovery."""

@@ -1,0 +1,96 @@
+"""Recovery on open, as DefaultMessageStore.recover: ConsumeQueues first, then the CommitLog from a safe
+segment on, re-dispatching records the ConsumeQueues lack, then truncation of everything past the last
+valid record. Works the same read-only, where truncation only moves positions in memory."""
+from __future__ import annotations
+
+import logging
+
+from .dispatch import BAD, BLANK, OK, check_record
+
+log = logging.getLogger("rocketstore.recovery")
+
+
+def recover(store, last_exit_ok: bool) -> None:
+    for cq in store.all_consume_queues():
+        cq.recover()
+    dispatch_from = max((cq.max_physic_offset for cq in store.all_consume_queues()), default=-1)
+    if last_exit_ok:
+        recover_commitlog(store, dispatch_from, normal=True)
+    else:
+        recover_commitlog(store, dispatch_from, normal=False)
+    recover_topic_queue_table(store)
+
+
+def _first_record_matches(store, mf, dispatch_from: int, normal: bool) -> bool:
+    """isMappedFileMatchedRecover: may recovery start at this segment?"""
+    cfg = store.config
+    kind, size, req, _ = check_record(mf.buf, 0, store.commitlog.file_size, check_crc=cfg.check_crc_on_recover,
+                                      force_verify_prop_crc=cfg.force_verify_prop_crc,
+                                      delay_levels=store.delay_levels)
+    if kind != OK or req.store_timestamp == 0:
+        return False
+    if cfg.message_index_enable and cfg.message_index_safe:
+        if req.store_timestamp > store.checkpoint.index_msg_timestamp:
+            return False
+    if normal:
+        return req.commit_log_offset <= dispatch_from
+    return req.store_timestamp <= store.checkpoint.min_timestamp()
+
+
+def recover_commitlog(store, dispatch_from: int, normal: bool) -> None:
+    cl = store.commitlog
+    mfs = cl.files.files
+    cfg = store.config
+    if not mfs:
+        log.warning("the CommitLog has no files: dropping every ConsumeQueue")
+        cl.files.flushed_where = cl.files.committed_where = 0
+        store.destroy_consume_queues()
+        return
+    index = len(mfs) - 1
+    while index > (0 if normal else -1):
+        if _first_record_matches(store, mfs[index], dispatch_from, normal):
+            break
+        index -= 1
+    index = max(index, 0)
+    mf = mfs[index]
+    process = mf.file_from_offset
+    pos = 0
+    last_valid = store.checkpoint.confirm_phy_offset if normal else process
+    log.info("recovering the CommitLog %s from %s", "normally" if normal else "after a crash", mf.path)
+    while True:
+        kind, size, req, problem = check_record(mf.buf, pos, cl.file_size, check_crc=cfg.check_crc_on_recover,
+                                                force_verify_prop_crc=cfg.force_verify_prop_crc,
+                                                delay_levels=store.delay_levels)
+        if kind == OK:
+            last_valid = process + pos
+            pos += size
+            if not normal or req.commit_log_offset > dispatch_from:
+                store.do_dispatch(req)
+        elif kind == BLANK:
+            index += 1
+            if index >= len(mfs):
+                break
+            mf = mfs[index]
+            process, pos = mf.file_from_offset, 0
+            log.info("recovering %s", mf.path)
+        else:
+            if problem and problem != "no record here" and any(mf.buf[pos:pos + 8]):
+                log.warning("%s: offset %d: %s; the log is cut here", mf.path, pos, problem)
+            break
+    process += pos
+    cl.confirm_offset = last_valid
+    store.checkpoint.confirm_phy_offset = last_valid
+    if max((cq.max_physic_offset for cq in store.all_consume_queues()), default=-1) >= process:
+        for cq in store.all_consume_queues():
+            cq.truncate_dirty(process)
+    cl.files.flushed_where = cl.files.committed_where = process
+    cl.files.truncate_dirty(process)
+
+
+def recover_topic_queue_table(store) -> None:
+    min_phy = store.commitlog.min_offset()
+    table = {}
+    for cq in store.all_consume_queues():
+        table[(cq.topic, cq.queue_id)] = cq.max_offset
+        cq.correct_min_offset(min_phy)
+    store.writer.queue_offsets = table

@@ -1,0 +1,99 @@
+"""The reput service: follows the CommitLog from the reput offset and hands each record to the dispatchers
+(ReputMessageService). With `dispatch_in_put_path` the put path dispatches as it writes and advances the
+reput offset itself, so this thread only has work for records written any other way."""
+from __future__ import annotations
+
+import logging
+import threading
+
+from .dispatch import BAD, BLANK, OK, check_record
+
+log = logging.getLogger("rocketstore.reput")
+
+
+class ReputService:
+    def __init__(self, store):
+        self.store = store
+        self.reput_from_offset = 0
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.interval_s = 0.001
+
+    def behind(self) -> int:
+        return self.store.commitlog.max_offset() - self.reput_from_offset
+
+    def do_reput(self) -> int:
+        """Dispatch everything between the reput offset and the end offset; returns how many records."""
+        store = self.store
+        cl = store.commitlog
+        n = 0
+        with store.writer.lock:
+            if self.reput_from_offset < cl.min_offset():
+                self.reput_from_offset = cl.min_offset()
+            end = store.reput_end_offset()
+            while self.reput_from_offset < end:
+                got = cl.data_from(self.reput_from_offset)
+                if got is None:
+                    break
+                self.reput_from_offset = got[0]
+                done, more = self._dispatch_segment(got[1], end)
+                n += done
+                if not more:
+                    break
+        if n:
+            store.notify_arrival()
+        return n
+
+    def _dispatch_segment(self, view, end: int) -> tuple[int, bool]:
+        """Dispatch the records of one segment's written part; (records dispatched, whether to go on)."""
+        store = self.store
+        pos, n, limit = 0, 0, len(view)
+        while pos < limit and self.reput_from_offset < end:
+            kind, size, req, problem = check_record(view, pos, limit, check_crc=False, force_verify_prop_crc=False,
+                                                    delay_levels=store.delay_levels)
+            if kind == OK:
+                if self.reput_from_offset + size > end:
+                    return n, False
+                store.do_dispatch(req)
+                n += 1
+                pos += size
+                self.reput_from_offset += size
+            elif kind == BLANK:
+                self.reput_from_offset = store.commitlog.roll_next_file(self.reput_from_offset)
+                return n, True
+            elif size > 0:
+                log.error("reput: %s at %d; skipping %d bytes", problem, self.reput_from_offset, size)
+                pos += size
+                self.reput_from_offset += size
+            else:
+                log.error("reput: %s at %d; waiting for more data", problem, self.reput_from_offset)
+                return n, False
+        return n, True
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="rocketstore-reput", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if self.do_reput() == 0:
+                    self._wake.wait(0.05)
+                    self._wake.clear()
+            except Exception:  # keep the service alive; the error is logged with its traceback
+                log.exception("reput failed")
+                self._stop.wait(1.0)
+
+    def stop(self, drain: bool = True) -> None:
+        if self._thread is None:
+            return
+        if drain:
+            self.do_reput()
+        self._stop.set()
+        self._wake.set()
+        self._thread.join()
+        self._thread = None

@@ -1,0 +1,494 @@
+"""MessageStore: the face of rocketstore (RocketMQ's DefaultMessageStore)."""
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import logging
+import os
+import threading
+import time
+
+from .config import SYNC_FLUSH, StoreConfig
+from .errors import CorruptDataError, StoreClosedError, StoreLockedError, StoreOpenError
+from .formats import checkpoint as CP
+from .formats import record as R
+from .formats.javahash import java_string_hash
+from .log.commitlog import CommitLog
+from .log.consume_queue import LOWER, UPPER, ConsumeQueue
+from .message import GetResult, GetStatus, Message, PutBatchResult, PutResult, PutStatus
+from .put import MessageWriter
+from .services import recovery
+from .services.dispatch import ConsumeQueueDispatcher, DispatchRequest
+from .services.reput import ReputService
+from .validation import topic_problem
+
+log = logging.getLogger("rocketstore")
+MAX_PULL_MSG_SIZE = 128 * 1024 * 1024
+
+
+def _machine_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 * 1024 ** 3
+
+
+def _segment_size(directory: str) -> int | None:
+    """The size of the first segment file found under `directory` (recursively), if any."""
+    if not os.path.isdir(directory):
+        return None
+    for dirpath, dirnames, filenames in os.walk(directory):
+        dirnames.sort()
+        for n in sorted(filenames):
+            if len(n) == 20 and n.isdigit():
+                return os.path.getsize(os.path.join(dirpath, n))
+    return None
+
+
+def resolve_file_sizes(root: str, config: StoreConfig) -> StoreConfig:
+    """Fill in file sizes the config leaves open: from the segments on disk, else RocketMQ's defaults."""
+    def pick(value, sub, default):
+        if value is not None:
+            return value
+        return _segment_size(os.path.join(root, sub)) or default
+    return dataclasses.replace(
+        config,
+        mapped_file_size_commit_log=pick(config.mapped_file_size_commit_log, "commitlog",
+                                         StoreConfig.DEFAULT_COMMIT_LOG_SIZE),
+        mapped_file_size_consume_queue=pick(config.mapped_file_size_consume_queue, "consumequeue",
+                                            StoreConfig.DEFAULT_CONSUME_QUEUE_SIZE),
+        mapped_file_size_batch_consume_queue=pick(config.mapped_file_size_batch_consume_queue,
+                                                  "batchconsumequeue", StoreConfig.DEFAULT_BATCH_CONSUME_QUEUE_SIZE))
+
+
+def parse_subscription(tags) -> set[int] | None:
+    """None (all) or the set of int32 tag hash codes, as FilterAPI.buildSubscriptionData builds it."""
+    if tags is None:
+        return None
+    if isinstance(tags, str):
+        if tags.strip() in ("", "*"):
+            return None
+        tags = [t.strip() for t in tags.split("||")]
+    codes = {java_string_hash(t) for t in tags if t}
+    return codes or None
+
+
+def _int32(v: int) -> int:
+    v &= 0xFFFFFFFF
+    return v - 0x100000000 if v & 0x80000000 else v
+
+
+class MessageStore:
+    """A RocketMQ 5.x store directory: put, get, look up by offset and time. Open with MessageStore.open()."""
+
+    def __init__(self, root: str, config: StoreConfig, read_only: bool):
+        self.root = root
+        self.config = config
+        self.read_only = read_only
+        self.delay_levels = config.delay_levels()
+        self.total_memory = config.total_physical_memory or _machine_memory()
+        self._closed = False
+        self._lock_fd = None
+        self._cqs: dict[tuple[str, int], ConsumeQueue] = {}
+        self.commitlog = CommitLog(root, config.mapped_file_size_commit_log, writable=not read_only)
+        self.checkpoint = CP.Checkpoint()
+        self.dispatchers: list = [ConsumeQueueDispatcher(self)]
+        self.writer = MessageWriter(config, self.commitlog,
+                                    self.do_dispatch if config.dispatch_in_put_path else None)
+        self.reput = ReputService(self)
+        self._arrival = threading.Condition(threading.Lock())
+        self._waiters = 0
+
+    # ---------------------------------------------------------------- opening and closing
+    @classmethod
+    def open(cls, path, config: StoreConfig | None = None, read_only: bool = False) -> "MessageStore":
+        root = os.path.abspath(os.fspath(path))
+        if read_only and not os.path.isdir(root):
+            raise StoreOpenError(f"{root}: no store directory here")
+        if not read_only:
+            if os.path.exists(root) and not os.path.isdir(root):
+                raise StoreOpenError(f"{root}: exists and is not a directory")
+            os.makedirs(root, exist_ok=True)
+        config = resolve_file_sizes(root, config or StoreConfig())
+        store = cls(root, config, read_only)
+        try:
+            store._load()
+        except BaseException:
+            store._release()
+            raise
+        return store
+
+    def _load(self) -> None:
+        if not self.read_only:
+            self._take_lock()
+        last_exit_ok = not os.path.exists(os.path.join(self.root, "abort"))
+        try:
+            self.commitlog.load()
+            self._load_consume_queues()
+            self._load_checkpoint()
+            recovery.recover(self, last_exit_ok)
+        except CorruptDataError as e:
+            raise StoreOpenError(str(e)) from e
+        self.reput.reput_from_offset = self.commitlog.max_offset()
+        if not self.read_only:
+            with open(os.path.join(self.root, "abort"), "w") as fh:
+                fh.write(str(os.getpid()))  # removed again by a clean close
+            self.reput.start()
+        log.info("opened %s%s: CommitLog %d..%d, %d queues", self.root, " read-only" if self.read_only else "",
+                 self.min_physical_offset, self.max_physical_offset, len(self._cqs))
+
+    def _take_lock(self) -> None:
+        path = os.path.join(self.root, "lock")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)  # RocketMQ: FileChannel.tryLock(0, 1, false)
+        except OSError:
+            os.close(fd)
+            raise StoreLockedError(f"{path}: the store is open for writing by another process") from None
+        os.pwrite(fd, b"lock", 0)
+        os.fsync(fd)
+        self._lock_fd = fd
+
+    def _load_checkpoint(self) -> None:
+        path = os.path.join(self.root, "checkpoint")
+        if os.path.exists(path):
+            with open(path, "rb") as fh:
+                data = fh.read(CP.FILE_SIZE)
+            try:
+                self.checkpoint = CP.decode(data)
+            except CorruptDataError as e:
+                raise e.in_file(path)
+
+    def _load_consume_queues(self) -> None:
+        base = os.path.join(self.root, "consumequeue")
+        if not os.path.isdir(base):
+            return
+        for topic in sorted(os.listdir(base)):
+            tdir = os.path.join(base, topic)
+            if not os.path.isdir(tdir) or topic_problem(topic):
+                log.warning("ignoring %s: not a topic directory", tdir)
+                continue
+            for q in sorted(os.listdir(tdir)):
+                if not q.isdigit():
+                    log.warning("ignoring %s: not a queue directory", os.path.join(tdir, q))
+                    continue
+                cq = self._new_cq(topic, int(q))
+                cq.load()
+                self._cqs[(topic, int(q))] = cq
+
+    def _new_cq(self, topic: str, queue_id: int) -> ConsumeQueue:
+        return ConsumeQueue(self.root, topic, queue_id, self.config.mapped_file_size_consume_queue,
+                            writable=not self.read_only)
+
+    def write_checkpoint(self) -> None:
+        if self.read_only:
+            return
+        path = os.path.join(self.root, "checkpoint")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, CP.encode(self.checkpoint), 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def flush(self) -> None:
+        """Everything written so far to disk: CommitLog, ConsumeQueues, then the checkpoint."""
+        self._check_open()
+        if self.read_only:
+            return
+        with self.writer.lock:
+            self.commitlog.files.flush_all()
+            if self.commitlog.max_offset() > 0:
+                self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp,
+                                                           self._last_store_timestamp())
+            for cq in self._cqs.values():
+                cq.files.flush_all()
+            self.write_checkpoint()
+
+    def _last_store_timestamp(self) -> int:
+        off = self.checkpoint.confirm_phy_offset
+        return self.commitlog.pickup_store_timestamp(off, 91) if off >= 0 else 0
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            if not self.read_only:
+                self.reput.stop(drain=True)
+                self.checkpoint.confirm_phy_offset = self._last_record_start()
+                self.flush()
+                if self.reput.behind() <= 0:
+                    os.unlink(os.path.join(self.root, "abort"))
+        finally:
+            self._release()
+
+    def _last_record_start(self) -> int:
+        return self.writer.last_physical_offset if self.writer.last_physical_offset >= 0 \
+            else self.checkpoint.confirm_phy_offset
+
+    def _release(self) -> None:
+        self._closed = True
+        for cq in self._cqs.values():
+            cq.close()
+        self.commitlog.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"{self.root}: the store is closed")
+
+    # ---------------------------------------------------------------- consume queues and dispatch
+    def all_consume_queues(self):
+        return list(self._cqs.values())
+
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self._cqs.get((topic, queue_id))
+
+    def _find_or_create_cq(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = self._cqs.get((topic, queue_id))
+        if cq is None:
+            cq = self._cqs[(topic, queue_id)] = self._new_cq(topic, queue_id)
+        return cq
+
+    def destroy_consume_queues(self) -> None:
+        for cq in self._cqs.values():
+            cq.files.destroy()
+        self._cqs.clear()
+
+    def add_dispatcher(self, dispatcher) -> None:
+        """Add a dispatcher (an object with dispatch(request), or a callable): it sees every record reput
+        or the put path dispatches, after the built-in ones."""
+        self.dispatchers.append(dispatcher if hasattr(dispatcher, "dispatch") else _Callable(dispatcher))
+
+    def do_dispatch(self, req: DispatchRequest) -> None:
+        for d in self.dispatchers:
+            d.dispatch(req)
+        if self._waiters:
+            self.notify_arrival()
+
+    def put_message_position_info(self, req: DispatchRequest) -> None:
+        cq = self._find_or_create_cq(req.topic, req.queue_id)
+        if cq.put(req.commit_log_offset, req.msg_size, req.tags_code, req.consume_queue_offset):
+            self.checkpoint.logics_msg_timestamp = req.store_timestamp
+        else:
+            log.error("consume queue %s-%d cannot be written", req.topic, req.queue_id)
+
+    def reput_end_offset(self) -> int:
+        if self.config.flush_disk_type == SYNC_FLUSH and not self.config.read_uncommitted:
+            return self.commitlog.files.flushed_where
+        return self.commitlog.max_offset()
+
+    def notify_arrival(self) -> None:
+        with self._arrival:
+            self._arrival.notify_all()
+
+    def wait_dispatched(self, timeout_s: float | None = None) -> bool:
+        """Return once everything written so far is readable through get (True), or at the timeout."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            self.reput.do_reput()
+            if self.reput.reput_from_offset >= self.reput_end_offset():
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(0.001)
+
+    # ---------------------------------------------------------------- put
+    def put(self, msg: Message, queue_id: int = 0) -> PutResult:
+        self._check_open()
+        if self.read_only:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE)
+        r = self.writer.put(msg, queue_id)
+        if r.ok and self.writer.dispatch is None:
+            self.reput.wake()
+        return r
+
+    def put_batch(self, messages: list[Message], queue_id: int = 0) -> PutBatchResult:
+        self._check_open()
+        if self.read_only:
+            return PutBatchResult(PutStatus.SERVICE_NOT_AVAILABLE)
+        r = self.writer.put_batch(list(messages), queue_id)
+        if r.ok and self.writer.dispatch is None:
+            self.reput.wake()
+        return r
+
+    # ---------------------------------------------------------------- offsets
+    @property
+    def min_physical_offset(self) -> int:
+        return self.commitlog.min_offset()
+
+    @property
+    def max_physical_offset(self) -> int:
+        return self.commitlog.max_offset()
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self._cqs.get((topic, queue_id))
+        return cq.min_offset if cq else 0
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        cq = self._cqs.get((topic, queue_id))
+        return cq.max_offset if cq else 0
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int, boundary: str = LOWER) -> int:
+        """getOffsetInQueueByTime: the queue offset of the first message stored at or after the time (lower),
+        or of the last one stored at or before it (upper), clamped to [min, max]."""
+        boundary = boundary.lower()
+        if boundary not in (LOWER, UPPER):
+            raise ValueError(f"boundary must be 'lower' or 'upper', got {boundary!r}")
+        cq = self._cqs.get((topic, queue_id))
+        if cq is None:
+            return 0
+        off = cq.offset_by_time(timestamp_ms, boundary, self.commitlog)
+        return min(max(off, cq.min_offset), cq.max_offset)
+
+    def topics(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for (t, q) in sorted(self._cqs):
+            out.setdefault(t, []).append(q)
+        return out
+
+    def queue_unit(self, topic: str, queue_id: int, offset: int):
+        """(physical offset, size, tagsCode) of a queue offset, or None."""
+        cq = self._cqs.get((topic, queue_id))
+        return cq.get_unit(offset) if cq else None
+
+    def store_timestamp_at(self, topic: str, queue_id: int, offset: int) -> int:
+        """getMessageStoreTimeStamp: the store time of the message at a queue offset, -1 if none."""
+        u = self.queue_unit(topic, queue_id, offset)
+        return self.commitlog.pickup_store_timestamp(u[0], u[1]) if u else -1
+
+    def earliest_message_time(self, topic: str, queue_id: int) -> int:
+        cq = self._cqs.get((topic, queue_id))
+        return self.store_timestamp_at(topic, queue_id, cq.min_offset) if cq else -1
+
+    # ---------------------------------------------------------------- read
+    def look(self, physical_offset: int):
+        """The message whose record starts at a physical offset, or None (lookMessageByOffset)."""
+        self._check_open()
+        head = self.commitlog.read(physical_offset, 4)
+        if head is None:
+            return None
+        size = R.I32.unpack_from(head, 0)[0]
+        if size <= 0:
+            return None
+        view = self.commitlog.read(physical_offset, size)
+        if view is None:
+            return None
+        try:
+            return R.decode_record(view, 0)
+        except CorruptDataError:
+            return None
+
+    def get(self, group: str, topic: str, queue_id: int, offset: int, max_count: int = 32, tags=None,
+            wait_ms: int = 0) -> GetResult:
+        """getMessage: up to max_count messages of a queue from `offset`, filtered by tags (None, a set of
+        tags, or a subscription string "TagA || TagB"). With wait_ms, waits that long for new messages
+        when there are none yet (long polling)."""
+        self._check_open()
+        codes = parse_subscription(tags)
+        r = self._get_once(topic, queue_id, offset, max_count, codes)
+        if wait_ms > 0 and r.status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.OFFSET_OVERFLOW_ONE):
+            deadline = time.monotonic() + wait_ms / 1000.0
+            with self._arrival:
+                self._waiters += 1
+                try:
+                    while r.status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.OFFSET_OVERFLOW_ONE):
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            break
+                        self._arrival.wait(min(left, 0.1))
+                        r = self._get_once(topic, queue_id, offset, max_count, codes)
+                finally:
+                    self._waiters -= 1
+        return r
+
+    def _get_once(self, topic, queue_id, offset, max_count, codes) -> GetResult:
+        cq = self._cqs.get((topic, queue_id))
+        if cq is None:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
+        lo, hi = cq.min_offset, cq.max_offset
+        if hi == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
+        if offset < lo:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
+        if offset == hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+        if offset > hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
+        return self._scan(cq, offset, max_count, codes)
+
+    def _scan(self, cq: ConsumeQueue, offset: int, max_count: int, codes) -> GetResult:
+        cfg = self.config
+        lo, hi = cq.min_offset, cq.max_offset
+        result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
+        max_filter_units = -(-max(cfg.max_filter_message_size, max_count * 20) // 20)
+        max_py = self.commitlog.max_offset()
+        memory = int(self.total_memory * (cfg.access_message_in_memory_max_ratio / 100.0))
+        next_begin = offset
+        files_read = 0
+        total = count = 0
+        msgs = result.messages
+        while total <= 0 and next_begin < hi and files_read < cfg.travel_cq_file_num_when_get_message:
+            files_read += 1
+            got = cq.units_from(next_begin)
+            if got is None:
+                result.status = GetStatus.OFFSET_FOUND_NULL
+                next_begin = cq.roll_next_file(next_begin)
+                break
+            start, units = got
+            # the scan stops at the filter cap and at the queue's max: never look at more units than that
+            units = units[:max(0, min(offset + max_filter_units, hi) - start)]
+            next_file_start = None
+            for i, (pos, size, tcode) in enumerate(units.tolist()):
+                in_mem = (max_py - pos) <= memory
+                if total and count:
+                    if count + 1 > max_count or total + size > MAX_PULL_MSG_SIZE:
+                        break
+                    if in_mem:
+                        if total + size > cfg.max_transfer_bytes_on_message_in_memory \
+                                or count > cfg.max_transfer_count_on_message_in_memory - 1:
+                            break
+                    elif total + size > cfg.max_transfer_bytes_on_message_in_disk \
+                            or count > cfg.max_transfer_count_on_message_in_disk - 1:
+                        break
+                if total >= MAX_PULL_MSG_SIZE:
+                    break
+                next_begin = start + i + 1
+                if next_file_start is not None and pos < next_file_start:
+                    continue
+                if codes is not None and _int32(tcode) not in codes:
+                    continue
+                view = self.commitlog.read(pos, size)
+                if view is None:
+                    if total == 0:
+                        result.status = GetStatus.MESSAGE_WAS_REMOVING
+                    next_file_start = self.commitlog.roll_next_file(pos)
+                    continue
+                try:
+                    msgs.append(R.decode_record(view, 0))
+                except CorruptDataError as e:
+                    raise e.in_file(self.commitlog.segment_path(pos), pos % self.commitlog.file_size)
+                total += size
+                count += 1
+                result.status = GetStatus.FOUND
+                next_file_start = None
+        result.next_begin_offset = next_begin
+        result.buffer_total_size = total
+        result.message_count = count
+        return result
+
+
+class _Callable:
+    def __init__(self, fn):
+        self.fn = fn
+
+    def dispatch(self, req):
+        self.fn(req)
