@@ -54,6 +54,7 @@ class Message:
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
     raw_properties: str | bytes | None = None
+    store_host: str | None = None   # this message's STOREHOST, when not the store's own (replays, proxies)
 
     def property_map(self) -> dict[str, str]:
         if self.raw_properties is not None:

@@ -70,8 +70,9 @@ class MessageWriter:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
         topic = msg.topic.encode("utf-8")
         v2 = self.config.auto_message_version_on_topic_len and len(msg.topic) > R.MAX_TOPIC_BYTES_V1
+        store_host = R.host_to_bytes(msg.store_host) if msg.store_host else self.store_host
         sys_flag = msg.sys_flag | (R.BORNHOST_V6_FLAG if len(born_host) == 20 else 0) \
-            | (R.STOREHOSTADDRESS_V6_FLAG if len(self.store_host) == 20 else 0)
+            | (R.STOREHOSTADDRESS_V6_FLAG if len(store_host) == 20 else 0)
         body = bytes(msg.body)
         size = R.record_length(v2, sys_flag, len(body), len(topic), len(stored_props))
         if size > self.max_record:
@@ -88,7 +89,7 @@ class MessageWriter:
                 return R.encode_record(
                     topic=topic, body=body, props=stored_props, queue_id=queue_id, flag=msg.flag,
                     sys_flag=sys_flag, born_timestamp=born_ts, born_host=born_host, store_timestamp=store_ts,
-                    store_host=self.store_host, reconsume_times=msg.reconsume_times,
+                    store_host=store_host, reconsume_times=msg.reconsume_times,
                     prepared_transaction_offset=msg.prepared_transaction_offset, queue_offset=qoff,
                     physical_offset=phys, v2=v2, body_crc_value=crc, append_crc=self.append_crc)
             try:
@@ -109,7 +110,7 @@ class MessageWriter:
                     tags_code_for(msg.topic, pmap, store_ts, sys_flag, self.delay_levels) if pmap else 0,
                     store_ts, qoff, pmap.get(P.KEYS) or "", pmap.get(P.UNIQ_KEY), sys_flag,
                     msg.prepared_transaction_offset, pmap))
-        return PutResult(PutStatus.PUT_OK, phys, size, qoff, R.make_msg_id(self.store_host, phys), store_ts, 1)
+        return PutResult(PutStatus.PUT_OK, phys, size, qoff, R.make_msg_id(store_host, phys), store_ts, 1)
 
     # -- a producer batch (putMessages): one record per message, all in one segment, all or nothing
     def put_batch(self, msgs: list[Message], queue_id: int) -> PutBatchResult:
@@ -132,8 +133,9 @@ class MessageWriter:
             return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
         topic = first.topic.encode("utf-8")
         v2 = self.config.auto_message_version_on_topic_len and len(first.topic) > R.MAX_TOPIC_BYTES_V1
+        store_host = R.host_to_bytes(first.store_host) if first.store_host else self.store_host
         sys_flag = first.sys_flag | (R.BORNHOST_V6_FLAG if len(born_host) == 20 else 0) \
-            | (R.STOREHOSTADDRESS_V6_FLAG if len(self.store_host) == 20 else 0)
+            | (R.STOREHOSTADDRESS_V6_FLAG if len(store_host) == 20 else 0)
         items = []
         client_size = 0
         for m in msgs:
@@ -166,7 +168,7 @@ class MessageWriter:
                     parts.append(R.encode_record(
                         topic=topic, body=body, props=stored, queue_id=queue_id, flag=m.flag, sys_flag=sys_flag,
                         born_timestamp=born_ts, born_host=born_host, store_timestamp=store_ts,
-                        store_host=self.store_host, reconsume_times=first.reconsume_times,
+                        store_host=store_host, reconsume_times=first.reconsume_times,
                         prepared_transaction_offset=0, queue_offset=base_qoff + i, physical_offset=p, v2=v2,
                         body_crc_value=crc, append_crc=self.append_crc))
                     placed.append(p)
@@ -190,5 +192,5 @@ class MessageWriter:
                         tags_code_for(first.topic, pmap, store_ts, sys_flag, self.delay_levels) if pmap else 0,
                         store_ts, base_qoff + i, pmap.get(P.KEYS) or "", pmap.get(P.UNIQ_KEY), sys_flag, 0, pmap))
                 results.append(PutResult(PutStatus.PUT_OK, p, size, base_qoff + i,
-                                         R.make_msg_id(self.store_host, p), store_ts, 1))
+                                         R.make_msg_id(store_host, p), store_ts, 1))
         return PutBatchResult(PutStatus.PUT_OK, results, phys, total, base_qoff, store_ts)
