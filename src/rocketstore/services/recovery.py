@@ -42,7 +42,8 @@ def recover_commitlog(store, dispatch_from: int, normal: bool) -> None:
     mfs = cl.files.files
     cfg = store.config
     if not mfs:
-        log.warning("the CommitLog has no files: dropping every ConsumeQueue")
+        if store.all_consume_queues():
+            log.warning("the CommitLog has no files: dropping every ConsumeQueue")
         cl.files.flushed_where = cl.files.committed_where = 0
         store.destroy_consume_queues()
         return

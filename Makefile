@@ -1,0 +1,27 @@
+# One venv for everything; `make run` and `make test` are the README's first two commands.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup run test bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml requirements-test.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-test.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $(STAMP)
+
+run: setup
+	$(PY) -m rocketstore.mainjob --store work/store --messages 300000
+
+test: setup
+	$(PY) -m pytest
+
+bench: setup
+	$(PY) bench/bench_store.py
+
+clean:
+	rm -rf work build dist src/*.egg-info
