@@ -22,10 +22,11 @@ _NOT, _COMMIT = R.TRANSACTION_NOT_TYPE, R.TRANSACTION_COMMIT_TYPE
 
 
 class MessageWriter:
-    def __init__(self, config, commitlog: CommitLog, dispatch):
+    def __init__(self, config, commitlog: CommitLog, dispatch, dispatched_to=None):
         self.config = config
         self.commitlog = commitlog
         self.dispatch = dispatch            # called with each DispatchRequest under the lock, or None
+        self.dispatched_to = dispatched_to  # told the end offset of what the put path dispatched
         self.lock = threading.RLock()
         self.queue_offsets: dict[tuple[str, int], int] = {}
         self.last_physical_offset = -1      # start of the last record this writer appended
@@ -110,6 +111,7 @@ class MessageWriter:
                     tags_code_for(msg.topic, pmap, store_ts, sys_flag, self.delay_levels) if pmap else 0,
                     store_ts, qoff, pmap.get(P.KEYS) or "", pmap.get(P.UNIQ_KEY), sys_flag,
                     msg.prepared_transaction_offset, pmap))
+                self.dispatched_to(phys + size)
         return PutResult(PutStatus.PUT_OK, phys, size, qoff, R.make_msg_id(store_host, phys), store_ts, 1)
 
     # -- a producer batch (putMessages): one record per message, all in one segment, all or nothing
@@ -193,4 +195,6 @@ class MessageWriter:
                         store_ts, base_qoff + i, pmap.get(P.KEYS) or "", pmap.get(P.UNIQ_KEY), sys_flag, 0, pmap))
                 results.append(PutResult(PutStatus.PUT_OK, p, size, base_qoff + i,
                                          R.make_msg_id(store_host, p), store_ts, 1))
+            if self.dispatch is not None:
+                self.dispatched_to(phys + total)
         return PutBatchResult(PutStatus.PUT_OK, results, phys, total, base_qoff, store_ts)

@@ -23,6 +23,9 @@ from .services.reput import ReputService
 from .validation import topic_problem
 
 log = logging.getLogger("rocketstore")
+# fcntl locks do not exclude a second open in the same process (Java's FileChannel.tryLock does): track them
+_OPEN_FOR_WRITING: set[str] = set()
+_OPEN_LOCK = threading.Lock()
 MAX_PULL_MSG_SIZE = 128 * 1024 * 1024
 
 
@@ -93,9 +96,10 @@ class MessageStore:
         self.commitlog = CommitLog(root, config.mapped_file_size_commit_log, writable=not read_only)
         self.checkpoint = CP.Checkpoint()
         self.dispatchers: list = [ConsumeQueueDispatcher(self)]
-        self.writer = MessageWriter(config, self.commitlog,
-                                    self.do_dispatch if config.dispatch_in_put_path else None)
         self.reput = ReputService(self)
+        self.writer = MessageWriter(config, self.commitlog,
+                                    self.do_dispatch if config.dispatch_in_put_path else None,
+                                    self.reput.advance_to)
         self._arrival = threading.Condition(threading.Lock())
         self._waiters = 0
 
@@ -139,12 +143,18 @@ class MessageStore:
 
     def _take_lock(self) -> None:
         path = os.path.join(self.root, "lock")
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)  # RocketMQ: FileChannel.tryLock(0, 1, false)
-        except OSError:
-            os.close(fd)
-            raise StoreLockedError(f"{path}: the store is open for writing by another process") from None
+        key = os.path.realpath(self.root)
+        with _OPEN_LOCK:
+            if key in _OPEN_FOR_WRITING:
+                raise StoreLockedError(f"{path}: the store is already open for writing in this process")
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)  # RocketMQ: FileChannel.tryLock(0, 1, false)
+            except OSError:
+                os.close(fd)
+                raise StoreLockedError(f"{path}: the store is open for writing by another process") from None
+            _OPEN_FOR_WRITING.add(key)
+        self._lock_key = key
         os.pwrite(fd, b"lock", 0)
         os.fsync(fd)
         self._lock_fd = fd
@@ -234,6 +244,8 @@ class MessageStore:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+            with _OPEN_LOCK:
+                _OPEN_FOR_WRITING.discard(self._lock_key)
 
     def __enter__(self):
         return self

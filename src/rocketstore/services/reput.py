@@ -20,6 +20,11 @@ class ReputService:
         self._thread: threading.Thread | None = None
         self.interval_s = 0.001
 
+    def advance_to(self, offset: int) -> None:
+        """The put path dispatched everything up to `offset` itself (called under the put lock)."""
+        if offset > self.reput_from_offset:
+            self.reput_from_offset = offset
+
     def behind(self) -> int:
         return self.store.commitlog.max_offset() - self.reput_from_offset
 
