@@ -237,3 +237,20 @@ def test_broker_conf(tmp_path):
     assert cfg.extra == {"brokerName": "b1"}
     with pytest.raises(ValueError, match="maxMessageSize"):
         StoreConfig.from_properties({"maxMessageSize": "lots"})
+
+
+def test_tags_and_keys_are_stored_as_rocketmq_properties(tmp_path):
+    with MessageStore.open(tmp_path, small()) as s:
+        r = s.put(Message("T", b"body", tags="TagA", keys=["k1", "k2"], born_timestamp=5), 0)
+        s.put(Message("T", b"body", properties={"a": "1"}, tags="TagB", born_timestamp=5), 0)
+    with open(tmp_path / "commitlog" / f"{0:020d}", "rb") as fh:
+        data = fh.read()
+    props = b"KEYS\x01k1 k2\x02TAGS\x01TagA\x02"
+    # TOTALSIZE = 88 fixed bytes for IPv4 hosts + body + 1 + topic + 2 + properties
+    assert r.size == 88 + 4 + 1 + 1 + 2 + len(props)
+    assert data[r.size - len(props) - 2:r.size] == len(props).to_bytes(2, "big") + props
+    second = data[r.size:r.size + 200]
+    assert b"a\x011\x02TAGS\x01TagB\x02" in second
+    # tagsCode in the ConsumeQueue is Java's "TagA".hashCode() = 2598919
+    with open(tmp_path / "consumequeue" / "T" / "0" / f"{0:020d}", "rb") as fh:
+        assert struct.unpack(">qiq", fh.read(20)) == (0, r.size, 2598919)

@@ -5,7 +5,7 @@ import enum
 from dataclasses import dataclass, field
 
 from .formats import properties as P
-from .formats.record import StoredMessage
+from .formats.record import StoredMessage, make_msg_id
 
 
 class PutStatus(enum.Enum):
@@ -80,19 +80,32 @@ class Message:
         return P.format_properties(props).encode("utf-8", "surrogatepass")
 
 
-@dataclass
 class PutResult:
-    status: PutStatus
-    physical_offset: int = -1
-    size: int = 0
-    queue_offset: int = -1
-    msg_id: str | None = None
-    store_timestamp: int = 0
-    msg_num: int = 1
+    """The answer to one put: status, where the record went, its queue offset and msgId."""
+    __slots__ = ("status", "physical_offset", "size", "queue_offset", "store_timestamp", "msg_num", "_host")
+
+    def __init__(self, status: PutStatus, physical_offset: int = -1, size: int = 0, queue_offset: int = -1,
+                 store_host: bytes | None = None, store_timestamp: int = 0, msg_num: int = 1):
+        self.status = status
+        self.physical_offset = physical_offset
+        self.size = size
+        self.queue_offset = queue_offset
+        self.store_timestamp = store_timestamp
+        self.msg_num = msg_num
+        self._host = store_host
 
     @property
     def ok(self) -> bool:
         return self.status is PutStatus.PUT_OK
+
+    @property
+    def msg_id(self) -> str | None:
+        """The offset msgId: store host + physical offset (computed when asked for)."""
+        return make_msg_id(self._host, self.physical_offset) if self._host is not None else None
+
+    def __repr__(self) -> str:
+        return (f"PutResult({self.status.name}, physical_offset={self.physical_offset}, size={self.size}, "
+                f"queue_offset={self.queue_offset}, msg_id={self.msg_id}, store_timestamp={self.store_timestamp})")
 
 
 @dataclass

@@ -1,7 +1,9 @@
 """The put path: validate -> assign queue offset -> encode -> append to the CommitLog -> dispatch.
 
 Mirrors CommitLog.asyncPutMessage / asyncPutMessages: statuses instead of exceptions for bad input, queue
-offsets taken under the put lock, one store timestamp per put (shared by a whole batch).
+offsets taken under the put lock, one store timestamp per put (shared by a whole batch). Python pays per
+message, so what does not change between messages (topic bytes, validation, host bytes, Structs) is
+computed once and cached, and a record is one Struct.pack plus its body and tail.
 """
 from __future__ import annotations
 
@@ -11,22 +13,36 @@ import zlib
 
 from .formats import properties as P
 from .formats import record as R
+from .formats.javahash import java_string_hash
 from .log.commitlog import CommitLog, DoesNotFit
 from .message import Message, PutBatchResult, PutResult, PutStatus
-from .services.dispatch import DispatchRequest, tags_code_for
 from .validation import topic_problem
 
 log = logging.getLogger("rocketstore.put")
 MAX_PROPERTIES = 32767
-_NOT, _COMMIT = R.TRANSACTION_NOT_TYPE, R.TRANSACTION_COMMIT_TYPE
+_COUNTS = (R.TRANSACTION_NOT_TYPE, R.TRANSACTION_COMMIT_TYPE)  # only these take a queue offset
+_crc32 = zlib.crc32
+
+
+class _Topic:
+    """What the put path needs of a topic, computed once."""
+    __slots__ = ("name", "tail", "v2", "tlen")
+
+    def __init__(self, name: str, v2: bool):
+        raw = name.encode("utf-8")
+        self.name, self.v2, self.tlen = name, v2, len(raw)
+        self.tail = R.topic_tail(raw, v2)
 
 
 class MessageWriter:
-    def __init__(self, config, commitlog: CommitLog, dispatch, dispatched_to=None):
+    def __init__(self, config, commitlog: CommitLog, dispatch, dispatch_batch=None):
+        """`dispatch(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props, end)`
+        builds the queues for each record as it is written, under the put lock; None leaves it to reput.
+        `dispatch_batch` does the same for a producer batch, with lists in place of the per-record values."""
         self.config = config
         self.commitlog = commitlog
-        self.dispatch = dispatch            # called with each DispatchRequest under the lock, or None
-        self.dispatched_to = dispatched_to  # told the end offset of what the put path dispatched
+        self.dispatch = dispatch
+        self.dispatch_batch = dispatch_batch
         self.lock = threading.RLock()
         self.queue_offsets: dict[tuple[str, int], int] = {}
         self.last_physical_offset = -1      # start of the last record this writer appended
@@ -35,64 +51,91 @@ class MessageWriter:
         self.delay_levels = config.delay_levels()
         self.max_body = config.max_message_size
         self.max_record = config.max_message_size + 64 * 1024  # MessageExtEncoder reserves 64 KiB
+        self._topics: dict[str, _Topic | str] = {}
 
     # -- checks shared by put and put_batch
-    def _check(self, msg: Message, queue_id: int) -> PutStatus | None:
-        problem = topic_problem(msg.topic, self.config.auto_message_version_on_topic_len)
-        if problem or not isinstance(queue_id, int) or queue_id < 0:
-            log.warning("put refused: %s", problem or f"queue id {queue_id!r} must be an int >= 0")
-            return PutStatus.MESSAGE_ILLEGAL
-        if msg.body is None or len(msg.body) > self.max_body:
-            return PutStatus.MESSAGE_ILLEGAL
-        return None
+    def _topic(self, topic) -> _Topic | None:
+        t = self._topics.get(topic) if isinstance(topic, str) else None
+        if t is None:
+            problem = topic_problem(topic, self.config.auto_message_version_on_topic_len)
+            if problem:
+                log.warning("put refused: %s", problem)
+                return None
+            t = _Topic(topic, self.config.auto_message_version_on_topic_len and len(topic) > R.MAX_TOPIC_BYTES_V1)
+            if len(self._topics) < 100_000:
+                self._topics[topic] = t
+        return t
 
-    def _born(self, msg: Message) -> tuple[bytes, int]:
-        host = R.host_to_bytes(msg.born_host) if msg.born_host else self.store_host
-        ts = msg.born_timestamp if msg.born_timestamp is not None else self.config.clock()
-        return host, ts
+    def _hosts(self, msg: Message) -> tuple[bytes, int, bytes] | None:
+        try:
+            born = R.host_to_bytes(msg.born_host) if msg.born_host else self.store_host
+            store = R.host_to_bytes(msg.store_host) if msg.store_host else self.store_host
+        except ValueError as e:
+            log.warning("put refused: %s", e)
+            return None
+        flags = (R.BORNHOST_V6_FLAG if len(born) == 20 else 0) | (R.STOREHOSTADDRESS_V6_FLAG if len(store) == 20 else 0)
+        return born, flags, store
+
+    @staticmethod
+    def _props(msg: Message, drop_crc: bool) -> bytes:
+        if msg.raw_properties is None and not msg.properties:
+            # the common case, without building a dict: KEYS then TAGS, as property_map orders them
+            keys = msg.keys
+            if keys and not isinstance(keys, str):
+                keys = P.KEY_SEPARATOR.join(keys)
+            if keys:
+                return (f"KEYS\x01{keys}\x02TAGS\x01{msg.tags}\x02" if msg.tags else f"KEYS\x01{keys}\x02").encode()
+            return f"TAGS\x01{msg.tags}\x02".encode() if msg.tags else b""
+        return msg.properties_bytes(drop_crc=drop_crc)
+
+    def _tags_code(self, msg: Message, topic: str, props: bytes, store_ts: int, sys_flag: int) -> int:
+        if msg.raw_properties is None and not msg.properties and topic != "SCHEDULE_TOPIC_XXXX":
+            return java_string_hash(msg.tags) if msg.tags else 0
+        from .services.dispatch import tags_code_for
+        return tags_code_for(topic, P.parse_properties(props), store_ts, sys_flag, self.delay_levels) if props else 0
 
     # -- one message
     def put(self, msg: Message, queue_id: int) -> PutResult:
-        bad = self._check(msg, queue_id)
-        if bad:
-            return PutResult(bad)
-        props = msg.properties_bytes(drop_crc=self.append_crc)
-        if P.INNER_NUM.encode() + b"\x01" in props and not msg.sys_flag & R.INNER_BATCH_FLAG:
+        t = self._topic(msg.topic)
+        body = msg.body
+        if t is None or type(queue_id) is not int or queue_id < 0 or body is None or len(body) > self.max_body:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
-        if msg.sys_flag & R.INNER_BATCH_FLAG:
+        sys_flag = msg.sys_flag
+        if sys_flag & R.INNER_BATCH_FLAG:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)  # inner batches need a BatchCQ topic
-        stored_props = R.encode_properties(props, self.append_crc, single=True)
-        if len(stored_props) > MAX_PROPERTIES:
+        props = self._props(msg, self.append_crc)
+        if b"INNER_NUM\x01" in props:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)  # RocketMQ: INNER_NUM without INNER_BATCH_FLAG
+        stored = R.encode_properties(props, self.append_crc, single=True) if self.append_crc else props
+        plen = len(stored)
+        if plen > MAX_PROPERTIES:
             return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
-        try:
-            born_host, born_ts = self._born(msg)
-        except ValueError as e:
-            log.warning("put refused: %s", e)
+        hosts = self._hosts(msg)
+        if hosts is None:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
-        topic = msg.topic.encode("utf-8")
-        v2 = self.config.auto_message_version_on_topic_len and len(msg.topic) > R.MAX_TOPIC_BYTES_V1
-        store_host = R.host_to_bytes(msg.store_host) if msg.store_host else self.store_host
-        sys_flag = msg.sys_flag | (R.BORNHOST_V6_FLAG if len(born_host) == 20 else 0) \
-            | (R.STOREHOSTADDRESS_V6_FLAG if len(store_host) == 20 else 0)
-        body = bytes(msg.body)
-        size = R.record_length(v2, sys_flag, len(body), len(topic), len(stored_props))
+        born, hflags, store_host = hosts
+        sys_flag |= hflags
+        born_ts = msg.born_timestamp if msg.born_timestamp is not None else self.config.clock()
+        blen = len(body)
+        size = 72 + len(born) + len(store_host) + blen + len(t.tail) + 2 + plen
         if size > self.max_record:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
-        crc = zlib.crc32(body) & 0x7FFFFFFF
-        tran = sys_flag & R.TRANSACTION_ROLLBACK_TYPE
-        counts = tran == _NOT or tran == _COMMIT
-        key = (msg.topic, queue_id)
+        crc = _crc32(body) & 0x7FFFFFFF
+        fixed = R.fixed_part(len(born), len(store_host))
+        tail = t.tail + R.U16.pack(plen) + stored
+        magic = R.MAGIC_V2 if t.v2 else R.MAGIC_V1
+        counts = (sys_flag & R.TRANSACTION_ROLLBACK_TYPE) in _COUNTS
+        key = (t.name, queue_id)
+        append_crc = self.append_crc
         with self.lock:
             qoff = self.queue_offsets.get(key, 0) if counts else 0
             store_ts = self.config.clock()
 
             def make(phys):
-                return R.encode_record(
-                    topic=topic, body=body, props=stored_props, queue_id=queue_id, flag=msg.flag,
-                    sys_flag=sys_flag, born_timestamp=born_ts, born_host=born_host, store_timestamp=store_ts,
-                    store_host=store_host, reconsume_times=msg.reconsume_times,
-                    prepared_transaction_offset=msg.prepared_transaction_offset, queue_offset=qoff,
-                    physical_offset=phys, v2=v2, body_crc_value=crc, append_crc=self.append_crc)
+                rec = fixed.pack(size, magic, crc, queue_id, msg.flag, qoff, phys, sys_flag, born_ts, born,
+                                 store_ts, store_host, msg.reconsume_times, msg.prepared_transaction_offset,
+                                 blen) + body + tail
+                return R.fill_crc_property(rec) if append_crc else rec
             try:
                 phys = self.commitlog.append(size, make)
             except DoesNotFit as e:
@@ -105,76 +148,75 @@ class MessageWriter:
             if counts:
                 self.queue_offsets[key] = qoff + 1
             if self.dispatch is not None:
-                pmap = P.parse_properties(props) if props else {}
-                self.dispatch(DispatchRequest(
-                    msg.topic, queue_id, phys, size,
-                    tags_code_for(msg.topic, pmap, store_ts, sys_flag, self.delay_levels) if pmap else 0,
-                    store_ts, qoff, pmap.get(P.KEYS) or "", pmap.get(P.UNIQ_KEY), sys_flag,
-                    msg.prepared_transaction_offset, pmap))
-                self.dispatched_to(phys + size)
-        return PutResult(PutStatus.PUT_OK, phys, size, qoff, R.make_msg_id(store_host, phys), store_ts, 1)
+                self.dispatch(t.name, queue_id, phys, size, self._tags_code(msg, t.name, props, store_ts, sys_flag),
+                              store_ts, qoff, sys_flag, props, phys + size)
+        return PutResult(PutStatus.PUT_OK, phys, size, qoff, store_host, store_ts)
 
     # -- a producer batch (putMessages): one record per message, all in one segment, all or nothing
     def put_batch(self, msgs: list[Message], queue_id: int) -> PutBatchResult:
         if not msgs:
             return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
         first = msgs[0]
-        for m in msgs:
-            bad = self._check(m, queue_id)
-            if bad:
-                return PutBatchResult(bad)
-            if m.topic != first.topic:
-                log.warning("put_batch refused: one batch holds topics %r and %r", first.topic, m.topic)
-                return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
-        if first.sys_flag & R.TRANSACTION_ROLLBACK_TYPE or first.sys_flag & R.INNER_BATCH_FLAG:
-            return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)  # batches carry no transactions
-        try:
-            born_host, born_ts = self._born(first)
-        except ValueError as e:
-            log.warning("put_batch refused: %s", e)
+        t = self._topic(first.topic)
+        if t is None or type(queue_id) is not int or queue_id < 0:
             return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
-        topic = first.topic.encode("utf-8")
-        v2 = self.config.auto_message_version_on_topic_len and len(first.topic) > R.MAX_TOPIC_BYTES_V1
-        store_host = R.host_to_bytes(first.store_host) if first.store_host else self.store_host
-        sys_flag = first.sys_flag | (R.BORNHOST_V6_FLAG if len(born_host) == 20 else 0) \
-            | (R.STOREHOSTADDRESS_V6_FLAG if len(store_host) == 20 else 0)
-        items = []
+        if first.sys_flag & (R.TRANSACTION_ROLLBACK_TYPE | R.INNER_BATCH_FLAG):
+            return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)  # batches carry no transactions
+        hosts = self._hosts(first)
+        if hosts is None:
+            return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
+        born, hflags, store_host = hosts
+        sys_flag = first.sys_flag | hflags
+        born_ts = first.born_timestamp if first.born_timestamp is not None else self.config.clock()
+        append_crc = self.append_crc
+        reserve = P.CRC32_RESERVED_LEN if append_crc else 0
+        fixed_len = 72 + len(born) + len(store_host) + len(t.tail) + 2
+        tname = t.name
+        max_body = self.max_body
+        tails, sizes, crcs, props_list = [], [], [], []
         client_size = 0
         for m in msgs:
-            props = m.properties_bytes(drop_crc=self.append_crc)
-            pmap = P.parse_properties(props) if props else {}
-            if P.DELAY in pmap and pmap[P.DELAY].strip() not in ("", "0"):
+            body = m.body
+            if m.topic != tname or body is None or len(body) > max_body:
+                if m.topic != tname:
+                    log.warning("put_batch refused: one batch holds topics %r and %r", tname, m.topic)
+                return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
+            props = self._props(m, append_crc)
+            if b"DELAY\x01" in props and P.parse_properties(props).get(P.DELAY, "0").strip() not in ("", "0"):
                 return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)  # RocketMQ refuses delayed batches
-            if len(props) > MAX_PROPERTIES:
+            plen = len(props) + reserve
+            if plen > MAX_PROPERTIES:
                 return PutBatchResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
-            stored = R.encode_properties(props, self.append_crc, single=False)
-            if len(stored) > MAX_PROPERTIES:
-                return PutBatchResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
-            body = bytes(m.body)
-            size = R.record_length(v2, sys_flag, len(body), len(topic), len(stored))
-            client_size += 20 + len(body) + 2 + len(props)
-            items.append((m, body, stored, size, pmap, zlib.crc32(body) & 0x7FFFFFFF))
-        if client_size > self.max_body:
+            client_size += 22 + len(body) + len(props)
+            tails.append(t.tail + R.U16.pack(plen) + props + bytes(reserve))
+            sizes.append(fixed_len + len(body) + plen)
+            props_list.append(props)
+        if client_size > max_body:
             return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)  # the encoded batch is one "body" to RocketMQ
-        total = sum(it[3] for it in items)
-        key = (first.topic, queue_id)
+        crcs = [c & 0x7FFFFFFF for c in map(_crc32, (m.body for m in msgs))]
+        total = sum(sizes)
+        fixed = R.fixed_part(len(born), len(store_host))
+        pack = fixed.pack
+        magic = R.MAGIC_V2 if t.v2 else R.MAGIC_V1
+        reconsume = first.reconsume_times
+        key = (tname, queue_id)
+        n = len(msgs)
         with self.lock:
-            base_qoff = self.queue_offsets.get(key, 0)
+            base = self.queue_offsets.get(key, 0)
             store_ts = self.config.clock()
-            placed = []
+            placed: list[int] = []
 
             def make(phys):
                 parts = []
                 p = phys
-                for i, (m, body, stored, size, _pm, crc) in enumerate(items):
-                    parts.append(R.encode_record(
-                        topic=topic, body=body, props=stored, queue_id=queue_id, flag=m.flag, sys_flag=sys_flag,
-                        born_timestamp=born_ts, born_host=born_host, store_timestamp=store_ts,
-                        store_host=store_host, reconsume_times=first.reconsume_times,
-                        prepared_transaction_offset=0, queue_offset=base_qoff + i, physical_offset=p, v2=v2,
-                        body_crc_value=crc, append_crc=self.append_crc))
+                q = base
+                for m, size, crc, tail in zip(msgs, sizes, crcs, tails):
+                    rec = pack(size, magic, crc, queue_id, m.flag, q, p, sys_flag, born_ts, born, store_ts,
+                               store_host, reconsume, 0, len(m.body)) + m.body + tail
+                    parts.append(R.fill_crc_property(rec) if append_crc else rec)
                     placed.append(p)
                     p += size
+                    q += 1
                 return b"".join(parts)
             try:
                 phys = self.commitlog.append(total, make)
@@ -184,17 +226,12 @@ class MessageWriter:
             except OSError as e:
                 log.error("put_batch failed: %s", e)
                 return PutBatchResult(PutStatus.CREATE_MAPPED_FILE_FAILED)
-            self.queue_offsets[key] = base_qoff + len(items)
+            self.queue_offsets[key] = base + n
             self.last_physical_offset = placed[-1]
-            results = []
-            for i, ((m, body, stored, size, pmap, crc), p) in enumerate(zip(items, placed)):
-                if self.dispatch is not None:
-                    self.dispatch(DispatchRequest(
-                        first.topic, queue_id, p, size,
-                        tags_code_for(first.topic, pmap, store_ts, sys_flag, self.delay_levels) if pmap else 0,
-                        store_ts, base_qoff + i, pmap.get(P.KEYS) or "", pmap.get(P.UNIQ_KEY), sys_flag, 0, pmap))
-                results.append(PutResult(PutStatus.PUT_OK, p, size, base_qoff + i,
-                                         R.make_msg_id(store_host, p), store_ts, 1))
             if self.dispatch is not None:
-                self.dispatched_to(phys + total)
-        return PutBatchResult(PutStatus.PUT_OK, results, phys, total, base_qoff, store_ts)
+                codes = [self._tags_code(m, tname, props, store_ts, sys_flag) for m, props in zip(msgs, props_list)]
+                self.dispatch_batch(tname, queue_id, placed, sizes, codes, store_ts, base, sys_flag, props_list,
+                                    phys + total)
+        return PutBatchResult(PutStatus.PUT_OK, [PutResult(PutStatus.PUT_OK, p, s, base + i, store_host, store_ts)
+                                                 for i, (p, s) in enumerate(zip(placed, sizes))],
+                              phys, total, base, store_ts)

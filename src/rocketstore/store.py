@@ -13,6 +13,8 @@ from .errors import CorruptDataError, StoreClosedError, StoreLockedError, StoreO
 from .formats import checkpoint as CP
 from .formats import record as R
 from .formats.javahash import java_string_hash
+from .formats.properties import parse_properties
+from .formats.record import decode_record
 from .log.commitlog import CommitLog
 from .log.consume_queue import LOWER, UPPER, ConsumeQueue
 from .message import GetResult, GetStatus, Message, PutBatchResult, PutResult, PutStatus
@@ -98,8 +100,8 @@ class MessageStore:
         self.dispatchers: list = [ConsumeQueueDispatcher(self)]
         self.reput = ReputService(self)
         self.writer = MessageWriter(config, self.commitlog,
-                                    self.do_dispatch if config.dispatch_in_put_path else None,
-                                    self.reput.advance_to)
+                                    self._dispatch_put if config.dispatch_in_put_path else None,
+                                    self._dispatch_put_batch)
         self._arrival = threading.Condition(threading.Lock())
         self._waiters = 0
 
@@ -280,6 +282,43 @@ class MessageStore:
         or the put path dispatches, after the built-in ones."""
         self.dispatchers.append(dispatcher if hasattr(dispatcher, "dispatch") else _Callable(dispatcher))
 
+    def _dispatch_put(self, topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props,
+                      end) -> None:
+        """The put path's dispatch: what ConsumeQueueDispatcher and reput would do, without decoding the
+        record again; a DispatchRequest is built only when other dispatchers want one."""
+        tran = sys_flag & R.TRANSACTION_ROLLBACK_TYPE
+        if tran == R.TRANSACTION_NOT_TYPE or tran == R.TRANSACTION_COMMIT_TYPE:
+            cq = self._cqs.get((topic, queue_id)) or self._find_or_create_cq(topic, queue_id)
+            if cq.put(phys, size, tags_code, queue_offset):
+                self.checkpoint.logics_msg_timestamp = store_ts
+            else:
+                log.error("consume queue %s-%d cannot be written", topic, queue_id)
+        if len(self.dispatchers) > 1:
+            pmap = parse_properties(props) if props else {}
+            req = DispatchRequest(topic, queue_id, phys, size, tags_code, store_ts, queue_offset,
+                                  pmap.get("KEYS") or "", pmap.get("UNIQ_KEY"), sys_flag, 0, pmap)
+            for d in self.dispatchers[1:]:
+                d.dispatch(req)
+        self.reput.advance_to(end)
+        if self._waiters:
+            self.notify_arrival()
+
+    def _dispatch_put_batch(self, topic, queue_id, offsets, sizes, tags_codes, store_ts, base, sys_flag,
+                            props_list, end) -> None:
+        """A producer batch's dispatch: its units in one write per ConsumeQueue file."""
+        if len(self.dispatchers) > 1:
+            for i, (p, size, code, props) in enumerate(zip(offsets, sizes, tags_codes, props_list)):
+                self._dispatch_put(topic, queue_id, p, size, code, store_ts, base + i, sys_flag, props, end)
+            return
+        cq = self._cqs.get((topic, queue_id)) or self._find_or_create_cq(topic, queue_id)
+        if cq.put_many(offsets, sizes, tags_codes, base):
+            self.checkpoint.logics_msg_timestamp = store_ts
+        else:
+            log.error("consume queue %s-%d cannot be written", topic, queue_id)
+        self.reput.advance_to(end)
+        if self._waiters:
+            self.notify_arrival()
+
     def do_dispatch(self, req: DispatchRequest) -> None:
         for d in self.dispatchers:
             d.dispatch(req)
@@ -459,39 +498,43 @@ class MessageStore:
             # the scan stops at the filter cap and at the queue's max: never look at more units than that
             units = units[:max(0, min(offset + max_filter_units, hi) - start)]
             next_file_start = None
-            for i, (pos, size, tcode) in enumerate(units.tolist()):
-                in_mem = (max_py - pos) <= memory
-                if total and count:
-                    if count + 1 > max_count or total + size > MAX_PULL_MSG_SIZE:
-                        break
-                    if in_mem:
-                        if total + size > cfg.max_transfer_bytes_on_message_in_memory \
-                                or count > cfg.max_transfer_count_on_message_in_memory - 1:
+            full = False
+            chunk = max(max_count, 32)
+            for c in range(0, len(units), chunk):
+                for i, (pos, size, tcode) in enumerate(units[c:c + chunk].tolist(), start + c):
+                    in_mem = (max_py - pos) <= memory
+                    if total and count:
+                        if count + 1 > max_count or total + size > MAX_PULL_MSG_SIZE:
+                            full = True
+                        elif in_mem:
+                            full = (total + size > cfg.max_transfer_bytes_on_message_in_memory
+                                    or count > cfg.max_transfer_count_on_message_in_memory - 1)
+                        else:
+                            full = (total + size > cfg.max_transfer_bytes_on_message_in_disk
+                                    or count > cfg.max_transfer_count_on_message_in_disk - 1)
+                        if full:
                             break
-                    elif total + size > cfg.max_transfer_bytes_on_message_in_disk \
-                            or count > cfg.max_transfer_count_on_message_in_disk - 1:
-                        break
-                if total >= MAX_PULL_MSG_SIZE:
+                    next_begin = i + 1
+                    if next_file_start is not None and pos < next_file_start:
+                        continue
+                    if codes is not None and _int32(tcode) not in codes:
+                        continue
+                    view = self.commitlog.read(pos, size)
+                    if view is None:
+                        if total == 0:
+                            result.status = GetStatus.MESSAGE_WAS_REMOVING
+                        next_file_start = self.commitlog.roll_next_file(pos)
+                        continue
+                    try:
+                        msgs.append(decode_record(view, 0))
+                    except CorruptDataError as e:
+                        raise e.in_file(self.commitlog.segment_path(pos), pos % self.commitlog.file_size)
+                    total += size
+                    count += 1
+                    result.status = GetStatus.FOUND
+                    next_file_start = None
+                if full:
                     break
-                next_begin = start + i + 1
-                if next_file_start is not None and pos < next_file_start:
-                    continue
-                if codes is not None and _int32(tcode) not in codes:
-                    continue
-                view = self.commitlog.read(pos, size)
-                if view is None:
-                    if total == 0:
-                        result.status = GetStatus.MESSAGE_WAS_REMOVING
-                    next_file_start = self.commitlog.roll_next_file(pos)
-                    continue
-                try:
-                    msgs.append(R.decode_record(view, 0))
-                except CorruptDataError as e:
-                    raise e.in_file(self.commitlog.segment_path(pos), pos % self.commitlog.file_size)
-                total += size
-                count += 1
-                result.status = GetStatus.FOUND
-                next_file_start = None
         result.next_begin_offset = next_begin
         result.buffer_total_size = total
         result.message_count = count

@@ -179,6 +179,23 @@ def fill_crc_property(record: bytes | bytearray) -> bytes:
     return bytes(record[:n]) + P.crc32_property(zlib.crc32(memoryview(record)[:n]) & 0x7FFFFFFF)
 
 
+_FIXED = {}
+
+
+def fixed_part(born_len: int, store_len: int) -> Struct:
+    """One Struct for every fixed field of a record (TOTALSIZE .. BODYLEN) for the given host sizes:
+    encoding a record is then one pack, the body, and the topic/properties tail."""
+    st = _FIXED.get((born_len, store_len))
+    if st is None:
+        st = _FIXED[(born_len, store_len)] = Struct(f">iiiiiqqiq{born_len}sq{store_len}siqi")
+    return st
+
+
+def topic_tail(topic: bytes, v2: bool) -> bytes:
+    """TOPICLEN + TOPIC, the part of a record between body and properties."""
+    return (U16.pack(len(topic)) if v2 else bytes((len(topic) & 0xFF,))) + topic
+
+
 def encode_blank(remaining: int) -> bytes:
     """The end-of-file filler: RocketMQ writes only totalSize (= bytes left in the file) and the BLANK magic."""
     return BLANK.pack(remaining, BLANK_MAGIC)
@@ -186,16 +203,44 @@ def encode_blank(remaining: int) -> bytes:
 
 # ---- decode -------------------------------------------------------------------------------------
 
+_TOPICS: dict[bytes, str] = {}
+
+
 class StoredMessage:
-    """A message as read back from the CommitLog, with every field RocketMQ stores."""
+    """A message as read back from the CommitLog, with every field RocketMQ stores.
 
-    __slots__ = ("topic", "queue_id", "queue_offset", "physical_offset", "size", "msg_id", "properties",
-                 "body", "flag", "sys_flag", "born_timestamp", "born_host", "store_timestamp", "store_host",
-                 "reconsume_times", "body_crc", "prepared_transaction_offset", "magic")
+    Built from one validated record; the fixed header is unpacked at once, the rest (hosts, properties,
+    msgId) only when asked for, so a get of many messages pays for what its caller reads."""
 
-    def __init__(self, **kw):
-        for k in self.__slots__:
-            setattr(self, k, kw.get(k))
+    __slots__ = ("size", "magic", "body_crc", "queue_id", "flag", "queue_offset", "physical_offset", "sys_flag",
+                 "born_timestamp", "store_timestamp", "reconsume_times", "prepared_transaction_offset", "body",
+                 "topic", "_born", "_store", "_props_raw", "_props")
+
+    FIELDS = ("topic", "queue_id", "queue_offset", "physical_offset", "size", "msg_id", "tags", "keys",
+              "properties", "body", "flag", "sys_flag", "born_timestamp", "born_host", "store_timestamp",
+              "store_host", "reconsume_times", "body_crc", "prepared_transaction_offset")
+
+    @property
+    def properties(self) -> dict[str, str]:
+        if self._props is None:
+            self._props = P.parse_properties(self._props_raw) if self._props_raw else {}
+        return self._props
+
+    @property
+    def properties_raw(self) -> bytes:
+        return self._props_raw
+
+    @property
+    def born_host(self) -> str:
+        return host_from_bytes(self._born)
+
+    @property
+    def store_host(self) -> str:
+        return host_from_bytes(self._store)
+
+    @property
+    def msg_id(self) -> str:
+        return make_msg_id(self._store, self.physical_offset)
 
     @property
     def tags(self) -> str | None:
@@ -215,10 +260,10 @@ class StoredMessage:
         return 2 if self.magic == MAGIC_V2 else 1
 
     def as_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__slots__ if k != "magic"}
-        d["tags"] = self.tags
-        d["keys"] = self.keys
-        return d
+        return {k: getattr(self, k) for k in self.FIELDS}
+
+    def __eq__(self, other):
+        return isinstance(other, StoredMessage) and self.as_dict() == other.as_dict()
 
     def __repr__(self) -> str:
         return (f"StoredMessage(topic={self.topic!r}, queue_id={self.queue_id}, queue_offset={self.queue_offset}, "
@@ -293,23 +338,71 @@ def is_blank(buf, pos: int) -> bool:
     return len(buf) - pos >= 8 and I32.unpack_from(buf, pos + 4)[0] == BLANK_MAGIC
 
 
+_HEAD_UNPACK = HEAD.unpack_from
+_I64_UNPACK = I64.unpack_from
+_TAIL_UNPACK = TAIL.unpack_from
+
+
 def decode_record(buf, pos: int = 0, end: int | None = None, with_body: bool = True) -> StoredMessage:
-    """Decode the whole record at `pos` into a StoredMessage (CorruptDataError on any bad byte)."""
-    h = read_header(buf, pos, end)
-    born_len = 20 if h.sys_flag & BORNHOST_V6_FLAG else 8
-    store_len = 20 if h.sys_flag & STOREHOSTADDRESS_V6_FLAG else 8
-    bp = pos + 48
-    born = bytes(buf[bp:bp + born_len])
-    sp = bp + born_len + 8
-    store = bytes(buf[sp:sp + store_len])
-    reconsume, prepared, _ = TAIL.unpack_from(buf, sp + store_len)
-    return StoredMessage(
-        topic=h.topic, queue_id=h.queue_id, queue_offset=h.queue_offset, physical_offset=h.physical_offset,
-        size=h.size, msg_id=make_msg_id(store, h.physical_offset), properties=P.parse_properties(h.props_raw),
-        body=bytes(buf[h.body_pos:h.body_pos + h.body_len]) if with_body else None, flag=h.flag,
-        sys_flag=h.sys_flag, born_timestamp=h.born_timestamp, born_host=host_from_bytes(born),
-        store_timestamp=h.store_timestamp, store_host=host_from_bytes(store), reconsume_times=reconsume,
-        body_crc=h.body_crc, prepared_transaction_offset=prepared, magic=h.magic)
+    """Decode the record at `pos` into a StoredMessage; CorruptDataError (naming the offset) on any bad byte.
+
+    Every length is bounded by TOTALSIZE and the buffer before it is used."""
+    if end is None:
+        end = len(buf)
+    avail = end - pos
+    if avail < 91:
+        raise _corrupt(f"truncated record: {avail} bytes left, a record needs at least 91", pos)
+    size, magic, crc, qid, flag, qoff, phys, sysflag, born_ts = _HEAD_UNPACK(buf, pos)
+    if magic != MAGIC_V1 and magic != MAGIC_V2:
+        raise _corrupt(f"bad magic code 0x{magic & 0xFFFFFFFF:08X}", pos)
+    if size < 91 or size > avail:
+        raise _corrupt(f"record size {size} does not fit the {avail} bytes left", pos)
+    rend = pos + size
+    p = pos + 48
+    bl = 20 if sysflag & BORNHOST_V6_FLAG else 8
+    sl = 20 if sysflag & STOREHOSTADDRESS_V6_FLAG else 8
+    if 91 + bl + sl - 16 > size:
+        raise _corrupt(f"record size {size} too small for its host fields", pos)
+    m = StoredMessage()
+    m._born = bytes(buf[p:p + bl])
+    p += bl
+    m.store_timestamp = _I64_UNPACK(buf, p)[0]
+    p += 8
+    m._store = bytes(buf[p:p + sl])
+    p += sl
+    m.reconsume_times, m.prepared_transaction_offset, body_len = _TAIL_UNPACK(buf, p)
+    p += 16
+    if body_len < 0 or p + body_len + 3 > rend:
+        raise _corrupt(f"body length {body_len} overruns the record of {size} bytes", pos)
+    m.body = bytes(buf[p:p + body_len]) if with_body else None
+    p += body_len
+    if magic == MAGIC_V2:
+        tlen = U16.unpack_from(buf, p)[0]
+        p += 2
+    else:
+        tlen = buf[p]
+        p += 1
+    if p + tlen + 2 > rend:
+        raise _corrupt(f"topic length {tlen} overruns the record of {size} bytes", pos)
+    tb = bytes(buf[p:p + tlen])
+    topic = _TOPICS.get(tb)
+    if topic is None:
+        topic = tb.decode("utf-8", "replace")
+        if len(_TOPICS) < 65536:
+            _TOPICS[tb] = topic
+    p += tlen
+    plen = I16.unpack_from(buf, p)[0]
+    p += 2
+    if plen < 0:
+        plen = 0
+    if p + plen != rend:
+        raise _corrupt(f"record size {size} does not match its fields ({p + plen - pos} bytes)", pos)
+    m._props_raw = bytes(buf[p:rend])
+    m._props = None
+    m.topic = topic
+    m.size, m.magic, m.body_crc, m.queue_id, m.flag = size, magic, crc, qid, flag
+    m.queue_offset, m.physical_offset, m.sys_flag, m.born_timestamp = qoff, phys, sysflag, born_ts
+    return m
 
 
 def store_timestamp_at(buf, pos: int) -> int:

@@ -112,6 +112,29 @@ class ConsumeQueue:
         mf.append(cq.UNIT.pack(offset, size, tags_code))
         return True
 
+    def put_many(self, offsets: list[int], sizes: list[int], tags_codes: list[int], first_cq_offset: int) -> bool:
+        """Units for consecutive queue offsets (a producer batch) in as few writes as there are files.
+
+        Takes the fast way only when the units simply continue the queue; anything else (a rebuild,
+        a queue starting past 0) goes unit by unit through put() and its guards."""
+        last = self.files.last()
+        expect = first_cq_offset * UNIT
+        if (last is None or offsets[0] < self.max_physic_offset
+                or last.file_from_offset + last.wrote != expect):
+            return all(self.put(o, s, t, first_cq_offset + i)
+                       for i, (o, s, t) in enumerate(zip(offsets, sizes, tags_codes)))
+        pack = cq.UNIT.pack
+        data = b"".join([pack(o, s, t) for o, s, t in zip(offsets, sizes, tags_codes)])
+        pos = 0
+        while pos < len(data):
+            mf = self.files.get_last(expect + pos)
+            room = mf.remaining() - mf.remaining() % UNIT
+            chunk = data[pos:pos + room]
+            mf.append(chunk)
+            pos += len(chunk)
+        self.max_physic_offset = offsets[-1] + sizes[-1]
+        return True
+
     def _fill_pre_blank(self, mf: MappedFile, until: int) -> None:
         n = (until % self.file_size) // UNIT
         if n:
