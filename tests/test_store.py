@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from rocketstore import (GetStatus, Message, MessageStore, PutStatus, StoreConfig, StoreLockedError,
+from rocketstore import (CorruptDataError, GetStatus, Message, MessageStore, PutStatus, StoreConfig, StoreLockedError,
                          StoreOpenError)
 
 SMALL = dict(mapped_file_size_commit_log=4096, mapped_file_size_consume_queue=200)  # 10 units per CQ file
@@ -254,3 +254,21 @@ def test_tags_and_keys_are_stored_as_rocketmq_properties(tmp_path):
     # tagsCode in the ConsumeQueue is Java's "TagA".hashCode() = 2598919
     with open(tmp_path / "consumequeue" / "T" / "0" / f"{0:020d}", "rb") as fh:
         assert struct.unpack(">qiq", fh.read(20)) == (0, r.size, 2598919)
+
+
+def test_appended_crc_is_verified_on_read_when_configured(tmp_path):
+    cfg = dict(enabled_append_prop_crc=True, force_verify_prop_crc=True)
+    with MessageStore.open(tmp_path, small(**cfg)) as s:
+        r = s.put(Message("T", b"payload", tags="A", born_timestamp=1), 0)
+        assert s.look(r.physical_offset).body == b"payload"
+    seg = tmp_path / "commitlog" / f"{0:020d}"
+    data = bytearray(seg.read_bytes())
+    data[r.size - 30] ^= 0x01   # flip a bit inside TAGS, which only the appended CRC covers
+    seg.write_bytes(bytes(data))
+    with MessageStore.open(tmp_path, small(**cfg, check_crc_on_recover=False), read_only=True) as s:
+        with pytest.raises(CorruptDataError) as ei:
+            s.get("g", "T", 0, 0)
+        assert "CRC" in str(ei.value) and "00000000000000000000" in str(ei.value) and "offset 0" in str(ei.value)
+        assert s.look(r.physical_offset) is None
+    with MessageStore.open(tmp_path, small(enabled_append_prop_crc=True), read_only=True) as s:
+        assert s.get("g", "T", 0, 0).messages[0].body == b"payload"   # not verified unless configured

@@ -434,9 +434,22 @@ class MessageStore:
         if view is None:
             return None
         try:
-            return R.decode_record(view, 0)
+            return self._decode(view, physical_offset)
         except CorruptDataError:
             return None
+
+    def _decode(self, view, physical_offset: int):
+        """Decode a record; with force_verify_prop_crc also check its appended CRC (as recovery does)."""
+        try:
+            m = decode_record(view, 0)
+            if self.config.force_verify_prop_crc:
+                problem = R.verify_crc(view, R.read_header(view, 0), 0, True)
+                if problem:
+                    raise CorruptDataError(problem, 0)
+            return m
+        except CorruptDataError as e:
+            raise e.in_file(self.commitlog.segment_path(physical_offset),
+                            physical_offset % self.commitlog.file_size) from None
 
     def get(self, group: str, topic: str, queue_id: int, offset: int, max_count: int = 32, tags=None,
             wait_ms: int = 0) -> GetResult:
@@ -525,10 +538,7 @@ class MessageStore:
                             result.status = GetStatus.MESSAGE_WAS_REMOVING
                         next_file_start = self.commitlog.roll_next_file(pos)
                         continue
-                    try:
-                        msgs.append(decode_record(view, 0))
-                    except CorruptDataError as e:
-                        raise e.in_file(self.commitlog.segment_path(pos), pos % self.commitlog.file_size)
+                    msgs.append(self._decode(view, pos))
                     total += size
                     count += 1
                     result.status = GetStatus.FOUND
