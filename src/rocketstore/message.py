@@ -108,32 +108,46 @@ class PutResult:
                 f"queue_offset={self.queue_offset}, msg_id={self.msg_id}, store_timestamp={self.store_timestamp})")
 
 
-@dataclass
 class PutBatchResult:
-    """A producer batch: one status for all (all or nothing) and the per-message results."""
-    status: PutStatus
-    results: list[PutResult] = field(default_factory=list)
-    physical_offset: int = -1
-    size: int = 0
-    queue_offset: int = -1
-    store_timestamp: int = 0
+    """A producer batch: one status for all (all or nothing) and the per-message results, built on demand."""
+
+    def __init__(self, status: PutStatus, offsets=(), sizes=(), physical_offset: int = -1, size: int = 0,
+                 queue_offset: int = -1, store_host: bytes | None = None, store_timestamp: int = 0):
+        self.status = status
+        self.physical_offset = physical_offset
+        self.size = size
+        self.queue_offset = queue_offset
+        self.store_timestamp = store_timestamp
+        self._offsets, self._sizes, self._host = offsets, sizes, store_host
+        self._results = None
 
     @property
     def ok(self) -> bool:
         return self.status is PutStatus.PUT_OK
 
     @property
+    def results(self) -> list[PutResult]:
+        if self._results is None:
+            self._results = [PutResult(self.status, p, s, self.queue_offset + i, self._host, self.store_timestamp)
+                             for i, (p, s) in enumerate(zip(self._offsets, self._sizes))]
+        return self._results
+
+    @property
     def msg_ids(self) -> list[str]:
-        return [r.msg_id for r in self.results]
+        return [make_msg_id(self._host, p) for p in self._offsets]
 
     def __len__(self):
-        return len(self.results)
+        return len(self._offsets)
 
     def __iter__(self):
         return iter(self.results)
 
     def __getitem__(self, i):
         return self.results[i]
+
+    def __repr__(self) -> str:
+        return (f"PutBatchResult({self.status.name}, {len(self)} messages, physical_offset={self.physical_offset}, "
+                f"size={self.size}, queue_offset={self.queue_offset})")
 
 
 @dataclass

@@ -232,6 +232,4 @@ class MessageWriter:
                 codes = [self._tags_code(m, tname, props, store_ts, sys_flag) for m, props in zip(msgs, props_list)]
                 self.dispatch_batch(tname, queue_id, placed, sizes, codes, store_ts, base, sys_flag, props_list,
                                     phys + total)
-        return PutBatchResult(PutStatus.PUT_OK, [PutResult(PutStatus.PUT_OK, p, s, base + i, store_host, store_ts)
-                                                 for i, (p, s) in enumerate(zip(placed, sizes))],
-                              phys, total, base, store_ts)
+        return PutBatchResult(PutStatus.PUT_OK, placed, sizes, phys, total, base, store_host, store_ts)
