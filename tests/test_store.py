@@ -272,3 +272,23 @@ def test_appended_crc_is_verified_on_read_when_configured(tmp_path):
         assert s.look(r.physical_offset) is None
     with MessageStore.open(tmp_path, small(enabled_append_prop_crc=True), read_only=True) as s:
         assert s.get("g", "T", 0, 0).messages[0].body == b"payload"   # not verified unless configured
+
+
+def test_record_with_bad_inner_batch_numbers_cuts_the_log_instead_of_failing_the_open(tmp_path):
+    with MessageStore.open(tmp_path, small()) as s:
+        good = s.put(Message("T", b"ok", born_timestamp=1), 0)
+        bad = s.put(Message("T", b"x", raw_properties="INNER_NUM\x01x\x02INNER_BASE\x015\x02", born_timestamp=1), 0)
+    assert bad.status is PutStatus.MESSAGE_ILLEGAL  # refused at put: INNER_NUM without INNER_BATCH_FLAG
+    # write such a record behind the store's back, as a corrupt disk would
+    from rocketstore.formats import record as R
+    rec = R.encode_record(topic=b"T", body=b"x", props=b"INNER_NUM\x01x\x02INNER_BASE\x015\x02", queue_id=0, flag=0,
+                          sys_flag=0, born_timestamp=1, born_host=R.host_to_bytes("127.0.0.1:1"), store_timestamp=2,
+                          store_host=R.host_to_bytes("127.0.0.1:10911"), reconsume_times=0,
+                          prepared_transaction_offset=0, queue_offset=1, physical_offset=good.size, v2=False)
+    seg = tmp_path / "commitlog" / f"{0:020d}"
+    data = bytearray(seg.read_bytes())
+    data[good.size:good.size + len(rec)] = rec
+    seg.write_bytes(bytes(data))
+    (tmp_path / "abort").write_text("1")
+    with MessageStore.open(tmp_path, small()) as s:
+        assert s.max_physical_offset == good.size and s.max_offset("T", 0) == 1

@@ -85,8 +85,11 @@ def check_record(buf, pos: int, end: int, *, check_crc: bool, force_verify_prop_
                           h.queue_offset, props.get(P.KEYS) or "", props.get(P.UNIQ_KEY), h.sys_flag,
                           0, props)
     if P.INNER_NUM in props and P.INNER_BASE in props:
-        req.msg_base_offset = int(props[P.INNER_BASE])
-        req.batch_size = int(props[P.INNER_NUM])
+        try:  # Java parses these inside checkMessageAndReturnSize's catch-all: a bad number is a bad record
+            req.msg_base_offset = int(props[P.INNER_BASE])
+            req.batch_size = int(props[P.INNER_NUM])
+        except ValueError:
+            return BAD, -1, None, f"INNER_BASE/INNER_NUM {props[P.INNER_BASE]!r}/{props[P.INNER_NUM]!r} are not numbers"
     return OK, h.size, req, None
 
 
