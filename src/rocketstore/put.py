@@ -16,6 +16,7 @@ from .formats import record as R
 from .formats.javahash import java_string_hash
 from .log.commitlog import CommitLog, DoesNotFit
 from .message import Message, PutBatchResult, PutResult, PutStatus
+from .services.dispatch import tags_code_for
 from .validation import topic_problem
 
 log = logging.getLogger("rocketstore.put")
@@ -91,7 +92,6 @@ class MessageWriter:
     def _tags_code(self, msg: Message, topic: str, props: bytes, store_ts: int, sys_flag: int) -> int:
         if msg.raw_properties is None and not msg.properties and topic != "SCHEDULE_TOPIC_XXXX":
             return java_string_hash(msg.tags) if msg.tags else 0
-        from .services.dispatch import tags_code_for
         return tags_code_for(topic, P.parse_properties(props), store_ts, sys_flag, self.delay_levels) if props else 0
 
     # -- one message

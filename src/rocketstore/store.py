@@ -20,7 +20,7 @@ from .log.consume_queue import LOWER, UPPER, ConsumeQueue
 from .message import GetResult, GetStatus, Message, PutBatchResult, PutResult, PutStatus
 from .put import MessageWriter
 from .services import recovery
-from .services.dispatch import ConsumeQueueDispatcher, DispatchRequest
+from .services.dispatch import ConsumeQueueDispatcher, DispatchRequest, gets_queue_unit
 from .services.reput import ReputService
 from .validation import topic_problem
 
@@ -286,22 +286,15 @@ class MessageStore:
                       end) -> None:
         """The put path's dispatch: what ConsumeQueueDispatcher and reput would do, without decoding the
         record again; a DispatchRequest is built only when other dispatchers want one."""
-        tran = sys_flag & R.TRANSACTION_ROLLBACK_TYPE
-        if tran == R.TRANSACTION_NOT_TYPE or tran == R.TRANSACTION_COMMIT_TYPE:
-            cq = self._cqs.get((topic, queue_id)) or self._find_or_create_cq(topic, queue_id)
-            if cq.put(phys, size, tags_code, queue_offset):
-                self.checkpoint.logics_msg_timestamp = store_ts
-            else:
-                log.error("consume queue %s-%d cannot be written", topic, queue_id)
+        if gets_queue_unit(sys_flag):
+            self.put_message_position_info(topic, queue_id, phys, size, tags_code, queue_offset, store_ts)
         if len(self.dispatchers) > 1:
             pmap = parse_properties(props) if props else {}
             req = DispatchRequest(topic, queue_id, phys, size, tags_code, store_ts, queue_offset,
                                   pmap.get("KEYS") or "", pmap.get("UNIQ_KEY"), sys_flag, 0, pmap)
             for d in self.dispatchers[1:]:
                 d.dispatch(req)
-        self.reput.advance_to(end)
-        if self._waiters:
-            self.notify_arrival()
+        self._put_dispatched(end)
 
     def _dispatch_put_batch(self, topic, queue_id, offsets, sizes, tags_codes, store_ts, base, sys_flag,
                             props_list, end) -> None:
@@ -310,11 +303,11 @@ class MessageStore:
             for i, (p, size, code, props) in enumerate(zip(offsets, sizes, tags_codes, props_list)):
                 self._dispatch_put(topic, queue_id, p, size, code, store_ts, base + i, sys_flag, props, end)
             return
-        cq = self._cqs.get((topic, queue_id)) or self._find_or_create_cq(topic, queue_id)
-        if cq.put_many(offsets, sizes, tags_codes, base):
-            self.checkpoint.logics_msg_timestamp = store_ts
-        else:
-            log.error("consume queue %s-%d cannot be written", topic, queue_id)
+        cq = self._find_or_create_cq(topic, queue_id)
+        self._unit_written(cq, cq.put_many(offsets, sizes, tags_codes, base), store_ts)
+        self._put_dispatched(end)
+
+    def _put_dispatched(self, end: int) -> None:
         self.reput.advance_to(end)
         if self._waiters:
             self.notify_arrival()
@@ -325,12 +318,15 @@ class MessageStore:
         if self._waiters:
             self.notify_arrival()
 
-    def put_message_position_info(self, req: DispatchRequest) -> None:
-        cq = self._find_or_create_cq(req.topic, req.queue_id)
-        if cq.put(req.commit_log_offset, req.msg_size, req.tags_code, req.consume_queue_offset):
-            self.checkpoint.logics_msg_timestamp = req.store_timestamp
+    def put_message_position_info(self, topic, queue_id, phys, size, tags_code, queue_offset, store_ts) -> None:
+        cq = self._find_or_create_cq(topic, queue_id)
+        self._unit_written(cq, cq.put(phys, size, tags_code, queue_offset), store_ts)
+
+    def _unit_written(self, cq: ConsumeQueue, ok: bool, store_ts: int) -> None:
+        if ok:
+            self.checkpoint.logics_msg_timestamp = store_ts
         else:
-            log.error("consume queue %s-%d cannot be written", req.topic, req.queue_id)
+            log.error("consume queue %s-%d cannot be written", cq.topic, cq.queue_id)
 
     def reput_end_offset(self) -> int:
         if self.config.flush_disk_type == SYNC_FLUSH and not self.config.read_uncommitted:

@@ -93,13 +93,19 @@ def check_record(buf, pos: int, end: int, *, check_crc: bool, force_verify_prop_
     return OK, h.size, req, None
 
 
+def gets_queue_unit(sys_flag: int) -> bool:
+    """Normal and committed transactional messages get a ConsumeQueue unit; prepared and rolled-back don't."""
+    tran = sys_flag & R.TRANSACTION_ROLLBACK_TYPE
+    return tran == R.TRANSACTION_NOT_TYPE or tran == R.TRANSACTION_COMMIT_TYPE
+
+
 class ConsumeQueueDispatcher:
-    """CommitLogDispatcherBuildConsumeQueue: normal and committed transactional messages get a unit."""
+    """CommitLogDispatcherBuildConsumeQueue."""
 
     def __init__(self, store):
         self.store = store
 
     def dispatch(self, req: DispatchRequest) -> None:
-        tran = req.sys_flag & R.TRANSACTION_ROLLBACK_TYPE
-        if tran == R.TRANSACTION_NOT_TYPE or tran == R.TRANSACTION_COMMIT_TYPE:
-            self.store.put_message_position_info(req)
+        if gets_queue_unit(req.sys_flag):
+            self.store.put_message_position_info(req.topic, req.queue_id, req.commit_log_offset, req.msg_size,
+                                                 req.tags_code, req.consume_queue_offset, req.store_timestamp)
