@@ -134,6 +134,23 @@ def parse_delay_levels(spec: str) -> tuple[int, ...]:
 
 # ---- encode -------------------------------------------------------------------------------------
 
+_FIXED = {}
+
+
+def fixed_part(born_len: int, store_len: int) -> Struct:
+    """One Struct for every fixed field of a record (TOTALSIZE .. BODYLEN) for the given host sizes:
+    encoding a record is then one pack, the body, and the topic/properties tail."""
+    st = _FIXED.get((born_len, store_len))
+    if st is None:
+        st = _FIXED[(born_len, store_len)] = Struct(f">iiiiiqqiq{born_len}sq{store_len}siqi")
+    return st
+
+
+def topic_tail(topic: bytes, v2: bool) -> bytes:
+    """TOPICLEN + TOPIC, the part of a record between body and properties."""
+    return (U16.pack(len(topic)) if v2 else bytes((len(topic) & 0xFF,))) + topic
+
+
 def encode_properties(props_bytes: bytes, append_crc: bool, single: bool = True) -> bytes:
     """The PROPERTIES bytes as stored, with room reserved (zeros) for the appended CRC entry.
 
@@ -153,47 +170,23 @@ def encode_record(*, topic: bytes, body: bytes, props: bytes, queue_id: int, fla
                   append_crc: bool = False) -> bytes:
     """One whole record. `props` are the stored PROPERTIES bytes (see encode_properties) and already hold
     the 20 reserved bytes when `append_crc`; the CRC of everything before them is filled in here."""
-    if born_host is not None and len(born_host) == 20:
+    if len(born_host) == 20:
         sys_flag |= BORNHOST_V6_FLAG
     if len(store_host) == 20:
         sys_flag |= STOREHOSTADDRESS_V6_FLAG
     size = record_length(v2, sys_flag, len(body), len(topic), len(props))
     crc = body_crc(body) if body_crc_value is None else body_crc_value
-    parts = [
-        HEAD.pack(size, MAGIC_V2 if v2 else MAGIC_V1, crc, queue_id, flag, queue_offset, physical_offset,
-                  sys_flag, born_timestamp),
-        born_host, I64.pack(store_timestamp), store_host,
-        TAIL.pack(reconsume_times, prepared_transaction_offset, len(body)), body,
-        (U16.pack(len(topic)) if v2 else bytes((len(topic) & 0xFF,))), topic,
-        U16.pack(len(props)), props,
-    ]
-    data = b"".join(parts)
-    if append_crc:
-        data = fill_crc_property(data)
-    return data
+    data = (fixed_part(len(born_host), len(store_host)).pack(
+        size, MAGIC_V2 if v2 else MAGIC_V1, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
+        born_timestamp, born_host, store_timestamp, store_host, reconsume_times, prepared_transaction_offset,
+        len(body)) + body + topic_tail(topic, v2) + U16.pack(len(props)) + props)
+    return fill_crc_property(data) if append_crc else data
 
 
 def fill_crc_property(record: bytes | bytearray) -> bytes:
     """Write the appended CRC entry over the record's last 20 bytes: crc32 of everything before them."""
     n = len(record) - P.CRC32_RESERVED_LEN
     return bytes(record[:n]) + P.crc32_property(zlib.crc32(memoryview(record)[:n]) & 0x7FFFFFFF)
-
-
-_FIXED = {}
-
-
-def fixed_part(born_len: int, store_len: int) -> Struct:
-    """One Struct for every fixed field of a record (TOTALSIZE .. BODYLEN) for the given host sizes:
-    encoding a record is then one pack, the body, and the topic/properties tail."""
-    st = _FIXED.get((born_len, store_len))
-    if st is None:
-        st = _FIXED[(born_len, store_len)] = Struct(f">iiiiiqqiq{born_len}sq{store_len}siqi")
-    return st
-
-
-def topic_tail(topic: bytes, v2: bool) -> bytes:
-    """TOPICLEN + TOPIC, the part of a record between body and properties."""
-    return (U16.pack(len(topic)) if v2 else bytes((len(topic) & 0xFF,))) + topic
 
 
 def encode_blank(remaining: int) -> bytes:
