@@ -164,3 +164,12 @@ class GetResult:
     @property
     def found(self) -> bool:
         return self.status is GetStatus.FOUND
+
+
+class QueryResult(list):
+    """queryMessage's answer: the messages found, and how far the index had got (its newest file's end)."""
+
+    def __init__(self, messages=(), index_last_update_timestamp: int = 0, index_last_update_phy_offset: int = 0):
+        super().__init__(messages)
+        self.index_last_update_timestamp = index_last_update_timestamp
+        self.index_last_update_phy_offset = index_last_update_phy_offset

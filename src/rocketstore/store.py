@@ -17,10 +17,11 @@ from .formats.properties import parse_properties
 from .formats.record import decode_record
 from .log.commitlog import CommitLog
 from .log.consume_queue import LOWER, UPPER, ConsumeQueue
-from .message import GetResult, GetStatus, Message, PutBatchResult, PutResult, PutStatus
+from .message import GetResult, GetStatus, Message, PutBatchResult, PutResult, PutStatus, QueryResult
 from .put import MessageWriter
 from .services import recovery
 from .services.dispatch import ConsumeQueueDispatcher, DispatchRequest, gets_queue_unit
+from .services.index_service import LONG_MAX, IndexDispatcher, IndexService
 from .services.reput import ReputService
 from .validation import topic_problem
 
@@ -97,7 +98,13 @@ class MessageStore:
         self._cqs: dict[tuple[str, int], ConsumeQueue] = {}
         self.commitlog = CommitLog(root, config.mapped_file_size_commit_log, writable=not read_only)
         self.checkpoint = CP.Checkpoint()
+        self.index = IndexService(root, config.max_hash_slot_num, config.max_index_num, writable=not read_only,
+                                  on_full_flushed=self._index_file_flushed)
         self.dispatchers: list = [ConsumeQueueDispatcher(self)]
+        self._index_in_put_path = config.message_index_enable
+        if config.message_index_enable:
+            self.dispatchers.append(IndexDispatcher(self.index))
+        self._builtin_dispatchers = len(self.dispatchers)
         self.reput = ReputService(self)
         self.writer = MessageWriter(config, self.commitlog,
                                     self._dispatch_put if config.dispatch_in_put_path else None,
@@ -132,7 +139,9 @@ class MessageStore:
             self.commitlog.load()
             self._load_consume_queues()
             self._load_checkpoint()
+            self.index.load(last_exit_ok, self.checkpoint.index_msg_timestamp)
             recovery.recover(self, last_exit_ok)
+            self.index.build()
         except CorruptDataError as e:
             raise StoreOpenError(str(e)) from e
         self.reput.reput_from_offset = self.commitlog.max_offset()
@@ -215,6 +224,7 @@ class MessageStore:
                                                            self._last_store_timestamp())
             for cq in self._cqs.values():
                 cq.files.flush_all()
+            self.index.flush()
             self.write_checkpoint()
 
     def _last_store_timestamp(self) -> int:
@@ -240,6 +250,7 @@ class MessageStore:
 
     def _release(self) -> None:
         self._closed = True
+        self.index.close()
         for cq in self._cqs.values():
             cq.close()
         self.commitlog.close()
@@ -284,27 +295,39 @@ class MessageStore:
 
     def _dispatch_put(self, topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props,
                       end) -> None:
-        """The put path's dispatch: what ConsumeQueueDispatcher and reput would do, without decoding the
-        record again; a DispatchRequest is built only when other dispatchers want one."""
+        """The put path's dispatch: what the ConsumeQueue and index dispatchers and reput would do, without
+        decoding the record again; a DispatchRequest is built only when users' dispatchers want one."""
         if gets_queue_unit(sys_flag):
             self.put_message_position_info(topic, queue_id, phys, size, tags_code, queue_offset, store_ts)
-        if len(self.dispatchers) > 1:
-            pmap = parse_properties(props) if props else {}
+        self._dispatch_put_extra(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props)
+        self._put_dispatched(end)
+
+    def _dispatch_put_extra(self, topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag,
+                            props) -> None:
+        """Everything but the ConsumeQueue for one record the put path wrote: the index, users' dispatchers."""
+        users = len(self.dispatchers) > self._builtin_dispatchers
+        pmap = None
+        if users or (props and (b"KEYS\x01" in props or b"UNIQ_KEY\x01" in props)):
+            pmap = parse_properties(props)
+        if self._index_in_put_path:
+            if pmap is None:
+                self.index.add(topic, phys, store_ts, sys_flag, None, "")
+            else:
+                self.index.add(topic, phys, store_ts, sys_flag, pmap.get("UNIQ_KEY"), pmap.get("KEYS") or "")
+        if users:
             req = DispatchRequest(topic, queue_id, phys, size, tags_code, store_ts, queue_offset,
                                   pmap.get("KEYS") or "", pmap.get("UNIQ_KEY"), sys_flag, 0, pmap)
-            for d in self.dispatchers[1:]:
+            for d in self.dispatchers[self._builtin_dispatchers:]:
                 d.dispatch(req)
-        self._put_dispatched(end)
 
     def _dispatch_put_batch(self, topic, queue_id, offsets, sizes, tags_codes, store_ts, base, sys_flag,
                             props_list, end) -> None:
-        """A producer batch's dispatch: its units in one write per ConsumeQueue file."""
-        if len(self.dispatchers) > 1:
-            for i, (p, size, code, props) in enumerate(zip(offsets, sizes, tags_codes, props_list)):
-                self._dispatch_put(topic, queue_id, p, size, code, store_ts, base + i, sys_flag, props, end)
-            return
+        """A producer batch's dispatch: its units in one write per ConsumeQueue file, then the rest."""
         cq = self._find_or_create_cq(topic, queue_id)
         self._unit_written(cq, cq.put_many(offsets, sizes, tags_codes, base), store_ts)
+        if self._index_in_put_path or len(self.dispatchers) > self._builtin_dispatchers:
+            for i, (p, size, code, props) in enumerate(zip(offsets, sizes, tags_codes, props_list)):
+                self._dispatch_put_extra(topic, queue_id, p, size, code, store_ts, base + i, sys_flag, props)
         self._put_dispatched(end)
 
     def _put_dispatched(self, end: int) -> None:
@@ -321,6 +344,11 @@ class MessageStore:
     def put_message_position_info(self, topic, queue_id, phys, size, tags_code, queue_offset, store_ts) -> None:
         cq = self._find_or_create_cq(topic, queue_id)
         self._unit_written(cq, cq.put(phys, size, tags_code, queue_offset), store_ts)
+
+    def _index_file_flushed(self, end_timestamp: int) -> None:
+        """A full index file reached the disk: the checkpoint may vouch for it (indexMsgTimestamp)."""
+        self.checkpoint.index_msg_timestamp = end_timestamp
+        self.write_checkpoint()
 
     def _unit_written(self, cq: ConsumeQueue, ok: bool, store_ts: int) -> None:
         if ok:
@@ -446,6 +474,49 @@ class MessageStore:
         except CorruptDataError as e:
             raise e.in_file(self.commitlog.segment_path(physical_offset),
                             physical_offset % self.commitlog.file_size) from None
+
+    # ---------------------------------------------------------------- lookups by key and id
+    def query(self, topic: str, key: str, max_count: int = 32, begin_ms: int = 0,
+              end_ms: int | None = None) -> QueryResult:
+        """queryMessage: messages of `topic` whose KEYS or UNIQ_KEY is `key`, stored within [begin_ms,
+        end_ms] as the index records it, in physical offset order. max_count is capped at
+        max_msgs_num_batch. The index matches on a hash; every hit is re-checked against the record, so
+        another key with the same hash never answers (apache/rocketmq #3616)."""
+        self._check_open()
+        if not isinstance(topic, str) or not isinstance(key, str):
+            raise TypeError("query takes a topic and a key as strings")
+        max_num = min(max_count, self.config.max_msgs_num_batch)
+        found: dict[int, object] = {}
+
+        def accept(phy: int) -> bool:
+            m = found.get(phy)
+            if m is None:
+                m = self.look(phy)
+                if m is None:
+                    return True  # gone with a deleted CommitLog file: RocketMQ counts it, then drops it
+                if m.topic != topic or (m.unique_key != key and key not in m.keys):
+                    return False
+                found[phy] = m
+            return True
+        offsets, last_ts, last_phy = self.index.query_offsets(
+            topic, key, max_num, begin_ms, LONG_MAX if end_ms is None else end_ms, accept)
+        return QueryResult((found[p] for p in sorted(offsets) if p in found), last_ts, last_phy)
+
+    def by_msg_id(self, msg_id: str):
+        """The message an offset msgId names (store host + physical offset), or None."""
+        self._check_open()
+        host, offset = R.parse_msg_id(msg_id)
+        m = self.look(offset)
+        if m is None or m.physical_offset != offset or m.store_host != host:
+            return None
+        return m
+
+    def by_unique_key(self, topic: str, uniq_key: str):
+        """The first stored message of `topic` whose UNIQ_KEY (the id a producer assigned) is uniq_key."""
+        for m in self.query(topic, uniq_key, self.config.max_msgs_num_batch):
+            if m.unique_key == uniq_key:
+                return m
+        return None
 
     def get(self, group: str, topic: str, queue_id: int, offset: int, max_count: int = 32, tags=None,
             wait_ms: int = 0) -> GetResult:

@@ -34,6 +34,9 @@ def _message_view(m):
         "body_sha256": hashlib.sha256(m.body).hexdigest(), "bodyLength": len(m.body)}
 
 
+LONG_MAX = (1 << 63) - 1
+
+
 def check_answers(store, answers, problems, simple_only=True) -> int:
     """Compare every recorded answer; returns how many were compared."""
     count = 0
@@ -82,6 +85,14 @@ def check_answers(store, answers, problems, simple_only=True) -> int:
         if exp is not None and ours is not None:
             ours = {k: ours[k] for k in exp}
         same(f"look({look['commitLogOffset']})", ours, exp)
+    for qm in answers.get("queryMessage", []):
+        end = None if qm["end"] == LONG_MAX else qm["end"]
+        r = store.query(qm["topic"], qm["key"], max_count=qm["maxNum"], begin_ms=qm["begin"], end_ms=end)
+        what = f"query({qm['topic']!r}, {qm['key']!r}, {qm['maxNum']}, {qm['begin']}..{qm['end']})"
+        same(what, [m.physical_offset for m in r], qm["physicalOffsets"])
+        if qm["physicalOffsets"]:  # RocketMQ reports how far the index got only with a hit
+            same(what + " index end", (r.index_last_update_timestamp, r.index_last_update_phy_offset),
+                 (qm["indexLastUpdateTimestamp"], qm["indexLastUpdatePhyoffset"]))
     cp = answers.get("checkpointInMemory")
     if cp:
         same("confirmPhyOffset", store.checkpoint.confirm_phy_offset, cp["confirmPhyOffset"])

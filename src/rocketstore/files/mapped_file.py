@@ -17,14 +17,15 @@ def segment_name(from_offset: int) -> str:
 class MappedFile:
     """A segment: positions `wrote` (appended), `committed` and `flushed` (on disk), as RocketMQ's MappedFile."""
 
-    def __init__(self, path: str, file_size: int, *, writable: bool, create: bool = False):
+    def __init__(self, path: str, file_size: int, *, writable: bool, create: bool = False,
+                 named_by_offset: bool = True):
         self.path = path
         self.file_size = file_size
         self.writable = writable
         name = os.path.basename(path)
-        if len(name) != NAME_DIGITS or not name.isdigit():
+        if named_by_offset and (len(name) != NAME_DIGITS or not name.isdigit()):
             raise StoreOpenError(f"{path}: not a segment file (name must be {NAME_DIGITS} digits)")
-        self.file_from_offset = int(name)
+        self.file_from_offset = int(name) if named_by_offset else 0
         self.first_create_in_queue = False
         if create and not writable:
             # a read-only store building in memory (recovery of a crash image): never touches the disk

@@ -47,6 +47,7 @@ class ReputService:
                 if not more:
                     break
         if n:
+            store.index.build()
             store.notify_arrival()
         return n
 

@@ -1,0 +1,162 @@
+"""The IndexFile layout (IndexFile / IndexHeader): pure functions over bytes and numpy arrays, no I/O.
+
+    header (40 B)   beginTimestamp 8 | endTimestamp 8 | beginPhyOffset 8 | endPhyOffset 8 |
+                    hashSlotCount 4 (slots in use) | indexCount 4 (next entry number; starts at 1)
+    slots           hashSlotNum x int32: the newest entry number whose key hashes to that slot, 0 = none
+    entries         maxIndexNum x 20 B: keyHash 4 | phyOffset 8 | timeDiff 4 (seconds) | prevIndexNo 4
+
+Entry 0 is never written (indexCount starts at 1), so a file holds maxIndexNum - 1 entries. Keys are
+`topic#key`, hashed with Java's String.hashCode made non-negative (Integer.MIN_VALUE becomes 0).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from struct import Struct
+
+import numpy as np
+
+HEADER_SIZE = 40
+SLOT_SIZE = 4
+ENTRY_SIZE = 20
+HEADER = Struct(">qqqqii")
+ENTRY = Struct(">iqii")
+SLOT = Struct(">i")
+ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
+INT32_MAX = 0x7FFFFFFF
+INVALID = 0  # an entry number / slot value meaning "none"
+
+
+def file_size(hash_slot_num: int, index_num: int) -> int:
+    return HEADER_SIZE + hash_slot_num * SLOT_SIZE + index_num * ENTRY_SIZE
+
+
+def entry_position(hash_slot_num: int, entry_no: int) -> int:
+    return HEADER_SIZE + hash_slot_num * SLOT_SIZE + entry_no * ENTRY_SIZE
+
+
+def build_key(topic: str, key: str) -> str:
+    return f"{topic}#{key}"
+
+
+@dataclass
+class IndexHeader:
+    begin_timestamp: int = 0
+    end_timestamp: int = 0
+    begin_phy_offset: int = 0
+    end_phy_offset: int = 0
+    hash_slot_count: int = 0
+    index_count: int = 1
+
+    def encode(self) -> bytes:
+        return HEADER.pack(self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
+                           self.end_phy_offset, self.hash_slot_count, self.index_count)
+
+    def time_matched(self, begin: int, end: int) -> bool:
+        """IndexFile.isTimeMatched: does [begin, end] overlap the file's time span?"""
+        b, e = self.begin_timestamp, self.end_timestamp
+        return (begin < b and end > e) or (b <= begin <= e) or (b <= end <= e)
+
+
+def decode_header(buf) -> IndexHeader:
+    """IndexHeader.load: a count of 0 or less (a file never flushed) reads as 1."""
+    h = IndexHeader(*HEADER.unpack_from(buf, 0))
+    if h.index_count <= 0:
+        h.index_count = 1
+    return h
+
+
+# ---------------------------------------------------------------- key hashes
+_POW31: dict[int, np.ndarray] = {}
+
+
+def _powers(n: int) -> np.ndarray:
+    """31**(n-1) .. 31**0 modulo 2**32: the weights of String.hashCode's code units."""
+    p = _POW31.get(n)
+    if p is None:
+        p = _POW31[n] = np.array([pow(31, n - 1 - j, 1 << 32) for j in range(n)], dtype=np.uint32)
+    return p
+
+
+def _java_hashes(units: list[bytes]) -> np.ndarray:
+    """Java String.hashCode of UTF-16-BE encoded strings of equal length (in code units), as uint32."""
+    n = len(units[0]) // 2
+    if n == 0:
+        return np.zeros(len(units), dtype=np.uint32)
+    arr = np.frombuffer(b"".join(units), dtype=">u2").reshape(len(units), n).astype(np.uint32)
+    return (arr * _powers(n)).sum(axis=1, dtype=np.uint32)
+
+
+def key_hashes(keys: list[str]) -> np.ndarray:
+    """indexKeyHashMethod for many keys at once: |String.hashCode| as int32, Integer.MIN_VALUE -> 0.
+
+    Strings are left-padded with zero code units to a common length, which leaves the polynomial
+    hash unchanged; keys are grouped by length class so one long key does not pad every other."""
+    out = np.empty(len(keys), dtype=np.uint32)
+    encoded = [k.encode("utf-16-be", "surrogatepass") for k in keys]
+    groups: dict[int, list[int]] = {}
+    for i, e in enumerate(encoded):
+        groups.setdefault((len(e) // 2).bit_length(), []).append(i)
+    for members in groups.values():
+        width = max(len(encoded[i]) for i in members)
+        out[members] = _java_hashes([encoded[i].rjust(width, b"\0") for i in members])
+    signed = out.view(np.int32)
+    positive = np.abs(signed)          # abs(MIN_VALUE) stays negative in int32, as in Java
+    positive[positive < 0] = 0
+    return positive
+
+
+def key_hash(key: str) -> int:
+    return int(key_hashes([key])[0])
+
+
+def time_diff(store_timestamp: int, begin_timestamp: int) -> int:
+    """Seconds since the file's begin timestamp, clamped to [0, Integer.MAX_VALUE]; 0 without a begin."""
+    if begin_timestamp <= 0:
+        return 0
+    d = store_timestamp - begin_timestamp
+    d = -(-d // 1000) if d < 0 else d // 1000  # Java's long division truncates toward zero
+    return min(max(d, 0), INT32_MAX)
+
+
+# ---------------------------------------------------------------- placing a run of entries
+@dataclass
+class Placement:
+    """Where a run of entries goes in one file, computed before anything is written."""
+    prev: np.ndarray          # prevIndexNo of each entry
+    slot_ids: np.ndarray      # slots whose head changes ...
+    slot_heads: np.ndarray    # ... to these entry numbers
+    new_slots: int            # slots that were empty before (hashSlotCount grows by this)
+
+
+def place_entries(slot_table: np.ndarray, index_count: int, hashes: np.ndarray,
+                  hash_slot_num: int) -> Placement:
+    """Chain entries numbered index_count, index_count+1, ... into their slots, as IndexFile.putKey
+    would one at a time: each entry points at the slot's previous head (a head outside
+    (0, current count] is treated as empty), and the slot then points at the entry."""
+    n = len(hashes)
+    slots = hashes.astype(np.int64) % hash_slot_num
+    numbers = np.arange(index_count, index_count + n, dtype=np.int64)
+    order = np.argsort(slots, kind="stable")
+    s_sorted = slots[order]
+    first = np.ones(n, dtype=bool)
+    first[1:] = s_sorted[1:] != s_sorted[:-1]
+    old = slot_table[s_sorted].astype(np.int64)
+    # putKey checks a head against the count at the time of that entry (entry k of the run sees
+    # index_count + k); only the first entry of each slot in the run reads the old head
+    old_valid = (old > INVALID) & (old <= index_count + order)
+    prev_sorted = np.where(first, np.where(old_valid, old, INVALID), np.r_[0, numbers[order][:-1]])
+    prev = np.empty(n, dtype=np.int64)
+    prev[order] = prev_sorted
+    last = np.ones(n, dtype=bool)
+    last[:-1] = s_sorted[1:] != s_sorted[:-1]
+    return Placement(prev=prev, slot_ids=s_sorted[last], slot_heads=numbers[order][last],
+                     new_slots=int(np.count_nonzero(first & ~old_valid)))
+
+
+def time_diffs(timestamps: np.ndarray, begin_timestamp: int) -> np.ndarray:
+    """time_diff over an array of store timestamps against one begin timestamp."""
+    if begin_timestamp <= 0:
+        return np.zeros(len(timestamps), dtype=np.int64)
+    d = timestamps.astype(np.int64) - begin_timestamp
+    d = np.where(d < 0, 0, d // 1000)
+    return np.minimum(d, INT32_MAX)

@@ -1,0 +1,192 @@
+"""The index service: IndexFiles under index/, built from dispatched records, queried by key
+(RocketMQ's IndexService and CommitLogDispatcherBuildIndex).
+
+Dispatch only queues a record (a few hundred ns); the queue is turned into entries a run at a time,
+with the keys hashed by numpy, when it grows long, when reput or recovery finishes a pass, and before
+any query or flush, so a query always sees every record dispatched before it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+import numpy as np
+
+from ..formats import index as I
+from ..formats import record as R
+from ..log.index_file import IndexFile
+
+log = logging.getLogger("rocketstore.index")
+BUILD_AT = 4096          # queued records that trigger a build
+LONG_MAX = (1 << 63) - 1
+
+
+def file_name_at(ms: int) -> str:
+    """UtilAll.timeMillisToHumanString: local time as yyyyMMddHHmmssSSS."""
+    t = time.localtime(ms // 1000)
+    return time.strftime("%Y%m%d%H%M%S", t) + f"{ms % 1000:03d}"
+
+
+class IndexService:
+    def __init__(self, root: str, hash_slot_num: int, index_num: int, *, writable: bool, on_full_flushed=None):
+        """`on_full_flushed(end_timestamp)` runs after a full file reached the disk (the checkpoint's
+        indexMsgTimestamp moves to that file's end)."""
+        if hash_slot_num <= 0 or index_num <= 1:
+            raise ValueError(f"index sizes must be positive (maxHashSlotNum={hash_slot_num}, "
+                             f"maxIndexNum={index_num})")
+        self.directory = os.path.join(root, "index")
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.writable = writable
+        self.on_full_flushed = on_full_flushed
+        self.files: list[IndexFile] = []
+        self.lock = threading.RLock()
+        self._pending: list[tuple] = []
+        self._last_name_ms = 0
+
+    # ---------------------------------------------------------------- load
+    def load(self, last_exit_ok: bool, index_msg_timestamp: int) -> None:
+        """IndexService.load: every file, oldest first; after a crash, files that may hold entries the
+        checkpoint does not vouch for are dropped (reput rebuilds them)."""
+        if not os.path.isdir(self.directory):
+            return
+        for name in sorted(os.listdir(self.directory)):
+            path = os.path.join(self.directory, name)
+            if name.startswith(".") or not os.path.isfile(path):
+                continue
+            f = IndexFile(path, self.hash_slot_num, self.index_num, writable=self.writable)
+            if not last_exit_ok and f.end_timestamp > index_msg_timestamp:
+                log.info("dropping index file %s: it ends after the checkpoint's index time", path)
+                f.destroy()
+                continue
+            self.files.append(f)
+
+    # ---------------------------------------------------------------- dispatch
+    def add(self, topic: str, phy: int, store_timestamp: int, sys_flag: int, uniq_key, keys) -> None:
+        """One dispatched record (CommitLogDispatcherBuildIndex.dispatch)."""
+        self._pending.append((topic, phy, store_timestamp, sys_flag, uniq_key, keys))
+        if len(self._pending) >= BUILD_AT:
+            self.build()
+
+    def build(self) -> None:
+        """Index every queued record, in dispatch order (IndexService.buildIndex, a run at a time)."""
+        with self.lock:
+            if not self._pending:
+                return
+            records, self._pending = self._pending, []
+            f = self._last_file()
+            end = f.end_phy_offset
+            keys: list[str] = []
+            phys: list[int] = []
+            stamps: list[int] = []
+            owner: list[int] = []
+            for i, (topic, phy, ts, sys_flag, uniq, kstr) in enumerate(records):
+                # already indexed (recovery replays from a safe point), or rolled back: nothing to add
+                if phy < end or (sys_flag & R.TRANSACTION_ROLLBACK_TYPE) == R.TRANSACTION_ROLLBACK_TYPE:
+                    continue
+                n0 = len(keys)
+                if uniq is not None:
+                    keys.append(f"{topic}#{uniq}")
+                if kstr:
+                    keys.extend(f"{topic}#{k}" for k in kstr.split(" ") if k)
+                added = len(keys) - n0
+                if added:
+                    phys.extend([phy] * added)
+                    stamps.extend([ts] * added)
+                    owner.extend([i] * added)
+                    end = phy
+            if keys:
+                self._put(I.key_hashes(keys), np.array(phys, dtype=np.int64), np.array(stamps, dtype=np.int64))
+            # RocketMQ opens the next file as soon as a record arrives while the last one is full
+            last_owner = owner[-1] if owner else -1
+            if self.files and self.files[-1].is_write_full() and last_owner < len(records) - 1:
+                self._last_file()
+
+    def _put(self, hashes: np.ndarray, phys: np.ndarray, stamps: np.ndarray) -> None:
+        done = 0
+        while done < len(hashes):
+            f = self._last_file()
+            done += f.put_entries(hashes[done:], phys[done:], stamps[done:])
+
+    def _last_file(self) -> IndexFile:
+        """getAndCreateLastIndexFile: the last file while it has room, else a new one that starts where it
+        ended (the full one is flushed and its end time goes to the checkpoint)."""
+        if self.files and not self.files[-1].is_write_full():
+            return self.files[-1]
+        prev = self.files[-1] if self.files else None
+        ms = max(time.time_ns() // 1_000_000, self._last_name_ms + 1)  # names must stay unique and ordered
+        self._last_name_ms = ms
+        if self.writable:
+            os.makedirs(self.directory, exist_ok=True)
+        f = IndexFile(os.path.join(self.directory, file_name_at(ms)), self.hash_slot_num, self.index_num,
+                      writable=self.writable, create=True,
+                      end_phy_offset=prev.end_phy_offset if prev else 0,
+                      end_timestamp=prev.end_timestamp if prev else 0)
+        self.files.append(f)
+        if prev is not None:
+            self._flush_file(prev)
+        return f
+
+    def _flush_file(self, f: IndexFile) -> None:
+        full_end = f.end_timestamp if f.is_write_full() else 0
+        f.flush()
+        if full_end > 0 and self.on_full_flushed is not None:
+            self.on_full_flushed(full_end)
+
+    # ---------------------------------------------------------------- queries
+    def query_offsets(self, topic: str, key: str, max_num: int, begin: int = 0, end: int = LONG_MAX,
+                      accept=None) -> tuple[list[int], int, int]:
+        """IndexService.queryOffset: (physical offsets, newest file's end time, its end offset), newest
+        file first, stopping once a file begins before `begin` or max_num offsets are found."""
+        self.build()
+        offsets: list[int] = []
+        last_ts = last_phy = 0
+        key_hash = I.key_hash(I.build_key(topic, key))
+        with self.lock:
+            for i in range(len(self.files) - 1, -1, -1):
+                f = self.files[i]
+                if i == len(self.files) - 1:
+                    last_ts, last_phy = f.end_timestamp, f.end_phy_offset
+                if f.header.time_matched(begin, end):
+                    f.select(offsets, key_hash, max_num, begin, end, accept)
+                if f.begin_timestamp < begin or len(offsets) >= max_num:
+                    break
+        return offsets, last_ts, last_phy
+
+    # ---------------------------------------------------------------- cleanup and lifecycle
+    def delete_expired(self, min_phy_offset: int) -> int:
+        """IndexService.deleteExpiredFile: files (never the last) that end below the CommitLog's minimum."""
+        with self.lock:
+            if not self.files or self.files[0].end_phy_offset >= min_phy_offset:
+                return 0
+            gone = 0
+            while len(self.files) > 1 and self.files[0].end_phy_offset < min_phy_offset:
+                f = self.files.pop(0)
+                f.destroy()
+                gone += 1
+            return gone
+
+    def flush(self) -> None:
+        self.build()
+        with self.lock:
+            for f in self.files:
+                f.flush()
+
+    def close(self) -> None:
+        with self.lock:
+            for f in self.files:
+                f.close()
+            self.files = []
+
+
+class IndexDispatcher:
+    """CommitLogDispatcherBuildIndex: hands each dispatched record to the index service."""
+
+    def __init__(self, index: IndexService):
+        self.index = index
+
+    def dispatch(self, req) -> None:
+        self.index.add(req.topic, req.commit_log_offset, req.store_timestamp, req.sys_flag, req.uniq_key,
+                       req.keys)
