@@ -118,7 +118,8 @@ class PutBatchResult:
         self.size = size
         self.queue_offset = queue_offset
         self.store_timestamp = store_timestamp
-        self._offsets, self._sizes, self._host = offsets, sizes, store_host
+        self._offsets, self._sizes, self._host = offsets, sizes, store_host  # numpy arrays from the put path
+
         self._results = None
 
     @property
@@ -129,12 +130,12 @@ class PutBatchResult:
     def results(self) -> list[PutResult]:
         if self._results is None:
             self._results = [PutResult(self.status, p, s, self.queue_offset + i, self._host, self.store_timestamp)
-                             for i, (p, s) in enumerate(zip(self._offsets, self._sizes))]
+                             for i, (p, s) in enumerate(zip(_ints(self._offsets), _ints(self._sizes)))]
         return self._results
 
     @property
     def msg_ids(self) -> list[str]:
-        return [make_msg_id(self._host, p) for p in self._offsets]
+        return [make_msg_id(self._host, p) for p in _ints(self._offsets)]
 
     def __len__(self):
         return len(self._offsets)
@@ -148,6 +149,10 @@ class PutBatchResult:
     def __repr__(self) -> str:
         return (f"PutBatchResult({self.status.name}, {len(self)} messages, physical_offset={self.physical_offset}, "
                 f"size={self.size}, queue_offset={self.queue_offset})")
+
+
+def _ints(values) -> list[int]:
+    return values.tolist() if hasattr(values, "tolist") else list(values)
 
 
 @dataclass

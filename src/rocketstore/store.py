@@ -322,12 +322,18 @@ class MessageStore:
 
     def _dispatch_put_batch(self, topic, queue_id, offsets, sizes, tags_codes, store_ts, base, sys_flag,
                             props_list, end) -> None:
-        """A producer batch's dispatch: its units in one write per ConsumeQueue file, then the rest."""
+        """A producer batch's dispatch (offsets, sizes, tags codes as numpy arrays): its units in one write
+        per ConsumeQueue file, then the rest."""
         cq = self._find_or_create_cq(topic, queue_id)
         self._unit_written(cq, cq.put_many(offsets, sizes, tags_codes, base), store_ts)
-        if self._index_in_put_path or len(self.dispatchers) > self._builtin_dispatchers:
-            for i, (p, size, code, props) in enumerate(zip(offsets, sizes, tags_codes, props_list)):
+        if len(self.dispatchers) > self._builtin_dispatchers or (
+                self._index_in_put_path and _may_hold_keys(props_list)):
+            for i, (p, size, code, props) in enumerate(zip(offsets.tolist(), sizes.tolist(), tags_codes.tolist(),
+                                                            props_list)):
                 self._dispatch_put_extra(topic, queue_id, p, size, code, store_ts, base + i, sys_flag, props)
+        elif self._index_in_put_path:
+            # no record has a key: to the index the batch is one arrival (it may open the next file)
+            self.index.add(topic, int(offsets[-1]), store_ts, sys_flag, None, "")
         self._put_dispatched(end)
 
     def _put_dispatched(self, end: int) -> None:
@@ -616,6 +622,13 @@ class MessageStore:
         result.buffer_total_size = total
         result.message_count = count
         return result
+
+
+def _may_hold_keys(props_list: list[bytes]) -> bool:
+    first = props_list[0]
+    if props_list.count(first) == len(props_list):
+        return b"KEYS\x01" in first or b"UNIQ_KEY\x01" in first
+    return any(b"KEYS\x01" in p or b"UNIQ_KEY\x01" in p for p in props_list)
 
 
 class _Callable:

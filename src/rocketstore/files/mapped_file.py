@@ -8,6 +8,11 @@ from ..errors import StoreOpenError
 
 PAGE = mmap.PAGESIZE
 NAME_DIGITS = 20
+# First writes to a fresh mapping fault one page at a time, which costs this VM more than the copy itself
+# (0.4 GB/s); asking the kernel to populate 4 MiB ahead of the write position at once gives 1.7 GB/s.
+MADV_POPULATE_WRITE = 23   # Linux 5.14+; older kernels refuse it and we stop asking
+POPULATE_CHUNK = 4 * 1024 * 1024
+_populate_ok = hasattr(mmap.mmap, "madvise")
 
 
 def segment_name(from_offset: int) -> str:
@@ -33,6 +38,7 @@ class MappedFile:
             self.buf = memoryview(self.mm)
             self.wrote = self.committed = self.flushed = 0
             self._views = []
+            self._populated = file_size
             return
         if create:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
@@ -58,6 +64,7 @@ class MappedFile:
         self.committed = 0
         self.flushed = 0
         self._views: list = []
+        self._populated = 0 if writable else file_size
 
     # -- positions
     @property
@@ -78,9 +85,24 @@ class MappedFile:
         """Append at the write position; returns where it went."""
         pos = self.wrote
         end = pos + len(data)
+        if end > self._populated:
+            self._populate(end)
         self.buf[pos:end] = data
         self.wrote = end
         return pos
+
+    def _populate(self, end: int) -> None:
+        global _populate_ok
+        start = max(self._populated, self.wrote - self.wrote % PAGE)
+        stop = min(self.file_size, max(end, start + POPULATE_CHUNK))
+        stop += -stop % PAGE if stop < self.file_size else 0
+        stop = min(stop, self.file_size)
+        if _populate_ok and stop > start:
+            try:
+                self.mm.madvise(MADV_POPULATE_WRITE, start, stop - start)
+            except OSError:
+                _populate_ok = False
+        self._populated = stop
 
     def write_at(self, pos: int, data) -> None:
         self.buf[pos:pos + len(data)] = data

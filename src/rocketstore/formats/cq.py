@@ -15,6 +15,15 @@ def encode_unit(physical_offset: int, size: int, tags_code: int) -> bytes:
     return UNIT.pack(physical_offset, size, tags_code)
 
 
+def encode_units(offsets, sizes, tags_codes) -> bytes:
+    """Many units at once (sequences or arrays of equal length)."""
+    arr = np.empty(len(offsets), dtype=DTYPE)
+    arr["pos"] = offsets
+    arr["size"] = sizes
+    arr["tags"] = tags_codes
+    return arr.tobytes()
+
+
 def decode_unit(buf, pos: int = 0) -> tuple[int, int, int]:
     return UNIT.unpack_from(buf, pos)
 

@@ -12,6 +12,8 @@ import zlib
 from functools import lru_cache
 from struct import Struct
 
+import numpy as np
+
 from ..errors import CorruptDataError
 from . import properties as P
 from .javahash import java_string_hash
@@ -144,6 +146,46 @@ def fixed_part(born_len: int, store_len: int) -> Struct:
     if st is None:
         st = _FIXED[(born_len, store_len)] = Struct(f">iiiiiqqiq{born_len}sq{store_len}siqi")
     return st
+
+
+_FIXED_DTYPES: dict[tuple[int, int], np.dtype] = {}
+
+
+def fixed_dtype(born_len: int, store_len: int) -> np.dtype:
+    """fixed_part as a numpy record, to encode the fixed fields of a whole batch in a few array writes."""
+    dt = _FIXED_DTYPES.get((born_len, store_len))
+    if dt is None:
+        dt = _FIXED_DTYPES[(born_len, store_len)] = np.dtype([
+            ("size", ">i4"), ("magic", ">i4"), ("crc", ">i4"), ("queue_id", ">i4"), ("flag", ">i4"),
+            ("queue_offset", ">i8"), ("phys", ">i8"), ("sys_flag", ">i4"), ("born_ts", ">i8"),
+            ("born", f"S{born_len}"), ("store_ts", ">i8"), ("store_host", f"S{store_len}"),
+            ("reconsume", ">i4"), ("prepared", ">i8"), ("body_len", ">i4")])
+    return dt
+
+
+def fixed_parts(*, born: bytes, store_host: bytes, sizes, magic: int, crcs, queue_id: int, flags,
+                first_queue_offset: int, phys, sys_flag: int, born_timestamp: int, store_timestamp: int,
+                reconsume_times: int, body_lens) -> np.ndarray:
+    """The fixed fields (TOTALSIZE .. BODYLEN) of n records of one producer batch, as n numpy records:
+    per-record sizes, CRCs, flags, physical offsets and body lengths; consecutive queue offsets; the
+    rest shared. (Batches carry no transaction, so PREPARED_TRANSACTION_OFFSET is 0.)"""
+    n = len(sizes)
+    out = np.zeros(n, dtype=fixed_dtype(len(born), len(store_host)))
+    out["size"] = sizes
+    out["magic"] = magic
+    out["crc"] = crcs
+    out["queue_id"] = queue_id
+    out["flag"] = flags
+    out["queue_offset"] = np.arange(first_queue_offset, first_queue_offset + n, dtype=np.int64)
+    out["phys"] = phys
+    out["sys_flag"] = sys_flag
+    out["born_ts"] = born_timestamp
+    out["born"] = born
+    out["store_ts"] = store_timestamp
+    out["store_host"] = store_host
+    out["reconsume"] = reconsume_times
+    out["body_len"] = body_lens
+    return out
 
 
 def topic_tail(topic: bytes, v2: bool) -> bytes:

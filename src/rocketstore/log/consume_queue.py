@@ -112,7 +112,7 @@ class ConsumeQueue:
         mf.append(cq.UNIT.pack(offset, size, tags_code))
         return True
 
-    def put_many(self, offsets: list[int], sizes: list[int], tags_codes: list[int], first_cq_offset: int) -> bool:
+    def put_many(self, offsets, sizes, tags_codes, first_cq_offset: int) -> bool:
         """Units for consecutive queue offsets (a producer batch) in as few writes as there are files.
 
         Takes the fast way only when the units simply continue the queue; anything else (a rebuild,
@@ -122,9 +122,8 @@ class ConsumeQueue:
         if (last is None or offsets[0] < self.max_physic_offset
                 or last.file_from_offset + last.wrote != expect):
             return all(self.put(o, s, t, first_cq_offset + i)
-                       for i, (o, s, t) in enumerate(zip(offsets, sizes, tags_codes)))
-        pack = cq.UNIT.pack
-        data = b"".join([pack(o, s, t) for o, s, t in zip(offsets, sizes, tags_codes)])
+                       for i, (o, s, t) in enumerate(zip(_ints(offsets), _ints(sizes), _ints(tags_codes))))
+        data = cq.encode_units(offsets, sizes, tags_codes)
         pos = 0
         while pos < len(data):
             mf = self.files.get_last(expect + pos)
@@ -132,7 +131,7 @@ class ConsumeQueue:
             chunk = data[pos:pos + room]
             mf.append(chunk)
             pos += len(chunk)
-        self.max_physic_offset = offsets[-1] + sizes[-1]
+        self.max_physic_offset = int(offsets[-1]) + int(sizes[-1])
         return True
 
     def _fill_pre_blank(self, mf: MappedFile, until: int) -> None:
@@ -329,3 +328,7 @@ class ConsumeQueue:
     def close(self) -> None:
         self._arrays.clear()
         self.files.close()
+
+
+def _ints(values) -> list[int]:
+    return values.tolist() if hasattr(values, "tolist") else list(values)
