@@ -16,12 +16,16 @@ def _sha(path):
         return hashlib.sha256(fh.read()).hexdigest()
 
 
+@pytest.mark.parametrize("in_put_path", [True, False], ids=["put-path-dispatch", "reput-dispatch"])
 @pytest.mark.parametrize("name", REPLAYABLE)
-def test_replay_writes_identical_commitlog_consumequeue_and_index(name, tmp_path):
+def test_replay_writes_identical_commitlog_consumequeue_and_index(name, in_put_path, tmp_path):
+    """Both ways of building queues and index (while putting, or by the reput thread reading the
+    CommitLog back) must write RocketMQ's bytes."""
     G.require(name)
     entries = list(G.replay_inputs(name))
     times = iter([e["storeTimestamp"] for e, _ in entries])
-    cfg = G.config_for(name, clock=lambda: next(times), store_host=G.manifest(name)["storeHostDefault"])
+    cfg = G.config_for(name, clock=lambda: next(times), store_host=G.manifest(name)["storeHostDefault"],
+                       dispatch_in_put_path=in_put_path)
     root = tmp_path / "store"
     with MessageStore.open(root, cfg) as store:
         for e, msgs in entries:

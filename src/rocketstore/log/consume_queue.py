@@ -121,8 +121,8 @@ class ConsumeQueue:
         expect = first_cq_offset * UNIT
         if (last is None or offsets[0] < self.max_physic_offset
                 or last.file_from_offset + last.wrote != expect):
-            return all(self.put(o, s, t, first_cq_offset + i)
-                       for i, (o, s, t) in enumerate(zip(_ints(offsets), _ints(sizes), _ints(tags_codes))))
+            return all([self.put(o, s, t, first_cq_offset + i)
+                        for i, (o, s, t) in enumerate(zip(_ints(offsets), _ints(sizes), _ints(tags_codes)))])
         data = cq.encode_units(offsets, sizes, tags_codes)
         pos = 0
         while pos < len(data):

@@ -70,6 +70,12 @@ class IndexService:
         if len(self._pending) >= BUILD_AT:
             self.build()
 
+    def add_many(self, records: list[tuple]) -> None:
+        """Several dispatched records, as add() takes them, in dispatch order."""
+        self._pending.extend(records)
+        if len(self._pending) >= BUILD_AT:
+            self.build()
+
     def build(self) -> None:
         """Index every queued record, in dispatch order (IndexService.buildIndex, a run at a time)."""
         with self.lock:

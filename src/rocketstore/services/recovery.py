@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+from .bulk_dispatch import dispatch_run
 from .dispatch import BAD, BLANK, OK, check_record
 
 log = logging.getLogger("rocketstore.recovery")
@@ -58,7 +59,17 @@ def recover_commitlog(store, dispatch_from: int, normal: bool) -> None:
     pos = 0
     last_valid = store.checkpoint.confirm_phy_offset if normal else process
     log.info("recovering the CommitLog %s from %s", "normally" if normal else "after a crash", mf.path)
+    # runs of plain records are checked (and re-dispatched) in bulk; anything else goes one at a time
+    bulk = not cfg.force_verify_prop_crc and len(store.dispatchers) == store._builtin_dispatchers
     while True:
+        if bulk:
+            done, after, last = dispatch_run(store, mf.buf, pos, cl.file_size,
+                                             check_crc=cfg.check_crc_on_recover,
+                                             dispatch_after=dispatch_from if normal else -1)
+            if done:
+                last_valid = process + last
+                pos = after
+                continue
         kind, size, req, problem = check_record(mf.buf, pos, cl.file_size, check_crc=cfg.check_crc_on_recover,
                                                 force_verify_prop_crc=cfg.force_verify_prop_crc,
                                                 delay_levels=store.delay_levels)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from .bulk_dispatch import dispatch_run
 from .dispatch import BAD, BLANK, OK, check_record
 
 log = logging.getLogger("rocketstore.reput")
@@ -55,7 +56,16 @@ class ReputService:
         """Dispatch the records of one segment's written part; (records dispatched, whether to go on)."""
         store = self.store
         pos, n, limit = 0, 0, len(view)
+        bulk = len(store.dispatchers) == store._builtin_dispatchers  # users' dispatchers want requests
         while pos < limit and self.reput_from_offset < end:
+            if bulk:
+                done, after, _ = dispatch_run(store, view, pos, min(limit, pos + end - self.reput_from_offset),
+                                           check_crc=False)
+                if done:
+                    n += done
+                    self.reput_from_offset += after - pos
+                    pos = after
+                    continue
             kind, size, req, problem = check_record(view, pos, limit, check_crc=False, force_verify_prop_crc=False,
                                                     delay_levels=store.delay_levels)
             if kind == OK:
