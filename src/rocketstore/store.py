@@ -473,13 +473,17 @@ class MessageStore:
         try:
             m = decode_record(view, 0)
             if self.config.force_verify_prop_crc:
-                problem = R.verify_crc(view, R.read_header(view, 0), 0, True)
-                if problem:
-                    raise CorruptDataError(problem, 0)
+                self._verify_prop_crc(view, 0)
             return m
         except CorruptDataError as e:
             raise e.in_file(self.commitlog.segment_path(physical_offset),
                             physical_offset % self.commitlog.file_size) from None
+
+    @staticmethod
+    def _verify_prop_crc(buf, pos: int) -> None:
+        problem = R.verify_crc(buf, R.read_header(buf, pos), pos, True)
+        if problem:
+            raise CorruptDataError(problem, pos)
 
     # ---------------------------------------------------------------- lookups by key and id
     def query(self, topic: str, key: str, max_count: int = 32, begin_ms: int = 0,
@@ -573,6 +577,9 @@ class MessageStore:
         files_read = 0
         total = count = 0
         msgs = result.messages
+        cl_files = self.commitlog.files
+        seg_start, seg_end, seg_buf = 0, -1, None
+        verify_prop_crc = cfg.force_verify_prop_crc
         while total <= 0 and next_begin < hi and files_read < cfg.travel_cq_file_num_when_get_message:
             files_read += 1
             got = cq.units_from(next_begin)
@@ -605,13 +612,23 @@ class MessageStore:
                         continue
                     if codes is not None and _int32(tcode) not in codes:
                         continue
-                    view = self.commitlog.read(pos, size)
-                    if view is None:
-                        if total == 0:
-                            result.status = GetStatus.MESSAGE_WAS_REMOVING
-                        next_file_start = self.commitlog.roll_next_file(pos)
-                        continue
-                    msgs.append(self._decode(view, pos))
+                    if not seg_start <= pos <= seg_end - size:
+                        # a record outside the segment in hand: find its own (CommitLog.getMessage)
+                        mf = cl_files.find(pos, pos == 0)
+                        if mf is None or not 0 <= pos - mf.file_from_offset <= mf.read_position - size:
+                            if total == 0:
+                                result.status = GetStatus.MESSAGE_WAS_REMOVING
+                            next_file_start = self.commitlog.roll_next_file(pos)
+                            continue
+                        seg_start, seg_end, seg_buf = mf.file_from_offset, mf.file_from_offset + mf.read_position, mf.buf
+                    rel = pos - seg_start
+                    try:
+                        m = decode_record(seg_buf, rel, rel + size)
+                        if verify_prop_crc:
+                            self._verify_prop_crc(seg_buf, rel)
+                    except CorruptDataError as e:
+                        raise e.in_file(self.commitlog.segment_path(pos), rel) from None
+                    msgs.append(m)
                     total += size
                     count += 1
                     result.status = GetStatus.FOUND

@@ -247,9 +247,31 @@ class StoredMessage:
     Built from one validated record; the fixed header is unpacked at once, the rest (hosts, properties,
     msgId) only when asked for, so a get of many messages pays for what its caller reads."""
 
-    __slots__ = ("size", "magic", "body_crc", "queue_id", "flag", "queue_offset", "physical_offset", "sys_flag",
-                 "born_timestamp", "store_timestamp", "reconsume_times", "prepared_transaction_offset", "body",
-                 "topic", "_born", "_store", "_props_raw", "_props")
+    # The fixed fields stay in the tuple one unpack produced (`_f`, fixed_part's order): building a
+    # message is then five stores, which is what a get of many messages pays per message.
+    __slots__ = ("_f", "body", "topic", "_props_raw", "_props")
+
+    size = property(lambda self: self._f[0])
+    magic = property(lambda self: self._f[1])
+    body_crc = property(lambda self: self._f[2])
+    queue_id = property(lambda self: self._f[3])
+    flag = property(lambda self: self._f[4])
+    queue_offset = property(lambda self: self._f[5])
+    physical_offset = property(lambda self: self._f[6])
+    sys_flag = property(lambda self: self._f[7])
+    born_timestamp = property(lambda self: self._f[8])
+    _born = property(lambda self: self._f[9])
+    store_timestamp = property(lambda self: self._f[10])
+    _store = property(lambda self: self._f[11])
+    reconsume_times = property(lambda self: self._f[12])
+    prepared_transaction_offset = property(lambda self: self._f[13])
+
+    @classmethod
+    def from_fields(cls, fixed: tuple, body: bytes | None, topic: str, props_raw: bytes) -> "StoredMessage":
+        """A message from fixed_part's fields (TOTALSIZE .. BODYLEN, hosts as raw bytes) and the rest."""
+        m = cls()
+        m._f, m.body, m.topic, m._props_raw, m._props = fixed, body, topic, props_raw, None
+        return m
 
     FIELDS = ("topic", "queue_id", "queue_offset", "physical_offset", "size", "msg_id", "tags", "keys",
               "properties", "body", "flag", "sys_flag", "born_timestamp", "born_host", "store_timestamp",
@@ -381,63 +403,65 @@ _TAIL_UNPACK = TAIL.unpack_from
 def decode_record(buf, pos: int = 0, end: int | None = None, with_body: bool = True) -> StoredMessage:
     """Decode the record at `pos` into a StoredMessage; CorruptDataError (naming the offset) on any bad byte.
 
-    Every length is bounded by TOTALSIZE and the buffer before it is used."""
+    Every length is bounded by TOTALSIZE and the buffer before it is used. The record is copied out of
+    the buffer once; its fixed fields come from one unpack, the rest are slices of that copy."""
     if end is None:
         end = len(buf)
     avail = end - pos
     if avail < 91:
         raise _corrupt(f"truncated record: {avail} bytes left, a record needs at least 91", pos)
-    size, magic, crc, qid, flag, qoff, phys, sysflag, born_ts = _HEAD_UNPACK(buf, pos)
+    size, magic = _SIZE_MAGIC_UNPACK(buf, pos)
     if magic != MAGIC_V1 and magic != MAGIC_V2:
         raise _corrupt(f"bad magic code 0x{magic & 0xFFFFFFFF:08X}", pos)
     if size < 91 or size > avail:
         raise _corrupt(f"record size {size} does not fit the {avail} bytes left", pos)
-    rend = pos + size
-    p = pos + 48
-    bl = 20 if sysflag & BORNHOST_V6_FLAG else 8
-    sl = 20 if sysflag & STOREHOSTADDRESS_V6_FLAG else 8
-    if 91 + bl + sl - 16 > size:
-        raise _corrupt(f"record size {size} too small for its host fields", pos)
-    m = StoredMessage()
-    m._born = bytes(buf[p:p + bl])
-    p += bl
-    m.store_timestamp = _I64_UNPACK(buf, p)[0]
-    p += 8
-    m._store = bytes(buf[p:p + sl])
-    p += sl
-    m.reconsume_times, m.prepared_transaction_offset, body_len = _TAIL_UNPACK(buf, p)
-    p += 16
-    if body_len < 0 or p + body_len + 3 > rend:
+    rec = bytes(buf[pos:pos + size])
+    f = _FIXED_V4_UNPACK(rec, 0)
+    sysflag = f[7]
+    p = 88
+    if sysflag & (BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG):
+        bl = 20 if sysflag & BORNHOST_V6_FLAG else 8
+        sl = 20 if sysflag & STOREHOSTADDRESS_V6_FLAG else 8
+        p = 72 + bl + sl
+        if p + 3 > size:
+            raise _corrupt(f"record size {size} too small for its host fields", pos)
+        f = fixed_part(bl, sl).unpack_from(rec, 0)
+    body_len = f[14]
+    if body_len < 0 or p + body_len + 3 > size:
         raise _corrupt(f"body length {body_len} overruns the record of {size} bytes", pos)
-    m.body = bytes(buf[p:p + body_len]) if with_body else None
+    m = StoredMessage()
+    m._f = f
+    m.body = rec[p:p + body_len] if with_body else None
     p += body_len
     if magic == MAGIC_V2:
-        tlen = U16.unpack_from(buf, p)[0]
+        tlen = (rec[p] << 8) | rec[p + 1]
         p += 2
     else:
-        tlen = buf[p]
+        tlen = rec[p]
         p += 1
-    if p + tlen + 2 > rend:
+    if p + tlen + 2 > size:
         raise _corrupt(f"topic length {tlen} overruns the record of {size} bytes", pos)
-    tb = bytes(buf[p:p + tlen])
+    tb = rec[p:p + tlen]
     topic = _TOPICS.get(tb)
     if topic is None:
         topic = tb.decode("utf-8", "replace")
         if len(_TOPICS) < 65536:
             _TOPICS[tb] = topic
     p += tlen
-    plen = I16.unpack_from(buf, p)[0]
+    plen = (rec[p] << 8) | rec[p + 1]
     p += 2
-    if plen < 0:
-        plen = 0
-    if p + plen != rend:
-        raise _corrupt(f"record size {size} does not match its fields ({p + plen - pos} bytes)", pos)
-    m._props_raw = bytes(buf[p:rend])
+    if plen >= 0x8000:
+        plen = 0  # Java reads a negative short and skips the properties
+    if p + plen != size:
+        raise _corrupt(f"record size {size} does not match its fields ({p + plen} bytes)", pos)
+    m._props_raw = rec[p:]
     m._props = None
     m.topic = topic
-    m.size, m.magic, m.body_crc, m.queue_id, m.flag = size, magic, crc, qid, flag
-    m.queue_offset, m.physical_offset, m.sys_flag, m.born_timestamp = qoff, phys, sysflag, born_ts
     return m
+
+
+_SIZE_MAGIC_UNPACK = Struct(">ii").unpack_from
+_FIXED_V4_UNPACK = fixed_part(8, 8).unpack_from
 
 
 def store_timestamp_at(buf, pos: int) -> int:
