@@ -101,6 +101,21 @@ def main(argv=None) -> int:
               f"queue offset {again.queue_offset}")
         off = store.offset_by_time(TOPICS[0], 0, probe.store_timestamp)
         print(f"  offset_by_time({TOPICS[0]}/0, {probe.store_timestamp}) -> {off}")
+        # 3. look messages up by key (IndexFile), by offset msgId, by unique key
+        t1 = time.perf_counter()
+        probes = range(0, n, max(1, n // 1000))
+        for j in probes:
+            topic = TOPICS[(j // 1000) % 2] if j < n - single else TOPICS[j % 2]
+            hits = store.query(topic, f"order-{j}")
+            if len(hits) != 1 or hits[0].body != body_for(j, size):
+                print(f"query({topic}, order-{j}) found {len(hits)} messages, expected 1", file=sys.stderr)
+                return 1
+            if store.by_msg_id(hits[0].msg_id).physical_offset != hits[0].physical_offset:
+                print(f"by_msg_id({hits[0].msg_id}) found another message", file=sys.stderr)
+                return 1
+        t_q = time.perf_counter() - t1
+        print(f"  found {len(probes):,} messages by key and again by msgId in {t_q:.2f} s "
+              f"({len(probes) / t_q:,.0f} lookups/s)")
         for topic in TOPICS:
             print(f"  {topic}: " + ", ".join(f"q{q} {store.min_offset(topic, q)}..{store.max_offset(topic, q)}"
                                             for q in range(QUEUES)))

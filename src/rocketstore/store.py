@@ -20,6 +20,7 @@ from .log.consume_queue import LOWER, UPPER, ConsumeQueue
 from .message import GetResult, GetStatus, Message, PutBatchResult, PutResult, PutStatus, QueryResult
 from .put import MessageWriter
 from .services import recovery
+from .services.bulk_dispatch import props_info
 from .services.dispatch import ConsumeQueueDispatcher, DispatchRequest, gets_queue_unit
 from .services.index_service import LONG_MAX, IndexDispatcher, IndexService
 from .services.reput import ReputService
@@ -305,16 +306,14 @@ class MessageStore:
     def _dispatch_put_extra(self, topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag,
                             props) -> None:
         """Everything but the ConsumeQueue for one record the put path wrote: the index, users' dispatchers."""
-        users = len(self.dispatchers) > self._builtin_dispatchers
-        pmap = None
-        if users or (props and (b"KEYS\x01" in props or b"UNIQ_KEY\x01" in props)):
-            pmap = parse_properties(props)
         if self._index_in_put_path:
-            if pmap is None:
-                self.index.add(topic, phys, store_ts, sys_flag, None, "")
-            else:
-                self.index.add(topic, phys, store_ts, sys_flag, pmap.get("UNIQ_KEY"), pmap.get("KEYS") or "")
-        if users:
+            info = props_info(props) if props else _NO_KEYS
+            if info is None:  # inner-batch properties: read them in full
+                pmap = parse_properties(props)
+                info = (0, pmap.get("KEYS") or "", pmap.get("UNIQ_KEY"), False)
+            self.index.add(topic, phys, store_ts, sys_flag, info[2], info[1])
+        if len(self.dispatchers) > self._builtin_dispatchers:
+            pmap = parse_properties(props) if props else {}
             req = DispatchRequest(topic, queue_id, phys, size, tags_code, store_ts, queue_offset,
                                   pmap.get("KEYS") or "", pmap.get("UNIQ_KEY"), sys_flag, 0, pmap)
             for d in self.dispatchers[self._builtin_dispatchers:]:
@@ -639,6 +638,9 @@ class MessageStore:
         result.buffer_total_size = total
         result.message_count = count
         return result
+
+
+_NO_KEYS = (0, "", None, False)
 
 
 def _may_hold_keys(props_list: list[bytes]) -> bool:

@@ -25,7 +25,7 @@ _topic_cache: dict[bytes, str] = {}
 _UNIT_TRAN = R.TRANSACTION_ROLLBACK_TYPE
 
 
-def _props_info(raw: bytes):
+def props_info(raw: bytes):
     """(tagsCode, KEYS, UNIQ_KEY, has DELAY) from a properties string, as parse_properties would read
     them (names at item starts, the last non-empty value wins); None when the record needs the careful
     path (INNER_NUM/INNER_BASE)."""
@@ -89,9 +89,16 @@ def dispatch_run(store, buf, pos: int, limit: int, check_crc: bool,
         if check_crc and blen[i] > 0 and zlib.crc32(buf[bpos[i]:bpos[i] + blen[i]]) & 0x7FFFFFFF != crcs[i]:
             done = i
             break
+        if phys[i] <= dispatch_after:
+            # the queues already have it; only properties that could make it a bad record need a look
+            raw = bytes(buf[ppos[i]:ppos[i] + plen[i]])
+            if b"INNER_" in raw or b"DELAY\x01" in raw:
+                done = i
+                break
+            continue
         topic = _topic(bytes(buf[tpos[i]:tpos[i] + tlen[i]]))
         raw = bytes(buf[ppos[i]:ppos[i] + plen[i]])
-        info = _props_info(raw)
+        info = props_info(raw)
         if info is None:
             done = i
             break
@@ -102,8 +109,6 @@ def dispatch_run(store, buf, pos: int, limit: int, check_crc: bool,
             except ValueError:
                 done = i
                 break
-        if phys[i] <= dispatch_after:
-            continue
         tran = flags[i] & _UNIT_TRAN
         if tran == R.TRANSACTION_NOT_TYPE or tran == R.TRANSACTION_COMMIT_TYPE:
             codes[i] = code
