@@ -18,7 +18,8 @@ from .formats import record as R
 from .formats.javahash import java_string_hash
 from .log.commitlog import CommitLog, DoesNotFit
 from .message import Message, PutBatchResult, PutResult, PutStatus
-from .services.dispatch import tags_code_for
+from .services.bulk_dispatch import props_info
+from .services.dispatch import SCHEDULE_TOPIC, tags_code_for
 from .validation import topic_problem
 
 log = logging.getLogger("rocketstore.put")
@@ -92,8 +93,12 @@ class MessageWriter:
         return msg.properties_bytes(drop_crc=drop_crc)
 
     def _tags_code(self, msg: Message, topic: str, props: bytes, store_ts: int, sys_flag: int) -> int:
-        if msg.raw_properties is None and not msg.properties and topic != "SCHEDULE_TOPIC_XXXX":
-            return java_string_hash(msg.tags) if msg.tags else 0
+        if topic != SCHEDULE_TOPIC:
+            if msg.raw_properties is None and not msg.properties:
+                return java_string_hash(msg.tags) if msg.tags else 0
+            info = props_info(props) if props else None
+            if info is not None:
+                return info[0]
         return tags_code_for(topic, P.parse_properties(props), store_ts, sys_flag, self.delay_levels) if props else 0
 
     # -- one message

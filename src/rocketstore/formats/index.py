@@ -77,28 +77,34 @@ def _powers(n: int) -> np.ndarray:
     return p
 
 
-def _java_hashes(units: list[bytes]) -> np.ndarray:
-    """Java String.hashCode of UTF-16-BE encoded strings of equal length (in code units), as uint32."""
-    n = len(units[0]) // 2
-    if n == 0:
-        return np.zeros(len(units), dtype=np.uint32)
-    arr = np.frombuffer(b"".join(units), dtype=">u2").reshape(len(units), n).astype(np.uint32)
-    return (arr * _powers(n)).sum(axis=1, dtype=np.uint32)
+def _java_hashes(data: bytes, count: int, units: int, dtype: str) -> np.ndarray:
+    """Java String.hashCode of `count` strings of `units` code units each, laid end to end, as uint32."""
+    if units == 0:
+        return np.zeros(count, dtype=np.uint32)
+    arr = np.frombuffer(data, dtype=dtype).reshape(count, units).astype(np.uint32)
+    return (arr * _powers(units)).sum(axis=1, dtype=np.uint32)
 
 
 def key_hashes(keys: list[str]) -> np.ndarray:
     """indexKeyHashMethod for many keys at once: |String.hashCode| as int32, Integer.MIN_VALUE -> 0.
 
-    Strings are left-padded with zero code units to a common length, which leaves the polynomial
-    hash unchanged; keys are grouped by length class so one long key does not pad every other."""
+    Keys are grouped by length, so each group is one (count x length) matrix of code units; ASCII
+    keys are their own UTF-16 code units, so they go as single bytes."""
     out = np.empty(len(keys), dtype=np.uint32)
-    encoded = [k.encode("utf-16-be", "surrogatepass") for k in keys]
-    groups: dict[int, list[int]] = {}
-    for i, e in enumerate(encoded):
-        groups.setdefault((len(e) // 2).bit_length(), []).append(i)
-    for members in groups.values():
-        width = max(len(encoded[i]) for i in members)
-        out[members] = _java_hashes([encoded[i].rjust(width, b"\0") for i in members])
+    groups: dict[tuple[int, bool], list[int]] = {}
+    for i, k in enumerate(keys):
+        g = groups.get((len(k), k.isascii()))
+        if g is None:
+            g = groups[(len(k), k.isascii())] = []
+        g.append(i)
+    for (length, ascii_only), members in groups.items():
+        if ascii_only:
+            out[members] = _java_hashes("".join([keys[i] for i in members]).encode("ascii"), len(members),
+                                        length, "u1")
+        else:  # len() counts code points; a code point above U+FFFF is two UTF-16 units
+            for i in members:
+                data = keys[i].encode("utf-16-be", "surrogatepass")
+                out[i] = _java_hashes(data, 1, len(data) // 2, ">u2")[0]
     signed = out.view(np.int32)
     positive = np.abs(signed)          # abs(MIN_VALUE) stays negative in int32, as in Java
     positive[positive < 0] = 0
@@ -106,7 +112,17 @@ def key_hashes(keys: list[str]) -> np.ndarray:
 
 
 def key_hash(key: str) -> int:
-    return int(key_hashes([key])[0])
+    """One key's hash, without numpy's per-call cost."""
+    h = 0
+    for u in (key.encode("ascii") if key.isascii() else _utf16_units(key)):
+        h = (31 * h + u) & 0xFFFFFFFF
+    h = h - 0x100000000 if h & 0x80000000 else h
+    return 0 if h == -0x80000000 else abs(h)
+
+
+def _utf16_units(key: str) -> list[int]:
+    data = key.encode("utf-16-be", "surrogatepass")
+    return [(data[i] << 8) | data[i + 1] for i in range(0, len(data), 2)]
 
 
 def time_diff(store_timestamp: int, begin_timestamp: int) -> int:
