@@ -501,14 +501,18 @@ class MessageStore:
             m = found.get(phy)
             if m is None:
                 m = self.look(phy)
-                if m is None:
-                    return True  # gone with a deleted CommitLog file: RocketMQ counts it, then drops it
+                if m is None or m.physical_offset != phy:
+                    # gone with a deleted CommitLog file (look(0) would give the first record left):
+                    # RocketMQ counts it, then drops it
+                    return True
                 if m.topic != topic or (m.unique_key != key and key not in m.keys):
                     return False
                 found[phy] = m
             return True
         offsets, last_ts, last_phy = self.index.query_offsets(
             topic, key, max_num, begin_ms, LONG_MAX if end_ms is None else end_ms, accept)
+        if not offsets:
+            return QueryResult()  # RocketMQ reports how far the index got only along with a hit
         return QueryResult((found[p] for p in sorted(offsets) if p in found), last_ts, last_phy)
 
     def by_msg_id(self, msg_id: str):

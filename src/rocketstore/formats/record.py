@@ -105,14 +105,16 @@ def make_msg_id(store_host_bytes: bytes, physical_offset: int) -> str:
     return (store_host_bytes + I64.pack(physical_offset)).hex().upper()
 
 
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+
+
 def parse_msg_id(msg_id: str) -> tuple[str, int]:
     """msgId -> (store host "ip:port", physical offset)."""
     if len(msg_id) not in (32, 56):
         raise ValueError(f"msgId {msg_id!r} must be 32 (IPv4) or 56 (IPv6) hex characters")
-    try:
-        raw = bytes.fromhex(msg_id)
-    except ValueError:
-        raise ValueError(f"msgId {msg_id!r} is not hexadecimal") from None
+    if not all(c in _HEX_DIGITS for c in msg_id):  # bytes.fromhex would skip blanks
+        raise ValueError(f"msgId {msg_id!r} is not hexadecimal")
+    raw = bytes.fromhex(msg_id)
     return host_from_bytes(raw[:-8]), I64.unpack(raw[-8:])[0]
 
 

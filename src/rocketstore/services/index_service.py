@@ -7,6 +7,7 @@ any query or flush, so a query always sees every record dispatched before it.
 """
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 import threading
@@ -29,6 +30,15 @@ def file_name_at(ms: int) -> str:
     return time.strftime("%Y%m%d%H%M%S", t) + f"{ms % 1000:03d}"
 
 
+def name_after(name: str) -> str | None:
+    """The file name one millisecond after `name` (None for a name not in RocketMQ's form)."""
+    try:
+        t = datetime.datetime.strptime(name, "%Y%m%d%H%M%S%f") + datetime.timedelta(milliseconds=1)
+    except ValueError:
+        return None
+    return t.strftime("%Y%m%d%H%M%S") + f"{t.microsecond // 1000:03d}"
+
+
 class IndexService:
     def __init__(self, root: str, hash_slot_num: int, index_num: int, *, writable: bool, on_full_flushed=None):
         """`on_full_flushed(end_timestamp)` runs after a full file reached the disk (the checkpoint's
@@ -44,7 +54,7 @@ class IndexService:
         self.files: list[IndexFile] = []
         self.lock = threading.RLock()
         self._pending: list[tuple] = []
-        self._last_name_ms = 0
+        self._last_name: str | None = None   # names must stay unique and ordered, even in a burst
 
     # ---------------------------------------------------------------- load
     def load(self, last_exit_ok: bool, index_msg_timestamp: int) -> None:
@@ -62,6 +72,7 @@ class IndexService:
                 f.destroy()
                 continue
             self.files.append(f)
+            self._last_name = name
 
     # ---------------------------------------------------------------- dispatch
     def add(self, topic: str, phy: int, store_timestamp: int, sys_flag: int, uniq_key, keys) -> None:
@@ -122,11 +133,14 @@ class IndexService:
         if self.files and not self.files[-1].is_write_full():
             return self.files[-1]
         prev = self.files[-1] if self.files else None
-        ms = max(time.time_ns() // 1_000_000, self._last_name_ms + 1)  # names must stay unique and ordered
-        self._last_name_ms = ms
+        name = file_name_at(time.time_ns() // 1_000_000)
+        if self._last_name is not None and name <= self._last_name:
+            # several files within a millisecond (or a clock set back): RocketMQ would reuse a name
+            name = name_after(self._last_name) or name
+        self._last_name = name
         if self.writable:
             os.makedirs(self.directory, exist_ok=True)
-        f = IndexFile(os.path.join(self.directory, file_name_at(ms)), self.hash_slot_num, self.index_num,
+        f = IndexFile(os.path.join(self.directory, name), self.hash_slot_num, self.index_num,
                       writable=self.writable, create=True,
                       end_phy_offset=prev.end_phy_offset if prev else 0,
                       end_timestamp=prev.end_timestamp if prev else 0)
