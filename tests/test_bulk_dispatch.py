@@ -13,7 +13,7 @@ VALUES = st.sampled_from(["", "t", "k1 k2", "é😀", "v\x01w", "TAGS"])
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(NAMES, st.sampled_from(["\x01", ""]), VALUES), max_size=6), st.booleans())
-def testprops_info_agrees_with_the_full_parser(items, trailing):
+def test_props_info_agrees_with_the_full_parser(items, trailing):
     raw = "\x02".join(n + sep + v for n, sep, v in items) + ("\x02" if trailing else "")
     raw = raw.encode("utf-8")
     _props_cache.clear()
