@@ -5,7 +5,8 @@ import enum
 from dataclasses import dataclass, field
 
 from .formats import properties as P
-from .formats.record import StoredMessage, make_msg_id
+from .formats.inner_batch import decode_messages
+from .formats.record import INNER_BATCH_FLAG, StoredMessage, make_msg_id
 
 
 class PutStatus(enum.Enum):
@@ -165,10 +166,56 @@ class GetResult:
     buffer_total_size: int = 0
     message_count: int = 0
     filter_message_count: int = 0
+    requested_offset: int | None = None  # set for batch ConsumeQueues, whose first batch may start before it
 
     @property
     def found(self) -> bool:
         return self.status is GetStatus.FOUND
+
+    def unpacked(self) -> list["BatchedMessage"]:
+        """The single messages: an inner-batch record (a batch ConsumeQueue topic) gives each message it
+        holds, from the requested offset on; any other record gives itself."""
+        out = []
+        for m in self.messages:
+            if not m.sys_flag & INNER_BATCH_FLAG:
+                out.append(m)
+                continue
+            for i, inner in enumerate(decode_messages(m.body)):
+                qoff = m.queue_offset + i
+                if self.requested_offset is None or qoff >= self.requested_offset:
+                    out.append(BatchedMessage(m, i, inner))
+        return out
+
+
+class BatchedMessage:
+    """One message of an inner batch: its own body, flag and properties; the rest from the batch record."""
+    __slots__ = ("batch", "index", "body", "flag", "properties_raw", "_props")
+
+    def __init__(self, batch: StoredMessage, index: int, inner):
+        self.batch, self.index = batch, index
+        self.body, self.flag, self.properties_raw = inner.body, inner.flag, inner.properties_raw
+        self._props = None
+
+    @property
+    def properties(self) -> dict[str, str]:
+        if self._props is None:
+            self._props = P.parse_properties(self.properties_raw) if self.properties_raw else {}
+        return self._props
+
+    topic = property(lambda self: self.batch.topic)
+    queue_id = property(lambda self: self.batch.queue_id)
+    queue_offset = property(lambda self: self.batch.queue_offset + self.index)
+    physical_offset = property(lambda self: self.batch.physical_offset)
+    store_timestamp = property(lambda self: self.batch.store_timestamp)
+    born_timestamp = property(lambda self: self.batch.born_timestamp)
+    store_host = property(lambda self: self.batch.store_host)
+    born_host = property(lambda self: self.batch.born_host)
+    tags = property(lambda self: self.properties.get(P.TAGS))
+    keys = property(lambda self: [k for k in (self.properties.get(P.KEYS) or "").split(P.KEY_SEPARATOR) if k])
+    unique_key = property(lambda self: self.properties.get(P.UNIQ_KEY))
+
+    def __repr__(self) -> str:
+        return f"BatchedMessage(topic={self.topic!r}, queue_offset={self.queue_offset}, tags={self.tags!r})"
 
 
 class QueryResult(list):

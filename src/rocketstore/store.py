@@ -15,7 +15,9 @@ from .formats import record as R
 from .formats.javahash import java_string_hash
 from .formats.properties import parse_properties
 from .formats.record import decode_record
+from .topics import BATCH_CQ, read_topic_queue_types
 from .log.commitlog import CommitLog
+from .log.batch_consume_queue import BatchConsumeQueue
 from .log.consume_queue import LOWER, UPPER, ConsumeQueue
 from .message import GetResult, GetStatus, Message, PutBatchResult, PutResult, PutStatus, QueryResult
 from .put import MessageWriter
@@ -96,7 +98,8 @@ class MessageStore:
         self.total_memory = config.total_physical_memory or _machine_memory()
         self._closed = False
         self._lock_fd = None
-        self._cqs: dict[tuple[str, int], ConsumeQueue] = {}
+        self._cqs: dict[tuple[str, int], ConsumeQueue | BatchConsumeQueue] = {}
+        self.batch_topics: set[str] = set()   # topics whose queue.type is BatchCQ (RIP-26)
         self.commitlog = CommitLog(root, config.mapped_file_size_commit_log, writable=not read_only)
         self.checkpoint = CP.Checkpoint()
         self.index = IndexService(root, config.max_hash_slot_num, config.max_index_num, writable=not read_only,
@@ -182,9 +185,16 @@ class MessageStore:
                 raise e.in_file(path)
 
     def _load_consume_queues(self) -> None:
-        base = os.path.join(self.root, "consumequeue")
+        types = read_topic_queue_types(self.root)
+        self.batch_topics = {t for t, kind in types.items() if kind == BATCH_CQ}
+        self._load_queue_dir("consumequeue")
+        self._load_queue_dir("batchconsumequeue")
+
+    def _load_queue_dir(self, sub: str) -> None:
+        base = os.path.join(self.root, sub)
         if not os.path.isdir(base):
             return
+        batch = sub == "batchconsumequeue"
         for topic in sorted(os.listdir(base)):
             tdir = os.path.join(base, topic)
             if not os.path.isdir(tdir) or topic_problem(topic):
@@ -194,11 +204,19 @@ class MessageStore:
                 if not q.isdigit():
                     log.warning("ignoring %s: not a queue directory", os.path.join(tdir, q))
                     continue
+                if batch:
+                    self.batch_topics.add(topic)
+                elif topic in self.batch_topics:
+                    log.warning("ignoring %s: topic %s keeps a batch ConsumeQueue", os.path.join(tdir, q), topic)
+                    continue
                 cq = self._new_cq(topic, int(q))
                 cq.load()
                 self._cqs[(topic, int(q))] = cq
 
-    def _new_cq(self, topic: str, queue_id: int) -> ConsumeQueue:
+    def _new_cq(self, topic: str, queue_id: int) -> ConsumeQueue | BatchConsumeQueue:
+        if topic in self.batch_topics:
+            return BatchConsumeQueue(self.root, topic, queue_id, self.config.mapped_file_size_batch_consume_queue,
+                                     writable=not self.read_only)
         return ConsumeQueue(self.root, topic, queue_id, self.config.mapped_file_size_consume_queue,
                             writable=not self.read_only)
 
@@ -346,9 +364,19 @@ class MessageStore:
         if self._waiters:
             self.notify_arrival()
 
-    def put_message_position_info(self, topic, queue_id, phys, size, tags_code, queue_offset, store_ts) -> None:
+    def put_message_position_info(self, topic, queue_id, phys, size, tags_code, queue_offset, store_ts,
+                                  msg_base_offset=None, batch_size=1) -> None:
+        """One record's unit in its queue: a ConsumeQueue unit, or a batch ConsumeQueue unit (base offset
+        and batch size; putMessagePositionInfoWrapper drops a request without a base)."""
         cq = self._find_or_create_cq(topic, queue_id)
-        self._unit_written(cq, cq.put(phys, size, tags_code, queue_offset), store_ts)
+        if cq.cq_type == BATCH_CQ:
+            base = queue_offset if msg_base_offset is None else msg_base_offset
+            ok = cq.dispatch(phys, size, tags_code, store_ts, base, batch_size)
+            if ok is None:
+                return
+        else:
+            ok = cq.put(phys, size, tags_code, queue_offset)
+        self._unit_written(cq, ok, store_ts)
 
     def _index_file_flushed(self, end_timestamp: int) -> None:
         """A full index file reached the disk: the checkpoint may vouch for it (indexMsgTimestamp)."""
@@ -567,7 +595,67 @@ class MessageStore:
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
         if offset > hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
+        if cq.cq_type == BATCH_CQ:
+            return self._scan_batch(cq, offset, max_count, codes)
         return self._scan(cq, offset, max_count, codes)
+
+    def _scan_batch(self, cq: BatchConsumeQueue, offset: int, max_count: int, codes) -> GetResult:
+        """getMessage over a batch ConsumeQueue: whole inner-batch records, each counting its batch size;
+        a get from inside a batch returns that batch (result.unpacked() gives single messages)."""
+        cfg = self.config
+        lo, hi = cq.min_offset, cq.max_offset
+        result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
+        result.requested_offset = offset
+        max_filter = max(cfg.max_filter_message_size, max_count * cq.unit_size)
+        max_py = self.commitlog.max_offset()
+        memory = int(self.total_memory * (cfg.access_message_in_memory_max_ratio / 100.0))
+        next_begin = offset
+        files_read = 0
+        total = count = 0
+        while total <= 0 and next_begin < hi and files_read < cfg.travel_cq_file_num_when_get_message:
+            files_read += 1
+            got = cq.units_from(next_begin)
+            if got is None:
+                result.status = GetStatus.OFFSET_FOUND_NULL
+                next_begin = cq.roll_next_file(next_begin)
+                break
+            next_file_start = None
+            units = got[1]
+            for pos, size, tcode, base, batch in zip(units["pos"].tolist(), units["size"].tolist(),
+                                                     units["tags"].tolist(), units["base_offset"].tolist(),
+                                                     units["batch_size"].tolist()):
+                if next_begin >= hi or (base - offset) * cq.unit_size >= max_filter:
+                    break
+                if total and count:
+                    in_mem = (max_py - pos) <= memory
+                    if count + batch > max_count or total + size > MAX_PULL_MSG_SIZE:
+                        break
+                    if in_mem:
+                        if (total + size > cfg.max_transfer_bytes_on_message_in_memory
+                                or count > cfg.max_transfer_count_on_message_in_memory - 1):
+                            break
+                    elif (total + size > cfg.max_transfer_bytes_on_message_in_disk
+                          or count > cfg.max_transfer_count_on_message_in_disk - 1):
+                        break
+                next_begin = base + batch
+                if next_file_start is not None and pos < next_file_start:
+                    continue
+                if codes is not None and _int32(tcode) not in codes:
+                    continue
+                view = self.commitlog.read(pos, size)
+                if view is None:
+                    if total == 0:
+                        result.status = GetStatus.MESSAGE_WAS_REMOVING
+                    next_file_start = self.commitlog.roll_next_file(pos)
+                    continue
+                result.messages.append(self._decode(view, pos))
+                total += size
+                count += batch
+                result.status = GetStatus.FOUND
+        result.next_begin_offset = next_begin
+        result.buffer_total_size = total
+        result.message_count = count
+        return result
 
     def _scan(self, cq: ConsumeQueue, offset: int, max_count: int, codes) -> GetResult:
         cfg = self.config

@@ -16,6 +16,9 @@ LOWER, UPPER = "lower", "upper"
 
 
 class ConsumeQueue:
+    cq_type = "SimpleCQ"
+    unit_size = UNIT
+
     def __init__(self, root: str, topic: str, queue_id: int, file_size: int, *, writable: bool):
         self.topic = topic
         self.queue_id = queue_id

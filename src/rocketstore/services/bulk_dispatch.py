@@ -139,6 +139,10 @@ def _write_units(store, groups, phys, sizes, codes, qoffs, stamps) -> None:
     queue (ConsumeQueue.put_many decides), else one at a time through the guards."""
     for (topic, qid), members in groups.items():
         cq = store._find_or_create_cq(topic, qid)
+        if cq.cq_type == "BatchCQ":  # plain records of a batch-CQ topic: units of one message each
+            for i in members:
+                store.put_message_position_info(topic, qid, phys[i], sizes[i], codes[i], qoffs[i], stamps[i])
+            continue
         first = qoffs[members[0]]
         if [qoffs[i] for i in members] == list(range(first, first + len(members))):
             ok = cq.put_many(np.array([phys[i] for i in members], dtype=np.int64),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..errors import CorruptDataError
 from ..formats import properties as P
+from ..formats.inner_batch import parse_java_integer
 from ..formats import record as R
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
@@ -21,7 +22,7 @@ class DispatchRequest:
 
     def __init__(self, topic, queue_id, commit_log_offset, msg_size, tags_code, store_timestamp,
                  consume_queue_offset, keys="", uniq_key=None, sys_flag=0, prepared_transaction_offset=0,
-                 properties=None, msg_base_offset=-1, batch_size=1):
+                 properties=None, msg_base_offset=None, batch_size=1):
         self.topic = topic
         self.queue_id = queue_id
         self.commit_log_offset = commit_log_offset
@@ -34,7 +35,8 @@ class DispatchRequest:
         self.sys_flag = sys_flag
         self.prepared_transaction_offset = prepared_transaction_offset
         self.properties = properties
-        self.msg_base_offset = msg_base_offset
+        # RocketMQ's full constructor starts the base at the queue offset; INNER_BASE replaces it
+        self.msg_base_offset = consume_queue_offset if msg_base_offset is None else msg_base_offset
         self.batch_size = batch_size
 
     def __repr__(self):
@@ -86,8 +88,8 @@ def check_record(buf, pos: int, end: int, *, check_crc: bool, force_verify_prop_
                           0, props)
     if P.INNER_NUM in props and P.INNER_BASE in props:
         try:  # Java parses these inside checkMessageAndReturnSize's catch-all: a bad number is a bad record
-            req.msg_base_offset = int(props[P.INNER_BASE])
-            req.batch_size = int(props[P.INNER_NUM])
+            req.msg_base_offset = parse_java_integer(props[P.INNER_BASE], 64)   # Long.parseLong
+            req.batch_size = parse_java_integer(props[P.INNER_NUM], 16)         # Short.parseShort
         except ValueError:
             return BAD, -1, None, f"INNER_BASE/INNER_NUM {props[P.INNER_BASE]!r}/{props[P.INNER_NUM]!r} are not numbers"
     return OK, h.size, req, None
@@ -108,4 +110,5 @@ class ConsumeQueueDispatcher:
     def dispatch(self, req: DispatchRequest) -> None:
         if gets_queue_unit(req.sys_flag):
             self.store.put_message_position_info(req.topic, req.queue_id, req.commit_log_offset, req.msg_size,
-                                                 req.tags_code, req.consume_queue_offset, req.store_timestamp)
+                                                 req.tags_code, req.consume_queue_offset, req.store_timestamp,
+                                                 req.msg_base_offset, req.batch_size)
