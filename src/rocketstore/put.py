@@ -16,6 +16,7 @@ import numpy as np
 from .formats import properties as P
 from .formats import record as R
 from .formats.javahash import java_string_hash
+from . import put_batch_topic
 from .log.commitlog import CommitLog, DoesNotFit
 from .message import Message, PutBatchResult, PutResult, PutStatus
 from .services.bulk_dispatch import props_info
@@ -39,7 +40,7 @@ class _Topic:
 
 
 class MessageWriter:
-    def __init__(self, config, commitlog: CommitLog, dispatch, dispatch_batch=None):
+    def __init__(self, config, commitlog: CommitLog, dispatch, dispatch_batch=None, is_batch_topic=None):
         """`dispatch(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props, end)`
         builds the queues for each record as it is written, under the put lock; None leaves it to reput.
         `dispatch_batch` does the same for a producer batch, with lists in place of the per-record values."""
@@ -56,6 +57,7 @@ class MessageWriter:
         self.max_body = config.max_message_size
         self.max_record = config.max_message_size + 64 * 1024  # MessageExtEncoder reserves 64 KiB
         self._topics: dict[str, _Topic | str] = {}
+        self.is_batch_topic = is_batch_topic or (lambda topic: False)
 
     # -- checks shared by put and put_batch
     def _topic(self, topic) -> _Topic | None:
@@ -107,6 +109,8 @@ class MessageWriter:
         body = msg.body
         if t is None or type(queue_id) is not int or queue_id < 0 or body is None or len(body) > self.max_body:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        if self.is_batch_topic(t.name):
+            return put_batch_topic.put(self, msg, queue_id, t)
         sys_flag = msg.sys_flag
         if sys_flag & R.INNER_BATCH_FLAG:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)  # inner batches need a BatchCQ topic
@@ -170,6 +174,8 @@ class MessageWriter:
         t = self._topic(first.topic)
         if t is None or type(queue_id) is not int or queue_id < 0:
             return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
+        if self.is_batch_topic(t.name):
+            return put_batch_topic.put_batch(self, msgs, queue_id, t)
         if first.sys_flag & (R.TRANSACTION_ROLLBACK_TYPE | R.INNER_BATCH_FLAG):
             return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)  # batches carry no transactions
         hosts = self._hosts(first)

@@ -15,7 +15,8 @@ from .formats import record as R
 from .formats.javahash import java_string_hash
 from .formats.properties import parse_properties
 from .formats.record import decode_record
-from .topics import BATCH_CQ, read_topic_queue_types
+from . import topics as TC
+from .topics import BATCH_CQ
 from .log.commitlog import CommitLog
 from .log.batch_consume_queue import BatchConsumeQueue
 from .log.consume_queue import LOWER, UPPER, ConsumeQueue
@@ -100,6 +101,7 @@ class MessageStore:
         self._lock_fd = None
         self._cqs: dict[tuple[str, int], ConsumeQueue | BatchConsumeQueue] = {}
         self.batch_topics: set[str] = set()   # topics whose queue.type is BatchCQ (RIP-26)
+        self.topic_configs: dict[str, dict] = {}
         self.commitlog = CommitLog(root, config.mapped_file_size_commit_log, writable=not read_only)
         self.checkpoint = CP.Checkpoint()
         self.index = IndexService(root, config.max_hash_slot_num, config.max_index_num, writable=not read_only,
@@ -112,7 +114,7 @@ class MessageStore:
         self.reput = ReputService(self)
         self.writer = MessageWriter(config, self.commitlog,
                                     self._dispatch_put if config.dispatch_in_put_path else None,
-                                    self._dispatch_put_batch)
+                                    self._dispatch_put_batch, lambda topic: topic in self.batch_topics)
         self._arrival = threading.Condition(threading.Lock())
         self._waiters = 0
 
@@ -185,8 +187,8 @@ class MessageStore:
                 raise e.in_file(path)
 
     def _load_consume_queues(self) -> None:
-        types = read_topic_queue_types(self.root)
-        self.batch_topics = {t for t, kind in types.items() if kind == BATCH_CQ}
+        self.topic_configs = TC.read_topic_configs(self.root)
+        self.batch_topics = {t for t, cfg in self.topic_configs.items() if TC.queue_type(cfg) == BATCH_CQ}
         self._load_queue_dir("consumequeue")
         self._load_queue_dir("batchconsumequeue")
 
@@ -313,11 +315,12 @@ class MessageStore:
         self.dispatchers.append(dispatcher if hasattr(dispatcher, "dispatch") else _Callable(dispatcher))
 
     def _dispatch_put(self, topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props,
-                      end) -> None:
+                      end, batch_size=1) -> None:
         """The put path's dispatch: what the ConsumeQueue and index dispatchers and reput would do, without
         decoding the record again; a DispatchRequest is built only when users' dispatchers want one."""
         if gets_queue_unit(sys_flag):
-            self.put_message_position_info(topic, queue_id, phys, size, tags_code, queue_offset, store_ts)
+            self.put_message_position_info(topic, queue_id, phys, size, tags_code, queue_offset, store_ts,
+                                           queue_offset, batch_size)
         self._dispatch_put_extra(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props)
         self._put_dispatched(end)
 
@@ -408,6 +411,35 @@ class MessageStore:
             if deadline is not None and time.monotonic() >= deadline:
                 return False
             time.sleep(0.001)
+
+    # ---------------------------------------------------------------- topics
+    def create_topic(self, name: str, queues: int = 8, attributes: dict[str, str] | None = None) -> None:
+        """Create (or update) a topic in config/topics.json, RocketMQ's format. `attributes` may set
+        `queue.type` to SimpleCQ or BatchCQ (RIP-26); like RocketMQ, a topic's queue type cannot change."""
+        self._check_open()
+        if self.read_only:
+            raise StoreOpenError(f"{self.root}: opened read-only")
+        problem = topic_problem(name)
+        if problem:
+            raise ValueError(problem)
+        if type(queues) is not int or not 1 <= queues <= 1024:
+            raise ValueError(f"queues must be between 1 and 1024, got {queues!r}")
+        attributes = dict(attributes or {})
+        kind = attributes.get(TC.QUEUE_TYPE, TC.SIMPLE_CQ)
+        if kind not in TC.QUEUE_TYPES:
+            raise ValueError(f"{TC.QUEUE_TYPE} must be one of {', '.join(TC.QUEUE_TYPES)}, got {kind!r}")
+        with self.writer.lock:
+            current = TC.queue_type(self.topic_configs.get(name)) if name in self.topic_configs else (
+                BATCH_CQ if name in self.batch_topics else
+                TC.SIMPLE_CQ if any(t == name for t, _ in self._cqs) else None)
+            if current is not None and current != kind:
+                raise ValueError(f"topic {name} has {TC.QUEUE_TYPE} {current}; it cannot become {kind}")
+            configs = dict(self.topic_configs)
+            configs[name] = TC.topic_config(name, queues, attributes)
+            TC.write_topic_configs(self.root, configs, counter=len(configs))
+            self.topic_configs = configs
+            if kind == BATCH_CQ:
+                self.batch_topics.add(name)
 
     # ---------------------------------------------------------------- put
     def put(self, msg: Message, queue_id: int = 0) -> PutResult:

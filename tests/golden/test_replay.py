@@ -8,7 +8,7 @@ from rocketstore import MessageStore, PutStatus
 
 from . import goldens as G
 
-REPLAYABLE = ["store-v1-basic", "store-crc", "store-v2-topics", "store-txn"]
+REPLAYABLE = ["store-v1-basic", "store-crc", "store-v2-topics", "store-txn", "store-batch-cq"]
 
 
 def _sha(path):
@@ -28,6 +28,8 @@ def test_replay_writes_identical_commitlog_consumequeue_and_index(name, in_put_p
                        dispatch_in_put_path=in_put_path)
     root = tmp_path / "store"
     with MessageStore.open(root, cfg) as store:
+        for topic, kind in G.manifest(name).get("topicQueueTypes", {}).items():
+            store.create_topic(topic, queues=8, attributes={"queue.type": kind})
         for e, msgs in entries:
             if e["api"] == "putMessage":
                 r = store.put(msgs[0], queue_id=e["queueId"])
@@ -43,7 +45,7 @@ def test_replay_writes_identical_commitlog_consumequeue_and_index(name, in_put_p
     expected = {f["path"]: f for f in G.manifest(name)["files"]}
     compared = 0
     for rel, f in expected.items():
-        if not (rel.startswith("commitlog/") or rel.startswith("consumequeue/")):
+        if not rel.startswith(("commitlog/", "consumequeue/", "batchconsumequeue/")):
             continue
         ours = root / rel
         assert ours.exists(), f"{rel} was not written"
@@ -51,8 +53,8 @@ def test_replay_writes_identical_commitlog_consumequeue_and_index(name, in_put_p
         assert _sha(ours) == f["sha256"], f"{rel} differs from RocketMQ's"
         compared += 1
     ours_files = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()
-                  and (str(p.relative_to(root)).startswith(("commitlog/", "consumequeue/")))}
-    assert ours_files == {r for r in expected if r.startswith(("commitlog/", "consumequeue/"))}
+                  and (str(p.relative_to(root)).startswith(("commitlog/", "consumequeue/", "batchconsumequeue/")))}
+    assert ours_files == {r for r in expected if r.startswith(("commitlog/", "consumequeue/", "batchconsumequeue/"))}
     assert compared > 10
     # index files are named by the wall clock: compare their contents, in creation order
     theirs = [f["sha256"] for rel, f in sorted(expected.items()) if rel.startswith("index/")]

@@ -57,3 +57,19 @@ def parse_crc32_digits(text: str) -> int:
     for ch in reversed(text):
         value = (value * 10 + (ord(ch) - 48)) & 0xFFFFFFFF  # Java int arithmetic wraps
     return value - 0x100000000 if value & 0x80000000 else value
+
+
+def java_hashmap_order(names: list[str]) -> list[str]:
+    """The order a java.util.HashMap created with the default capacity (16, doubled past 3/4 full)
+    iterates these names inserted in this order: by bucket ((h ^ h >>> 16) & (capacity - 1), h the
+    String.hashCode), then insertion order within a bucket. RocketMQ rewrites an inner batch's properties
+    from such a map (Message.properties) after adding INNER_BASE, so the stored order is this one."""
+    from .javahash import java_string_hash
+    capacity = 16
+    while len(names) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(name: str) -> int:
+        h = java_string_hash(name) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+    return [n for _, _, n in sorted((bucket(n), i, n) for i, n in enumerate(names))]

@@ -1,0 +1,112 @@
+"""Puts to a batch-ConsumeQueue topic (RIP-26): a record is either one message or an inner batch whose body
+holds many (MessageDecoder.encodeMessages) and whose INNER_NUM says how many.
+
+As RocketMQ does it (CommitLog.getMessageNum, BatchConsumeQueue.assignQueueOffset): the record takes the
+queue offset, an inner batch gets the INNER_BASE property (= that offset) with its properties rewritten
+in java.util.HashMap order, and the queue offset then advances by the batch size. This path is the rare
+one, so it uses the generic record encoder rather than the put path's cached pieces.
+"""
+from __future__ import annotations
+
+import logging
+
+from .formats import inner_batch as IB
+from .formats import properties as P
+from .formats import record as R
+from .log.commitlog import DoesNotFit
+from .message import Message, PutBatchResult, PutResult, PutStatus
+
+log = logging.getLogger("rocketstore.put")
+MAX_PROPERTIES = 32767
+
+
+def batch_size_of(props: dict[str, str], inner: bool) -> int | None:
+    """getMessageNum: INNER_NUM as a Java short, at least 1; 1 without it; None when it is not a number."""
+    text = props.get(P.INNER_NUM)
+    if text is None:
+        return 1
+    try:
+        return max(IB.parse_java_integer(text, 16), 1)
+    except ValueError:
+        log.warning("put refused: INNER_NUM %r is not a short", text)
+        return None
+
+
+def put(writer, msg: Message, queue_id: int, topic) -> PutResult:
+    """One record to a batch-CQ topic (topic is the writer's cached _Topic)."""
+    body = msg.body
+    if body is None or len(body) > writer.max_body:
+        return PutResult(PutStatus.MESSAGE_ILLEGAL)
+    inner = bool(msg.sys_flag & R.INNER_BATCH_FLAG)
+    if msg.sys_flag & R.TRANSACTION_ROLLBACK_TYPE:
+        return PutResult(PutStatus.MESSAGE_ILLEGAL)  # a batch-CQ topic takes no transactional messages
+    props = msg.property_map()
+    props.pop(P.CRC32, None)
+    if P.INNER_NUM in props and not inner:
+        return PutResult(PutStatus.MESSAGE_ILLEGAL)  # RocketMQ: INNER_NUM without INNER_BATCH_FLAG
+    count = batch_size_of(props, inner)
+    if count is None:
+        return PutResult(PutStatus.MESSAGE_ILLEGAL)
+    hosts = writer._hosts(msg)
+    if hosts is None:
+        return PutResult(PutStatus.MESSAGE_ILLEGAL)
+    born, hflags, store_host = hosts
+    sys_flag = msg.sys_flag | hflags
+    born_ts = msg.born_timestamp if msg.born_timestamp is not None else writer.config.clock()
+    key = (topic.name, queue_id)
+    with writer.lock:
+        qoff = writer.queue_offsets.get(key, 0)
+        if inner:
+            props[P.INNER_BASE] = str(qoff)
+            order = P.java_hashmap_order(list(props))
+            raw = "".join(f"{k}\x01{props[k]}\x02" for k in order).encode("utf-8", "surrogatepass")
+        else:
+            raw = msg.properties_bytes(drop_crc=True)
+        stored = R.encode_properties(raw, writer.append_crc, single=True)
+        if len(stored) > MAX_PROPERTIES:
+            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
+        size = R.record_length(topic.v2, sys_flag, len(body), topic.tlen, len(stored))
+        if size > writer.max_record:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        store_ts = writer.config.clock()
+
+        def make(phys):
+            return R.encode_record(topic=topic.name.encode("utf-8"), body=body, props=stored, queue_id=queue_id,
+                                   flag=msg.flag, sys_flag=sys_flag, born_timestamp=born_ts, born_host=born,
+                                   store_timestamp=store_ts, store_host=store_host,
+                                   reconsume_times=msg.reconsume_times, prepared_transaction_offset=0,
+                                   queue_offset=qoff, physical_offset=phys, v2=topic.v2,
+                                   append_crc=writer.append_crc)
+        try:
+            phys = writer.commitlog.append(size, make)
+        except DoesNotFit as e:
+            log.warning("put refused: %s", e)
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        except OSError as e:
+            log.error("put failed: %s", e)
+            return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED)
+        writer.last_physical_offset = phys
+        writer.queue_offsets[key] = qoff + count
+        if writer.dispatch is not None:
+            writer.dispatch(topic.name, queue_id, phys, size, R.tags_code(props.get(P.TAGS)), store_ts, qoff,
+                            sys_flag, raw, phys + size, batch_size=count)
+    return PutResult(PutStatus.PUT_OK, phys, size, qoff, store_host, store_ts, msg_num=count)
+
+
+def put_batch(writer, msgs: list[Message], queue_id: int, topic) -> PutBatchResult:
+    """A producer batch to a batch-CQ topic: one inner-batch record holding every message."""
+    if any(m.topic != topic.name or m.body is None for m in msgs):
+        return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
+    first = msgs[0]
+    body = IB.encode_messages((m.body, m.properties_bytes(drop_crc=True), m.flag) for m in msgs)
+    if len(body) > writer.max_body:
+        return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
+    record = Message(topic.name, body, properties={P.INNER_NUM: str(len(msgs))}, sys_flag=R.INNER_BATCH_FLAG,
+                     born_timestamp=first.born_timestamp, born_host=first.born_host, store_host=first.store_host)
+    r = put(writer, record, queue_id, topic)
+    if not r.ok:
+        return PutBatchResult(r.status)
+    n = len(msgs)
+    return PutBatchResult(PutStatus.PUT_OK, [r.physical_offset] * n, [r.size] * n, r.physical_offset, r.size,
+                          r.queue_offset, writer.store_host if first.store_host is None
+                          else R.host_to_bytes(first.store_host), r.store_timestamp)
