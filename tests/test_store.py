@@ -297,3 +297,27 @@ def test_record_with_bad_inner_batch_numbers_cuts_the_log_instead_of_failing_the
     (tmp_path / "abort").write_text("1")
     with MessageStore.open(tmp_path, small()) as s:
         assert s.max_physical_offset == good.size and s.max_offset("T", 0) == 1
+
+
+def test_plain_message_fast_path_writes_what_the_general_path_writes(tmp_path):
+    """put() has a shortcut for a message with only a topic, a body and tags; the same messages sent
+    through the general path (tags given as a property) must give byte-identical files, across segment
+    rolls (BLANK fillers), V2 topics and unicode tags."""
+    msgs = [("T", b"x" * (i % 300), ("TagA", "标签", None, "")[i % 4]) for i in range(400)]
+    msgs += [("L" * 200, b"body-%d" % i, "TagB") for i in range(50)]
+
+    def write(root, general):
+        ticks = iter(range(1_700_000_000_000, 1_700_000_000_000 + 10_000))
+        cfg = StoreConfig(mapped_file_size_commit_log=16 * 1024, mapped_file_size_consume_queue=20 * 64,
+                          clock=lambda: next(ticks))
+        with MessageStore.open(root, cfg) as s:
+            for i, (topic, body, tags) in enumerate(msgs):
+                m = (Message(topic, body, properties={"TAGS": tags} if tags else {}, born_timestamp=7)
+                     if general else Message(topic, body, tags=tags, born_timestamp=7))
+                assert s.put(m, queue_id=i % 3).status is PutStatus.PUT_OK
+        return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*")
+                if p.is_file() and p.parts[-2] != "index" and p.name not in ("checkpoint", "lock")}
+    fast = write(tmp_path / "fast", False)
+    general = write(tmp_path / "general", True)
+    assert len([k for k in fast if k.startswith("commitlog")]) > 3
+    assert fast == general

@@ -30,13 +30,29 @@ _crc32 = zlib.crc32
 
 
 class _Topic:
-    """What the put path needs of a topic, computed once."""
-    __slots__ = ("name", "tail", "v2", "tlen")
+    """What the put path needs of a topic, computed once: its bytes, its record version, whether the
+    plain-message fast path applies, and the record tails of the tags seen so far."""
+    __slots__ = ("name", "tail", "v2", "tlen", "magic", "fast", "tag_tails")
 
-    def __init__(self, name: str, v2: bool):
+    def __init__(self, name: str, v2: bool, fast: bool):
         raw = name.encode("utf-8")
         self.name, self.v2, self.tlen = name, v2, len(raw)
         self.tail = R.topic_tail(raw, v2)
+        self.magic = R.MAGIC_V2 if v2 else R.MAGIC_V1
+        self.fast = fast
+        self.tag_tails: dict[str | None, tuple[bytes, int, int, bytes]] = {}
+
+    def tag_tail(self, tags: str | None) -> tuple[bytes, int, int, bytes]:
+        """(tail = TOPIC + PROPERTIES for a message with only these tags, its length, tagsCode, the
+        properties alone)."""
+        got = self.tag_tails.get(tags)
+        if got is None:
+            props = f"TAGS\x01{tags}\x02".encode("utf-8", "surrogatepass") if tags else b""
+            tail = self.tail + R.U16.pack(len(props) & 0xFFFF) + props
+            got = (tail, len(tail), java_string_hash(tags) if tags else 0, props)
+            if len(self.tag_tails) < 1024:
+                self.tag_tails[tags] = got
+        return got
 
 
 class MessageWriter:
@@ -58,6 +74,13 @@ class MessageWriter:
         self.max_record = config.max_message_size + 64 * 1024  # MessageExtEncoder reserves 64 KiB
         self._topics: dict[str, _Topic | str] = {}
         self.is_batch_topic = is_batch_topic or (lambda topic: False)
+        # the plain-message fast path writes IPv4 store hosts and no appended CRC
+        self._fast_ok = len(self.store_host) == 8 and not self.append_crc
+        self._fixed_v4 = R.fixed_part(8, 8)
+
+    def forget_topic(self, topic: str) -> None:
+        """A topic's kind changed (create_topic): drop what was cached about it."""
+        self._topics.pop(topic, None)
 
     # -- checks shared by put and put_batch
     def _topic(self, topic) -> _Topic | None:
@@ -67,7 +90,8 @@ class MessageWriter:
             if problem:
                 log.warning("put refused: %s", problem)
                 return None
-            t = _Topic(topic, self.config.auto_message_version_on_topic_len and len(topic) > R.MAX_TOPIC_BYTES_V1)
+            t = _Topic(topic, self.config.auto_message_version_on_topic_len and len(topic) > R.MAX_TOPIC_BYTES_V1,
+                       self._fast_ok and topic != SCHEDULE_TOPIC and not self.is_batch_topic(topic))
             if len(self._topics) < 100_000:
                 self._topics[topic] = t
         return t
@@ -105,6 +129,59 @@ class MessageWriter:
 
     # -- one message
     def put(self, msg: Message, queue_id: int) -> PutResult:
+        t = self._topics.get(msg.topic)
+        if (t is not None and t.fast and msg.raw_properties is None and not msg.properties and not msg.keys
+                and not msg.sys_flag and msg.born_host is None and msg.store_host is None
+                and type(queue_id) is int and queue_id >= 0):
+            return self._put_plain(msg, queue_id, t)
+        return self._put(msg, queue_id)
+
+    def _put_plain(self, msg: Message, queue_id: int, t: _Topic) -> PutResult:
+        """The common message (a topic, a body, maybe tags), with nothing re-derived that the topic's
+        cache already knows; the same bytes as _put writes."""
+        body = msg.body
+        if body is None or len(body) > self.max_body:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        tail, tail_len, code, props = t.tag_tail(msg.tags)
+        if len(props) > MAX_PROPERTIES:
+            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
+        blen = len(body)
+        size = 88 + blen + tail_len
+        if size > self.max_record:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        clock = self.config.clock
+        born_ts = msg.born_timestamp if msg.born_timestamp is not None else clock()
+        crc = _crc32(body) & 0x7FFFFFFF
+        host = self.store_host
+        key = (t.name, queue_id)
+        with self.lock:
+            qoff = self.queue_offsets.get(key, 0)
+            store_ts = clock()
+            files = self.commitlog.files.files
+            mf = files[-1] if files else None
+            if mf is not None and mf.file_size - mf.wrote >= size + R.END_FILE_MIN_BLANK_LENGTH:
+                phys = mf.file_from_offset + mf.wrote
+                mf.append(self._fixed_v4.pack(size, t.magic, crc, queue_id, msg.flag, qoff, phys, 0, born_ts, host,
+                                              store_ts, host, msg.reconsume_times,
+                                              msg.prepared_transaction_offset, blen) + body + tail)
+            else:  # a new segment (and a BLANK filler) first: the general append knows how
+                try:
+                    phys = self.commitlog.append(size, lambda p: self._fixed_v4.pack(
+                        size, t.magic, crc, queue_id, msg.flag, qoff, p, 0, born_ts, host, store_ts, host,
+                        msg.reconsume_times, msg.prepared_transaction_offset, blen) + body + tail)
+                except DoesNotFit as e:
+                    log.warning("put refused: %s", e)
+                    return PutResult(PutStatus.MESSAGE_ILLEGAL)
+                except OSError as e:
+                    log.error("put failed: %s", e)
+                    return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED)
+            self.last_physical_offset = phys
+            self.queue_offsets[key] = qoff + 1
+            if self.dispatch is not None:
+                self.dispatch(t.name, queue_id, phys, size, code, store_ts, qoff, 0, props, phys + size)
+        return PutResult(PutStatus.PUT_OK, phys, size, qoff, host, store_ts)
+
+    def _put(self, msg: Message, queue_id: int) -> PutResult:
         t = self._topic(msg.topic)
         body = msg.body
         if t is None or type(queue_id) is not int or queue_id < 0 or body is None or len(body) > self.max_body:

@@ -440,6 +440,7 @@ class MessageStore:
             self.topic_configs = configs
             if kind == BATCH_CQ:
                 self.batch_topics.add(name)
+            self.writer.forget_topic(name)
 
     # ---------------------------------------------------------------- put
     def put(self, msg: Message, queue_id: int = 0) -> PutResult:
