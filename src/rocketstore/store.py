@@ -317,12 +317,24 @@ class MessageStore:
     def _dispatch_put(self, topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props,
                       end, batch_size=1) -> None:
         """The put path's dispatch: what the ConsumeQueue and index dispatchers and reput would do, without
-        decoding the record again; a DispatchRequest is built only when users' dispatchers want one."""
-        if gets_queue_unit(sys_flag):
-            self.put_message_position_info(topic, queue_id, phys, size, tags_code, queue_offset, store_ts,
-                                           queue_offset, batch_size)
-        self._dispatch_put_extra(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props)
-        self._put_dispatched(end)
+        decoding the record again; a DispatchRequest is built only when users' dispatchers want one.
+        (Called once per put: the common case, a plain queue, is written out here.)"""
+        tran = sys_flag & R.TRANSACTION_ROLLBACK_TYPE
+        if tran == R.TRANSACTION_NOT_TYPE or tran == R.TRANSACTION_COMMIT_TYPE:
+            cq = self._cqs.get((topic, queue_id))
+            if cq is not None and cq.cq_type != BATCH_CQ:
+                self._unit_written(cq, cq.put(phys, size, tags_code, queue_offset), store_ts)
+            else:
+                self.put_message_position_info(topic, queue_id, phys, size, tags_code, queue_offset, store_ts,
+                                               queue_offset, batch_size)
+        if self._index_in_put_path or len(self.dispatchers) > self._builtin_dispatchers:
+            self._dispatch_put_extra(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag,
+                                     props)
+        reput = self.reput
+        if end > reput.reput_from_offset:
+            reput.reput_from_offset = end
+        if self._waiters:
+            self.notify_arrival()
 
     def _dispatch_put_extra(self, topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag,
                             props) -> None:
