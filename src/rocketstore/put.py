@@ -78,6 +78,18 @@ class MessageWriter:
         self._fast_ok = len(self.store_host) == 8 and not self.append_crc
         self._fixed_v4 = R.fixed_part(8, 8)
 
+    def append(self, size: int, make) -> int | PutStatus:
+        """CommitLog.append under the put lock: the record's offset, or the status a failure answers
+        (a record no segment can hold: MESSAGE_ILLEGAL; a segment that cannot be created)."""
+        try:
+            return self.commitlog.append(size, make)
+        except DoesNotFit as e:
+            log.warning("put refused: %s", e)
+            return PutStatus.MESSAGE_ILLEGAL
+        except OSError as e:
+            log.error("put failed: %s", e)
+            return PutStatus.CREATE_MAPPED_FILE_FAILED
+
     def forget_topic(self, topic: str) -> None:
         """A topic's kind changed (create_topic): drop what was cached about it."""
         self._topics.pop(topic, None)
@@ -165,16 +177,11 @@ class MessageWriter:
                                               store_ts, host, msg.reconsume_times,
                                               msg.prepared_transaction_offset, blen) + body + tail)
             else:  # a new segment (and a BLANK filler) first: the general append knows how
-                try:
-                    phys = self.commitlog.append(size, lambda p: self._fixed_v4.pack(
-                        size, t.magic, crc, queue_id, msg.flag, qoff, p, 0, born_ts, host, store_ts, host,
-                        msg.reconsume_times, msg.prepared_transaction_offset, blen) + body + tail)
-                except DoesNotFit as e:
-                    log.warning("put refused: %s", e)
-                    return PutResult(PutStatus.MESSAGE_ILLEGAL)
-                except OSError as e:
-                    log.error("put failed: %s", e)
-                    return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED)
+                phys = self.append(size, lambda p: self._fixed_v4.pack(
+                    size, t.magic, crc, queue_id, msg.flag, qoff, p, 0, born_ts, host, store_ts, host,
+                    msg.reconsume_times, msg.prepared_transaction_offset, blen) + body + tail)
+                if type(phys) is PutStatus:
+                    return PutResult(phys)
             self.last_physical_offset = phys
             self.queue_offsets[key] = qoff + 1
             if self.dispatch is not None:
@@ -224,14 +231,9 @@ class MessageWriter:
                                  store_ts, store_host, msg.reconsume_times, msg.prepared_transaction_offset,
                                  blen) + body + tail
                 return R.fill_crc_property(rec) if append_crc else rec
-            try:
-                phys = self.commitlog.append(size, make)
-            except DoesNotFit as e:
-                log.warning("put refused: %s", e)
-                return PutResult(PutStatus.MESSAGE_ILLEGAL)
-            except OSError as e:
-                log.error("put failed: %s", e)
-                return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED)
+            phys = self.append(size, make)
+            if type(phys) is PutStatus:
+                return PutResult(phys)
             self.last_physical_offset = phys
             if counts:
                 self.queue_offsets[key] = qoff + 1
@@ -320,14 +322,9 @@ class MessageWriter:
                     parts[2::3] = tails
                     data = b"".join(parts)
                 return _fill_crc_properties(data, sizes) if append_crc else data
-            try:
-                phys = self.commitlog.append(total, make)
-            except DoesNotFit as e:
-                log.warning("put_batch refused: %s", e)
-                return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
-            except OSError as e:
-                log.error("put_batch failed: %s", e)
-                return PutBatchResult(PutStatus.CREATE_MAPPED_FILE_FAILED)
+            phys = self.append(total, make)
+            if type(phys) is PutStatus:
+                return PutBatchResult(phys)
             self.queue_offsets[key] = base + n
             self.last_physical_offset = int(starts[-1])
             if self.dispatch is not None:

@@ -13,7 +13,6 @@ import logging
 from .formats import inner_batch as IB
 from .formats import properties as P
 from .formats import record as R
-from .log.commitlog import DoesNotFit
 from .message import Message, PutBatchResult, PutResult, PutStatus
 
 log = logging.getLogger("rocketstore.put")
@@ -77,14 +76,9 @@ def put(writer, msg: Message, queue_id: int, topic) -> PutResult:
                                    reconsume_times=msg.reconsume_times, prepared_transaction_offset=0,
                                    queue_offset=qoff, physical_offset=phys, v2=topic.v2,
                                    append_crc=writer.append_crc)
-        try:
-            phys = writer.commitlog.append(size, make)
-        except DoesNotFit as e:
-            log.warning("put refused: %s", e)
-            return PutResult(PutStatus.MESSAGE_ILLEGAL)
-        except OSError as e:
-            log.error("put failed: %s", e)
-            return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED)
+        phys = writer.append(size, make)
+        if type(phys) is PutStatus:
+            return PutResult(phys)
         writer.last_physical_offset = phys
         writer.queue_offsets[key] = qoff + count
         if writer.dispatch is not None:

@@ -21,10 +21,11 @@ from .log.commitlog import CommitLog
 from .log.batch_consume_queue import BatchConsumeQueue
 from .log.consume_queue import LOWER, UPPER, ConsumeQueue
 from .message import GetResult, GetStatus, Message, PutBatchResult, PutResult, PutStatus, QueryResult
+from . import get_message
 from .put import MessageWriter
 from .services import recovery
 from .services.bulk_dispatch import props_info
-from .services.dispatch import ConsumeQueueDispatcher, DispatchRequest, gets_queue_unit
+from .services.dispatch import ConsumeQueueDispatcher, DispatchRequest
 from .services.index_service import LONG_MAX, IndexDispatcher, IndexService
 from .services.reput import ReputService
 from .validation import topic_problem
@@ -33,7 +34,6 @@ log = logging.getLogger("rocketstore")
 # fcntl locks do not exclude a second open in the same process (Java's FileChannel.tryLock does): track them
 _OPEN_FOR_WRITING: set[str] = set()
 _OPEN_LOCK = threading.Lock()
-MAX_PULL_MSG_SIZE = 128 * 1024 * 1024
 
 
 def _machine_memory() -> int:
@@ -81,11 +81,6 @@ def parse_subscription(tags) -> set[int] | None:
         tags = [t.strip() for t in tags.split("||")]
     codes = {java_string_hash(t) for t in tags if t}
     return codes or None
-
-
-def _int32(v: int) -> int:
-    v &= 0xFFFFFFFF
-    return v - 0x100000000 if v & 0x80000000 else v
 
 
 class MessageStore:
@@ -641,140 +636,8 @@ class MessageStore:
         if offset > hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
         if cq.cq_type == BATCH_CQ:
-            return self._scan_batch(cq, offset, max_count, codes)
-        return self._scan(cq, offset, max_count, codes)
-
-    def _scan_batch(self, cq: BatchConsumeQueue, offset: int, max_count: int, codes) -> GetResult:
-        """getMessage over a batch ConsumeQueue: whole inner-batch records, each counting its batch size;
-        a get from inside a batch returns that batch (result.unpacked() gives single messages)."""
-        cfg = self.config
-        lo, hi = cq.min_offset, cq.max_offset
-        result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
-        result.requested_offset = offset
-        max_filter = max(cfg.max_filter_message_size, max_count * cq.unit_size)
-        max_py = self.commitlog.max_offset()
-        memory = int(self.total_memory * (cfg.access_message_in_memory_max_ratio / 100.0))
-        next_begin = offset
-        files_read = 0
-        total = count = 0
-        while total <= 0 and next_begin < hi and files_read < cfg.travel_cq_file_num_when_get_message:
-            files_read += 1
-            got = cq.units_from(next_begin)
-            if got is None:
-                result.status = GetStatus.OFFSET_FOUND_NULL
-                next_begin = cq.roll_next_file(next_begin)
-                break
-            next_file_start = None
-            units = got[1]
-            for pos, size, tcode, base, batch in zip(units["pos"].tolist(), units["size"].tolist(),
-                                                     units["tags"].tolist(), units["base_offset"].tolist(),
-                                                     units["batch_size"].tolist()):
-                if next_begin >= hi or (base - offset) * cq.unit_size >= max_filter:
-                    break
-                if total and count:
-                    in_mem = (max_py - pos) <= memory
-                    if count + batch > max_count or total + size > MAX_PULL_MSG_SIZE:
-                        break
-                    if in_mem:
-                        if (total + size > cfg.max_transfer_bytes_on_message_in_memory
-                                or count > cfg.max_transfer_count_on_message_in_memory - 1):
-                            break
-                    elif (total + size > cfg.max_transfer_bytes_on_message_in_disk
-                          or count > cfg.max_transfer_count_on_message_in_disk - 1):
-                        break
-                next_begin = base + batch
-                if next_file_start is not None and pos < next_file_start:
-                    continue
-                if codes is not None and _int32(tcode) not in codes:
-                    continue
-                view = self.commitlog.read(pos, size)
-                if view is None:
-                    if total == 0:
-                        result.status = GetStatus.MESSAGE_WAS_REMOVING
-                    next_file_start = self.commitlog.roll_next_file(pos)
-                    continue
-                result.messages.append(self._decode(view, pos))
-                total += size
-                count += batch
-                result.status = GetStatus.FOUND
-        result.next_begin_offset = next_begin
-        result.buffer_total_size = total
-        result.message_count = count
-        return result
-
-    def _scan(self, cq: ConsumeQueue, offset: int, max_count: int, codes) -> GetResult:
-        cfg = self.config
-        lo, hi = cq.min_offset, cq.max_offset
-        result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
-        max_filter_units = -(-max(cfg.max_filter_message_size, max_count * 20) // 20)
-        max_py = self.commitlog.max_offset()
-        memory = int(self.total_memory * (cfg.access_message_in_memory_max_ratio / 100.0))
-        next_begin = offset
-        files_read = 0
-        total = count = 0
-        msgs = result.messages
-        cl_files = self.commitlog.files
-        seg_start, seg_end, seg_buf = 0, -1, None
-        verify_prop_crc = cfg.force_verify_prop_crc
-        while total <= 0 and next_begin < hi and files_read < cfg.travel_cq_file_num_when_get_message:
-            files_read += 1
-            got = cq.units_from(next_begin)
-            if got is None:
-                result.status = GetStatus.OFFSET_FOUND_NULL
-                next_begin = cq.roll_next_file(next_begin)
-                break
-            start, units = got
-            # the scan stops at the filter cap and at the queue's max: never look at more units than that
-            units = units[:max(0, min(offset + max_filter_units, hi) - start)]
-            next_file_start = None
-            full = False
-            chunk = max(max_count, 32)
-            for c in range(0, len(units), chunk):
-                for i, (pos, size, tcode) in enumerate(units[c:c + chunk].tolist(), start + c):
-                    in_mem = (max_py - pos) <= memory
-                    if total and count:
-                        if count + 1 > max_count or total + size > MAX_PULL_MSG_SIZE:
-                            full = True
-                        elif in_mem:
-                            full = (total + size > cfg.max_transfer_bytes_on_message_in_memory
-                                    or count > cfg.max_transfer_count_on_message_in_memory - 1)
-                        else:
-                            full = (total + size > cfg.max_transfer_bytes_on_message_in_disk
-                                    or count > cfg.max_transfer_count_on_message_in_disk - 1)
-                        if full:
-                            break
-                    next_begin = i + 1
-                    if next_file_start is not None and pos < next_file_start:
-                        continue
-                    if codes is not None and _int32(tcode) not in codes:
-                        continue
-                    if not seg_start <= pos <= seg_end - size:
-                        # a record outside the segment in hand: find its own (CommitLog.getMessage)
-                        mf = cl_files.find(pos, pos == 0)
-                        if mf is None or not 0 <= pos - mf.file_from_offset <= mf.read_position - size:
-                            if total == 0:
-                                result.status = GetStatus.MESSAGE_WAS_REMOVING
-                            next_file_start = self.commitlog.roll_next_file(pos)
-                            continue
-                        seg_start, seg_end, seg_buf = mf.file_from_offset, mf.file_from_offset + mf.read_position, mf.buf
-                    rel = pos - seg_start
-                    try:
-                        m = decode_record(seg_buf, rel, rel + size)
-                        if verify_prop_crc:
-                            self._verify_prop_crc(seg_buf, rel)
-                    except CorruptDataError as e:
-                        raise e.in_file(self.commitlog.segment_path(pos), rel) from None
-                    msgs.append(m)
-                    total += size
-                    count += 1
-                    result.status = GetStatus.FOUND
-                    next_file_start = None
-                if full:
-                    break
-        result.next_begin_offset = next_begin
-        result.buffer_total_size = total
-        result.message_count = count
-        return result
+            return get_message.scan_batch(self, cq, offset, max_count, codes)
+        return get_message.scan(self, cq, offset, max_count, codes)
 
 
 _NO_KEYS = (0, "", None, False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from .bulk_dispatch import dispatch_run
-from .dispatch import BAD, BLANK, OK, check_record
+from .dispatch import BLANK, OK, check_record
 
 log = logging.getLogger("rocketstore.recovery")
 

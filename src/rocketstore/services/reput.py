@@ -7,7 +7,7 @@ import logging
 import threading
 
 from .bulk_dispatch import dispatch_run
-from .dispatch import BAD, BLANK, OK, check_record
+from .dispatch import BLANK, OK, check_record
 
 log = logging.getLogger("rocketstore.reput")
 
