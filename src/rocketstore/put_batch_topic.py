@@ -19,13 +19,15 @@ log = logging.getLogger("rocketstore.put")
 MAX_PROPERTIES = 32767
 
 
-def batch_size_of(props: dict[str, str], inner: bool) -> int | None:
-    """getMessageNum: INNER_NUM as a Java short, at least 1; 1 without it; None when it is not a number."""
+def batch_size_of(props: dict[str, str]) -> int | None:
+    """INNER_NUM as a Java short (1 without it), None when it is not one. The queue offset advances by
+    at least 1 (getMessageNum), but the unit carries the number as written (setBatchSizeIfNeeded): a
+    batch of 0 gets a unit of 0, a negative one none (putMessagePositionInfoWrapper drops it)."""
     text = props.get(P.INNER_NUM)
     if text is None:
         return 1
     try:
-        return max(IB.parse_java_integer(text, 16), 1)
+        return IB.parse_java_integer(text, 16)
     except ValueError:
         log.warning("put refused: INNER_NUM %r is not a short", text)
         return None
@@ -37,15 +39,16 @@ def put(writer, msg: Message, queue_id: int, topic) -> PutResult:
     if body is None or len(body) > writer.max_body:
         return PutResult(PutStatus.MESSAGE_ILLEGAL)
     inner = bool(msg.sys_flag & R.INNER_BATCH_FLAG)
-    if msg.sys_flag & R.TRANSACTION_ROLLBACK_TYPE:
-        return PutResult(PutStatus.MESSAGE_ILLEGAL)  # a batch-CQ topic takes no transactional messages
+    tran = msg.sys_flag & R.TRANSACTION_ROLLBACK_TYPE
+    takes_offset = tran == R.TRANSACTION_NOT_TYPE or tran == R.TRANSACTION_COMMIT_TYPE
     props = msg.property_map()
     props.pop(P.CRC32, None)
     if P.INNER_NUM in props and not inner:
         return PutResult(PutStatus.MESSAGE_ILLEGAL)  # RocketMQ: INNER_NUM without INNER_BATCH_FLAG
-    count = batch_size_of(props, inner)
-    if count is None:
+    batch = batch_size_of(props)
+    if batch is None:
         return PutResult(PutStatus.MESSAGE_ILLEGAL)
+    count = max(batch, 1)
     hosts = writer._hosts(msg)
     if hosts is None:
         return PutResult(PutStatus.MESSAGE_ILLEGAL)
@@ -54,7 +57,7 @@ def put(writer, msg: Message, queue_id: int, topic) -> PutResult:
     born_ts = msg.born_timestamp if msg.born_timestamp is not None else writer.config.clock()
     key = (topic.name, queue_id)
     with writer.lock:
-        qoff = writer.queue_offsets.get(key, 0)
+        qoff = writer.queue_offsets.get(key, 0) if takes_offset else 0  # prepared/rolled back: none
         if inner:
             props[P.INNER_BASE] = str(qoff)
             order = P.java_hashmap_order(list(props))
@@ -80,10 +83,11 @@ def put(writer, msg: Message, queue_id: int, topic) -> PutResult:
         if type(phys) is PutStatus:
             return PutResult(phys)
         writer.last_physical_offset = phys
-        writer.queue_offsets[key] = qoff + count
+        if takes_offset:
+            writer.queue_offsets[key] = qoff + count
         if writer.dispatch is not None:
             writer.dispatch(topic.name, queue_id, phys, size, R.tags_code(props.get(P.TAGS)), store_ts, qoff,
-                            sys_flag, raw, phys + size, batch_size=count)
+                            sys_flag, raw, phys + size, batch_size=batch)
     return PutResult(PutStatus.PUT_OK, phys, size, qoff, store_host, store_ts, msg_num=count)
 
 

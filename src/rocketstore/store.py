@@ -431,10 +431,14 @@ class MessageStore:
             raise ValueError(problem)
         if type(queues) is not int or not 1 <= queues <= 1024:
             raise ValueError(f"queues must be between 1 and 1024, got {queues!r}")
+        if attributes is None and name in self.topic_configs:  # an update keeps the topic's attributes
+            attributes = (self.topic_configs[name].get("attributes") or {})
         attributes = dict(attributes or {})
-        kind = attributes.get(TC.QUEUE_TYPE, TC.SIMPLE_CQ)
+        kind = attributes.get(TC.QUEUE_TYPE, BATCH_CQ if name in self.batch_topics else TC.SIMPLE_CQ)
         if kind not in TC.QUEUE_TYPES:
             raise ValueError(f"{TC.QUEUE_TYPE} must be one of {', '.join(TC.QUEUE_TYPES)}, got {kind!r}")
+        if kind == BATCH_CQ:
+            attributes[TC.QUEUE_TYPE] = kind  # say it in the file: only SimpleCQ is the default
         with self.writer.lock:
             current = TC.queue_type(self.topic_configs.get(name)) if name in self.topic_configs else (
                 BATCH_CQ if name in self.batch_topics else
@@ -479,7 +483,9 @@ class MessageStore:
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         cq = self._cqs.get((topic, queue_id))
-        return cq.min_offset if cq else 0
+        if cq is None:  # RocketMQ creates the queue to answer; an empty batch ConsumeQueue says -1
+            return -1 if topic in self.batch_topics else 0
+        return cq.min_offset
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         cq = self._cqs.get((topic, queue_id))
@@ -625,7 +631,7 @@ class MessageStore:
     def _get_once(self, topic, queue_id, offset, max_count, codes) -> GetResult:
         cq = self._cqs.get((topic, queue_id))
         if cq is None:
-            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, self.min_offset(topic, queue_id), 0)
         lo, hi = cq.min_offset, cq.max_offset
         if hi == 0:
             return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
