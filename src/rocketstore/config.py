@@ -81,6 +81,7 @@ class StoreConfig:
     delete_consume_queue_files_interval: int = 100
     destroy_maped_file_interval_forcibly: int = 120_000
     clean_resource_interval: int = 10_000
+    clean_file_forcibly_enable: bool = True
     # the rest of the broker's identity the store records
     broker_role: str = "ASYNC_MASTER"
     duplication_enable: bool = False

@@ -25,6 +25,7 @@ from . import get_message
 from .put import MessageWriter
 from .services import recovery
 from .services.bulk_dispatch import props_info
+from .services.cleanup import CleanupService
 from .services.dispatch import ConsumeQueueDispatcher, DispatchRequest
 from .services.index_service import LONG_MAX, IndexDispatcher, IndexService
 from .services.reput import ReputService
@@ -107,6 +108,7 @@ class MessageStore:
             self.dispatchers.append(IndexDispatcher(self.index))
         self._builtin_dispatchers = len(self.dispatchers)
         self.reput = ReputService(self)
+        self.cleanup = CleanupService(self)   # expired-file cleanup and the disk-full flag
         self.writer = MessageWriter(config, self.commitlog,
                                     self._dispatch_put if config.dispatch_in_put_path else None,
                                     self._dispatch_put_batch, lambda topic: topic in self.batch_topics)
@@ -150,6 +152,7 @@ class MessageStore:
             with open(os.path.join(self.root, "abort"), "w") as fh:
                 fh.write(str(os.getpid()))  # removed again by a clean close
             self.reput.start()
+            self.cleanup.start()
         log.info("opened %s%s: CommitLog %d..%d, %d queues", self.root, " read-only" if self.read_only else "",
                  self.min_physical_offset, self.max_physical_offset, len(self._cqs))
 
@@ -252,6 +255,7 @@ class MessageStore:
             return
         try:
             if not self.read_only:
+                self.cleanup.stop()
                 self.reput.stop(drain=True)
                 self.checkpoint.confirm_phy_offset = self._last_record_start()
                 self.flush()
@@ -266,6 +270,7 @@ class MessageStore:
 
     def _release(self) -> None:
         self._closed = True
+        self.cleanup.stop()
         self.index.close()
         for cq in self._cqs.values():
             cq.close()
@@ -456,7 +461,7 @@ class MessageStore:
     # ---------------------------------------------------------------- put
     def put(self, msg: Message, queue_id: int = 0) -> PutResult:
         self._check_open()
-        if self.read_only:
+        if self.read_only or self._disk_full_refusal():
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE)
         r = self.writer.put(msg, queue_id)
         if r.ok and self.writer.dispatch is None:
@@ -465,12 +470,40 @@ class MessageStore:
 
     def put_batch(self, messages: list[Message], queue_id: int = 0) -> PutBatchResult:
         self._check_open()
-        if self.read_only:
+        if self.read_only or self._disk_full_refusal():
             return PutBatchResult(PutStatus.SERVICE_NOT_AVAILABLE)
         r = self.writer.put_batch(list(messages), queue_id)
         if r.ok and self.writer.dispatch is None:
             self.reput.wake()
         return r
+
+    # ---------------------------------------------------------------- cleanup
+    @property
+    def disk_full(self) -> bool:
+        """RunningFlags' DISK_FULL_BIT: the last cleanup pass found the disk above
+        disk_space_warning_level_ratio; puts answer SERVICE_NOT_AVAILABLE until a pass finds it below."""
+        return self.cleanup.disk_full
+
+    def _disk_full_refusal(self) -> bool:
+        if not self.cleanup.disk_full:
+            self._refused_puts = 0
+            return False
+        n = getattr(self, "_refused_puts", 0)
+        if n % 50000 == 0:
+            log.warning("%s: the disk is full (above %d%%): put refused with SERVICE_NOT_AVAILABLE",
+                        self.root, self.config.disk_space_warning_level_ratio)
+        self._refused_puts = n + 1
+        return True
+
+    def delete_expired_files(self, now_ms: int | None = None) -> int:
+        """The manual trigger (executeDeleteFilesManually): delete expired CommitLog files now, whatever the
+        hour, up to delete_file_batch_max per pass and pass after pass while files go, each pass followed by
+        the ConsumeQueue, batch ConsumeQueue and index files in step with the CommitLog's new min offset.
+        Returns how many CommitLog files were deleted."""
+        self._check_open()
+        if self.read_only:
+            return 0
+        return self.cleanup.delete_expired_files(now_ms)
 
     # ---------------------------------------------------------------- offsets
     @property

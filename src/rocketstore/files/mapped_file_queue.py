@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 
 from ..errors import StoreOpenError
 from .mapped_file import NAME_DIGITS, MappedFile, segment_name
@@ -113,6 +114,78 @@ class MappedFileQueue:
             mf.destroy()
         else:
             mf.close()  # read-only: forget it, never touch the disk
+
+    # -- expiry (MappedFileQueue.deleteExpiredFileByTime / deleteExpiredFileByOffset)
+    @staticmethod
+    def last_modified_ms(mf: MappedFile) -> int:
+        """File.lastModified(): the segment's mtime in ms, 0 when the file is gone."""
+        try:
+            return os.stat(mf.path).st_mtime_ns // 1_000_000
+        except OSError:
+            return 0
+
+    def delete_expired_by_time(self, expired_ms: int, now_ms: int, delete_files_interval_ms: int = 0,
+                               clean_immediately: bool = False, batch_max: int = 10, sleep=time.sleep) -> int:
+        """deleteExpiredFileByTime: from the oldest segment on, delete those last modified `expired_ms` or
+        more before `now_ms` (any, with clean_immediately), at most `batch_max`, never the last segment, and
+        stop at the first one that has not expired (no holes in the middle). Returns how many went."""
+        mfs = list(self.files)
+        last = len(mfs) - 1
+        gone: list[MappedFile] = []
+        for i in range(last):
+            mf = mfs[i]
+            if not (now_ms >= self.last_modified_ms(mf) + expired_ms or clean_immediately):
+                break  # avoid deleting files in the middle
+            self._retire(mf)
+            gone.append(mf)
+            if len(gone) >= batch_max:
+                break
+            if delete_files_interval_ms > 0 and i + 1 < last:
+                sleep(delete_files_interval_ms / 1000.0)
+        self._remove_head(gone)
+        return len(gone)
+
+    def delete_expired_by_offset(self, offset: int, unit_size: int) -> int:
+        """deleteExpiredFileByOffset: delete leading segments (never the last) whose last unit (the 8-byte
+        offset at file_size - unit_size) points below `offset`; stop at the first that does not, or that is
+        not written up to its last unit. Returns how many went."""
+        mfs = list(self.files)
+        gone: list[MappedFile] = []
+        pos = self.file_size - unit_size
+        for mf in mfs[:-1]:
+            if not 0 <= pos < mf.read_position:
+                break  # selectMappedBuffer fails: RocketMQ stops here ("this being not executed forever")
+            max_in_file = int.from_bytes(mf.buf[pos:pos + 8], "big", signed=True)
+            if max_in_file >= offset:
+                break
+            log.info("physic min offset %d, logics in %s max offset %d: delete it", offset, mf.path, max_in_file)
+            gone.append(mf)
+        for mf in gone:
+            self._retire(mf)
+        self._remove_head(gone)
+        return len(gone)
+
+    def _remove_head(self, gone: list[MappedFile]) -> None:
+        """Take the deleted leading segments off the list in one step (appends only ever go to the end)."""
+        if not gone:
+            return
+        n = len(gone)
+        if all(a is b for a, b in zip(self.files[:n], gone)):
+            del self.files[:n]
+        else:  # not the head any more (should not happen): remove them one by one
+            ids = {id(mf) for mf in gone}
+            self.files[:] = [mf for mf in self.files if id(mf) not in ids]
+
+    def _retire(self, mf: MappedFile) -> None:
+        """Delete an expired segment's file. The mapping is not closed here: a reader that already holds the
+        segment keeps reading valid (old) bytes, and the mapping goes with the last reference to it."""
+        if not self.writable:
+            return
+        log.info("deleting expired segment %s", mf.path)
+        try:
+            os.unlink(mf.path)
+        except FileNotFoundError:
+            pass
 
     # -- flush
     def flush(self, least_pages: int = 0) -> bool:

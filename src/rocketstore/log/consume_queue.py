@@ -237,6 +237,15 @@ class ConsumeQueue:
         if len(hits):
             self.min_logic_offset = first.file_from_offset + start + int(hits[0]) * UNIT
 
+    def delete_expired(self, min_commit_log_offset: int) -> int:
+        """deleteExpiredFile: delete leading files (never the last) whose last unit points below the
+        CommitLog's min offset, then correct_min_offset. Returns how many files went."""
+        count = self.files.delete_expired_by_offset(min_commit_log_offset, UNIT)
+        if count:
+            self._forget_missing()
+        self.correct_min_offset(min_commit_log_offset)
+        return count
+
     # -- lookups by time (getOffsetInQueueByTime, ported literally: its corner cases are RocketMQ's answers)
     def offset_by_time(self, timestamp: int, boundary: str, commitlog) -> int:
         mf = self._file_by_time(timestamp, boundary, commitlog)

@@ -1,0 +1,261 @@
+"""Expired-file cleanup: RocketMQ's CleanCommitLogService (DefaultMessageStore) and CleanConsumeQueueService
+(ConsumeQueueStore), plus the disk-full flag (RunningFlags' DISK_FULL_BIT) that makes the store refuse puts.
+
+One pass (`CleanupService.run_once`) is what RocketMQ's two scheduled tasks do every cleanResourceInterval:
+
+* CommitLog: delete segments last modified more than `file_reserved_time` hours ago when it is one of the
+  `delete_when` hours, or when the disk is fuller than `disk_max_used_space_ratio`, or while a manual
+  trigger (`execute_delete_files_manually`, 20 passes) is pending; above `disk_space_clean_forcibly_ratio`
+  unexpired segments go too (cleanImmediately). At most `delete_file_batch_max` per pass, oldest first,
+  stopping at the first one kept, never the last segment.
+* Above `disk_space_warning_level_ratio` the store is marked disk-full and refuses puts
+  (SERVICE_NOT_AVAILABLE, as the broker's HookUtils.checkBeforePutMessage answers a store that is not
+  writeable); every pass measures again and clears the flag once the disk is below it. Only puts are
+  refused: ConsumeQueue and index dispatch go on (alibaba/rocketmq #331: a store whose queues stopped on a
+  full disk never recovered).
+* ConsumeQueues, batch ConsumeQueues and index files: once the CommitLog's min offset has moved, delete the
+  files whose entries all lie below it, then correct each queue's min offset.
+
+"Now" comes from `config.clock` and expiry from the segments' mtimes (File.lastModified), so tests fake time
+with the clock and os.utime. The disk usage function (path -> used ratio 0..1, or -1) can be replaced.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+
+log = logging.getLogger("rocketstore.cleanup")
+
+MAX_MANUAL_DELETE_FILE_TIMES = 20
+FIRST_RUN_DELAY_MS = 60_000   # RocketMQ schedules the first cleanup a minute after start
+
+
+def disk_space_used_ratio(path: str) -> float:
+    """UtilAll.getDiskPartitionSpaceUsedPercent: used / (used + usable) of the partition holding `path`,
+    rounded up to whole percent, as a fraction; -1 when it cannot be measured."""
+    try:
+        u = shutil.disk_usage(path)
+    except OSError:
+        return -1.0
+    if u.total <= 0:
+        return -1.0
+    used = u.total - _free_space(path, u)
+    entire = used + u.free            # shutil's free is f_bavail (Java's getUsableSpace)
+    if entire <= 0:
+        return -1.0
+    return (used * 100 // entire + (1 if used * 100 % entire else 0)) / 100.0
+
+
+def _free_space(path: str, usage) -> int:
+    """Java's getFreeSpace: every free block, the root-reserved ones included (f_bfree)."""
+    try:
+        st = os.statvfs(path)
+        return st.f_bfree * st.f_frsize
+    except (OSError, AttributeError):
+        return usage.free
+
+
+def is_it_time_to_do(when: str, now_ms: int) -> bool:
+    """UtilAll.isItTimeToDo: is the local hour of `now_ms` one of the ';'-separated hours in `when`?"""
+    hour = time.localtime(now_ms / 1000.0).tm_hour
+    for w in str(when).split(";"):
+        try:
+            if int(w) == hour:
+                return True
+        except ValueError:
+            log.warning("delete_when %r: %r is not an hour", when, w)
+    return False
+
+
+class CleanCommitLogService:
+    """DefaultMessageStore.CleanCommitLogService."""
+
+    def __init__(self, store, disk_usage=None):
+        self.store = store
+        self.disk_usage = disk_usage or disk_space_used_ratio
+        self.manual_delete_times = 0
+        self.clean_immediately = False
+        self.disk_full = False          # RunningFlags' DISK_FULL_BIT
+
+    # -- the three ratios, clamped as RocketMQ clamps them
+    def disk_space_warning_level_ratio(self) -> float:
+        return min(max(self.store.config.disk_space_warning_level_ratio / 100.0, 0.35), 0.90)
+
+    def disk_space_clean_forcibly_ratio(self) -> float:
+        return min(max(self.store.config.disk_space_clean_forcibly_ratio / 100.0, 0.30), 0.85)
+
+    def execute_delete_files_manually(self) -> None:
+        self.manual_delete_times = MAX_MANUAL_DELETE_FILE_TIMES
+        log.info("executeDeleteFilesManually was invoked")
+
+    def _measure(self, sub: str) -> float:
+        # a directory that does not exist yet is measured on the store root (RocketMQ answers -1 there,
+        # which reads as "disk full soon": apache/rocketmq #1493, #3463)
+        path = os.path.join(self.store.root, sub)
+        return self.disk_usage(path if os.path.isdir(path) else self.store.root)
+
+    def _mark_full(self, what: str, ratio: float) -> None:
+        if not self.disk_full:
+            log.error("%s disk maybe full soon (%.2f used), so mark disk full: puts are refused", what, ratio)
+        self.disk_full = True
+
+    def _mark_ok(self, what: str, ratio: float) -> None:
+        if self.disk_full:
+            log.info("%s disk space OK (%.2f used), so mark disk ok: puts are accepted again", what, ratio)
+        self.disk_full = False
+
+    def is_space_to_delete(self) -> bool:
+        """isSpaceToDelete (one CommitLog path, replicasPerDiskPartition 1): sets clean_immediately and the
+        disk-full flag; True when files should be reclaimed at any hour."""
+        self.clean_immediately = False
+        warning, forcibly = self.disk_space_warning_level_ratio(), self.disk_space_clean_forcibly_ratio()
+        physic = self._measure("commitlog")
+        if physic > warning:
+            self._mark_full("physic", physic)
+            self.clean_immediately = True
+            return True
+        if physic > forcibly:
+            self.clean_immediately = True
+            return True
+        self._mark_ok("physic", physic)
+        logics = self._measure("consumequeue")
+        if logics > warning:
+            self._mark_full("logics", logics)
+            self.clean_immediately = True
+            return True
+        if logics > forcibly:
+            self.clean_immediately = True
+            return True
+        self._mark_ok("logics", logics)
+        ratio = self.store.config.disk_max_used_space_ratio / 100.0
+        if physic < 0 or physic > ratio:
+            log.info("commitLog disk maybe full soon, so reclaim space, %.2f", physic)
+            return True
+        if logics < 0 or logics > ratio:
+            log.info("consumeQueue disk maybe full soon, so reclaim space, %.2f", logics)
+            return True
+        return False
+
+    def run(self, now_ms: int) -> int:
+        """deleteExpiredFiles: one pass; returns how many CommitLog segments were deleted."""
+        cfg = self.store.config
+        is_time_up = is_it_time_to_do(cfg.delete_when, now_ms)
+        usage_exceeds = self.is_space_to_delete()
+        manual = self.manual_delete_times > 0
+        if not (is_time_up or usage_exceeds or manual):
+            return 0
+        if manual:
+            self.manual_delete_times -= 1
+        clean_at_once = cfg.clean_file_forcibly_enable and self.clean_immediately
+        log.info("begin to delete files older than %d hours: timeUp %s, usageExceeds %s, manual %d, "
+                 "cleanAtOnce %s, batchMax %d", cfg.file_reserved_time, is_time_up, usage_exceeds,
+                 self.manual_delete_times, clean_at_once, cfg.delete_file_batch_max)
+        count = self.store.commitlog.files.delete_expired_by_time(
+            cfg.file_reserved_time * 3600 * 1000, now_ms, cfg.delete_commit_log_files_interval, clean_at_once,
+            cfg.delete_file_batch_max)
+        if count == 0 and usage_exceeds:
+            log.warning("disk space will be full soon, but delete file failed.")
+        return count
+
+
+class CleanConsumeQueueService:
+    """ConsumeQueueStore.CleanConsumeQueueService: queue and index files in step with the CommitLog's min."""
+
+    def __init__(self, store):
+        self.store = store
+        self.last_physical_min_offset = 0
+
+    def run(self, sleep=time.sleep) -> int:
+        """One pass; returns how many queue files were deleted."""
+        store = self.store
+        min_offset = store.commitlog.min_offset()
+        if min_offset <= self.last_physical_min_offset:
+            return 0
+        self.last_physical_min_offset = min_offset
+        interval = store.config.delete_consume_queue_files_interval
+        total = 0
+        for cq in store.all_consume_queues():
+            with store.writer.lock:  # dispatch (put path or reput) writes the queues under this lock
+                count = cq.delete_expired(min_offset)
+            total += count
+            if count > 0 and interval > 0:
+                sleep(interval / 1000.0)
+        store.index.delete_expired(min_offset)
+        return total
+
+
+class CleanupService:
+    """Both services, run in one pass by the store's cleanup thread (or by hand: run_once)."""
+
+    def __init__(self, store, disk_usage=None):
+        self.store = store
+        self.commitlog = CleanCommitLogService(store, disk_usage)
+        self.consume_queues = CleanConsumeQueueService(store)
+        self.first_run_delay_ms = FIRST_RUN_DELAY_MS
+        self._pass_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def disk_usage(self):
+        return self.commitlog.disk_usage
+
+    @disk_usage.setter
+    def disk_usage(self, fn) -> None:
+        self.commitlog.disk_usage = fn or disk_space_used_ratio
+
+    @property
+    def disk_full(self) -> bool:
+        return self.commitlog.disk_full
+
+    def run_once(self, now_ms: int | None = None) -> int:
+        """cleanFilesPeriodically then cleanQueueFilesPeriodically; returns the CommitLog segments deleted."""
+        with self._pass_lock:
+            now = self.store.config.clock() if now_ms is None else now_ms
+            try:
+                deleted = self.commitlog.run(now)
+            except Exception:
+                log.exception("CleanCommitLogService failed")
+                deleted = 0
+            try:
+                self.consume_queues.run()
+            except Exception:
+                log.exception("CleanConsumeQueueService failed")
+            return deleted
+
+    def delete_expired_files(self, now_ms: int | None = None) -> int:
+        """The manual trigger: executeDeleteFilesManually, then passes now (not on the next ticks) until one
+        deletes nothing or the trigger's passes are used up. Returns the CommitLog segments deleted."""
+        self.commitlog.execute_delete_files_manually()
+        total = 0
+        while self.commitlog.manual_delete_times > 0:
+            n = self.run_once(now_ms)
+            total += n
+            if n == 0:
+                break
+        return total
+
+    # -- the periodic thread
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="rocketstore-cleanup", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        wait_s = self.first_run_delay_ms / 1000.0
+        while not self._stop.wait(wait_s):
+            self.run_once()
+            wait_s = max(self.store.config.clean_resource_interval, 1) / 1000.0
+
+    def stop(self) -> None:
+        t = self._thread
+        if t is None:
+            return
+        self._stop.set()
+        t.join()
+        self._thread = None
