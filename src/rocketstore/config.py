@@ -68,8 +68,9 @@ class StoreConfig:
     # index
     message_index_enable: bool = True
     message_index_safe: bool = False
-    max_hash_slot_num: int = 5_000_000
-    max_index_num: int = 5_000_000 * 4
+    # None = RocketMQ's default (5,000,000 / 20,000,000) for a new store, or what the index files on disk say
+    max_hash_slot_num: int | None = None
+    max_index_num: int | None = None
     # cleanup
     file_reserved_time: int = 72
     delete_when: str = "04"
@@ -96,6 +97,8 @@ class StoreConfig:
     DEFAULT_COMMIT_LOG_SIZE = 1024 * 1024 * 1024
     DEFAULT_CONSUME_QUEUE_SIZE = 300_000 * 20
     DEFAULT_BATCH_CONSUME_QUEUE_SIZE = 300_000 * 46
+    DEFAULT_HASH_SLOT_NUM = 5_000_000
+    DEFAULT_INDEX_NUM = 5_000_000 * 4
 
     def __post_init__(self):
         if self.flush_disk_type not in (ASYNC_FLUSH, SYNC_FLUSH):
@@ -136,6 +139,9 @@ class StoreConfig:
         return parse_delay_levels(self.message_delay_level)
 
 
+_OPTIONAL_INTS = ("total_physical_memory", "max_hash_slot_num", "max_index_num")
+
+
 def _coerce(key: str, raw, f: dataclasses.Field):
     if not isinstance(raw, str):
         return raw
@@ -145,7 +151,7 @@ def _coerce(key: str, raw, f: dataclasses.Field):
         if text.lower() not in ("true", "false"):
             raise ValueError(f"{key}={raw!r}: expected true or false")
         return text.lower() == "true"
-    if isinstance(default, int) or f.name.startswith("mapped_file_size") or f.name == "total_physical_memory":
+    if isinstance(default, int) or f.name.startswith("mapped_file_size") or f.name in _OPTIONAL_INTS:
         if text.lower() == "null":
             return None
         try:

@@ -56,8 +56,26 @@ def _segment_size(directory: str) -> int | None:
     return None
 
 
+def _index_sizes(root: str, slots: int | None, entries: int | None) -> tuple[int, int]:
+    """maxHashSlotNum and maxIndexNum left open: solved from an index file's size (40 + 4 x slots + 20 x
+    entries; with both open, RocketMQ's ratio of 4 entries per slot), else RocketMQ's defaults."""
+    if slots is not None and entries is not None:
+        return slots, entries
+    directory = os.path.join(root, "index")
+    names = sorted(n for n in os.listdir(directory) if not n.startswith(".")) if os.path.isdir(directory) else []
+    if names:
+        body = os.path.getsize(os.path.join(directory, names[0])) - 40
+        if slots is None and entries is None and body > 0 and body % 84 == 0:
+            return body // 84, body // 84 * 4
+        if slots is not None and body - 4 * slots > 0 and (body - 4 * slots) % 20 == 0:
+            return slots, (body - 4 * slots) // 20
+        if entries is not None and body - 20 * entries > 0 and (body - 20 * entries) % 4 == 0:
+            return (body - 20 * entries) // 4, entries
+    return (slots or StoreConfig.DEFAULT_HASH_SLOT_NUM), (entries or StoreConfig.DEFAULT_INDEX_NUM)
+
+
 def resolve_file_sizes(root: str, config: StoreConfig) -> StoreConfig:
-    """Fill in file sizes the config leaves open: from the segments on disk, else RocketMQ's defaults."""
+    """Fill in file sizes the config leaves open: from the files on disk, else RocketMQ's defaults."""
     def pick(value, sub, default):
         if value is not None:
             return value
@@ -69,7 +87,9 @@ def resolve_file_sizes(root: str, config: StoreConfig) -> StoreConfig:
         mapped_file_size_consume_queue=pick(config.mapped_file_size_consume_queue, "consumequeue",
                                             StoreConfig.DEFAULT_CONSUME_QUEUE_SIZE),
         mapped_file_size_batch_consume_queue=pick(config.mapped_file_size_batch_consume_queue,
-                                                  "batchconsumequeue", StoreConfig.DEFAULT_BATCH_CONSUME_QUEUE_SIZE))
+                                                  "batchconsumequeue", StoreConfig.DEFAULT_BATCH_CONSUME_QUEUE_SIZE),
+        **dict(zip(("max_hash_slot_num", "max_index_num"),
+                   _index_sizes(root, config.max_hash_slot_num, config.max_index_num))))
 
 
 def parse_subscription(tags) -> set[int] | None:

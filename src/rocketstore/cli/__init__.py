@@ -1,0 +1,1 @@
+"""The `rocketstore` command line (see main.py)."""

@@ -1,0 +1,116 @@
+"""`rocketstore dump`: decode one store file into rows, like kafka-dump-log (read-only, no store needed).
+
+Each reader yields plain dicts, so the command can print them as a table or as JSON. A file's kind is
+known from where it lives (commitlog/, consumequeue/T/Q/, batchconsumequeue/T/Q/, index/, checkpoint).
+"""
+from __future__ import annotations
+
+import mmap
+import os
+
+from ..errors import CorruptDataError
+from ..formats import batch_cq as BCQ
+from ..formats import checkpoint as CP
+from ..formats import cq as CQ
+from ..formats import index as IX
+from ..formats import record as R
+
+KINDS = ("commitlog", "consumequeue", "batchconsumequeue", "index", "checkpoint")
+
+
+def kind_of(path: str) -> str | None:
+    parts = os.path.abspath(path).split(os.sep)
+    if parts[-1] == "checkpoint":
+        return "checkpoint"
+    for kind in ("batchconsumequeue", "consumequeue"):
+        if len(parts) >= 4 and parts[-4] == kind:
+            return kind
+    if len(parts) >= 2 and parts[-2] in ("commitlog", "index"):
+        return parts[-2]
+    return None
+
+
+def _map(path: str):
+    size = os.path.getsize(path)
+    if size == 0:
+        return b""
+    with open(path, "rb") as fh:
+        return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _start_offset(path: str) -> int:
+    name = os.path.basename(path)
+    return int(name) if name.isdigit() and len(name) == 20 else 0
+
+
+def commitlog_rows(path: str):
+    """Every record from the start of a segment, until the BLANK filler, zeros or a bad record."""
+    buf = _map(path)
+    base = _start_offset(path)
+    pos = 0
+    while pos + 8 <= len(buf):
+        size = R.I32.unpack_from(buf, pos)[0]
+        if size == 0:
+            break
+        if R.is_blank(buf, pos):
+            yield {"offset": base + pos, "size": size, "kind": "BLANK"}
+            break
+        try:
+            m = R.decode_record(buf, pos)
+        except CorruptDataError as e:
+            yield {"offset": base + pos, "size": size, "kind": "BAD", "problem": e.reason}
+            break
+        yield {"offset": base + pos, "size": m.size, "kind": f"V{m.version}", "topic": m.topic,
+               "queueId": m.queue_id, "queueOffset": m.queue_offset, "physicalOffset": m.physical_offset,
+               "sysFlag": m.sys_flag, "storeTimestamp": m.store_timestamp, "bornTimestamp": m.born_timestamp,
+               "bodyLength": len(m.body), "bodyCRC": m.body_crc, "tags": m.tags, "keys": " ".join(m.keys),
+               "uniqKey": m.unique_key, "msgId": m.msg_id}
+        pos += m.size
+
+
+def consumequeue_rows(path: str):
+    """Every written unit (a unit with size 0 ends the written part), with its queue offset."""
+    buf = _map(path)
+    first = _start_offset(path) // CQ.UNIT_SIZE
+    for i, (pos, size, tags) in enumerate(CQ.units(buf).tolist()):
+        if not CQ.is_valid_unit(pos, size):
+            break
+        yield {"queueOffset": first + i, "physicalOffset": pos, "size": size, "tagsCode": tags,
+               "preBlank": size == 0x7FFFFFFF and pos == 0}
+
+
+def batchconsumequeue_rows(path: str):
+    buf = _map(path)
+    for i, u in enumerate(BCQ.units(buf).tolist()):
+        pos, size, tags, store_time, base, batch, compacted, _reserved = u
+        if not BCQ.is_valid_unit(pos, size, base, batch):
+            break
+        yield {"unit": i, "physicalOffset": pos, "size": size, "tagsCode": tags, "storeTime": store_time,
+               "msgBaseOffset": base, "batchSize": batch, "compactedOffset": compacted}
+
+
+def index_header(path: str, hash_slot_num: int) -> dict:
+    h = IX.decode_header(_map(path))
+    return {"beginTimestamp": h.begin_timestamp, "endTimestamp": h.end_timestamp,
+            "beginPhyOffset": h.begin_phy_offset, "endPhyOffset": h.end_phy_offset,
+            "hashSlotCount": h.hash_slot_count, "indexCount": h.index_count, "hashSlotNum": hash_slot_num}
+
+
+def index_rows(path: str, hash_slot_num: int):
+    """The header's entries 1 .. indexCount-1 (entry 0 is never used)."""
+    buf = _map(path)
+    h = IX.decode_header(buf)
+    base = IX.HEADER_SIZE + hash_slot_num * IX.SLOT_SIZE
+    count = min(h.index_count, max((len(buf) - base) // IX.ENTRY_SIZE, 0))
+    for n in range(1, count):
+        key_hash, phy, diff, prev = IX.ENTRY.unpack_from(buf, base + n * IX.ENTRY_SIZE)
+        yield {"entry": n, "keyHash": key_hash, "slot": key_hash % hash_slot_num, "phyOffset": phy,
+               "timeDiffSeconds": diff, "storeTimestamp": h.begin_timestamp + diff * 1000, "prevEntry": prev}
+
+
+def checkpoint_header(path: str) -> dict:
+    with open(path, "rb") as fh:
+        cp = CP.decode(fh.read(CP.FILE_SIZE))
+    return {"physicMsgTimestamp": cp.physic_msg_timestamp, "logicsMsgTimestamp": cp.logics_msg_timestamp,
+            "indexMsgTimestamp": cp.index_msg_timestamp, "masterFlushedOffset": cp.master_flushed_offset,
+            "confirmPhyOffset": cp.confirm_phy_offset}
