@@ -898,3 +898,18 @@ def test_the_reput_path_builds_the_same_batch_queues(tmp_path):
     assert out[True][0] == out[False][0]  # the same batch queue files, byte for byte
     assert out[True][2] == out[False][2]
     assert out[True][3] == out[False][3] != []
+
+
+def test_a_prepared_inner_batch_keeps_its_properties_and_takes_no_offset(tmp_path):
+    """assignQueueOffset (which adds INNER_BASE and rewrites the properties) runs only for messages that take
+    a queue offset: a prepared inner batch is stored with its properties as given, and no unit."""
+    with batch_store(tmp_path) as s:
+        m = Message("B", REF.encode_messages([(b"a", b"", 0)] * 2), raw_properties="INNER_NUM\x012\x02TAGS\x01a\x02",
+                    sys_flag=INNER | 0x4, born_timestamp=BORN)
+        r = s.put(m, 0)
+        assert r.status is PutStatus.PUT_OK and r.queue_offset == 0
+        stored = s.look(r.physical_offset)
+        assert stored.properties_raw == b"INNER_NUM\x012\x02TAGS\x01a\x02"
+        assert s.wait_dispatched(5) and s.max_offset("B", 0) == 0
+        r2 = s.put(inner_message(3), 0)
+        assert r2.queue_offset == 0 and b"INNER_BASE\x010\x02" in s.look(r2.physical_offset).properties_raw

@@ -588,3 +588,20 @@ def test_index_file_names_stay_ordered_after_a_quick_reopen(tmp_path, monkeypatc
         r2 = rec.put("T", keys="newer")
         assert offsets(s.query("T", "newer")) == [r2.physical_offset]
         assert s.index.files[-1].end_phy_offset == r2.physical_offset
+
+
+def test_a_corrupt_index_count_never_escapes_as_a_deep_error(tmp_path):
+    """An index header claiming more entries than the file holds (and a slot pointing past the end) must
+    not crash a query: the walk stays inside the file."""
+    import struct as _struct
+    cfg = StoreConfig(max_hash_slot_num=4, max_index_num=8)
+    with MessageStore.open(tmp_path, cfg) as s:
+        s.put(Message("T", b"x", keys=["k"]), 0)
+    (path,) = list((tmp_path / "index").iterdir())
+    data = bytearray(path.read_bytes())
+    _struct.pack_into(">i", data, 36, 1000)                 # indexCount
+    for slot in range(4):
+        _struct.pack_into(">i", data, 40 + 4 * slot, 900)   # every slot points far past the entries
+    path.write_bytes(bytes(data))
+    with MessageStore.open(tmp_path, cfg, read_only=True) as s:
+        assert list(s.query("T", "k")) == []

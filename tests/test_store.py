@@ -321,3 +321,46 @@ def test_plain_message_fast_path_writes_what_the_general_path_writes(tmp_path):
     general = write(tmp_path / "general", True)
     assert len([k for k in fast if k.startswith("commitlog")]) > 3
     assert fast == general
+
+
+@pytest.mark.parametrize("bad", [
+    dict(body="a str, not bytes"), dict(flag=2 ** 31), dict(flag="1"), dict(reconsume_times=-2 ** 31 - 1),
+    dict(born_timestamp=2 ** 63), dict(prepared_transaction_offset=1.5)])
+def test_fields_a_record_cannot_hold_are_refused_not_raised(tmp_path, bad):
+    with MessageStore.open(tmp_path, StoreConfig(mapped_file_size_commit_log=64 * 1024)) as s:
+        assert s.put(Message("T", b"ok"), 0).status is PutStatus.PUT_OK   # caches the topic: the fast path
+        fields = {"body": b"x", **bad}
+        assert s.put(Message("T", **fields), 0).status is PutStatus.MESSAGE_ILLEGAL
+        assert s.put(Message("T", tags="t", **fields), 0).status is PutStatus.MESSAGE_ILLEGAL
+        # a batch takes its shared fields from its first message, and a body and a flag from each
+        assert s.put_batch([Message("T", **fields), Message("T", b"y")], 0).status is PutStatus.MESSAGE_ILLEGAL
+        if "body" in bad or "flag" in bad:
+            assert s.put_batch([Message("T", b"y"), Message("T", **fields)], 0).status is PutStatus.MESSAGE_ILLEGAL
+        assert s.max_physical_offset == s.put(Message("T", b"after"), 0).physical_offset  # nothing written
+
+
+def test_tags_code_is_that_of_the_tags_as_stored(tmp_path):
+    """A separator inside a tag cuts it when RocketMQ reads it back; an unpaired surrogate is stored as "?":
+    the put path's ConsumeQueue unit must carry the tagsCode reput would compute."""
+    def java_hash(s):
+        h = 0
+        data = s.encode("utf-16-be", "surrogatepass")
+        for i in range(0, len(data), 2):
+            h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+        return h - (1 << 32) if h >= 1 << 31 else h
+    for dispatch in (True, False):
+        root = tmp_path / str(dispatch)
+        with MessageStore.open(root, StoreConfig(dispatch_in_put_path=dispatch)) as s:
+            s.put(Message("T", b"1", tags="a\x02b"), 0)
+            s.put(Message("T", b"2", tags="\ud800x"), 0)
+            s.put(Message("T", b"3", tags="\ud800x"), 0)  # the second one takes the fast path
+            assert s.wait_dispatched(5)
+            assert [s.queue_unit("T", 0, i)[2] for i in range(3)] == [java_hash("a"), java_hash("?x"),
+                                                                       java_hash("?x")]
+            assert s.look(s.queue_unit("T", 0, 1)[0]).tags == "?x"
+
+
+def test_a_property_merely_named_like_inner_num_is_not_refused(tmp_path):
+    with MessageStore.open(tmp_path) as s:
+        assert s.put(Message("T", b"x", properties={"XINNER_NUM": "1"}), 0).status is PutStatus.PUT_OK
+        assert s.put(Message("T", b"x", properties={"INNER_NUM": "1"}), 0).status is PutStatus.MESSAGE_ILLEGAL

@@ -70,7 +70,7 @@ class Message:
     def properties_bytes(self, drop_crc: bool = False) -> bytes:
         if self.raw_properties is not None:
             raw = self.raw_properties
-            raw = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else bytes(raw)
+            raw = raw.encode("utf-8", "replace") if isinstance(raw, str) else bytes(raw)
             if drop_crc and P.CRC32.encode() in raw:
                 return P.format_properties({k: v for k, v in P.parse_properties(raw).items()
                                             if k != P.CRC32}).encode("utf-8", "surrogatepass")
@@ -78,7 +78,7 @@ class Message:
         props = self.property_map()
         if drop_crc:
             props.pop(P.CRC32, None)
-        return P.format_properties(props).encode("utf-8", "surrogatepass")
+        return P.format_properties(props).encode("utf-8", "replace")  # Java: "?" for an unpaired surrogate
 
 
 class PutResult:

@@ -27,6 +27,23 @@ log = logging.getLogger("rocketstore.put")
 MAX_PROPERTIES = 32767
 _COUNTS = (R.TRANSACTION_NOT_TYPE, R.TRANSACTION_COMMIT_TYPE)  # only these take a queue offset
 _crc32 = zlib.crc32
+_BYTES = (bytes, bytearray, memoryview)
+_BYTES_TYPES = frozenset(_BYTES)
+_I32_MIN, _I32_MAX, _I64_MIN, _I64_MAX = -2 ** 31, 2 ** 31 - 1, -2 ** 63, 2 ** 63 - 1
+
+
+def _fields_fit(msg: Message) -> bool:
+    """The record's fixed-width fields can hold the message's numbers (else MESSAGE_ILLEGAL, not a crash)."""
+    flag, rt, sf, pto, bt = msg.flag, msg.reconsume_times, msg.sys_flag, msg.prepared_transaction_offset, \
+        msg.born_timestamp
+    return (type(flag) is int and _I32_MIN <= flag <= _I32_MAX and type(rt) is int and _I32_MIN <= rt <= _I32_MAX
+            and type(sf) is int and _I32_MIN <= sf <= _I32_MAX and type(pto) is int and _I64_MIN <= pto <= _I64_MAX
+            and (bt is None or (type(bt) is int and _I64_MIN <= bt <= _I64_MAX)))
+
+
+def _flags_fit(flags: list) -> bool:
+    """Every message of a batch has an int32 FLAG (the other fixed fields come from the first message)."""
+    return set(map(type, flags)) == {int} and _I32_MIN <= min(flags) and max(flags) <= _I32_MAX
 
 
 class _Topic:
@@ -47,9 +64,10 @@ class _Topic:
         properties alone)."""
         got = self.tag_tails.get(tags)
         if got is None:
-            props = f"TAGS\x01{tags}\x02".encode("utf-8", "surrogatepass") if tags else b""
+            props = f"TAGS\x01{tags}\x02".encode("utf-8", "replace") if tags else b""
             tail = self.tail + R.U16.pack(len(props) & 0xFFFF) + props
-            got = (tail, len(tail), java_string_hash(tags) if tags else 0, props)
+            # the tagsCode of what is stored (a separator cuts the tag; an unpaired surrogate became "?")
+            got = (tail, len(tail), props_info(props)[0] if props else 0, props)
             if len(self.tag_tails) < 1024:
                 self.tag_tails[tags] = got
         return got
@@ -125,15 +143,15 @@ class MessageWriter:
             keys = msg.keys
             if keys and not isinstance(keys, str):
                 keys = P.KEY_SEPARATOR.join(keys)
+            # Java's getBytes(UTF_8) writes "?" for an unpaired surrogate; so does "replace"
             if keys:
-                return (f"KEYS\x01{keys}\x02TAGS\x01{msg.tags}\x02" if msg.tags else f"KEYS\x01{keys}\x02").encode()
-            return f"TAGS\x01{msg.tags}\x02".encode() if msg.tags else b""
+                return (f"KEYS\x01{keys}\x02TAGS\x01{msg.tags}\x02" if msg.tags
+                        else f"KEYS\x01{keys}\x02").encode("utf-8", "replace")
+            return f"TAGS\x01{msg.tags}\x02".encode("utf-8", "replace") if msg.tags else b""
         return msg.properties_bytes(drop_crc=drop_crc)
 
     def _tags_code(self, msg: Message, topic: str, props: bytes, store_ts: int, sys_flag: int) -> int:
-        if topic != SCHEDULE_TOPIC:
-            if msg.raw_properties is None and not msg.properties:
-                return java_string_hash(msg.tags) if msg.tags else 0
+        if topic != SCHEDULE_TOPIC:  # the tagsCode of the TAGS as stored, as reput would read it back
             info = props_info(props) if props else None
             if info is not None:
                 return info[0]
@@ -142,10 +160,14 @@ class MessageWriter:
     # -- one message
     def put(self, msg: Message, queue_id: int) -> PutResult:
         t = self._topics.get(msg.topic)
-        if (t is not None and t.fast and msg.raw_properties is None and not msg.properties and not msg.keys
-                and not msg.sys_flag and msg.born_host is None and msg.store_host is None
-                and type(queue_id) is int and queue_id >= 0):
+        if (t is not None and t.fast and type(msg.body) is bytes and msg.raw_properties is None
+                and not msg.properties and not msg.keys and not msg.sys_flag and msg.born_host is None
+                and msg.store_host is None and type(queue_id) is int and queue_id >= 0):
+            if not _fields_fit(msg):
+                return PutResult(PutStatus.MESSAGE_ILLEGAL)
             return self._put_plain(msg, queue_id, t)
+        if not isinstance(msg.body, _BYTES) or not _fields_fit(msg):
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
         return self._put(msg, queue_id)
 
     def _put_plain(self, msg: Message, queue_id: int, t: _Topic) -> PutResult:
@@ -199,7 +221,7 @@ class MessageWriter:
         if sys_flag & R.INNER_BATCH_FLAG:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)  # inner batches need a BatchCQ topic
         props = self._props(msg, self.append_crc)
-        if b"INNER_NUM\x01" in props:
+        if b"INNER_NUM\x01" in props and P.INNER_NUM in P.parse_properties(props):
             return PutResult(PutStatus.MESSAGE_ILLEGAL)  # RocketMQ: INNER_NUM without INNER_BATCH_FLAG
         stored = R.encode_properties(props, self.append_crc, single=True) if self.append_crc else props
         plen = len(stored)
@@ -271,10 +293,10 @@ class MessageWriter:
             log.warning("put_batch refused: one batch holds several topics (the first is %r)", tname)
             return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
         bodies = [m.body for m in msgs]
-        try:
-            blens = list(map(len, bodies))
-        except TypeError:
-            return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)  # a message without a body
+        flags = [m.flag for m in msgs]
+        if not set(map(type, bodies)) <= _BYTES_TYPES or not _fields_fit(first) or not _flags_fit(flags):
+            return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)  # no body, a body not bytes, a field out of range
+        blens = list(map(len, bodies))
         if max(blens) > self.max_body:
             return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
         props_list, uniform = self._batch_props(msgs, append_crc)
@@ -294,7 +316,6 @@ class MessageWriter:
             tails = [t.tail + R.U16.pack(plens[0] + reserve) + props_list[0] + bytes(reserve)] * n
         else:
             tails = [t.tail + R.U16.pack(pl + reserve) + pr + bytes(reserve) for pl, pr in zip(plens, props_list)]
-        flags = [m.flag for m in msgs]
         same_size = uniform and blens.count(blens[0]) == n
         magic = R.MAGIC_V2 if t.v2 else R.MAGIC_V1
         key = (tname, queue_id)

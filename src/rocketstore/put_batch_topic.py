@@ -58,10 +58,12 @@ def put(writer, msg: Message, queue_id: int, topic) -> PutResult:
     key = (topic.name, queue_id)
     with writer.lock:
         qoff = writer.queue_offsets.get(key, 0) if takes_offset else 0  # prepared/rolled back: none
-        if inner:
+        if inner and takes_offset:  # assignQueueOffset runs only for messages that take an offset
             props[P.INNER_BASE] = str(qoff)
+            # a default-capacity java.util.HashMap, as a Message built by a producer holds its properties
+            # (the golden store's stored order); a map from string2messageProperties would be sized 128
             order = P.java_hashmap_order(list(props))
-            raw = "".join(f"{k}\x01{props[k]}\x02" for k in order).encode("utf-8", "surrogatepass")
+            raw = "".join(f"{k}\x01{props[k]}\x02" for k in order).encode("utf-8", "replace")
         else:
             raw = msg.properties_bytes(drop_crc=True)
         stored = R.encode_properties(raw, writer.append_crc, single=True)

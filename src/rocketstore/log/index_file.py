@@ -100,10 +100,10 @@ class IndexFile:
         offsets of entries with the same hash stored within [begin, end]; `accept(offset)` may veto one
         (rocketstore re-checks topic and key, so a hash collision never counts)."""
         h = self.header
-        count = h.index_count
+        count = min(h.index_count, self.index_num - 1)  # a header claiming more than the file holds is corrupt
         buf = self.mf.buf
         n = I.SLOT.unpack_from(buf, I.HEADER_SIZE + (key_hash % self.hash_slot_num) * I.SLOT_SIZE)[0]
-        if n <= I.INVALID or n > count or count <= 1:
+        if n <= I.INVALID or n > count or h.index_count <= 1:
             return
         base = I.HEADER_SIZE + self.hash_slot_num * I.SLOT_SIZE
         unpack = I.ENTRY.unpack_from

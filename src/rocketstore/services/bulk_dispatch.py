@@ -151,3 +151,5 @@ def _write_units(store, groups, phys, sizes, codes, qoffs, stamps) -> None:
         else:
             ok = all([cq.put(phys[i], sizes[i], codes[i], qoffs[i]) for i in members])
         store._unit_written(cq, ok, stamps[members[-1]])
+    if groups:  # the checkpoint's logics time is the last record's, whichever queue wrote last
+        store.checkpoint.logics_msg_timestamp = stamps[max(m[-1] for m in groups.values())]
