@@ -165,6 +165,12 @@ class MappedFileQueue:
         self._remove_head(gone)
         return len(gone)
 
+    def delete_head(self, gone: list[MappedFile]) -> None:
+        """Delete these leading segments (expired), leaving readers that hold them their old bytes."""
+        for mf in gone:
+            self._retire(mf)
+        self._remove_head(gone)
+
     def _remove_head(self, gone: list[MappedFile]) -> None:
         """Take the deleted leading segments off the list in one step (appends only ever go to the end)."""
         if not gone:

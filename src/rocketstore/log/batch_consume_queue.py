@@ -394,7 +394,7 @@ class BatchConsumeQueue:
     def delete_expired(self, min_commit_log_offset: int) -> int:
         """deleteExpiredFile: delete leading files (never the last) whose last unit's record lies below the
         CommitLog's min offset, then correct_min_offset. Returns how many files went."""
-        count = 0
+        gone = []
         for mf in list(self.files.files[:-1]):
             if mf.read_position <= self.file_size - UNIT:
                 break  # a file before the last that is not full: RocketMQ stops there
@@ -402,8 +402,10 @@ class BatchConsumeQueue:
             if last_pos >= min_commit_log_offset:
                 break
             self._arrays.pop(mf, None)
-            self.files.delete_first()
-            count += 1
+            gone.append(mf)
+        # unlinked, not unmapped: a reader holding a numpy view of one keeps its old bytes
+        self.files.delete_head(gone)
+        count = len(gone)
         self._forget_missing()
         self.correct_min_offset(min_commit_log_offset)
         return count
