@@ -1,0 +1,443 @@
+"""`rocketstore verify`: check a whole store, file by file, without changing a byte.
+
+The files are read directly with the format modules (read-only mmaps), not through MessageStore.open:
+opening runs recovery, which would silently cut a bad CommitLog tail in memory and hide exactly what
+verify is for.
+
+What is checked:
+  * every CommitLog segment, in order: names follow each other by the segment size, each file has that size,
+    every record decodes (format.record.read_header), its PHYSICALOFFSET field is where it sits, its body CRC
+    holds and, when it carries `__CRC32#` (enabledAppendPropCRC), the appended CRC too; a BLANK filler
+    declares exactly the bytes left in its file; a segment whose data ends without a BLANK while a later
+    segment holds data is a problem (an all-zero later segment is a preallocated file, not a problem);
+  * every ConsumeQueue unit against its record: a record starts at that physical offset, its size, topic,
+    queueId and queue offset match the queue and the unit's position, tagsCode is what dispatch computes
+    (services.dispatch.tags_code_for, which knows SCHEDULE_TOPIC_XXXX's delivery-time rule); pre-blank units
+    (0, 0x7FFFFFFF, 0) are allowed at the head of a queue; units below the CommitLog's min offset are expired;
+  * every batch ConsumeQueue unit: the same, plus msgBaseOffset = the record's queue offset, batchSize =
+    INNER_NUM, and base offsets that follow each other;
+  * every record that dispatch gives a queue unit has one; records after the last dispatched one are not
+    corruption but dispatch lag (a crash image; RocketMQ's recovery re-dispatches them), reported as a note;
+  * every index entry: it points at a record start in a live CommitLog file (or below the CommitLog's min:
+    expired), its key hash is the hash of one of that record's `topic#UNIQ_KEY` / `topic#KEYS token`, and
+    its prevIndexNo and the hash slots stay within the file's entries;
+  * the checkpoint decodes.
+
+Each problem is a dict {file, offset, problem} (file relative to the store root, offset = byte offset inside
+that file), with extra context (physicalOffset, queueOffset, entry) where there is one.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+
+import numpy as np
+
+from ..config import StoreConfig
+from ..errors import CorruptDataError
+from ..formats import batch_cq as BCQ
+from ..formats import checkpoint as CP
+from ..formats import cq as CQ
+from ..formats import index as IX
+from ..formats import properties as P
+from ..formats import record as R
+from ..services.dispatch import gets_queue_unit, tags_code_for
+from ..store import resolve_file_sizes
+
+PRE_BLANK_SIZE = 0x7FFFFFFF
+
+
+def _segments(directory: str) -> list[str]:
+    if not os.path.isdir(directory):
+        return []
+    return sorted(n for n in os.listdir(directory) if len(n) == 20 and n.isdigit())
+
+
+def _map(path: str):
+    if os.path.getsize(path) == 0:
+        return b""
+    with open(path, "rb") as fh:
+        return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _all_zero(buf) -> bool:
+    return len(buf) == 0 or not np.frombuffer(buf, dtype=np.uint8).any()
+
+
+class _Record:
+    __slots__ = ("topic", "queue_id", "queue_offset", "size", "tags_code", "sys_flag", "inner_num",
+                 "keys", "uniq", "file", "pos")
+
+
+class Verifier:
+    def __init__(self, root: str, config: StoreConfig, progress=None):
+        self.root = os.path.abspath(root)
+        self.config = resolve_file_sizes(self.root, config)
+        self.delay_levels = self.config.delay_levels()
+        self.progress = progress  # callable(kind, done, total) or None
+        self.problems: list[dict] = []
+        self.notes: list[str] = []
+        self.checked = {"commitLogSegments": 0, "records": 0, "blankFillers": 0, "consumeQueues": 0,
+                        "consumeQueueUnits": 0, "preBlankUnits": 0, "batchConsumeQueues": 0,
+                        "batchConsumeQueueUnits": 0, "expiredUnits": 0, "undispatchedRecords": 0,
+                        "indexFiles": 0, "indexEntries": 0, "expiredIndexEntries": 0, "checkpoint": 0}
+        self.records: dict[int, _Record] = {}
+        self.min_offset = 0
+        self.max_offset = 0
+        self.covered: set[int] = set()
+
+    def problem(self, file: str, offset: int, text: str, **context) -> None:
+        p = {"file": file, "offset": offset, "problem": text}
+        p.update(context)
+        self.problems.append(p)
+
+    def _rel(self, path: str) -> str:
+        return os.path.relpath(path, self.root)
+
+    # ------------------------------------------------------------------ CommitLog
+    def check_commitlog(self) -> None:
+        directory = os.path.join(self.root, "commitlog")
+        names = _segments(directory)
+        size = self.config.mapped_file_size_commit_log
+        if not names:
+            self.notes.append("no CommitLog segments")
+            return
+        self.min_offset = int(names[0])
+        # the last segment that holds data; all-zero segments after it are preallocated
+        written = []
+        for n in names:
+            with open(os.path.join(directory, n), "rb") as fh:
+                written.append(any(fh.read(8)))
+        last_written = max((i for i, w in enumerate(written) if w), default=-1)
+        self.max_offset = self.min_offset
+        crc_wanted = self.config.enabled_append_prop_crc
+        for i, n in enumerate(names):
+            path = os.path.join(directory, n)
+            rel = self._rel(path)
+            base = int(n)
+            self.checked["commitLogSegments"] += 1
+            if self.progress:
+                self.progress("commitlog", i, len(names))
+            if i > 0 and base != int(names[i - 1]) + size:
+                self.problem(rel, 0, f"segment name follows {names[i - 1]} but is not {size} bytes after it",
+                             physicalOffset=base)
+            if base % size:
+                self.problem(rel, 0, f"segment name {base} is not a multiple of the segment size {size}",
+                             physicalOffset=base)
+            actual = os.path.getsize(path)
+            if actual != size:
+                self.problem(rel, actual, f"segment is {actual} bytes, RocketMQ's segments are {size} "
+                                          "(truncated or extended file)", physicalOffset=base + actual)
+            if i > last_written:
+                if _all_zero(_map(path)):
+                    self.notes.append(f"{rel}: preallocated, never written (all zeros)")
+                else:
+                    self.problem(rel, 0, "segment starts with zeros where a record or BLANK should be, but "
+                                         "holds data further on", physicalOffset=base)
+                continue
+            buf = _map(path)
+            pos = 0
+            end = len(buf)
+            ended = False
+            while pos + 8 <= end:
+                rsize = R.I32.unpack_from(buf, pos)[0]
+                if rsize == 0 and R.I32.unpack_from(buf, pos + 4)[0] == 0:
+                    break  # the end of the written data
+                if R.is_blank(buf, pos):
+                    self.checked["blankFillers"] += 1
+                    if rsize != size - pos:
+                        self.problem(rel, pos, f"BLANK filler declares {rsize} bytes, {size - pos} are left "
+                                                "in the segment", physicalOffset=base + pos)
+                    ended = True
+                    pos = end
+                    break
+                if not self._check_record(buf, pos, base, rel, crc_wanted):
+                    ended = True  # cannot find the next record after a bad one
+                    break
+                pos += rsize
+            if not ended and i < last_written:
+                self.problem(rel, pos, "segment data ends without a BLANK filler, but a later segment holds data",
+                             physicalOffset=base + pos)
+            self.max_offset = base + pos
+        if self.progress:
+            self.progress("commitlog", len(names), len(names))
+
+    def _check_record(self, buf, pos: int, base: int, rel: str, crc_wanted: bool) -> bool:
+        phys = base + pos
+        try:
+            h = R.read_header(buf, pos, len(buf))
+        except CorruptDataError as e:
+            self.problem(rel, pos, f"bad record: {e.reason}", physicalOffset=phys)
+            return False
+        self.checked["records"] += 1
+        try:
+            props = P.parse_properties(h.props_raw) if h.props_raw else {}
+        except (ValueError, UnicodeDecodeError) as e:
+            self.problem(rel, pos, f"properties do not decode: {e}", physicalOffset=phys)
+            props = {}
+        h.properties = props
+        if h.physical_offset != phys:
+            self.problem(rel, pos, f"PHYSICALOFFSET field says {h.physical_offset}, the record sits at {phys}",
+                         physicalOffset=phys)
+        bad = R.verify_crc(buf, h, pos, False)
+        if bad:
+            self.problem(rel, pos, bad, physicalOffset=phys)
+        if P.CRC32 in props:
+            bad = R.verify_crc(buf, h, pos, True)
+            if bad:
+                self.problem(rel, pos, bad, physicalOffset=phys)
+        elif crc_wanted:
+            self.problem(rel, pos, "the appended CRC property is missing (enabledAppendPropCRC)", physicalOffset=phys)
+        r = _Record()
+        r.topic, r.queue_id, r.queue_offset, r.size = h.topic, h.queue_id, h.queue_offset, h.size
+        r.sys_flag, r.file, r.pos = h.sys_flag, rel, pos
+        try:
+            r.tags_code = tags_code_for(h.topic, props, h.store_timestamp, h.sys_flag, self.delay_levels)
+        except ValueError:
+            r.tags_code = None
+            self.problem(rel, pos, f"DELAY property {props.get(P.DELAY)!r} is not a number", physicalOffset=phys)
+        inner = props.get(P.INNER_NUM)
+        try:
+            r.inner_num = int(inner) if inner is not None else None
+        except ValueError:
+            r.inner_num = None
+            self.problem(rel, pos, f"INNER_NUM {inner!r} is not a number", physicalOffset=phys)
+        r.keys, r.uniq = props.get(P.KEYS) or "", props.get(P.UNIQ_KEY)
+        self.records[phys] = r
+        return True
+
+    # ------------------------------------------------------------------ ConsumeQueues
+    def _queue_dirs(self, sub: str):
+        base = os.path.join(self.root, sub)
+        if not os.path.isdir(base):
+            return
+        for topic in sorted(os.listdir(base)):
+            tdir = os.path.join(base, topic)
+            if not os.path.isdir(tdir):
+                continue
+            for q in sorted(os.listdir(tdir)):
+                qdir = os.path.join(tdir, q)
+                if os.path.isdir(qdir) and q.isdigit():
+                    yield topic, int(q), qdir
+
+    def _record_for(self, rel: str, offset: int, phys: int, size: int, **ctx) -> _Record | None:
+        """The record a unit points at, or None (after reporting why, unless it is expired)."""
+        if phys < self.min_offset:
+            self.checked["expiredUnits"] += 1
+            return None
+        r = self.records.get(phys)
+        if r is None:
+            where = ("past the end of the CommitLog" if phys >= self.max_offset
+                     else "where no record starts")
+            self.problem(rel, offset, f"unit points at physical offset {phys}, {where}", physicalOffset=phys, **ctx)
+            return None
+        self.covered.add(phys)
+        if size != r.size:
+            self.problem(rel, offset, f"unit size {size} but the record at {phys} is {r.size} bytes",
+                         physicalOffset=phys, **ctx)
+        return r
+
+    def _check_identity(self, rel, offset, r: _Record, topic, qid, qoff, tags, phys, **ctx) -> None:
+        if r.topic != topic or r.queue_id != qid:
+            self.problem(rel, offset, f"unit of {topic}/{qid} points at a record of {r.topic}/{r.queue_id}",
+                         physicalOffset=phys, **ctx)
+        if r.queue_offset != qoff:
+            self.problem(rel, offset, f"unit at queue offset {qoff} points at a record with queue offset "
+                                      f"{r.queue_offset}", physicalOffset=phys, **ctx)
+        if r.tags_code is not None and tags != r.tags_code:
+            self.problem(rel, offset, f"tagsCode {tags} but the record's tags give {r.tags_code}",
+                         physicalOffset=phys, **ctx)
+
+    def check_consume_queues(self) -> None:
+        unit_file = self.config.mapped_file_size_consume_queue
+        for topic, qid, qdir in self._queue_dirs("consumequeue"):
+            self.checked["consumeQueues"] += 1
+            names = _segments(qdir)
+            seen_real = False
+            ended_at = None
+            for k, n in enumerate(names):
+                path = os.path.join(qdir, n)
+                rel = self._rel(path)
+                start = int(n)
+                actual = os.path.getsize(path)
+                if k > 0 and start != int(names[k - 1]) + unit_file:
+                    self.problem(rel, 0, f"file name follows {names[k - 1]} but is not {unit_file} bytes after it")
+                if actual != unit_file:
+                    self.problem(rel, actual, f"file is {actual} bytes, ConsumeQueue files are {unit_file}")
+                if actual % CQ.UNIT_SIZE:
+                    self.problem(rel, actual - actual % CQ.UNIT_SIZE, "file ends inside a unit")
+                buf = _map(path)
+                arr = CQ.units(buf)
+                first = start // CQ.UNIT_SIZE
+                for i, (phys, size, tags) in enumerate(arr.tolist()):
+                    off = i * CQ.UNIT_SIZE
+                    qoff = first + i
+                    if not CQ.is_valid_unit(phys, size):
+                        if phys != 0 or size != 0 or tags != 0:
+                            self.problem(rel, off, f"unit ({phys}, {size}, {tags}) is neither written nor zero",
+                                         queueOffset=qoff)
+                        if ended_at is None:
+                            ended_at = (rel, off, qoff)
+                        continue
+                    if ended_at is not None:
+                        self.problem(rel, off, f"unit written after the queue's end at {ended_at[0]} offset "
+                                               f"{ended_at[1]} (queue offset {ended_at[2]})", queueOffset=qoff)
+                        ended_at = None
+                    if size == PRE_BLANK_SIZE and phys == 0:
+                        self.checked["preBlankUnits"] += 1
+                        if seen_real:
+                            self.problem(rel, off, "pre-blank unit after written units", queueOffset=qoff)
+                        continue
+                    seen_real = True
+                    self.checked["consumeQueueUnits"] += 1
+                    r = self._record_for(rel, off, phys, size, queueOffset=qoff)
+                    if r is not None:
+                        self._check_identity(rel, off, r, topic, qid, qoff, tags, phys, queueOffset=qoff)
+            if self.progress:
+                self.progress("consumequeue", 0, 0)
+
+    def check_batch_consume_queues(self) -> None:
+        unit_file = self.config.mapped_file_size_batch_consume_queue
+        for topic, qid, qdir in self._queue_dirs("batchconsumequeue"):
+            self.checked["batchConsumeQueues"] += 1
+            names = _segments(qdir)
+            next_base = None
+            for k, n in enumerate(names):
+                path = os.path.join(qdir, n)
+                rel = self._rel(path)
+                actual = os.path.getsize(path)
+                if k > 0 and int(n) != int(names[k - 1]) + unit_file:
+                    self.problem(rel, 0, f"file name follows {names[k - 1]} but is not {unit_file} bytes after it")
+                if actual != unit_file:
+                    self.problem(rel, actual, f"file is {actual} bytes, batch ConsumeQueue files are {unit_file}")
+                arr = BCQ.units(_map(path))
+                for i, u in enumerate(arr.tolist()):
+                    phys, size, tags, _st, base, batch, _comp, _res = u
+                    off = i * BCQ.UNIT_SIZE
+                    if not BCQ.is_valid_unit(phys, size, base, batch):
+                        if any(u[:6]):
+                            self.problem(rel, off, f"unit {tuple(u)} is neither written nor zero")
+                        continue
+                    self.checked["batchConsumeQueueUnits"] += 1
+                    if next_base is not None and base != next_base:
+                        self.problem(rel, off, f"msgBaseOffset {base} does not follow the previous unit's end "
+                                               f"{next_base}", queueOffset=base)
+                    next_base = base + batch
+                    r = self._record_for(rel, off, phys, size, queueOffset=base)
+                    if r is None:
+                        continue
+                    self._check_identity(rel, off, r, topic, qid, base, tags, phys, queueOffset=base)
+                    want = r.inner_num if r.inner_num is not None else 1
+                    if batch != want:
+                        self.problem(rel, off, f"batchSize {batch} but the record's INNER_NUM is {want}",
+                                     physicalOffset=phys, queueOffset=base)
+
+    def check_dispatch_coverage(self) -> None:
+        """Records that get a queue unit and have none: corruption before the dispatched frontier, lag after."""
+        frontier = max(self.covered, default=-1)
+        lag = 0
+        for phys, r in self.records.items():
+            if phys in self.covered or not gets_queue_unit(r.sys_flag):
+                continue
+            if phys > frontier:
+                lag += 1
+            else:
+                self.problem(r.file, r.pos, f"record of {r.topic}/{r.queue_id} at queue offset {r.queue_offset} "
+                                            "has no ConsumeQueue unit", physicalOffset=phys)
+        self.checked["undispatchedRecords"] = lag
+        if lag:
+            self.notes.append(f"{lag} record(s) after physical offset {frontier} are not in any ConsumeQueue yet: "
+                              "dispatch is behind the CommitLog (a crash image); RocketMQ's recovery "
+                              "re-dispatches them, so this is not corruption")
+
+    # ------------------------------------------------------------------ index
+    def check_index(self) -> None:
+        directory = os.path.join(self.root, "index")
+        if not os.path.isdir(directory):
+            return
+        slots, num = self.config.max_hash_slot_num, self.config.max_index_num
+        want = IX.file_size(slots, num)
+        for n in sorted(os.listdir(directory)):
+            path = os.path.join(directory, n)
+            if not os.path.isfile(path) or n.startswith("."):
+                continue
+            rel = self._rel(path)
+            self.checked["indexFiles"] += 1
+            actual = os.path.getsize(path)
+            if actual != want:
+                self.problem(rel, actual, f"index file is {actual} bytes, maxHashSlotNum={slots} and "
+                                          f"maxIndexNum={num} make {want}")
+            buf = _map(path)
+            if len(buf) < IX.HEADER_SIZE:
+                self.problem(rel, 0, "index file is shorter than its header")
+                continue
+            h = IX.decode_header(buf)
+            if h.index_count > num:
+                self.problem(rel, 36, f"indexCount {h.index_count} exceeds maxIndexNum {num}")
+            count = min(h.index_count, num, max((len(buf) - IX.entry_position(slots, 0)) // IX.ENTRY_SIZE, 0))
+            slot_end = IX.HEADER_SIZE + slots * IX.SLOT_SIZE
+            if len(buf) >= slot_end:
+                table = np.frombuffer(buf, dtype=">i4", count=slots, offset=IX.HEADER_SIZE)
+                for s in np.nonzero((table < 0) | (table >= max(h.index_count, 1)))[0].tolist():
+                    self.problem(rel, IX.HEADER_SIZE + s * IX.SLOT_SIZE,
+                                 f"hash slot {s} names entry {int(table[s])}, outside 0..{h.index_count - 1}")
+            for e in range(1, count):
+                off = IX.entry_position(slots, e)
+                key_hash, phys, _diff, prev = IX.ENTRY.unpack_from(buf, off)
+                self.checked["indexEntries"] += 1
+                if prev < 0 or prev >= e:
+                    self.problem(rel, off, f"prevIndexNo {prev} is not an earlier entry", entry=e)
+                if phys < self.min_offset:
+                    self.checked["expiredIndexEntries"] += 1
+                    continue
+                r = self.records.get(phys)
+                if r is None:
+                    where = ("past the end of the CommitLog" if phys >= self.max_offset
+                             else "where no record starts")
+                    self.problem(rel, off, f"index entry points at physical offset {phys}, {where}",
+                                 entry=e, physicalOffset=phys)
+                    continue
+                hashes = {IX.key_hash(IX.build_key(r.topic, k)) for k in r.keys.split(P.KEY_SEPARATOR) if k}
+                if r.uniq is not None:
+                    hashes.add(IX.key_hash(IX.build_key(r.topic, r.uniq)))
+                if key_hash not in hashes:
+                    self.problem(rel, off, f"key hash {key_hash} is not the hash of any key of the record at "
+                                           f"{phys}", entry=e, physicalOffset=phys)
+
+    # ------------------------------------------------------------------ checkpoint
+    def check_checkpoint(self) -> None:
+        path = os.path.join(self.root, "checkpoint")
+        if not os.path.exists(path):
+            self.notes.append("no checkpoint file")
+            return
+        self.checked["checkpoint"] = 1
+        with open(path, "rb") as fh:
+            data = fh.read()
+        try:
+            CP.decode(data)
+        except CorruptDataError as e:
+            self.problem("checkpoint", 0, e.reason)
+            return
+        if len(data) != CP.FILE_SIZE:
+            self.problem("checkpoint", len(data), f"checkpoint is {len(data)} bytes, RocketMQ's is {CP.FILE_SIZE}")
+
+    def run(self) -> dict:
+        self.check_commitlog()
+        self.check_consume_queues()
+        self.check_batch_consume_queues()
+        self.check_dispatch_coverage()
+        self.check_index()
+        self.check_checkpoint()
+        self.records.clear()
+        return {"ok": not self.problems, "root": self.root, "checked": self.checked,
+                "commitLog": {"minOffset": self.min_offset, "maxOffset": self.max_offset},
+                "problems": self.problems, "notes": self.notes}
+
+
+def segment_count(root: str) -> int:
+    return len(_segments(os.path.join(root, "commitlog")))
+
+
+def verify_store(root: str, config: StoreConfig | None = None, progress=None) -> dict:
+    """Check the store at `root` (read-only); {ok, checked: counts, problems: [{file, offset, problem}], notes}."""
+    return Verifier(root, config or StoreConfig(), progress).run()
