@@ -15,7 +15,6 @@ import numpy as np
 
 from .formats import properties as P
 from .formats import record as R
-from .formats.javahash import java_string_hash
 from . import put_batch_topic
 from .log.commitlog import CommitLog, DoesNotFit
 from .message import Message, PutBatchResult, PutResult, PutStatus
@@ -205,6 +204,7 @@ class MessageWriter:
                 if type(phys) is PutStatus:
                     return PutResult(phys)
             self.last_physical_offset = phys
+            self.commitlog.files.files[-1].store_timestamp = store_ts
             self.queue_offsets[key] = qoff + 1
             if self.dispatch is not None:
                 self.dispatch(t.name, queue_id, phys, size, code, store_ts, qoff, 0, props, phys + size)
@@ -257,6 +257,7 @@ class MessageWriter:
             if type(phys) is PutStatus:
                 return PutResult(phys)
             self.last_physical_offset = phys
+            self.commitlog.files.files[-1].store_timestamp = store_ts
             if counts:
                 self.queue_offsets[key] = qoff + 1
             if self.dispatch is not None:
@@ -348,6 +349,7 @@ class MessageWriter:
                 return PutBatchResult(phys)
             self.queue_offsets[key] = base + n
             self.last_physical_offset = int(starts[-1])
+            self.commitlog.files.files[-1].store_timestamp = store_ts
             if self.dispatch is not None:
                 if uniform:
                     codes = np.full(n, self._tags_code(first, tname, props_list[0], store_ts, sys_flag), dtype=np.int64)

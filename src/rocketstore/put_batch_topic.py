@@ -85,6 +85,7 @@ def put(writer, msg: Message, queue_id: int, topic) -> PutResult:
         if type(phys) is PutStatus:
             return PutResult(phys)
         writer.last_physical_offset = phys
+        writer.commitlog.files.files[-1].store_timestamp = store_ts
         if takes_offset:
             writer.queue_offsets[key] = qoff + count
         if writer.dispatch is not None:

@@ -22,14 +22,16 @@ from .log.batch_consume_queue import BatchConsumeQueue
 from .log.consume_queue import LOWER, UPPER, ConsumeQueue
 from .message import GetResult, GetStatus, Message, PutBatchResult, PutResult, PutStatus, QueryResult
 from . import get_message
+from .consumer import Consumer, ConsumerOffsets
 from .put import MessageWriter
 from .services import recovery
 from .services.bulk_dispatch import props_info
 from .services.cleanup import CleanupService
 from .services.dispatch import ConsumeQueueDispatcher, DispatchRequest
+from .services.flush import FlushServices
 from .services.index_service import LONG_MAX, IndexDispatcher, IndexService
 from .services.reput import ReputService
-from .validation import topic_problem
+from .validation import group_problem, topic_problem
 
 log = logging.getLogger("rocketstore")
 # fcntl locks do not exclude a second open in the same process (Java's FileChannel.tryLock does): track them
@@ -118,6 +120,7 @@ class MessageStore:
         self._cqs: dict[tuple[str, int], ConsumeQueue | BatchConsumeQueue] = {}
         self.batch_topics: set[str] = set()   # topics whose queue.type is BatchCQ (RIP-26)
         self.topic_configs: dict[str, dict] = {}
+        self._consumer_offsets: ConsumerOffsets | None = None
         self.commitlog = CommitLog(root, config.mapped_file_size_commit_log, writable=not read_only)
         self.checkpoint = CP.Checkpoint()
         self.index = IndexService(root, config.max_hash_slot_num, config.max_index_num, writable=not read_only,
@@ -129,8 +132,15 @@ class MessageStore:
         self._builtin_dispatchers = len(self.dispatchers)
         self.reput = ReputService(self)
         self.cleanup = CleanupService(self)   # expired-file cleanup and the disk-full flag
+        self.flush_service = FlushServices(self)   # CommitLog flush / group commit, ConsumeQueue flush, checkpoint
+        # Under SYNC_FLUSH nothing may be readable before it is flushed (apache/rocketmq #8239): the put path
+        # does not dispatch, reput does, and reput stops at the flushed offset (reput_end_offset); the group
+        # commit runs reput right after each flush, so a put answered PUT_OK is readable (services/flush.py)
+        self._sync_flush = config.flush_disk_type == SYNC_FLUSH
+        self._not_writeable = False   # RunningFlags' NOT_WRITEABLE: a CommitLog sync failed
+        inline = config.dispatch_in_put_path and (not self._sync_flush or config.read_uncommitted)
         self.writer = MessageWriter(config, self.commitlog,
-                                    self._dispatch_put if config.dispatch_in_put_path else None,
+                                    self._dispatch_put if inline else None,
                                     self._dispatch_put_batch, lambda topic: topic in self.batch_topics)
         self._arrival = threading.Condition(threading.Lock())
         self._waiters = 0
@@ -172,6 +182,7 @@ class MessageStore:
             with open(os.path.join(self.root, "abort"), "w") as fh:
                 fh.write(str(os.getpid()))  # removed again by a clean close
             self.reput.start()
+            self.flush_service.start()
             self.cleanup.start()
         log.info("opened %s%s: CommitLog %d..%d, %d queues", self.root, " read-only" if self.read_only else "",
                  self.min_physical_offset, self.max_physical_offset, len(self._cqs))
@@ -257,6 +268,9 @@ class MessageStore:
         if self.read_only:
             return
         with self.writer.lock:
+            if self._not_writeable:
+                raise OSError(f"{self.root}: a CommitLog sync failed earlier; the store takes no more writes "
+                              f"and flushes nothing until it is reopened")
             self.commitlog.files.flush_all()
             if self.commitlog.max_offset() > 0:
                 self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp,
@@ -276,6 +290,14 @@ class MessageStore:
         try:
             if not self.read_only:
                 self.cleanup.stop()
+                self.flush_service.stop()    # their last rounds flush what is left
+                if self._not_writeable:      # a sync failed: flush nothing, leave the abort file (recovery)
+                    log.error("%s: closed after a failed CommitLog sync; the next open recovers", self.root)
+                    self.reput.stop(drain=True)
+                    return
+                if self._sync_flush:         # reput dispatches only what is flushed: flush all, then drain
+                    with self.writer.lock:
+                        self.commitlog.files.flush_all()
                 self.reput.stop(drain=True)
                 self.checkpoint.confirm_phy_offset = self._last_record_start()
                 self.flush()
@@ -291,6 +313,7 @@ class MessageStore:
     def _release(self) -> None:
         self._closed = True
         self.cleanup.stop()
+        self.flush_service.stop()
         self.index.close()
         for cq in self._cqs.values():
             cq.close()
@@ -478,24 +501,79 @@ class MessageStore:
                 self.batch_topics.add(name)
             self.writer.forget_topic(name)
 
+    # ---------------------------------------------------------------- consumer groups
+    @property
+    def consumer_offsets(self) -> ConsumerOffsets:
+        """The groups' committed offsets (config/consumerOffset.json), read on first use."""
+        if self._consumer_offsets is None:
+            self._consumer_offsets = ConsumerOffsets(self.root, writable=not self.read_only)
+        return self._consumer_offsets
+
+    def consumer(self, group: str, topic: str, tags=None, start: str = "earliest") -> Consumer:
+        """A consumer of `topic` for `group`: poll(), iteration, follow(), lag(), commit()."""
+        self._check_open()
+        problem = group_problem(group) or topic_problem(topic)
+        if problem:
+            raise ValueError(problem)
+        return Consumer(self, self.consumer_offsets, group, topic, tags, start)
+
+    def wait_for_arrival(self, timeout_s: float) -> None:
+        """Sleep until a new message is dispatched or the timeout passes (long polling)."""
+        with self._arrival:
+            self._waiters += 1
+            try:
+                self._arrival.wait(timeout_s)
+            finally:
+                self._waiters -= 1
+
     # ---------------------------------------------------------------- put
     def put(self, msg: Message, queue_id: int = 0) -> PutResult:
         self._check_open()
-        if self.read_only or self._disk_full_refusal():
+        if self.read_only or self._not_writeable or self._disk_full_refusal():
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE)
         r = self.writer.put(msg, queue_id)
-        if r.ok and self.writer.dispatch is None:
-            self.reput.wake()
+        if r.ok:
+            if self._sync_flush:
+                self._wait_flushed(r, msg)
+            elif self.writer.dispatch is None:
+                self.reput.wake()
         return r
 
     def put_batch(self, messages: list[Message], queue_id: int = 0) -> PutBatchResult:
         self._check_open()
-        if self.read_only or self._disk_full_refusal():
+        if self.read_only or self._not_writeable or self._disk_full_refusal():
             return PutBatchResult(PutStatus.SERVICE_NOT_AVAILABLE)
-        r = self.writer.put_batch(list(messages), queue_id)
-        if r.ok and self.writer.dispatch is None:
-            self.reput.wake()
+        messages = list(messages)
+        r = self.writer.put_batch(messages, queue_id)
+        if r.ok:
+            if self._sync_flush:
+                self._wait_flushed(r, messages[0])
+            elif self.writer.dispatch is None:
+                self.reput.wake()
         return r
+
+    @property
+    def writeable(self) -> bool:
+        """False once a CommitLog sync failed (RunningFlags.getAndMakeNotWriteable, as RocketMQ's MappedFile.flush
+        does on an IOException): puts answer SERVICE_NOT_AVAILABLE and nothing more is flushed, so no later
+        sync can seem to vouch for bytes an earlier failed one may have lost, until the store is reopened."""
+        return not self._not_writeable
+
+    def commitlog_sync_failed(self, error: OSError) -> None:
+        if not self._not_writeable:
+            log.error("%s: CommitLog sync failed (%s): the store is not writeable any more", self.root, error)
+        self._not_writeable = True
+
+    def _wait_flushed(self, r, msg: Message) -> None:
+        """SYNC_FLUSH (handleDiskFlush): wait for the group commit to flush the record's bytes; unconfirmed
+        in time, or a failed flush, answers FLUSH_DISK_TIMEOUT (the record stays written). A message with
+        the WAIT property "false" (isWaitStoreMsgOK) only wakes the service."""
+        if msg.properties and msg.properties.get("WAIT") == "false":
+            self.flush_service.commitlog.wake()
+            return
+        status = self.flush_service.wait_flushed(r.physical_offset + r.size)
+        if status is not PutStatus.PUT_OK:
+            r.status = status
 
     # ---------------------------------------------------------------- cleanup
     @property

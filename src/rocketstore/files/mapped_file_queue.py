@@ -21,6 +21,8 @@ class MappedFileQueue:
         self.files: list[MappedFile] = []
         self.flushed_where = 0
         self.committed_where = 0
+        self.store_timestamp = 0   # store time of the last record of what a thorough flush reached
+        self.sync = None           # sync(mapped_file, start, length): replaces msync (a test hook)
 
     def load(self) -> None:
         """Map every segment in the directory, oldest first; every one must have the configured size."""
@@ -195,21 +197,35 @@ class MappedFileQueue:
 
     # -- flush
     def flush(self, least_pages: int = 0) -> bool:
-        """Flush the segment holding flushed_where if it has at least `least_pages` dirty pages."""
+        """MappedFileQueue.flush: flush the segment holding flushed_where when it is full or has at least
+        `least_pages` dirty pages; a thorough flush (0) records the segment's last store timestamp as read
+        before the sync. True when flushed_where did not move (RocketMQ's result). An OSError from the sync
+        propagates with flushed_where unchanged."""
         mf = self.find(self.flushed_where, self.flushed_where == 0)
         if mf is None:
-            return True
-        if least_pages > 0 and mf.dirty_pages() < least_pages:
-            return False
-        where = mf.file_from_offset + mf.flush()  # a full segment: the next call moves on to the next one
-        self.flushed_where = where
-        self.committed_where = max(self.committed_where, where)
-        return True
+            first = self.first()
+            if first is None or self.flushed_where >= first.file_from_offset:
+                return True
+            # the segments it pointed into were deleted (expired): go on from the first one left
+            self.flushed_where = self.committed_where = first.file_from_offset
+            mf = first
+        tmp_timestamp = mf.store_timestamp
+        if mf.is_able_to_flush(least_pages):
+            mf.flush(self.sync)
+        where = mf.file_from_offset + mf.flushed  # a full segment: the next call moves on to the next one
+        result = where == self.flushed_where
+        if where > self.flushed_where:
+            self.flushed_where = where
+            self.committed_where = max(self.committed_where, where)
+        if least_pages == 0:
+            self.store_timestamp = tmp_timestamp
+        return result
 
     def flush_all(self) -> None:
-        for mf in self.files:
+        """Everything written to disk (an explicit flush and close; callers hold the put lock)."""
+        for mf in list(self.files):
             if mf.file_from_offset + mf.wrote > self.flushed_where or mf.wrote > mf.flushed:
-                mf.flush()
+                mf.flush(self.sync)
         self.flushed_where = self.max_offset()
         self.committed_where = self.flushed_where
 

@@ -1,0 +1,320 @@
+"""Flush services: RocketMQ's CommitLog.FlushRealTimeService (ASYNC_FLUSH), CommitLog.GroupCommitService
+(SYNC_FLUSH) and ConsumeQueueStore.FlushConsumeQueueService, with the checkpoint written on their cadence.
+
+* ASYNC_FLUSH (`CommitLogFlushService`): every `flush_interval_commit_log` ms flush the CommitLog segment at
+  the flushed offset when it has `flush_commit_log_least_pages` dirty pages (or is full); every
+  `flush_commit_log_thorough_interval` ms flush whatever is dirty. A thorough flush records the store time
+  of the last record of the segment it reached (MappedFileQueue.flush sets storeTimestamp only when
+  flushLeastPages is 0) and that becomes the checkpoint's physicMsgTimestamp (in memory; the ConsumeQueue
+  flush service writes the file).
+* SYNC_FLUSH (`GroupCommitService`): a put hands in a request (the offset its bytes end at) and waits; the
+  service swaps the pending requests out and flushes once up to the highest of them, so concurrent puts
+  share one fsync. A request not confirmed within `sync_flush_timeout` ms answers FLUSH_DISK_TIMEOUT (the
+  record stays written, as RocketMQ's FlushDiskWatcher). A sync that fails (OSError) answers
+  FLUSH_DISK_TIMEOUT to every request it was to confirm at once, and is never retried: after a failed fsync
+  the kernel may have dropped the dirty pages and a second fsync would report success for bytes that are
+  gone (RocketMQ logs the failure and may confirm anyway: apache/rocketmq #2706). The status is the one
+  RocketMQ gives an unconfirmed flush (GroupCommitService.doCommit: PUT_OK or FLUSH_DISK_TIMEOUT). As
+  RocketMQ's MappedFile.flush on an IOException (RunningFlags.getAndMakeNotWriteable), a failed CommitLog
+  sync, in either mode, makes the store not writeable: puts answer SERVICE_NOT_AVAILABLE and nothing more
+  is flushed or dispatched past the failure until the store is reopened (and recovers).
+* `ConsumeQueueFlushService`: every `flush_interval_consume_queue` ms flush each queue's segment with
+  `flush_consume_queue_least_pages` dirty pages; every `flush_consume_queue_thorough_interval` ms flush all
+  and write the checkpoint, its logicsMsgTimestamp taken before the queues were flushed (doFlush).
+
+Under SYNC_FLUSH nothing may be readable before it is on disk (apache/rocketmq #8239). The store turns the
+put path's inline dispatch off and lets reput dispatch, which already stops at the flushed offset
+(MessageStore.reput_end_offset): one gate, in one place, for every kind of put (plain, producer batch,
+batch ConsumeQueue topic) instead of holding each put path's queue units back until its flush. Dispatching
+again costs a decode per record, which is small next to an fsync. The group-commit thread runs reput
+itself right after each flush and before it answers the puts, so a put that returned PUT_OK is readable
+at once (read-your-writes), and a whole group is dispatched in one bulk pass.
+
+The sync function is replaceable (`sync`: fn(mapped_file, start, length), must make those bytes durable or
+raise OSError) so that tests can count, slow down or fail fsyncs.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from ..config import SYNC_FLUSH
+from ..message import PutStatus
+
+log = logging.getLogger("rocketstore.flush")
+
+RETRY_TIMES_OVER = 10          # CommitLog: flush attempts on shutdown
+CQ_RETRY_TIMES_OVER = 3        # FlushConsumeQueueService
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class _Service:
+    name = "rocketstore-flush"
+
+    def __init__(self, store):
+        self.store = store
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        t = self._thread
+        if t is None:
+            return
+        self._stop.set()
+        self._wake.set()
+        t.join()
+        self._thread = None
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _loop(self) -> None:
+        raise NotImplementedError
+
+
+class CommitLogFlushService(_Service):
+    """FlushRealTimeService: ASYNC_FLUSH's periodic CommitLog flush."""
+    name = "rocketstore-flush-commitlog"
+
+    def __init__(self, store):
+        super().__init__(store)
+        self.last_flush_timestamp = 0
+        self.flushes = 0
+
+    def flush_once(self, least_pages: int | None = None) -> None:
+        """One round: a flush of the segment at the flushed offset (thorough when it is time, or when
+        least_pages is 0), then physicMsgTimestamp from what a thorough flush reached."""
+        cfg = self.store.config
+        if least_pages is None:
+            least_pages = cfg.flush_commit_log_least_pages
+            now = _now_ms()
+            if now >= self.last_flush_timestamp + cfg.flush_commit_log_thorough_interval:
+                self.last_flush_timestamp = now
+                least_pages = 0
+        files = self.store.commitlog.files
+        if not self.store.writeable:
+            return
+        try:
+            files.flush(least_pages)
+        except OSError as e:
+            self.store.commitlog_sync_failed(e)
+            return
+        self.flushes += 1
+        if files.store_timestamp > 0:
+            self.store.checkpoint.physic_msg_timestamp = files.store_timestamp
+
+    def _loop(self) -> None:
+        cfg = self.store.config
+        while not self._stop.is_set():
+            # flushCommitLogTimed: sleep the interval; else a wakeup may cut it short
+            if cfg.flush_commit_log_timed:
+                self._stop.wait(cfg.flush_interval_commit_log / 1000.0)
+            else:
+                self._wake.wait(cfg.flush_interval_commit_log / 1000.0)
+                self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                self.flush_once()
+            except Exception:  # RocketMQ logs and goes on; the flushed offset has not moved
+                log.exception("CommitLog flush failed")
+        # normal shutdown: flush everything before leaving (until a flush moves nothing)
+        for _ in range(RETRY_TIMES_OVER):
+            if not self.store.writeable:
+                break
+            try:
+                if self.store.commitlog.files.flush(0):
+                    break
+            except OSError as e:
+                self.store.commitlog_sync_failed(e)
+                break
+
+
+class _Request:
+    __slots__ = ("next_offset", "status", "done")
+
+    def __init__(self, next_offset: int):
+        self.next_offset = next_offset
+        self.status: PutStatus | None = None
+        self.done = threading.Event()
+
+
+class GroupCommitService(_Service):
+    """GroupCommitService: SYNC_FLUSH's group commit."""
+    name = "rocketstore-group-commit"
+
+    def __init__(self, store):
+        super().__init__(store)
+        self._lock = threading.Lock()
+        self._requests: list[_Request] = []
+        self.commits = 0          # flush rounds that served at least one request
+
+    def wait_for(self, next_offset: int) -> PutStatus:
+        """Block until the CommitLog is flushed up to `next_offset`: PUT_OK, or FLUSH_DISK_TIMEOUT after
+        sync_flush_timeout ms or when the flush failed."""
+        files = self.store.commitlog.files
+        if files.flushed_where >= next_offset:
+            return PutStatus.PUT_OK
+        req = _Request(next_offset)
+        with self._lock:
+            if self._thread is None:   # stopped (closing): nobody would answer
+                return PutStatus.FLUSH_DISK_TIMEOUT
+            self._requests.append(req)
+        self._wake.set()
+        if not req.done.wait(self.store.config.sync_flush_timeout / 1000.0):
+            log.error("group commit: the flush up to %d did not come within %d ms", next_offset,
+                      self.store.config.sync_flush_timeout)
+            return PutStatus.FLUSH_DISK_TIMEOUT
+        return req.status
+
+    def do_commit(self) -> None:
+        with self._lock:
+            reqs, self._requests = self._requests, []
+        store = self.store
+        files = store.commitlog.files
+        target = max((r.next_offset for r in reqs), default=files.max_offset())
+        try:
+            while store.writeable and files.flushed_where < target:
+                if files.flush(0):       # flushed_where did not move: nothing more to flush
+                    break
+        except OSError as e:
+            log.error("group commit: flush failed at %d: %s; %d puts waiting for it fail", files.flushed_where,
+                      e, len(reqs))
+            store.commitlog_sync_failed(e)
+        if files.store_timestamp > 0:
+            store.checkpoint.physic_msg_timestamp = files.store_timestamp
+        if not reqs:
+            return
+        self.commits += 1
+        try:
+            store.reput.do_reput()       # what was flushed becomes readable before the puts are answered
+        except Exception:
+            log.exception("group commit: dispatch after the flush failed")
+        where = files.flushed_where
+        for r in reqs:
+            # after a failed sync only what an earlier sync confirmed counts (flushed_where did not move)
+            r.status = PutStatus.PUT_OK if where >= r.next_offset else PutStatus.FLUSH_DISK_TIMEOUT
+            r.done.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(0.01)
+            self._wake.clear()
+            try:
+                self.do_commit()
+            except Exception:
+                log.exception("group commit failed")
+        # shutdown: answer what came in meanwhile
+        time.sleep(0.01)
+        try:
+            self.do_commit()
+        except Exception:
+            log.exception("group commit on shutdown failed")
+
+    def stop(self) -> None:
+        t = self._thread
+        if t is None:
+            return
+        self._stop.set()
+        self._wake.set()
+        t.join()
+        with self._lock:
+            self._thread = None
+            reqs, self._requests = self._requests, []
+        for r in reqs:  # came in after the last round: unconfirmed
+            r.status = PutStatus.FLUSH_DISK_TIMEOUT
+            r.done.set()
+
+
+class ConsumeQueueFlushService(_Service):
+    """FlushConsumeQueueService: the ConsumeQueues' periodic flush, and the checkpoint on thorough rounds."""
+    name = "rocketstore-flush-consumequeue"
+
+    def __init__(self, store):
+        super().__init__(store)
+        self.last_flush_timestamp = 0
+        self.checkpoints_written = 0
+
+    def do_flush(self, retry_times: int = 1) -> None:
+        store = self.store
+        cfg = store.config
+        least_pages = 0 if retry_times == CQ_RETRY_TIMES_OVER else cfg.flush_consume_queue_least_pages
+        logics_msg_timestamp = 0
+        now = _now_ms()
+        if now >= self.last_flush_timestamp + cfg.flush_consume_queue_thorough_interval:
+            self.last_flush_timestamp = now
+            least_pages = 0
+            logics_msg_timestamp = store.checkpoint.logics_msg_timestamp
+        for cq in store.all_consume_queues():
+            result = False
+            for _ in range(retry_times):
+                if result:
+                    break
+                try:
+                    result = cq.files.flush(least_pages)
+                except OSError as e:
+                    log.error("flushing consume queue %s-%d failed: %s", cq.topic, cq.queue_id, e)
+                    break
+        if least_pages == 0:
+            if logics_msg_timestamp > 0:
+                store.checkpoint.logics_msg_timestamp = logics_msg_timestamp
+            store.write_checkpoint()
+            self.checkpoints_written += 1
+
+    def _loop(self) -> None:
+        cfg = self.store.config
+        while not self._stop.is_set():
+            self._wake.wait(cfg.flush_interval_consume_queue / 1000.0)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                self.do_flush(1)
+            except Exception:
+                log.exception("ConsumeQueue flush failed")
+        try:
+            self.do_flush(CQ_RETRY_TIMES_OVER)
+        except Exception:
+            log.exception("ConsumeQueue flush on shutdown failed")
+
+
+class FlushServices:
+    """The store's flush services: the CommitLog's (group commit under SYNC_FLUSH, else the periodic one)
+    and the ConsumeQueues'. `sync` replaces the CommitLog's msync (tests)."""
+
+    def __init__(self, store):
+        self.store = store
+        self.sync_mode = store.config.flush_disk_type == SYNC_FLUSH
+        self.commitlog = GroupCommitService(store) if self.sync_mode else CommitLogFlushService(store)
+        self.consume_queue = ConsumeQueueFlushService(store)
+
+    @property
+    def sync(self):
+        return self.store.commitlog.files.sync
+
+    @sync.setter
+    def sync(self, fn) -> None:
+        self.store.commitlog.files.sync = fn
+
+    def start(self) -> None:
+        self.commitlog.start()
+        self.consume_queue.start()
+
+    def stop(self) -> None:
+        self.commitlog.stop()
+        self.consume_queue.stop()
+
+    def wait_flushed(self, next_offset: int) -> PutStatus:
+        return self.commitlog.wait_for(next_offset)
