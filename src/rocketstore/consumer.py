@@ -1,0 +1,142 @@
+"""Consumer groups: committed offsets in config/consumerOffset.json (RocketMQ's ConsumerOffsetManager file,
+`topic@group` -> queue id -> next offset) and a consumer that reads a topic's queues in turn.
+
+RocketMQ writes that file with fastjson, whose integer map keys are not quoted (`{0:12,1:7}`): not JSON,
+but what a broker reads back. rocketstore reads both spellings and writes RocketMQ's.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+
+from .config_files import read_with_backup, write_atomically
+from .errors import StoreOpenError
+from .formats.record import INNER_BATCH_FLAG
+from .message import GetStatus
+
+SEPARATOR = "@"
+_UNQUOTED_INT_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')  # topic and group names hold none of {,:
+
+
+def offsets_path(root: str) -> str:
+    return os.path.join(root, "config", "consumerOffset.json")
+
+
+def parse_offsets(text: str) -> dict[str, dict[int, int]]:
+    table = json.loads(_UNQUOTED_INT_KEY.sub(r'\1"\2"\3', text)).get("offsetTable") or {}
+    return {key: {int(q): int(o) for q, o in queues.items()} for key, queues in table.items()}
+
+
+def format_offsets(table: dict[str, dict[int, int]], counter: int) -> str:
+    """RocketMQ's layout of the file (fastjson: integer keys unquoted)."""
+    entries = ",".join(f"{json.dumps(key)}:{{{','.join(f'{q}:{o}' for q, o in sorted(queues.items()))}}}"
+                       for key, queues in sorted(table.items()))
+    version = json.dumps({"counter": counter, "stateVersion": 0, "timestamp": int(time.time() * 1000)})
+    return f'{{"dataVersion":{version},"offsetTable":{{{entries}}}}}'
+
+
+class ConsumerOffsets:
+    """The committed offsets of every group of one store; commit() persists the whole table atomically."""
+
+    def __init__(self, root: str, writable: bool):
+        self.root = root
+        self.writable = writable
+        self._lock = threading.Lock()
+        table, problems = read_with_backup(offsets_path(root), parse_offsets)
+        if table is None and problems:
+            raise StoreOpenError("cannot read the consumer offsets: " + "; ".join(problems))
+        self.table: dict[str, dict[int, int]] = table or {}
+        self._counter = 0
+
+    def query(self, group: str, topic: str, queue_id: int) -> int:
+        """queryOffset: the committed next offset, -1 when the group has none for that queue."""
+        return self.table.get(f"{topic}{SEPARATOR}{group}", {}).get(queue_id, -1)
+
+    def commit(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        if not self.writable:
+            raise StoreOpenError(f"{self.root}: opened read-only; offsets cannot be committed")
+        with self._lock:
+            self.table.setdefault(f"{topic}{SEPARATOR}{group}", {}).update(offsets)
+            self._counter += 1
+            write_atomically(offsets_path(self.root), format_offsets(self.table, self._counter))
+
+
+class Consumer:
+    """Reads a topic's queues in turn for a group, from its committed offsets (else the queue's earliest or
+    latest, as `start` says), `tags` filtering as get() does. poll() returns the next messages; iterating
+    yields messages until there are none (or, with follow, waits for more). commit() stores how far the
+    group got: call it after processing (at-least-once)."""
+
+    def __init__(self, store, offsets: ConsumerOffsets, group: str, topic: str, tags=None, start: str = "earliest"):
+        if start not in ("earliest", "latest"):
+            raise ValueError(f"start must be 'earliest' or 'latest', got {start!r}")
+        self.store, self.offsets = store, offsets
+        self.group, self.topic, self.tags, self.start = group, topic, tags, start
+        self.positions: dict[int, int] = {}
+        self._turn = 0
+
+    def queue_ids(self) -> list[int]:
+        """The topic's queues: those with data, and those its config declares."""
+        ids = set(self.store.topics().get(self.topic, []))
+        cfg = self.store.topic_configs.get(self.topic)
+        if cfg:
+            ids.update(range(int(cfg.get("readQueueNums") or 0)))
+        return sorted(ids)
+
+    def _position(self, q: int) -> int:
+        pos = self.positions.get(q)
+        if pos is None:
+            pos = self.offsets.query(self.group, self.topic, q)
+            if pos < 0:
+                pos = (max(self.store.min_offset(self.topic, q), 0) if self.start == "earliest"
+                       else self.store.max_offset(self.topic, q))
+            self.positions[q] = pos
+        return pos
+
+    def poll(self, max_count: int = 32, wait_ms: int = 0) -> list:
+        """The next messages of one queue that has some (queues take turns), waiting up to wait_ms."""
+        deadline = time.monotonic() + wait_ms / 1000.0
+        while True:
+            ids = self.queue_ids()
+            for i in range(len(ids)):
+                q = ids[(self._turn + i) % len(ids)]
+                got = self._pull(q, max_count)
+                if got:
+                    self._turn = (self._turn + i + 1) % len(ids)
+                    return got
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return []
+            self.store.wait_for_arrival(min(left, 0.1))
+
+    def _pull(self, q: int, max_count: int) -> list:
+        pos = self._position(q)
+        r = self.store.get(self.group, self.topic, q, pos, max_count, tags=self.tags)
+        if r.status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.OFFSET_OVERFLOW_ONE):
+            return []
+        self.positions[q] = r.next_begin_offset  # also the correction for a stale or removed offset
+        if any(m.sys_flag & INNER_BATCH_FLAG for m in r.messages):
+            return r.unpacked()
+        return r.messages
+
+    def __iter__(self):
+        while True:
+            got = self.poll()
+            if not got:
+                return
+            yield from got
+
+    def follow(self, wait_ms: int = 1000):
+        """Messages as they arrive, forever (long polling)."""
+        while True:
+            yield from self.poll(wait_ms=wait_ms)
+
+    def lag(self) -> dict[int, int]:
+        """Messages left per queue after the group's position."""
+        return {q: max(self.store.max_offset(self.topic, q) - self._position(q), 0) for q in self.queue_ids()}
+
+    def commit(self) -> None:
+        self.offsets.commit(self.group, self.topic, dict(self.positions))

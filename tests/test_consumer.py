@@ -1,0 +1,81 @@
+"""Consumer groups: offsets in RocketMQ's consumerOffset.json (written as its fastjson does, read either
+way), a consumer reading every queue from the committed offsets, tags, batch topics, lag and long polling."""
+import json
+import threading
+import time
+
+from rocketstore import Message, MessageStore, StoreConfig
+from rocketstore.consumer import format_offsets, offsets_path, parse_offsets
+
+
+def cfg():
+    return StoreConfig(mapped_file_size_commit_log=64 * 1024, mapped_file_size_consume_queue=20 * 50,
+                       max_hash_slot_num=16, max_index_num=64)
+
+
+def fill(s, n, queues=3, topic="T"):
+    for i in range(n):
+        s.put(Message(topic, f"m{i}".encode(), tags="TagA" if i % 2 == 0 else "TagB"), queue_id=i % queues)
+
+
+def test_rocketmqs_offset_file_reads_and_writes():
+    text = '{"offsetTable":{"TopicTest@g1":{0:250,1:249},"%RETRY%g1@g1":{0:0}}}'  # as a broker writes it
+    assert parse_offsets(text) == {"TopicTest@g1": {0: 250, 1: 249}, "%RETRY%g1@g1": {0: 0}}
+    out = format_offsets({"T@g": {1: 5, 0: 7}}, 3)
+    assert '"T@g":{0:7,1:5}' in out                       # integer keys unquoted, like fastjson
+    assert parse_offsets(out) == {"T@g": {0: 7, 1: 5}}
+    assert parse_offsets('{"offsetTable":{"T@g":{"0":1}}}') == {"T@g": {0: 1}}  # quoted keys read too
+    data = json.loads(out.replace("{0:7,1:5}", '{"0":7,"1":5}'))
+    assert set(data) == {"dataVersion", "offsetTable"}
+
+
+def test_a_group_reads_every_message_once_and_resumes_after_commit(tmp_path):
+    with MessageStore.open(tmp_path, cfg()) as s:
+        fill(s, 90)
+        c = s.consumer("g", "T")
+        first = [c.poll(max_count=8) for _ in range(3)]
+        seen = [m.body for batch in first for m in batch]
+        c.commit()
+        raw = open(offsets_path(str(tmp_path))).read()
+        assert parse_offsets(raw)["T@g"] == c.positions
+        assert sum(c.positions.values()) == len(seen)
+    with MessageStore.open(tmp_path, cfg()) as s:
+        rest = [m.body for m in s.consumer("g", "T")]
+        assert sorted(seen + rest) == sorted(f"m{i}".encode() for i in range(90))
+        assert len(set(seen + rest)) == 90
+        other = [m.body for m in s.consumer("h", "T", start="latest")]
+        assert other == []
+        assert s.consumer("g", "T").lag() == {0: 30 - c.positions[0], 1: 30 - c.positions[1],
+                                               2: 30 - c.positions[2]}
+
+
+def test_tags_filter_and_batch_topics_unpack(tmp_path):
+    with MessageStore.open(tmp_path, cfg()) as s:
+        fill(s, 40)
+        assert sorted(m.body for m in s.consumer("g", "T", tags="TagA")) == \
+            sorted(f"m{i}".encode() for i in range(0, 40, 2))
+        s.create_topic("B", queues=1, attributes={"queue.type": "BatchCQ"})
+        s.put_batch([Message("B", b"b%d" % i) for i in range(5)], 0)
+        s.put_batch([Message("B", b"c%d" % i) for i in range(3)], 0)
+        got = list(s.consumer("g", "B"))
+        assert [m.body for m in got] == [b"b0", b"b1", b"b2", b"b3", b"b4", b"c0", b"c1", b"c2"]
+        assert [m.queue_offset for m in got] == list(range(8))
+
+
+def test_poll_waits_for_new_messages(tmp_path):
+    with MessageStore.open(tmp_path, cfg()) as s:
+        s.create_topic("T", queues=2)
+        c = s.consumer("g", "T")
+        assert c.poll(wait_ms=0) == []
+        threading.Timer(0.2, lambda: s.put(Message("T", b"late"), 1)).start()
+        t0 = time.monotonic()
+        got = c.poll(wait_ms=5000)
+        assert [m.body for m in got] == [b"late"] and time.monotonic() - t0 < 4
+
+
+def test_a_stale_committed_offset_is_corrected(tmp_path):
+    with MessageStore.open(tmp_path, cfg()) as s:
+        fill(s, 6, queues=1)
+        s.consumer_offsets.commit("g", "T", {0: 100})      # past the end: OFFSET_OVERFLOW_BADLY
+        c = s.consumer("g", "T")
+        assert c.poll() == [] and c.positions[0] == 6       # corrected to the max, as RocketMQ answers
