@@ -12,6 +12,7 @@ import sys
 import time
 
 from . import GetStatus, Message, MessageStore, StoreConfig
+from .cli.verify import verify_store
 
 TOPICS = ("Orders", "Payments")
 QUEUES = 4
@@ -116,9 +117,33 @@ def main(argv=None) -> int:
         t_q = time.perf_counter() - t1
         print(f"  found {len(probes):,} messages by key and again by msgId in {t_q:.2f} s "
               f"({len(probes) / t_q:,.0f} lookups/s)")
+        # 4. a consumer group reads both topics across their queues and commits its offsets
+        t1 = time.perf_counter()
+        consumed = 0
+        for topic in TOPICS:
+            group = store.consumer("mainjob-group", topic)
+            consumed += sum(1 for _ in group)
+            group.commit()
+            if any(group.lag().values()):
+                print(f"consumer group left messages behind on {topic}: {group.lag()}", file=sys.stderr)
+                return 1
+        t_c = time.perf_counter() - t1
+        if consumed != n:
+            print(f"the consumer group read {consumed:,} messages, expected {n:,}", file=sys.stderr)
+            return 1
+        print(f"  consumer group read all {consumed:,} messages and committed its offsets in {t_c:.2f} s "
+              f"({consumed / t_c / 1e3:,.0f} k msg/s)")
         for topic in TOPICS:
             print(f"  {topic}: " + ", ".join(f"q{q} {store.min_offset(topic, q)}..{store.max_offset(topic, q)}"
                                             for q in range(QUEUES)))
+    # 5. verify every record, queue unit and index entry of the closed store, as `rocketstore verify` does
+    t1 = time.perf_counter()
+    report = verify_store(args.store, cfg)
+    if not report["ok"]:
+        print(f"verify found {len(report['problems'])} problems, e.g. {report['problems'][:3]}", file=sys.stderr)
+        return 1
+    checked = ", ".join(f"{v:,} {k}" for k, v in report["checked"].items() if isinstance(v, int) and v)
+    print(f"  verified the store in {time.perf_counter() - t1:.2f} s: {checked}")
     print("OK")
     return 0
 
