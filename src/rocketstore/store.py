@@ -147,7 +147,11 @@ class MessageStore:
 
     # ---------------------------------------------------------------- opening and closing
     @classmethod
-    def open(cls, path, config: StoreConfig | None = None, read_only: bool = False) -> "MessageStore":
+    def open(cls, path, config: StoreConfig | None = None, read_only: bool = False,
+             progress=None) -> "MessageStore":
+        """Open (and recover) a store. `progress(done_bytes, total_bytes)`, if given, is called as the
+        CommitLog is recovered: (0, total) first, then after each segment, the last call with done == total
+        (services/recovery.py); recovery also logs a line per segment (logger "rocketstore.recovery")."""
         root = os.path.abspath(os.fspath(path))
         if read_only and not os.path.isdir(root):
             raise StoreOpenError(f"{root}: no store directory here")
@@ -158,13 +162,13 @@ class MessageStore:
         config = resolve_file_sizes(root, config or StoreConfig())
         store = cls(root, config, read_only)
         try:
-            store._load()
+            store._load(progress)
         except BaseException:
             store._release()
             raise
         return store
 
-    def _load(self) -> None:
+    def _load(self, progress=None) -> None:
         if not self.read_only:
             self._take_lock()
         last_exit_ok = not os.path.exists(os.path.join(self.root, "abort"))
@@ -173,7 +177,7 @@ class MessageStore:
             self._load_consume_queues()
             self._load_checkpoint()
             self.index.load(last_exit_ok, self.checkpoint.index_msg_timestamp)
-            recovery.recover(self, last_exit_ok)
+            recovery.recover(self, last_exit_ok, progress)
             self.index.build()
         except CorruptDataError as e:
             raise StoreOpenError(str(e)) from e
@@ -214,6 +218,7 @@ class MessageStore:
                 self.checkpoint = CP.decode(data)
             except CorruptDataError as e:
                 raise e.in_file(path)
+        self.commitlog.confirm_offset = self.checkpoint.confirm_phy_offset   # loadCheckPoint: setConfirmOffset
 
     def _load_consume_queues(self) -> None:
         self.topic_configs = TC.read_topic_configs(self.root)
@@ -281,7 +286,7 @@ class MessageStore:
             self.write_checkpoint()
 
     def _last_store_timestamp(self) -> int:
-        off = self.checkpoint.confirm_phy_offset
+        off = self._last_record_start()
         return self.commitlog.pickup_store_timestamp(off, 91) if off >= 0 else 0
 
     def close(self) -> None:
@@ -299,7 +304,10 @@ class MessageStore:
                     with self.writer.lock:
                         self.commitlog.files.flush_all()
                 self.reput.stop(drain=True)
-                self.checkpoint.confirm_phy_offset = self._last_record_start()
+                # confirmPhyOffset stays RocketMQ's value: for a plain store (not controller mode, not
+                # duplicationEnable) CommitLog.setConfirmOffset runs only in recovery (the start of the last
+                # valid record) and when the log is truncated, never on a put, a flush or the shutdown, so
+                # the checkpoint every flush writes carries what the last recovery found (0 on a new store)
                 self.flush()
                 if self.reput.behind() <= 0:
                     os.unlink(os.path.join(self.root, "abort"))
@@ -307,6 +315,8 @@ class MessageStore:
             self._release()
 
     def _last_record_start(self) -> int:
+        """Where the last record written starts: the writer's, else (nothing put since the open) what
+        recovery found (the checkpoint's confirmPhyOffset, which nothing else moves)."""
         return self.writer.last_physical_offset if self.writer.last_physical_offset >= 0 \
             else self.checkpoint.confirm_phy_offset
 

@@ -4,6 +4,7 @@ valid record. Works the same read-only, where truncation only moves positions in
 from __future__ import annotations
 
 import logging
+import time
 
 from .bulk_dispatch import dispatch_run
 from .dispatch import BLANK, OK, check_record
@@ -11,15 +12,45 @@ from .dispatch import BLANK, OK, check_record
 log = logging.getLogger("rocketstore.recovery")
 
 
-def recover(store, last_exit_ok: bool) -> None:
+def recover(store, last_exit_ok: bool, progress=None) -> None:
+    """`progress(done_bytes, total_bytes)`, when given, is called as the CommitLog recovery goes: once with
+    done_bytes 0 before the first segment, then after each segment recovered; the last call has done_bytes
+    == total_bytes (total_bytes: the size of the segments recovery walks, from the one it starts at to the
+    last; with no CommitLog file, one call (0, 0)). An exception from it propagates (the open fails)."""
     for cq in store.all_consume_queues():
         cq.recover()
     dispatch_from = max((cq.max_physic_offset for cq in store.all_consume_queues()), default=-1)
     if last_exit_ok:
-        recover_commitlog(store, dispatch_from, normal=True)
+        recover_commitlog(store, dispatch_from, normal=True, progress=progress)
     else:
-        recover_commitlog(store, dispatch_from, normal=False)
+        recover_commitlog(store, dispatch_from, normal=False, progress=progress)
     recover_topic_queue_table(store)
+
+
+class _Progress:
+    """Per-segment reporting: a log line (file, records, bytes, elapsed) and the caller's callback."""
+
+    def __init__(self, segments: int, file_size: int, callback):
+        self.total = segments * file_size
+        self.file_size = file_size
+        self.callback = callback
+        self.done = 0
+        self.started = time.monotonic()
+        self.records = 0
+        self.total_records = 0
+        if callback is not None:
+            callback(0, self.total)
+
+    def segment_done(self, mf, valid_bytes: int, last: bool) -> None:
+        now = time.monotonic()
+        log.info("recovered CommitLog file %s: %d records, %d bytes, %.3f s", mf.path, self.records,
+                 valid_bytes, now - self.started)
+        self.total_records += self.records
+        self.records = 0
+        self.started = now
+        self.done = self.total if last else min(self.done + self.file_size, self.total)
+        if self.callback is not None:
+            self.callback(self.done, self.total)
 
 
 def _first_record_matches(store, mf, dispatch_from: int, normal: bool) -> bool:
@@ -38,7 +69,7 @@ def _first_record_matches(store, mf, dispatch_from: int, normal: bool) -> bool:
     return req.store_timestamp <= store.checkpoint.min_timestamp()
 
 
-def recover_commitlog(store, dispatch_from: int, normal: bool) -> None:
+def recover_commitlog(store, dispatch_from: int, normal: bool, progress=None) -> None:
     cl = store.commitlog
     mfs = cl.files.files
     cfg = store.config
@@ -47,6 +78,8 @@ def recover_commitlog(store, dispatch_from: int, normal: bool) -> None:
             log.warning("the CommitLog has no files: dropping every ConsumeQueue")
         cl.files.flushed_where = cl.files.committed_where = 0
         store.destroy_consume_queues()
+        if progress is not None:
+            progress(0, 0)
         return
     index = len(mfs) - 1
     while index > (0 if normal else -1):
@@ -59,6 +92,7 @@ def recover_commitlog(store, dispatch_from: int, normal: bool) -> None:
     pos = 0
     last_valid = store.checkpoint.confirm_phy_offset if normal else process
     log.info("recovering the CommitLog %s from %s", "normally" if normal else "after a crash", mf.path)
+    report = _Progress(len(mfs) - index, cl.file_size, progress)
     # runs of plain records are checked (and re-dispatched) in bulk; anything else goes one at a time
     bulk = not cfg.force_verify_prop_crc and len(store.dispatchers) == store._builtin_dispatchers
     while True:
@@ -69,6 +103,7 @@ def recover_commitlog(store, dispatch_from: int, normal: bool) -> None:
             if done:
                 last_valid = process + last
                 pos = after
+                report.records += done
                 continue
         kind, size, req, problem = check_record(mf.buf, pos, cl.file_size, check_crc=cfg.check_crc_on_recover,
                                                 force_verify_prop_crc=cfg.force_verify_prop_crc,
@@ -76,10 +111,12 @@ def recover_commitlog(store, dispatch_from: int, normal: bool) -> None:
         if kind == OK:
             last_valid = process + pos
             pos += size
+            report.records += 1
             if not normal or req.commit_log_offset > dispatch_from:
                 store.do_dispatch(req)
         elif kind == BLANK:
             index += 1
+            report.segment_done(mf, pos, index >= len(mfs))
             if index >= len(mfs):
                 break
             mf = mfs[index]
@@ -88,8 +125,10 @@ def recover_commitlog(store, dispatch_from: int, normal: bool) -> None:
         else:
             if problem and problem != "no record here" and any(mf.buf[pos:pos + 8]):
                 log.warning("%s: offset %d: %s; the log is cut here", mf.path, pos, problem)
+            report.segment_done(mf, pos, True)
             break
     process += pos
+    log.info("CommitLog recovered up to %d: %d records checked", process, report.total_records)
     cl.confirm_offset = last_valid
     store.checkpoint.confirm_phy_offset = last_valid
     if max((cq.max_physic_offset for cq in store.all_consume_queues()), default=-1) >= process:
