@@ -189,5 +189,9 @@ def _print_verify(report: dict) -> None:
         console.print("the store is sound", style="bold green")
 
 
+from .commands import register as _register_commands  # noqa: E402  produce, consume, query, topics, queues
+_register_commands(cli)
+
+
 def main() -> None:
     cli(prog_name="rocketstore")
