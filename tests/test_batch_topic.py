@@ -324,7 +324,7 @@ def test_inner_batches_need_a_batch_topic_and_the_flag(tmp_path):
     an inner batch (the flag) to a topic whose queue type is not BatchCQ. Nothing is written."""
     with batch_store(tmp_path) as s:
         s.create_topic("S", queues=1)
-        assert s.put(Message("P", b"p", born_timestamp=BORN)).ok
+        assert s.put(Message("P", b"p", born_timestamp=BORN), 0).ok
         assert s.put_batch(as_messages(triples(2)), 0).ok
         end = s.max_physical_offset
         cases = [
@@ -340,7 +340,7 @@ def test_inner_batches_need_a_batch_topic_and_the_flag(tmp_path):
             assert r.status is PutStatus.MESSAGE_ILLEGAL, msg
         assert s.max_physical_offset == end
         assert (s.max_offset("P", 0), s.max_offset("B", 0)) == (1, 2)
-        assert s.put(Message("P", b"q", born_timestamp=BORN)).queue_offset == 1
+        assert s.put(Message("P", b"q", born_timestamp=BORN), 0).queue_offset == 1
 
 
 @pytest.mark.parametrize("inner_num", ["32768", "-32769", "abc", "1.5", " 3", "3 ", "0x10", "1e2", "\uff13"])

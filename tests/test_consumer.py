@@ -79,3 +79,29 @@ def test_a_stale_committed_offset_is_corrected(tmp_path):
         s.consumer_offsets.commit("g", "T", {0: 100})      # past the end: OFFSET_OVERFLOW_BADLY
         c = s.consumer("g", "T")
         assert c.poll() == [] and c.positions[0] == 6       # corrected to the max, as RocketMQ answers
+
+
+def test_puts_without_a_queue_spread_round_robin_or_follow_their_sharding_key(tmp_path):
+    def java_hash(s):
+        data, h = s.encode("utf-16-be"), 0
+        for i in range(0, len(data), 2):
+            h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+        return h - (1 << 32) if h >= 1 << 31 else h
+
+    def java_mod(a, n):  # Java's % truncates toward zero
+        r = abs(a) % n
+        return -r if a < 0 else r
+    with MessageStore.open(tmp_path, cfg()) as s:
+        assert [s.put(Message("T", b"x")).queue_offset for _ in range(8)] == [0, 0, 0, 0, 1, 1, 1, 1]
+        assert [s.max_offset("T", q) for q in range(4)] == [2, 2, 2, 2]        # a producer's 4 queues
+        s.create_topic("S", queues=3)
+        for key in ("order-1", "order-2", "订单-3", "polygenelubricants"):
+            expected = abs(java_mod(java_hash(key), 3))                        # SelectMessageQueueByHash
+            before = s.max_offset("S", expected)
+            for _ in range(2):
+                s.put(Message("S", b"y", properties={"__SHARDINGKEY": key}))
+            assert s.max_offset("S", expected) == before + 2, key
+        totals = [s.max_offset("S", q) for q in range(3)]
+        r = s.put_batch([Message("S", b"b1"), Message("S", b"b2")])
+        after = [s.max_offset("S", q) for q in range(3)]
+        assert r.ok and sorted(a - b for a, b in zip(after, totals)) == [0, 0, 2]  # one queue for a batch

@@ -34,6 +34,8 @@ from .services.reput import ReputService
 from .validation import group_problem, topic_problem
 
 log = logging.getLogger("rocketstore")
+DEFAULT_QUEUES = 4
+SHARDING_KEY = "__SHARDINGKEY"
 # fcntl locks do not exclude a second open in the same process (Java's FileChannel.tryLock does): track them
 _OPEN_FOR_WRITING: set[str] = set()
 _OPEN_LOCK = threading.Lock()
@@ -121,6 +123,7 @@ class MessageStore:
         self.batch_topics: set[str] = set()   # topics whose queue.type is BatchCQ (RIP-26)
         self.topic_configs: dict[str, dict] = {}
         self._consumer_offsets: ConsumerOffsets | None = None
+        self._round_robin: dict[str, int] = {}
         self.commitlog = CommitLog(root, config.mapped_file_size_commit_log, writable=not read_only)
         self.checkpoint = CP.Checkpoint()
         self.index = IndexService(root, config.max_hash_slot_num, config.max_index_num, writable=not read_only,
@@ -537,10 +540,13 @@ class MessageStore:
                 self._waiters -= 1
 
     # ---------------------------------------------------------------- put
-    def put(self, msg: Message, queue_id: int = 0) -> PutResult:
+    def put(self, msg: Message, queue_id: int | None = None) -> PutResult:
+        """Put one message; without a queue id the store picks one (pick_queue)."""
         self._check_open()
         if self.read_only or self._not_writeable or self._disk_full_refusal():
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE)
+        if queue_id is None:
+            queue_id = self.pick_queue(msg)
         r = self.writer.put(msg, queue_id)
         if r.ok:
             if self._sync_flush:
@@ -549,11 +555,16 @@ class MessageStore:
                 self.reput.wake()
         return r
 
-    def put_batch(self, messages: list[Message], queue_id: int = 0) -> PutBatchResult:
+    def put_batch(self, messages: list[Message], queue_id: int | None = None) -> PutBatchResult:
+        """Put a producer batch into one queue; without a queue id the store picks one for the batch."""
         self._check_open()
         if self.read_only or self._not_writeable or self._disk_full_refusal():
             return PutBatchResult(PutStatus.SERVICE_NOT_AVAILABLE)
         messages = list(messages)
+        if queue_id is None:
+            if not messages:
+                return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
+            queue_id = self.pick_queue(messages[0])
         r = self.writer.put_batch(messages, queue_id)
         if r.ok:
             if self._sync_flush:
@@ -561,6 +572,27 @@ class MessageStore:
             elif self.writer.dispatch is None:
                 self.reput.wake()
         return r
+
+    def queue_count(self, topic: str) -> int:
+        """How many queues a put without a queue id spreads over: the topic config's writeQueueNums, else
+        the queues the topic has, else a producer's default of 4 (DefaultMQProducer.defaultTopicQueueNums)."""
+        cfg = self.topic_configs.get(topic)
+        if cfg and int(cfg.get("writeQueueNums") or 0) > 0:
+            return int(cfg["writeQueueNums"])
+        existing = [q for t, q in self._cqs if t == topic]
+        return max(max(existing, default=-1) + 1, DEFAULT_QUEUES)
+
+    def pick_queue(self, msg: Message) -> int:
+        """A queue for a message sent without one: by its sharding key (`__SHARDINGKEY`, as RocketMQ's
+        SelectMessageQueueByHash: |hashCode % n|), else round robin over the topic's queues."""
+        n = self.queue_count(msg.topic)
+        key = (msg.properties or {}).get(SHARDING_KEY) if msg.raw_properties is None else \
+            parse_properties(msg.raw_properties).get(SHARDING_KEY)
+        if key:
+            return abs(java_string_hash(key)) % n
+        turn = self._round_robin.get(msg.topic, 0)
+        self._round_robin[msg.topic] = turn + 1
+        return turn % n
 
     @property
     def writeable(self) -> bool:
