@@ -191,6 +191,8 @@ def _print_verify(report: dict) -> None:
 
 from .commands import register as _register_commands  # noqa: E402  produce, consume, query, topics, queues
 _register_commands(cli)
+from .maintain import register as _register_maintenance  # noqa: E402  rebuild, clean, recover
+_register_maintenance(cli)
 
 
 def main() -> None:

@@ -1,0 +1,147 @@
+"""`rocketstore rebuild | clean | recover`: the maintenance commands, the ones whose purpose is to write.
+
+rebuild drops the ConsumeQueues and index files and lets recovery dispatch every record of the CommitLog
+again (what RocketMQ does when those files are lost); clean runs the expired-file cleanup now; recover opens
+the store, which recovers it, and reports what recovery cut. Each shows a progress bar over the CommitLog
+(recovery's progress callback) unless --json.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+
+import click
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+from .. import MessageStore
+from ..errors import RocketStoreError
+from . import main as M
+
+_store_arg = click.argument("store", type=click.Path(file_okay=False))
+_conf_opt = click.option("-c", "--conf", type=click.Path(dir_okay=False), help="A RocketMQ broker.conf.")
+_json_opt = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+REBUILT = ("consumequeue", "batchconsumequeue", "index")
+
+
+class _Cuts(logging.Handler):
+    """Collects what recovery says it cut (its warnings)."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+def _open_with_progress(store: str, conf, as_json: bool, what: str) -> tuple[MessageStore, list[str]]:
+    if not os.path.isdir(store):
+        M._fail(f"{store}: no store directory here")
+    cuts = _Cuts()
+    logger = logging.getLogger("rocketstore")
+    logger.addHandler(cuts)
+    try:
+        if as_json:
+            return MessageStore.open(store, M._config(conf)), cuts.lines
+        columns = (TextColumn(f"{what} [progress.description]{{task.description}}"), BarColumn(), DownloadColumn(),
+                   TimeRemainingColumn())
+        with Progress(*columns, transient=True) as bar:
+            task = bar.add_task("CommitLog", total=None)
+            s = MessageStore.open(store, M._config(conf),
+                                  progress=lambda done, total: bar.update(task, completed=done, total=total))
+        return s, cuts.lines
+    except RocketStoreError as e:
+        M._fail(str(e))
+    finally:
+        logger.removeHandler(cuts)
+
+
+def _report(title: str, summary: dict, cuts: list[str], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps({**summary, "cut": cuts}, ensure_ascii=False))
+        return
+    M._print(title, summary, [{"what recovery cut": c} for c in cuts], False)
+
+
+def _queue_totals(s: MessageStore) -> tuple[int, int]:
+    queues = s.all_consume_queues()
+    return len(queues), sum(max(cq.max_offset - max(cq.min_offset, 0), 0) for cq in queues)
+
+
+@click.command()
+@_store_arg
+@click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
+              help="Where to rebuild: this process, or a Spark job (with the Spark pipeline).")
+@click.option("--yes", is_flag=True, help="Do not ask before dropping the old queue and index files.")
+@_conf_opt
+@_json_opt
+def rebuild(store, engine, yes, conf, as_json):
+    """Rebuild every ConsumeQueue, batch ConsumeQueue and index file from the CommitLog."""
+    if engine == "spark":
+        M._fail("the Spark engine comes with rocketstore.spark, which this installation does not have yet; "
+                "use --engine local")
+    if not os.path.isdir(os.path.join(store, "commitlog")):
+        M._fail(f"{store}: no CommitLog here to rebuild from")
+    if not yes and not as_json:
+        click.confirm(f"drop {', '.join(REBUILT)} under {store} and rebuild them from the CommitLog?", abort=True)
+    # moved aside first: if the rebuild fails, the old files are still there to put back
+    aside = os.path.join(store, f".rebuild-{int(time.time() * 1000)}")
+    os.makedirs(aside)
+    for sub in REBUILT:
+        if os.path.exists(os.path.join(store, sub)):
+            os.replace(os.path.join(store, sub), os.path.join(aside, sub))
+    t = time.perf_counter()
+    s, cuts = _open_with_progress(store, conf, as_json, "rebuilding")
+    with s:
+        if not s.wait_dispatched(timeout_s=3600):
+            M._fail(f"{store}: dispatch did not catch up; the old files are kept in {aside}")
+        queues, messages = _queue_totals(s)
+        summary = {"store": s.root, "queues": queues, "messages": messages, "indexFiles": len(s.index.files),
+                   "commitLogMaxOffset": s.max_physical_offset, "seconds": round(time.perf_counter() - t, 3)}
+    shutil.rmtree(aside, ignore_errors=True)
+    _report("rebuilt", summary, cuts, as_json)
+
+
+@click.command()
+@_store_arg
+@_conf_opt
+@_json_opt
+def clean(store, conf, as_json):
+    """Run the expired-file cleanup now (RocketMQ's manual delete trigger): expired CommitLog files, then the
+    queue and index files in step with the new minimum."""
+    s, cuts = _open_with_progress(store, conf, True, "opening")
+    with s:
+        before = s.min_physical_offset
+        deleted = s.delete_expired_files()
+        summary = {"store": s.root, "commitLogFilesDeleted": deleted, "commitLogMinOffsetBefore": before,
+                   "commitLogMinOffset": s.min_physical_offset}
+    _report("cleaned", summary, cuts, as_json)
+
+
+@click.command()
+@_store_arg
+@_conf_opt
+@_json_opt
+def recover(store, conf, as_json):
+    """Open the store (which recovers it: after a crash, every record since the checkpoint is checked and
+    dispatched again), report what was cut, and close it cleanly."""
+    crashed = os.path.exists(os.path.join(store, "abort"))
+    s, cuts = _open_with_progress(store, conf, as_json, "recovering")
+    with s:
+        s.wait_dispatched(timeout_s=3600)
+        queues, messages = _queue_totals(s)
+        summary = {"store": s.root, "lastShutdown": "crash (abort file)" if crashed else "clean",
+                   "commitLogMinOffset": s.min_physical_offset, "commitLogMaxOffset": s.max_physical_offset,
+                   "confirmPhyOffset": s.checkpoint.confirm_phy_offset, "queues": queues, "messages": messages}
+    _report("recovered", summary, cuts, as_json)
+
+
+COMMANDS = (rebuild, clean, recover)
+
+
+def register(group: click.Group) -> None:
+    for command in COMMANDS:
+        group.add_command(command)
