@@ -53,7 +53,7 @@ def _open(store: str, conf: str | None, read_only: bool = True, create: bool = F
             M._fail(f"{store}: no store directory here" + ("" if read_only else " (give --create to make one)"))
     cfg = M._config(conf)
     try:
-        return MessageStore.open(store, cfg, read_only=read_only)
+        return M.open_store(store, cfg, read_only=read_only)
     except StoreLockedError as e:
         M._fail(_one_line(e) + locked_hint)
     except (RocketStoreError, OSError, ValueError) as e:
@@ -305,7 +305,7 @@ def _commit_later(store, conf, group, topic, positions) -> None:
     if not positions:
         return
     try:
-        with MessageStore.open(store, M._config(conf)) as w:
+        with M.open_store(store, M._config(conf)) as w:
             w.consumer_offsets.commit(group, topic, positions)
     except StoreLockedError as e:
         M._fail(f"{_one_line(e)}: the offsets were not committed ({positions})")

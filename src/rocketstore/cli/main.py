@@ -9,6 +9,7 @@ import sys
 
 import click
 from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from .. import MessageStore, StoreConfig
@@ -28,6 +29,17 @@ def _config(conf: str | None) -> StoreConfig:
         return StoreConfig.from_properties(conf) if conf else StoreConfig()
     except (OSError, ValueError) as e:
         _fail(f"{conf}: {e}")
+
+
+def open_store(path: str, cfg: StoreConfig, read_only: bool = False) -> MessageStore:
+    """MessageStore.open with a progress bar over recovery on a terminal (a crashed store re-checks every
+    record since its checkpoint, which can take a while)."""
+    console = Console(stderr=True)
+    columns = (TextColumn("recovering the CommitLog"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
+        task = bar.add_task("", total=None)
+        return MessageStore.open(path, cfg, read_only=read_only,
+                                 progress=lambda done, total: bar.update(task, completed=done, total=total))
 
 
 def _print(title: str, header: dict | None, rows: list[dict], as_json: bool) -> None:
@@ -113,7 +125,7 @@ def inspect(store, conf, as_json):
     if not os.path.isdir(store):
         _fail(f"{store}: no store directory here")
     try:
-        with MessageStore.open(store, _config(conf), read_only=True) as s:
+        with open_store(store, _config(conf), read_only=True) as s:
             report = inspect_store(s)
     except RocketStoreError as e:
         _fail(str(e))

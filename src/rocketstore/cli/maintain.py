@@ -14,7 +14,6 @@ import shutil
 import time
 
 import click
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from .. import MessageStore
 from ..errors import RocketStoreError
@@ -37,22 +36,15 @@ class _Cuts(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-def _open_with_progress(store: str, conf, as_json: bool, what: str) -> tuple[MessageStore, list[str]]:
+def _open_with_progress(store: str, conf) -> tuple[MessageStore, list[str]]:
+    """Open (and so recover) the store for writing, with a progress bar; also what recovery says it cut."""
     if not os.path.isdir(store):
         M._fail(f"{store}: no store directory here")
     cuts = _Cuts()
     logger = logging.getLogger("rocketstore")
     logger.addHandler(cuts)
     try:
-        if as_json:
-            return MessageStore.open(store, M._config(conf)), cuts.lines
-        columns = (TextColumn(f"{what} [progress.description]{{task.description}}"), BarColumn(), DownloadColumn(),
-                   TimeRemainingColumn())
-        with Progress(*columns, transient=True) as bar:
-            task = bar.add_task("CommitLog", total=None)
-            s = MessageStore.open(store, M._config(conf),
-                                  progress=lambda done, total: bar.update(task, completed=done, total=total))
-        return s, cuts.lines
+        return M.open_store(store, M._config(conf)), cuts.lines
     except RocketStoreError as e:
         M._fail(str(e))
     finally:
@@ -94,7 +86,7 @@ def rebuild(store, engine, yes, conf, as_json):
         if os.path.exists(os.path.join(store, sub)):
             os.replace(os.path.join(store, sub), os.path.join(aside, sub))
     t = time.perf_counter()
-    s, cuts = _open_with_progress(store, conf, as_json, "rebuilding")
+    s, cuts = _open_with_progress(store, conf)
     with s:
         if not s.wait_dispatched(timeout_s=3600):
             M._fail(f"{store}: dispatch did not catch up; the old files are kept in {aside}")
@@ -112,7 +104,7 @@ def rebuild(store, engine, yes, conf, as_json):
 def clean(store, conf, as_json):
     """Run the expired-file cleanup now (RocketMQ's manual delete trigger): expired CommitLog files, then the
     queue and index files in step with the new minimum."""
-    s, cuts = _open_with_progress(store, conf, True, "opening")
+    s, cuts = _open_with_progress(store, conf)
     with s:
         before = s.min_physical_offset
         deleted = s.delete_expired_files()
@@ -129,7 +121,7 @@ def recover(store, conf, as_json):
     """Open the store (which recovers it: after a crash, every record since the checkpoint is checked and
     dispatched again), report what was cut, and close it cleanly."""
     crashed = os.path.exists(os.path.join(store, "abort"))
-    s, cuts = _open_with_progress(store, conf, as_json, "recovering")
+    s, cuts = _open_with_progress(store, conf)
     with s:
         s.wait_dispatched(timeout_s=3600)
         queues, messages = _queue_totals(s)
