@@ -91,3 +91,21 @@ def test_dump_reports_a_corrupt_record_and_stops(tmp_path):
     rows = run_json("dump", str(seg))["rows"]
     assert len(rows) == 2 and rows[0]["kind"] == "V1" and rows[1]["kind"] == "BAD"
     assert "magic" in rows[1]["problem"]
+
+
+def test_a_corrupt_file_gives_one_error_line_naming_it(tmp_path):
+    G.require(BASIC)
+    root = tmp_path / "store"
+    shutil.copytree(G.store_dir(BASIC), root)
+    cq = root / "consumequeue" / "TopicA" / "0" / "00000000000000000000"
+    os.chmod(cq, 0o644)
+    with open(cq, "r+b") as fh:
+        fh.truncate(999)                       # not the size every ConsumeQueue file has
+    conf = tmp_path / "broker.conf"
+    conf.write_text("".join(f"{k}={v}\n" for k, v in G.manifest(BASIC)["config_all"].items()))
+    code, _, err = run("inspect", str(root), "-c", str(conf))
+    assert code == 1 and err.count("\n") == 1 and "00000000000000000000" in err and "999" in err
+    cp = tmp_path / "checkpoint"
+    cp.write_bytes(b"\0" * 10)
+    code, _, err = run("dump", str(cp))
+    assert code == 1 and "checkpoint" in err and err.count("\n") == 1
