@@ -605,3 +605,25 @@ def test_a_corrupt_index_count_never_escapes_as_a_deep_error(tmp_path):
     path.write_bytes(bytes(data))
     with MessageStore.open(tmp_path, cfg, read_only=True) as s:
         assert list(s.query("T", "k")) == []
+
+
+def test_a_full_index_file_is_written_out_off_the_put_path(tmp_path, monkeypatch):
+    """As RocketMQ's FlushIndexFileThread: the put that fills an index file does not wait for its fsync; the
+    checkpoint's indexMsgTimestamp moves only once that file is on disk, and flush() waits for it."""
+    import threading as _threading
+    from rocketstore.log.index_file import IndexFile
+    seen = []
+    real = IndexFile.flush
+
+    def recording_flush(self):
+        seen.append((_threading.current_thread().name, self.is_write_full()))
+        real(self)
+    monkeypatch.setattr(IndexFile, "flush", recording_flush)
+    with MessageStore.open(tmp_path, StoreConfig(max_hash_slot_num=4, max_index_num=4)) as s:
+        for i in range(7):                       # 3 entries per file: two files fill
+            s.put(Message("T", b"x", keys=[f"k{i}"]), 0)
+        s.index.build()
+        s.flush()
+        full = [name for name, was_full in seen if was_full]
+        assert full and all(name == "rocketstore-index-flush" for name in full[:2])
+        assert s.checkpoint.index_msg_timestamp == s.index.files[1].end_timestamp

@@ -127,7 +127,8 @@ class MessageStore:
         self.commitlog = CommitLog(root, config.mapped_file_size_commit_log, writable=not read_only)
         self.checkpoint = CP.Checkpoint()
         self.index = IndexService(root, config.max_hash_slot_num, config.max_index_num, writable=not read_only,
-                                  on_full_flushed=self._index_file_flushed)
+                                  on_full_flushed=self._index_file_flushed,
+                                  background_flush=not read_only)
         self.dispatchers: list = [ConsumeQueueDispatcher(self)]
         self._index_in_put_path = config.message_index_enable
         if config.message_index_enable:
