@@ -109,3 +109,12 @@ def test_a_corrupt_file_gives_one_error_line_naming_it(tmp_path):
     cp.write_bytes(b"\0" * 10)
     code, _, err = run("dump", str(cp))
     assert code == 1 and "checkpoint" in err and err.count("\n") == 1
+
+
+def test_inspect_reports_how_far_dispatch_was_behind_at_the_crash():
+    G.require("store-abnormal")
+    crash = G.manifest("store-abnormal")["crashInfo"]
+    report = run_json("inspect", G.store_dir("store-abnormal"))
+    assert report["summary"]["abortFilePresent"] is True
+    assert report["summary"]["dispatchBehindBytes"] == crash["maxPhyOffsetAtCrash"] - crash["dispatchBlockedFromPhyOffset"]
+    assert run_json("inspect", G.store_dir(BASIC))["summary"]["dispatchBehindBytes"] == 0

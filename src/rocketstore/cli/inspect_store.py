@@ -17,6 +17,27 @@ def _dir_usage(path: str) -> tuple[int, int]:
     return files, used
 
 
+def _queues_end_on_disk(root: str) -> int:
+    """The end of the furthest CommitLog record the ConsumeQueue files on disk point at (what reput had
+    dispatched when they were last written; a read-only open re-dispatches the rest only in memory)."""
+    from . import dump as D
+    end = -1
+    for sub, rows in (("consumequeue", D.consumequeue_rows), ("batchconsumequeue", D.batchconsumequeue_rows)):
+        base = os.path.join(root, sub)
+        if not os.path.isdir(base):
+            continue
+        for topic in os.listdir(base):
+            for q in os.listdir(os.path.join(base, topic)):
+                qdir = os.path.join(base, topic, q)
+                names = sorted(n for n in os.listdir(qdir) if n.isdigit())
+                last = None
+                for last in rows(os.path.join(qdir, names[-1])) if names else ():
+                    pass
+                if last is not None and last.get("size", 0) != 0x7FFFFFFF:
+                    end = max(end, last["physicalOffset"] + last["size"])
+    return end
+
+
 def inspect_store(store) -> dict:
     root = store.root
     files = []
@@ -44,6 +65,7 @@ def inspect_store(store) -> dict:
         "batchTopics": sorted(store.batch_topics),
         "indexFiles": len(store.index.files),
         "abortFilePresent": os.path.exists(os.path.join(root, "abort")),
+        "dispatchBehindBytes": max(store.max_physical_offset - max(_queues_end_on_disk(root), 0), 0),
         "topicConfigs": os.path.exists(TC.topics_path(root)),
         "bytesOnDisk": sum(f["bytesOnDisk"] for f in files),
     }
