@@ -206,7 +206,19 @@ class ConsumeQueue:
             if n:
                 mf.set_positions((n + 1) * UNIT)
                 self.max_physic_offset = int(pos[n - 1]) + int(size[n - 1])
+            self._clear_after(mf)
             return
+
+    def _clear_after(self, mf: MappedFile) -> None:
+        """Zero the dropped units past the new write position: the next recovery takes any unit with an
+        offset >= 0 and a size > 0 as written, so units left behind would come back once the CommitLog
+        grows past them again (pointing into other records)."""
+        if not self.files.writable:
+            return
+        start = mf.wrote
+        tail = mf.buf[start:self.file_size]
+        if any(tail[i:i + 65536] != bytes(len(tail[i:i + 65536])) for i in range(0, len(tail), 65536)):
+            mf.buf[start:self.file_size] = bytes(self.file_size - start)
 
     def correct_min_offset(self, min_commit_log_offset: int) -> None:
         """correctMinOffset: the min offset becomes the first unit pointing at or past the CommitLog's min."""
