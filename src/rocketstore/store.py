@@ -28,6 +28,7 @@ from .services import recovery
 from .services.bulk_dispatch import props_info
 from .services.cleanup import CleanupService
 from .services.dispatch import ConsumeQueueDispatcher, DispatchRequest
+from .files.transient_pool import TransientStorePool
 from .services.flush import FlushServices
 from .services.index_service import LONG_MAX, IndexDispatcher, IndexService
 from .services.reput import ReputService
@@ -136,13 +137,22 @@ class MessageStore:
         self._builtin_dispatchers = len(self.dispatchers)
         self.reput = ReputService(self)
         self.cleanup = CleanupService(self)   # expired-file cleanup and the disk-full flag
+        # the transient store pool (seed 002): ASYNC_FLUSH masters only, as RocketMQ enables it
+        if config.transient_store_pool_enable and not read_only:
+            if config.flush_disk_type == SYNC_FLUSH:
+                log.warning("transient_store_pool_enable needs ASYNC_FLUSH: the pool stays off")
+            else:
+                self.commitlog.files.pool = TransientStorePool(config.transient_store_pool_size,
+                                                               config.mapped_file_size_commit_log)
         self.flush_service = FlushServices(self)   # CommitLog flush / group commit, ConsumeQueue flush, checkpoint
         # Under SYNC_FLUSH nothing may be readable before it is flushed (apache/rocketmq #8239): the put path
         # does not dispatch, reput does, and reput stops at the flushed offset (reput_end_offset); the group
         # commit runs reput right after each flush, so a put answered PUT_OK is readable (services/flush.py)
         self._sync_flush = config.flush_disk_type == SYNC_FLUSH
         self._not_writeable = False   # RunningFlags' NOT_WRITEABLE: a CommitLog sync failed
-        inline = config.dispatch_in_put_path and (not self._sync_flush or config.read_uncommitted)
+        # with the pool, a record is readable only once committed: reput (reading committed bytes) dispatches
+        pooled = self.commitlog.files.pool is not None
+        inline = config.dispatch_in_put_path and ((not self._sync_flush and not pooled) or config.read_uncommitted)
         self.writer = MessageWriter(config, self.commitlog,
                                     self._dispatch_put if inline else None,
                                     self._dispatch_put_batch, lambda topic: topic in self.batch_topics)
@@ -280,6 +290,7 @@ class MessageStore:
             if self._not_writeable:
                 raise OSError(f"{self.root}: a CommitLog sync failed earlier; the store takes no more writes "
                               f"and flushes nothing until it is reopened")
+            self.commitlog.files.commit_all()
             self.commitlog.files.flush_all()
             if self.commitlog.max_offset() > 0:
                 self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp,
@@ -452,7 +463,7 @@ class MessageStore:
 
     def _index_file_flushed(self, end_timestamp: int) -> None:
         """A full index file reached the disk: the checkpoint may vouch for it (indexMsgTimestamp)."""
-        self.checkpoint.index_msg_timestamp = end_timestamp
+        self.checkpoint.index_msg_timestamp = max(self.checkpoint.index_msg_timestamp, end_timestamp)
         self.write_checkpoint()
 
     def _unit_written(self, cq: ConsumeQueue, ok: bool, store_ts: int) -> None:

@@ -152,13 +152,21 @@ class IndexService:
         self.files.append(f)
         if prev is not None:
             if self.background_flush:
-                t = threading.Thread(target=self._flush_file, args=(prev,), name="rocketstore-index-flush",
+                # one after the other: the checkpoint's indexMsgTimestamp must only ever move forward, and
+                # only past files that are all on disk
+                before = self._flushes[-1] if self._flushes else None
+                t = threading.Thread(target=self._flush_in_turn, args=(prev, before), name="rocketstore-index-flush",
                                      daemon=True)
                 t.start()
                 self._flushes = [x for x in self._flushes if x.is_alive()] + [t]
             else:
                 self._flush_file(prev)
         return f
+
+    def _flush_in_turn(self, f: IndexFile, before: threading.Thread | None) -> None:
+        if before is not None:
+            before.join()
+        self._flush_file(f)
 
     def _flush_file(self, f: IndexFile) -> None:
         full_end = f.end_timestamp if f.is_write_full() else 0
