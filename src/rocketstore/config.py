@@ -47,6 +47,9 @@ class StoreConfig:
     sync_flush_timeout: int = 5000
     commit_interval_commit_log: int = 200
     transient_store_pool_enable: bool = False
+    transient_store_pool_size: int = 5
+    commit_commit_log_least_pages: int = 4
+    commit_commit_log_thorough_interval: int = 200
     # messages
     max_message_size: int = 4 * 1024 * 1024
     auto_message_version_on_topic_len: bool = True

@@ -56,6 +56,7 @@ class MappedFile:
         self.file_from_offset = int(name) if named_by_offset else 0
         self.first_create_in_queue = False
         self.store_timestamp = 0   # store time of the last record appended (RocketMQ's MappedFile.storeTimestamp)
+        self.wbuf = None           # a transient store pool buffer: appends go there until committed
         if create and not writable:
             # a read-only store building in memory (recovery of a crash image): never touches the disk
             self.mm = mmap.mmap(-1, file_size)
@@ -99,7 +100,8 @@ class MappedFile:
     # -- positions
     @property
     def read_position(self) -> int:
-        return self.wrote
+        """What readers may see: with a write buffer, only what was committed to the file."""
+        return self.wrote if self.wbuf is None else self.committed
 
     def set_positions(self, pos: int) -> None:
         self.wrote = self.committed = self.flushed = pos
@@ -115,6 +117,10 @@ class MappedFile:
         """Append at the write position; returns where it went."""
         pos = self.wrote
         end = pos + len(data)
+        if self.wbuf is not None:
+            self.wbuf[pos:end] = data
+            self.wrote = end
+            return pos
         if end > self._populated:
             self._populate(end)
         self.buf[pos:end] = data
@@ -135,7 +141,26 @@ class MappedFile:
         self._populated = stop
 
     def write_at(self, pos: int, data) -> None:
-        self.buf[pos:pos + len(data)] = data
+        (self.buf if self.wbuf is None else self.wbuf)[pos:pos + len(data)] = data
+
+    def commit(self, least_pages: int = 0, pool=None) -> int:
+        """DefaultMappedFile.commit: copy what was appended to the write buffer since the last commit into
+        the file (when full, or at least `least_pages` pages, or anything with 0); a segment committed in
+        full gives its buffer back. Without a buffer, everything written counts as committed."""
+        if self.wbuf is None:
+            self.committed = self.wrote
+            return self.committed
+        w, c = self.wrote, self.committed
+        if w > c and (self.is_full() or (w // PAGE - c // PAGE >= least_pages if least_pages > 0 else True)):
+            if w > self._populated:
+                self._populate(w)
+            self.buf[c:w] = self.wbuf[c:w]
+            self.committed = w
+        if self.committed >= self.file_size:
+            buf, self.wbuf = self.wbuf, None
+            if pool is not None:
+                pool.give_back(buf)
+        return self.committed
 
     def advance(self, n: int) -> None:
         """Move the write position without writing (BLANK fillers only write their first 8 bytes)."""
@@ -149,7 +174,7 @@ class MappedFile:
         (a test hook). An OSError from it propagates and leaves the flushed position where it was, so a
         failed sync never confirms anything (RocketMQ's MappedFile.flush logs it and may confirm anyway:
         apache/rocketmq #2706)."""
-        value = self.wrote
+        value = self.read_position  # with a write buffer, only committed bytes are in the file
         if self.writable and value > self.flushed:
             start = (self.flushed // mmap.ALLOCATIONGRANULARITY) * mmap.ALLOCATIONGRANULARITY
             (sync or default_sync)(self, start, value - start)
@@ -158,7 +183,7 @@ class MappedFile:
         return self.flushed
 
     def dirty_pages(self) -> int:
-        return self.wrote // PAGE - self.flushed // PAGE
+        return self.read_position // PAGE - self.flushed // PAGE
 
     def is_able_to_flush(self, least_pages: int) -> bool:
         """isAbleToFlush: a full segment always; else at least `least_pages` dirty pages (any, with 0)."""
@@ -166,7 +191,7 @@ class MappedFile:
             return True
         if least_pages > 0:
             return self.dirty_pages() >= least_pages
-        return self.wrote > self.flushed
+        return self.read_position > self.flushed
 
     def hold_view(self, view) -> None:
         """Keep track of numpy views over the mapping so that close() can drop them first."""

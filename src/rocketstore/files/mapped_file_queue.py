@@ -23,6 +23,7 @@ class MappedFileQueue:
         self.committed_where = 0
         self.store_timestamp = 0   # store time of the last record of what a thorough flush reached
         self.sync = None           # sync(mapped_file, start, length): replaces msync (a test hook)
+        self.pool = None           # a TransientStorePool: new segments take a write buffer from it
 
     def load(self) -> None:
         """Map every segment in the directory, oldest first; every one must have the configured size."""
@@ -81,6 +82,9 @@ class MappedFileQueue:
             os.makedirs(self.directory, exist_ok=True)
         mf = MappedFile(os.path.join(self.directory, segment_name(create_offset)), self.file_size,
                         writable=self.writable, create=True)
+        if self.pool is not None and self.writable:
+            mf.wbuf = self.pool.borrow()   # None when all are out: this segment is written directly
+            mf.committed = 0
         if not self.files:
             mf.first_create_in_queue = True
         self.files.append(mf)
@@ -220,6 +224,24 @@ class MappedFileQueue:
         if least_pages == 0:
             self.store_timestamp = tmp_timestamp
         return result
+
+    def commit(self, least_pages: int = 0) -> bool:
+        """MappedFileQueue.commit: commit the segment holding committed_where; True when nothing moved."""
+        mf = self.find(self.committed_where, self.committed_where == 0)
+        if mf is None:
+            return True
+        where = mf.file_from_offset + mf.commit(least_pages, self.pool)
+        result = where == self.committed_where
+        self.committed_where = max(self.committed_where, where)
+        return result
+
+    def commit_all(self) -> None:
+        """Everything appended into its file (before a flush at close)."""
+        for mf in list(self.files):
+            mf.commit(0, self.pool)
+        if self.files:
+            last = self.files[-1]
+            self.committed_where = max(self.committed_where, last.file_from_offset + last.committed)
 
     def flush_all(self) -> None:
         """Everything written to disk (an explicit flush and close; callers hold the put lock)."""

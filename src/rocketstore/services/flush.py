@@ -142,6 +142,43 @@ class CommitLogFlushService(_Service):
                 break
 
 
+class CommitService(_Service):
+    """CommitRealTimeService (transient store pool): every commit_interval_commit_log ms, copy what puts
+    appended to the write buffers into the CommitLog file (at least commit_commit_log_least_pages pages, or
+    all of it every commit_commit_log_thorough_interval ms), then wake the flush service. Readers and reput
+    see only what is committed."""
+    name = "rocketstore-commit-commitlog"
+
+    def __init__(self, store, flush: _Service):
+        super().__init__(store)
+        self.flush = flush
+        self.last_commit_timestamp = 0
+        self.commits = 0
+
+    def commit_once(self, least_pages: int | None = None) -> None:
+        cfg = self.store.config
+        if least_pages is None:
+            least_pages = cfg.commit_commit_log_least_pages
+            now = _now_ms()
+            if now >= self.last_commit_timestamp + cfg.commit_commit_log_thorough_interval:
+                self.last_commit_timestamp = now
+                least_pages = 0
+        if not self.store.commitlog.files.commit(least_pages):
+            self.commits += 1
+            self.flush.wake()
+            self.store.reput.wake()
+
+    def _loop(self) -> None:
+        cfg = self.store.config
+        while not self._stop.is_set():
+            self._stop.wait(cfg.commit_interval_commit_log / 1000.0)
+            try:
+                self.commit_once()
+            except Exception:
+                log.exception("CommitLog commit failed")
+        self.store.commitlog.files.commit_all()  # shutdown: everything into the file before the last flush
+
+
 class _Request:
     __slots__ = ("next_offset", "status", "done")
 
@@ -299,6 +336,7 @@ class FlushServices:
         self.sync_mode = store.config.flush_disk_type == SYNC_FLUSH
         self.commitlog = GroupCommitService(store) if self.sync_mode else CommitLogFlushService(store)
         self.consume_queue = ConsumeQueueFlushService(store)
+        self.commit = CommitService(store, self.commitlog) if store.commitlog.files.pool is not None else None
 
     @property
     def sync(self):
@@ -309,10 +347,14 @@ class FlushServices:
         self.store.commitlog.files.sync = fn
 
     def start(self) -> None:
+        if self.commit is not None:
+            self.commit.start()
         self.commitlog.start()
         self.consume_queue.start()
 
     def stop(self) -> None:
+        if self.commit is not None:
+            self.commit.stop()      # commits what is left, so the flush below writes it out
         self.commitlog.stop()
         self.consume_queue.stop()
 
