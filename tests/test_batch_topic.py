@@ -913,3 +913,27 @@ def test_a_prepared_inner_batch_keeps_its_properties_and_takes_no_offset(tmp_pat
         assert s.wait_dispatched(5) and s.max_offset("B", 0) == 0
         r2 = s.put(inner_message(3), 0)
         assert r2.queue_offset == 0 and b"INNER_BASE\x010\x02" in s.look(r2.physical_offset).properties_raw
+
+
+def test_dropped_batch_units_never_come_back(tmp_path):
+    """Units recovery drops (their records were lost) must not be taken as written by a later recovery,
+    once the CommitLog has grown past their offsets again."""
+    live, copy = tmp_path / "live", tmp_path / "copy"
+    with batch_store(live) as s:
+        for i in range(4):
+            s.put_batch(as_messages(triples(2, tag=f"a{i}")), 0)
+        cut = s.put_batch(as_messages(triples(2, tag="lost")), 0).physical_offset
+        s.put_batch(as_messages(triples(2, tag="lost2")), 0)
+        s.flush()
+        shutil.copytree(live, copy)
+    seg = os.path.join(copy, "commitlog", f"{cut - cut % CL_FILE:020d}")
+    with open(seg, "r+b") as fh:                      # the last two records never reached the disk
+        fh.seek(cut % CL_FILE)
+        fh.write(bytes(CL_FILE - cut % CL_FILE))
+    open(os.path.join(copy, "abort"), "w").close()
+    with open_store(copy) as s:
+        assert s.max_offset("B", 0) == 8
+        s.put_batch(as_messages(triples(1, tag="new") * 200), 1)   # the CommitLog grows far past the old units
+    with open_store(copy) as s:
+        assert s.max_offset("B", 0) == 8
+        assert [m.queue_offset for m in s.get("g", "B", 0, 0).messages] == [0, 2, 4, 6]
