@@ -638,7 +638,6 @@ class MessageStore:
 
     def _disk_full_refusal(self) -> bool:
         if not self.cleanup.disk_full:
-            self._refused_puts = 0
             return False
         n = getattr(self, "_refused_puts", 0)
         if n % 50000 == 0:
