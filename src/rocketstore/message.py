@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from .formats import properties as P
 from .formats.inner_batch import decode_messages
-from .formats.record import INNER_BATCH_FLAG, StoredMessage, make_msg_id
+from .formats.record import INNER_BATCH_FLAG, StoredMessage, body_crc, make_msg_id
 
 
 class PutStatus(enum.Enum):
@@ -210,6 +210,10 @@ class BatchedMessage:
     born_timestamp = property(lambda self: self.batch.born_timestamp)
     store_host = property(lambda self: self.batch.store_host)
     born_host = property(lambda self: self.batch.born_host)
+    msg_id = property(lambda self: self.batch.msg_id)       # the batch record's, as RocketMQ answers
+    sys_flag = property(lambda self: self.batch.sys_flag)
+    reconsume_times = property(lambda self: self.batch.reconsume_times)
+    body_crc = property(lambda self: body_crc(self.body))   # the inner message's own body
     tags = property(lambda self: self.properties.get(P.TAGS))
     keys = property(lambda self: [k for k in (self.properties.get(P.KEYS) or "").split(P.KEY_SEPARATOR) if k])
     unique_key = property(lambda self: self.properties.get(P.UNIQ_KEY))

@@ -1,0 +1,125 @@
+"""Planning a read: which (topic, queue) offset ranges a query covers, resolved through the store read-only.
+
+Offsets follow Spark's Kafka source: `earliest` / `latest` / JSON {"topic": {"queueId": offset}} with -2 for
+earliest and -1 for latest; the ending offset is exclusive. `startingTimestamp` / `endingTimestamp` become
+offsets by the ConsumeQueue's time lookup (the first message stored at or after the time).
+"""
+from __future__ import annotations
+
+import logging
+import math
+
+from ..store import MessageStore
+from . import options as O
+from .queue_read import DataLossError, QueueRange, ReadSpec
+
+log = logging.getLogger("rocketstore.spark")
+EARLIEST, LATEST = -2, -1
+
+
+def open_store(opts) -> MessageStore:
+    root = O.store_path(opts)
+    return MessageStore.open(root, O.store_config(opts, root), read_only=True)
+
+
+def read_spec(opts, store: MessageStore, tags=None) -> ReadSpec:
+    from ..formats.javahash import java_string_hash
+    wanted = tags if tags is not None else _tags_option(opts)
+    # the executors rebuild the store's settings from these (brokerConf and MessageStoreConfig names)
+    settings = {k: v for k, v in opts.items() if k.lower() in O._CONFIG_NAMES or k.lower() == "brokerconf"}
+    return ReadSpec(root=store.root, commitlog_size=store.config.mapped_file_size_commit_log,
+                    cq_size=store.config.mapped_file_size_consume_queue, options=settings,
+                    tags=frozenset(wanted) if wanted is not None else None,
+                    tag_codes=tuple(sorted({java_string_hash(t) for t in wanted})) if wanted is not None else None,
+                    batch_rows=O.integer(opts, "maxRecordsPerBatch", 8192, minimum=1),
+                    fail_on_data_loss=O.boolean(opts, "failOnDataLoss", True))
+
+
+def _tags_option(opts):
+    """`tags`: RocketMQ's subscription expression ("TagA || TagB"; "*" or empty for all)."""
+    raw = O.get(opts, "tags")
+    if raw is None or raw.strip() in ("", "*"):
+        return None
+    tags = [t.strip() for t in raw.split("||")]
+    if not all(tags):
+        raise O.OptionError(f"option 'tags': expected tags separated by '||', got {raw!r}")
+    return set(tags)
+
+
+def topic_queues(opts, store: MessageStore) -> dict[str, list[int]]:
+    """The topics the options name, with their queues; a listed topic the store lacks is an error."""
+    available = store.topics()
+    names = O.topics(opts, available)
+    missing = [t for t in names if t not in available]
+    if missing and O.get(opts, "topics"):
+        raise O.OptionError(f"option 'topics': no such topic in {store.root}: {', '.join(missing)}")
+    return {t: available[t] for t in names if t in available}
+
+
+def _position(store, topic: str, q: int, spec, ts: int | None, name: str, fail_on_data_loss: bool) -> int:
+    """One end of a queue's range: by time when a timestamp is given, else by the offsets spec (a queue
+    JSON does not list starts at earliest and ends at latest)."""
+    lo, hi = max(store.min_offset(topic, q), 0), store.max_offset(topic, q)
+    if ts is not None:
+        return hi if _after_last(store, topic, q, ts) else store.offset_by_time(topic, q, ts)
+    if isinstance(spec, str):
+        value = EARLIEST if spec == "earliest" else LATEST
+    else:
+        value = spec.get(topic, {}).get(q, EARLIEST if name == "startingOffsets" else LATEST)
+    if value == EARLIEST:
+        return lo
+    if value == LATEST:
+        return hi
+    if value > hi:
+        raise O.OptionError(f"option '{name}': offset {value} of {topic}-{q} is past the queue's end ({hi})")
+    if value < lo:
+        message = f"option '{name}': offset {value} of {topic}-{q} is gone (the queue now starts at {lo})"
+        if fail_on_data_loss:
+            raise DataLossError(message + "; set failOnDataLoss=false to start at the first offset left")
+        log.warning("%s: starting at %d", message, lo)
+        return lo
+    return value
+
+
+def _after_last(store, topic: str, q: int, ts: int) -> bool:
+    """No message of the queue was stored at or after `ts` (offset_by_time would clamp to the last one)."""
+    hi = store.max_offset(topic, q)
+    return hi <= max(store.min_offset(topic, q), 0) or store.store_timestamp_at(topic, q, hi - 1) < ts
+
+
+def ranges(opts, store: MessageStore, start_spec=None, end_spec=None) -> list[QueueRange]:
+    """Every (topic, queue) range of a batch query, or of a stream's first batch when given specs."""
+    fail = O.boolean(opts, "failOnDataLoss", True)
+    start_spec = start_spec if start_spec is not None else O.offsets_spec(opts, "startingOffsets", "earliest")
+    end_spec = end_spec if end_spec is not None else O.offsets_spec(opts, "endingOffsets", "latest")
+    if end_spec == "earliest":
+        raise O.OptionError("option 'endingOffsets': earliest makes no sense for an end (use latest or JSON)")
+    start_ts, end_ts = O.timestamp(opts, "startingTimestamp"), O.timestamp(opts, "endingTimestamp")
+    if start_ts is not None and end_ts is not None and end_ts < start_ts:
+        raise O.OptionError(f"option 'endingTimestamp' ({end_ts}) is before 'startingTimestamp' ({start_ts})")
+    out = []
+    for topic, queues in topic_queues(opts, store).items():
+        batch = topic in store.batch_topics
+        for q in queues:
+            start = _position(store, topic, q, start_spec, start_ts, "startingOffsets", fail)
+            end = _position(store, topic, q, end_spec, end_ts, "endingOffsets", fail)
+            if end < start and not isinstance(end_spec, str):
+                raise O.OptionError(f"option 'endingOffsets': {topic}-{q} ends at {end}, before its start {start}")
+            out.append(QueueRange(topic, q, start, max(start, end), batch))
+    return out
+
+
+def split(ranges_: list[QueueRange], min_partitions: int | None) -> list[list[QueueRange]]:
+    """One partition per non-empty range; with minPartitions, large ranges are cut (Kafka's rule: each
+    range gets partitions in proportion to its size) so there are at least that many."""
+    live = [r for r in ranges_ if r.count]
+    if not min_partitions or min_partitions <= len(live):
+        return [[r] for r in live]
+    total = sum(r.count for r in live)
+    parts = []
+    for r in live:
+        pieces = max(1, math.ceil(r.count / total * min_partitions))
+        step = math.ceil(r.count / pieces)
+        for a in range(r.start, r.end, step):
+            parts.append([QueueRange(r.topic, r.queue_id, a, min(a + step, r.end), r.batch_cq)])
+    return parts
