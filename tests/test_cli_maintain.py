@@ -54,12 +54,6 @@ def test_rebuild_writes_rocketmqs_consume_queues(tmp_path):
     assert not [n for n in os.listdir(root) if n.startswith(".rebuild-")]   # the old files went afterwards
 
 
-def test_rebuild_with_spark_says_it_is_not_there_yet(tmp_path):
-    root = copy_store(tmp_path, "store-txn")
-    code, _, err = run("rebuild", root, "--yes", "--engine", "spark")
-    assert code == 1 and "--engine local" in err and os.path.isdir(os.path.join(root, "consumequeue"))
-
-
 def test_recover_reports_the_crash_and_rocketmqs_offsets(tmp_path):
     root = copy_store(tmp_path, "store-abnormal")
     code, out, err = run("recover", root, "--json", "-c", broker_conf(tmp_path, "store-abnormal"))

@@ -1,4 +1,5 @@
-"""The main job: write, reopen, read back and check a few hundred thousand messages on a fresh store.
+"""The main job: write, reopen, read back and check a few hundred thousand messages on a fresh store, then
+read, export and rebuild it with Spark.
 
     python -m rocketstore.mainjob --store work/store --messages 300000
 """
@@ -30,6 +31,7 @@ def main(argv=None) -> int:
     ap.add_argument("--messages", type=int, default=300_000)
     ap.add_argument("--body", type=int, default=100, help="body size in bytes")
     ap.add_argument("--segment-mb", type=int, default=64, help="CommitLog segment size in MiB")
+    ap.add_argument("--no-spark", action="store_true", help="skip the Spark stage")
     args = ap.parse_args(argv)
     n, size = args.messages, args.body
     if os.path.exists(args.store):
@@ -144,6 +146,12 @@ def main(argv=None) -> int:
         return 1
     checked = ", ".join(f"{v:,} {k}" for k, v in report["checked"].items() if isinstance(v, int) and v)
     print(f"  verified the store in {time.perf_counter() - t1:.2f} s: {checked}")
+    # 6. the Spark stage: read and aggregate, export to Parquet, rebuild the queues and indexes in parallel
+    if not args.no_spark:
+        from .spark.mainjob_stage import run as spark_stage
+        parquet = os.path.join(os.path.dirname(os.path.abspath(args.store)), "parquet")
+        if spark_stage(args.store, TOPICS, TAGS, n, parquet):
+            return 1
     print("OK")
     return 0
 

@@ -1,7 +1,8 @@
 """`rocketstore rebuild | clean | recover`: the maintenance commands, the ones whose purpose is to write.
 
 rebuild drops the ConsumeQueues and index files and lets recovery dispatch every record of the CommitLog
-again (what RocketMQ does when those files are lost); clean runs the expired-file cleanup now; recover opens
+again (what RocketMQ does when those files are lost), or with --engine spark runs the parallel rebuild job
+(rocketstore.spark.rebuild, Spark in local mode); clean runs the expired-file cleanup now; recover opens
 the store, which recovers it, and reports what recovery cut. Each shows a progress bar over the CommitLog
 (recovery's progress callback) unless --json.
 """
@@ -72,13 +73,13 @@ def _queue_totals(s: MessageStore) -> tuple[int, int]:
 @_json_opt
 def rebuild(store, engine, yes, conf, as_json):
     """Rebuild every ConsumeQueue, batch ConsumeQueue and index file from the CommitLog."""
-    if engine == "spark":
-        M._fail("the Spark engine comes with rocketstore.spark, which this installation does not have yet; "
-                "use --engine local")
     if not os.path.isdir(os.path.join(store, "commitlog")):
         M._fail(f"{store}: no CommitLog here to rebuild from")
     if not yes and not as_json:
         click.confirm(f"drop {', '.join(REBUILT)} under {store} and rebuild them from the CommitLog?", abort=True)
+    if engine == "spark":
+        _rebuild_with_spark(store, conf, as_json)
+        return
     # moved aside first: if the rebuild fails, the old files are still there to put back
     aside = os.path.join(store, f".rebuild-{int(time.time() * 1000)}")
     os.makedirs(aside)
@@ -95,6 +96,32 @@ def rebuild(store, engine, yes, conf, as_json):
                    "commitLogMaxOffset": s.max_physical_offset, "seconds": round(time.perf_counter() - t, 3)}
     shutil.rmtree(aside, ignore_errors=True)
     _report("rebuilt", summary, cuts, as_json)
+
+
+SUMMARY_KEYS = ("store", "queues", "messages", "indexFiles", "commitLogMaxOffset", "seconds")
+
+
+def _rebuild_with_spark(store: str, conf, as_json: bool) -> None:
+    """The Spark job (rocketstore.spark.rebuild) in local mode; the same report as the local engine."""
+    try:
+        import rocketstore.spark as rs
+    except ImportError as e:
+        M._fail(f"the Spark engine needs pyspark ({e}); use --engine local")
+    options = {"brokerConf": os.path.abspath(conf)} if conf else {}
+    cuts = _Cuts()
+    logger = logging.getLogger("rocketstore")
+    logger.addHandler(cuts)
+    spark = None
+    try:
+        spark = rs.session()
+        summary = rs.rebuild(store, spark, **options)
+    except (RocketStoreError, ValueError, OSError) as e:
+        M._fail(str(e))
+    finally:
+        logger.removeHandler(cuts)
+        if spark is not None:
+            spark.stop()
+    _report("rebuilt", {k: summary[k] for k in SUMMARY_KEYS}, cuts.lines, as_json)
 
 
 @click.command()

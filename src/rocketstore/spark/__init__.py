@@ -24,15 +24,9 @@ def register(spark) -> None:
 
 
 def _sources():
-    from importlib import import_module
-    found = []
-    for module, name in (("source", "RocketStoreSource"), ("commitlog_source", "CommitLogSource")):
-        try:
-            found.append(getattr(import_module(f".{module}", __name__), name))
-        except ModuleNotFoundError as e:   # a format still being written: leave it out
-            if e.name != f"{__name__}.{module}":
-                raise
-    return found
+    from .commitlog_source import CommitLogSource
+    from .source import RocketStoreSource
+    return RocketStoreSource, CommitLogSource
 
 
 def rebuild(store, spark=None, **options):

@@ -46,12 +46,13 @@ def _tags_option(opts):
     return set(tags)
 
 
-def topic_queues(opts, store: MessageStore) -> dict[str, list[int]]:
-    """The topics the options name, with their queues; a listed topic the store lacks is an error."""
+def topic_queues(opts, store: MessageStore, missing_ok: bool = False) -> dict[str, list[int]]:
+    """The topics the options name, with their queues; a listed topic the store lacks is an error (unless
+    missing_ok: a stream waits for it)."""
     available = store.topics()
     names = O.topics(opts, available)
     missing = [t for t in names if t not in available]
-    if missing and O.get(opts, "topics"):
+    if missing and O.get(opts, "topics") and not missing_ok:
         raise O.OptionError(f"option 'topics': no such topic in {store.root}: {', '.join(missing)}")
     return {t: available[t] for t in names if t in available}
 
@@ -87,7 +88,7 @@ def _after_last(store, topic: str, q: int, ts: int) -> bool:
     return hi <= max(store.min_offset(topic, q), 0) or store.store_timestamp_at(topic, q, hi - 1) < ts
 
 
-def ranges(opts, store: MessageStore, start_spec=None, end_spec=None) -> list[QueueRange]:
+def ranges(opts, store: MessageStore, start_spec=None, end_spec=None, missing_ok=False) -> list[QueueRange]:
     """Every (topic, queue) range of a batch query, or of a stream's first batch when given specs."""
     fail = O.boolean(opts, "failOnDataLoss", True)
     start_spec = start_spec if start_spec is not None else O.offsets_spec(opts, "startingOffsets", "earliest")
@@ -98,7 +99,7 @@ def ranges(opts, store: MessageStore, start_spec=None, end_spec=None) -> list[Qu
     if start_ts is not None and end_ts is not None and end_ts < start_ts:
         raise O.OptionError(f"option 'endingTimestamp' ({end_ts}) is before 'startingTimestamp' ({start_ts})")
     out = []
-    for topic, queues in topic_queues(opts, store).items():
+    for topic, queues in topic_queues(opts, store, missing_ok).items():
         batch = topic in store.batch_topics
         for q in queues:
             start = _position(store, topic, q, start_spec, start_ts, "startingOffsets", fail)

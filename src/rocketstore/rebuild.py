@@ -1,0 +1,663 @@
+"""Rebuilding the ConsumeQueues, batch ConsumeQueues and index files from the CommitLog, in pieces that can
+run in parallel (apache/rocketmq #5184, #7355: regenerating them with one reput thread is slow).
+
+Reput dispatches every record in CommitLog order, but what it writes splits cleanly:
+
+- CommitLog segments are independent: every segment ends at a record boundary, then a BLANK filler, so
+  each one decodes on its own (`decode_segment`) into dispatch columns: the records and tagsCodes reput
+  would dispatch (check_record's rules, in bulk through formats.record_scan as recovery does).
+- A queue's files depend only on its own units in CommitLog order (`write_queue`, through the same
+  ConsumeQueue / BatchConsumeQueue classes reput uses, so fillPreBlank, guards and offsets are reput's).
+- The index is a sequence of entries (one per UNIQ_KEY and KEYS token of each record, none for a
+  rolled-back one) cut into files of maxIndexNum - 1 entries; a new, empty file opens when a record
+  arrives while the last file is full (IndexService). `plan_index` numbers the files from per-segment
+  counts; `write_index_file` writes one file from its slice, knowing only the entry before it.
+- `RebuildRun` takes the store's lock, moves the old files aside (and back if anything fails), and
+  finally opens and closes the store so recovery settles the CommitLog's end and the checkpoint.
+
+Everything here is plain Python and numpy: `rebuild_serial` runs the pieces in this process;
+rocketstore.spark.rebuild_job runs the same pieces as a Spark job.
+"""
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import logging
+import mmap
+import os
+import shutil
+import time
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import topics as TC
+from .config import StoreConfig
+from .errors import RocketStoreError, StoreLockedError
+from .formats import checkpoint as CP
+from .formats import index as I
+from .formats import properties as P
+from .formats import record as R
+from .formats.record_scan import chain, scan
+from .log.batch_consume_queue import BatchConsumeQueue
+from .log.consume_queue import ConsumeQueue
+from .log.index_file import IndexFile
+from .services.bulk_dispatch import RUN, props_info
+from .services.dispatch import BLANK, OK, SCHEDULE_TOPIC, check_record, tags_code_for
+from .services.index_service import file_name_at, name_after
+
+log = logging.getLogger("rocketstore.rebuild")
+REBUILT = ("consumequeue", "batchconsumequeue", "index")
+_ROLLBACK = R.TRANSACTION_ROLLBACK_TYPE
+
+# the dispatch columns of decoded records: numpy arrays, and Python lists for the strings
+INT_COLUMNS = {"phys": np.int64, "size": np.int32, "queue_id": np.int32, "queue_offset": np.int64,
+               "tags_code": np.int64, "store_ts": np.int64, "sys_flag": np.int32, "base": np.int64,
+               "batch_size": np.int32, "entries": np.int32, "entry_no": np.int64}
+STR_COLUMNS = ("topic", "keys", "uniq")
+
+
+class RebuildError(RocketStoreError):
+    """The rebuild cannot go on; the message says what is wrong and where."""
+
+
+# ---------------------------------------------------------------------------- settings workers need
+@dataclass(frozen=True)
+class DecodeSettings:
+    """What decoding a segment needs from the store's config (small and picklable, for Spark tasks)."""
+    file_size: int
+    check_crc: bool = True
+    force_verify_prop_crc: bool = False
+    delay_levels: tuple = ()
+    index_enabled: bool = True
+
+    @classmethod
+    def of(cls, config: StoreConfig) -> "DecodeSettings":
+        return cls(config.mapped_file_size_commit_log, config.check_crc_on_recover, config.force_verify_prop_crc,
+                   tuple(config.delay_levels()), config.message_index_enable)
+
+
+# ---------------------------------------------------------------------------- decoding one segment
+@dataclass
+class Segment:
+    """One decoded CommitLog segment: its records' dispatch columns and how the segment ends."""
+    path: str
+    base: int                            # the segment's first physical offset (its file name)
+    columns: dict = field(default_factory=dict)
+    end: int = 0                         # physical offset where the records stop
+    blank: bool = False                  # they stop at a BLANK filler (else: the problem below)
+    problem: str | None = None           # None with blank=False: zeros, nothing written there
+    empty_at_end: bool = False           # nothing at all at the stop position (zeros)
+
+    @property
+    def records(self) -> int:
+        return len(self.columns.get("phys", ()))
+
+    def summary(self) -> "SegmentSummary":
+        c = self.columns
+        n = len(c.get("phys", ()))
+        with_entries = np.flatnonzero(c["entries"]) if n else np.zeros(0, np.int64)
+        last_entry = int(with_entries[-1]) if len(with_entries) else -1
+        return SegmentSummary(self.path, self.base, self.end, self.blank, self.problem, self.empty_at_end, n,
+                              int(c["entries"].sum()) if n else 0, int(c["phys"][-1]) if n else -1,
+                              int(c["phys"][last_entry]) if last_entry >= 0 else -1,
+                              int(c["store_ts"][last_entry]) if last_entry >= 0 else 0)
+
+
+@dataclass
+class SegmentSummary:
+    """What the driver needs to know about a decoded segment (no columns): where and how it ends, and its
+    counts for the index plan."""
+    path: str
+    base: int
+    end: int
+    blank: bool
+    problem: str | None
+    empty_at_end: bool
+    records: int
+    entries: int
+    last_record_phys: int          # -1: no record
+    last_entry_phys: int           # the last record with an index entry, -1: none
+    last_entry_ts: int
+
+
+class _Collector:
+    """Accumulates dispatch columns: numpy chunks from bulk runs, single values from careful records."""
+
+    def __init__(self):
+        self.chunks = {k: [] for k in INT_COLUMNS}
+        self.strings = {k: [] for k in STR_COLUMNS}
+
+    def add_run(self, arrays: dict, topics: list, keys: list, uniqs: list) -> None:
+        for k, v in arrays.items():
+            self.chunks[k].append(v)
+        self.strings["topic"].extend(topics)
+        self.strings["keys"].extend(keys)
+        self.strings["uniq"].extend(uniqs)
+
+    def add_one(self, req) -> None:
+        values = {"phys": req.commit_log_offset, "size": req.msg_size, "queue_id": req.queue_id,
+                  "queue_offset": req.consume_queue_offset, "tags_code": req.tags_code,
+                  "store_ts": req.store_timestamp, "sys_flag": req.sys_flag, "base": req.msg_base_offset,
+                  "batch_size": req.batch_size}
+        for k, v in values.items():
+            self.chunks[k].append(np.array([v], dtype=INT_COLUMNS[k]))
+        self.strings["topic"].append(req.topic)
+        self.strings["keys"].append(req.keys or "")
+        self.strings["uniq"].append(req.uniq_key)
+
+    def columns(self, index_enabled: bool) -> dict:
+        cols = {k: (np.concatenate(v).astype(INT_COLUMNS[k]) if v else np.zeros(0, INT_COLUMNS[k]))
+                for k, v in self.chunks.items() if k not in ("entries", "entry_no")}
+        cols.update(self.strings)
+        if index_enabled:
+            entries = np.array([entry_count(k, u, f) for k, u, f in
+                                zip(cols["keys"], cols["uniq"], cols["sys_flag"].tolist())], dtype=np.int32)
+        else:
+            entries = np.zeros(len(cols["phys"]), dtype=np.int32)
+        cols["entries"] = entries
+        cols["entry_no"] = (np.cumsum(entries, dtype=np.int64) - entries)   # the segment's entries before it
+        return cols
+
+
+def entry_count(keys: str, uniq, sys_flag: int) -> int:
+    """How many index entries a record makes (IndexService.buildIndex): its UNIQ_KEY and each KEYS token;
+    none for a rolled-back transaction."""
+    if (sys_flag & _ROLLBACK) == _ROLLBACK:
+        return 0
+    n = 1 if uniq is not None else 0
+    if keys:
+        n += sum(1 for k in keys.split(" ") if k)
+    return n
+
+
+def gets_unit(sys_flag: np.ndarray) -> np.ndarray:
+    """Which records get a queue unit: plain and committed transactional ones (not prepared, not rolled back)."""
+    tran = sys_flag & _ROLLBACK
+    return (tran == R.TRANSACTION_NOT_TYPE) | (tran == R.TRANSACTION_COMMIT_TYPE)
+
+
+def decode_segment(path: str, base: int, settings: DecodeSettings) -> Segment:
+    """The records of one CommitLog segment as reput would dispatch them, up to its BLANK filler or the
+    first position that holds no valid record (the end of the log, or a problem the caller judges)."""
+    size = os.path.getsize(path)
+    if size != settings.file_size:
+        raise RebuildError(f"{path}: CommitLog file is {size} bytes, the store expects {settings.file_size} "
+                           f"(mappedFileSizeCommitLog)")
+    with open(path, "rb") as fh:
+        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        return _decode(mm, path, base, settings)
+    finally:
+        mm.close()
+
+
+def _decode(buf, path: str, base: int, settings: DecodeSettings) -> Segment:
+    out = _Collector()
+    limit = settings.file_size
+    # recovery goes one record at a time when the properties CRC must be verified: so do we
+    bulk = not settings.force_verify_prop_crc
+    pos = 0
+    seg = Segment(path, base)
+    while True:
+        if bulk:
+            positions, sizes = chain(buf, pos, limit, RUN)
+            if positions:
+                done = _take_run(buf, positions, sizes, out, settings)
+                if done:
+                    pos = positions[done - 1] + sizes[done - 1]
+                    continue
+        kind, rsize, req, problem = check_record(buf, pos, limit, check_crc=settings.check_crc,
+                                                 force_verify_prop_crc=settings.force_verify_prop_crc,
+                                                 delay_levels=settings.delay_levels)
+        if kind == OK:
+            out.add_one(req)
+            pos += rsize
+            continue
+        seg.blank = kind == BLANK
+        seg.problem = None if kind == BLANK else problem
+        seg.empty_at_end = kind != BLANK and not any(buf[pos:pos + 8])
+        break
+    seg.end = base + pos
+    seg.columns = out.columns(settings.index_enabled)
+    return seg
+
+
+def _take_run(buf, positions, sizes, out: _Collector, settings: DecodeSettings) -> int:
+    """Dispatch columns of a run of plain records (bulk_dispatch.dispatch_run's checks); returns how many
+    were taken. It stops before a record needing the careful path (CRC mismatch, inner batch, DELAY of
+    SCHEDULE_TOPIC that is not a number), which check_record then judges."""
+    c = scan(buf, positions, sizes)
+    n = c.count
+    if not n:
+        return 0
+    tpos, tlen, ppos, plen = c.topic_pos.tolist(), c.topic_len.tolist(), c.props_pos.tolist(), c.props_len.tolist()
+    stamps, flags = c.store_ts.tolist(), c.sys_flag.tolist()
+    check_crc = settings.check_crc
+    if check_crc:
+        bpos, blen, crcs = c.body_pos.tolist(), c.body_len.tolist(), c.crc.tolist()
+    topics, keys, uniqs, codes = [], [], [], []
+    topic_cache: dict[bytes, str] = {}
+    for i in range(n):
+        if check_crc and blen[i] > 0 and zlib.crc32(buf[bpos[i]:bpos[i] + blen[i]]) & 0x7FFFFFFF != crcs[i]:
+            n = i
+            break
+        raw_topic = bytes(buf[tpos[i]:tpos[i] + tlen[i]])
+        topic = topic_cache.get(raw_topic)
+        if topic is None:
+            topic = topic_cache[raw_topic] = raw_topic.decode("utf-8", "replace")
+        raw = bytes(buf[ppos[i]:ppos[i] + plen[i]])
+        info = props_info(raw)
+        if info is None:
+            n = i
+            break
+        code, k, u, has_delay = info
+        if has_delay and topic == SCHEDULE_TOPIC:
+            try:
+                code = tags_code_for(topic, P.parse_properties(raw), stamps[i], flags[i], settings.delay_levels)
+            except ValueError:
+                n = i
+                break
+        topics.append(topic)
+        keys.append(k)
+        uniqs.append(u)
+        codes.append(code)
+    if not n:
+        return 0
+    qoff = c.queue_offset[:n].astype(np.int64)
+    out.add_run({"phys": c.phys[:n], "size": c.size[:n], "queue_id": c.queue_id[:n], "queue_offset": qoff,
+                 "tags_code": np.array(codes, dtype=np.int64), "store_ts": c.store_ts[:n],
+                 "sys_flag": c.sys_flag[:n], "base": qoff, "batch_size": np.ones(n, dtype=np.int32)},
+                topics, keys, uniqs)
+    return n
+
+
+def check_segments(segments: list[SegmentSummary]) -> int:
+    """Index of the segment the log ends in. Every segment before it must end with a BLANK filler: a bad
+    record there is an error naming the file and offset (recovery would cut the log at it and drop every
+    later segment). Segments after it hold nothing (a preallocated file)."""
+    last = len(segments) - 1
+    while last > 0 and segments[last].records == 0 and segments[last].empty_at_end \
+            and segments[last].end == segments[last].base:
+        last -= 1
+    for s in segments[:last]:
+        if not s.blank:
+            what = s.problem if s.problem and not s.empty_at_end else "no record here (zeros)"
+            raise RebuildError(f"{s.path}: offset {s.end - s.base}: {what}, but later CommitLog files hold "
+                               f"records; run `rocketstore recover` first (it cuts the log there), or repair "
+                               f"the file")
+    return last
+
+
+# ---------------------------------------------------------------------------- writing one queue
+@dataclass
+class QueueWritten:
+    topic: str
+    queue_id: int
+    units: int
+    last_phys: int = -1       # the last record whose unit went in, and its store time (checkpoint's logics time)
+    last_store_ts: int = 0
+
+
+def write_queue(root: str, topic: str, queue_id: int, batch: bool, file_size: int, cols: dict) -> QueueWritten:
+    """One queue's ConsumeQueue (or batch ConsumeQueue) files from its units' columns (phys, size,
+    tags_code, queue_offset, store_ts, and for a batch queue base, batch_size), in any order: written in
+    CommitLog order through the classes reput uses, so the bytes are reput's."""
+    order = np.argsort(np.asarray(cols["phys"], dtype=np.int64), kind="stable")
+    c = {k: np.asarray(cols[k])[order].astype(np.int64) for k in ("phys", "size", "tags_code", "queue_offset",
+                                                                  "store_ts")}
+    if batch:
+        c["base"] = np.asarray(cols["base"])[order].astype(np.int64)
+        c["batch_size"] = np.asarray(cols["batch_size"])[order].astype(np.int64)
+        return _write_batch_queue(root, topic, queue_id, file_size, c)
+    cq = ConsumeQueue(root, topic, queue_id, file_size, writable=True)
+    cq.load()
+    try:
+        done = QueueWritten(topic, queue_id, len(order))
+        qoffs = c["queue_offset"]
+        # runs of consecutive queue offsets: the first unit through put() (fillPreBlank and the guards),
+        # the rest through put_many, which writes them in one go when they simply continue the queue
+        breaks = np.flatnonzero(np.diff(qoffs) != 1) + 1
+        starts = np.r_[0, breaks].astype(np.int64)
+        ends = np.r_[breaks, len(qoffs)].astype(np.int64)
+        for a, b in zip(starts.tolist(), ends.tolist()):
+            ok = cq.put(int(c["phys"][a]), int(c["size"][a]), int(c["tags_code"][a]), int(qoffs[a]))
+            if b - a > 1:
+                ok = cq.put_many(c["phys"][a + 1:b], c["size"][a + 1:b], c["tags_code"][a + 1:b], int(qoffs[a]) + 1)
+            if ok:
+                done.last_phys, done.last_store_ts = int(c["phys"][b - 1]), int(c["store_ts"][b - 1])
+        cq.files.flush_all()
+    finally:
+        cq.close()
+    return done
+
+
+def _write_batch_queue(root, topic, queue_id, file_size, c) -> QueueWritten:
+    bcq = BatchConsumeQueue(root, topic, queue_id, file_size, writable=True)
+    bcq.load()
+    try:
+        done = QueueWritten(topic, queue_id, len(c["phys"]))
+        for phys, size, code, ts, base, n in zip(*(c[k].tolist() for k in ("phys", "size", "tags_code", "store_ts",
+                                                                          "base", "batch_size"))):
+            if bcq.dispatch(phys, size, code, ts, base, n):
+                done.last_phys, done.last_store_ts = phys, ts
+        bcq.files.flush_all()
+    finally:
+        bcq.files.close()
+    return done
+
+
+# ---------------------------------------------------------------------------- the index
+@dataclass
+class IndexPlan:
+    """Which index files the entries make: file i holds global entries [i * per_file, (i+1) * per_file),
+    the last one what is left; `names` in order (wall-clock names, unique and increasing)."""
+    per_file: int
+    total_entries: int
+    names: list[str]
+    segment_first_entry: dict[int, int]   # segment base -> global number of its first entry
+
+    @property
+    def files_with_entries(self) -> int:
+        return -(-self.total_entries // self.per_file)
+
+    def file_of(self, entry_no: np.ndarray) -> np.ndarray:
+        return entry_no // self.per_file
+
+
+def plan_index(index_num: int, segment_counts: list[tuple[int, int, int]], arrival_after_last_entry: bool,
+               now_ms: int | None = None) -> IndexPlan:
+    """The index files: `segment_counts` is (segment base, records, entries) in CommitLog order;
+    `arrival_after_last_entry` says whether some record comes after the last one with an entry (or, with no
+    entries at all, whether there is any record). IndexService opens a new file when a record arrives and
+    the last file is full (or there is none), so the files are the full ones, the partly filled one, and an
+    empty one when records arrive after the entries filled the last file exactly."""
+    per_file = index_num - 1      # entry 0 is never written
+    first: dict[int, int] = {}
+    total = 0
+    for base, _records, entries in segment_counts:
+        first[base] = total
+        total += entries
+    files = -(-total // per_file)
+    if total % per_file == 0 and arrival_after_last_entry:
+        files += 1
+    return IndexPlan(per_file, total, index_file_names(files, now_ms), first)
+
+
+def index_file_names(count: int, now_ms: int | None = None) -> list[str]:
+    """`count` names as IndexService gives them: the time now (yyyyMMddHHmmssSSS), each next one later."""
+    names: list[str] = []
+    name = file_name_at(time.time_ns() // 1_000_000 if now_ms is None else now_ms)
+    for _ in range(count):
+        names.append(name)
+        name = name_after(name)
+    return names
+
+
+def index_keys(topics, keys, uniqs, sys_flags) -> tuple[list[str], np.ndarray]:
+    """The index keys of records, in order (`topic#UNIQ_KEY`, then `topic#token` for each KEYS token), and
+    the record each belongs to (IndexService.buildIndex)."""
+    out: list[str] = []
+    owner: list[int] = []
+    for i, (t, k, u, f) in enumerate(zip(topics, keys, uniqs, sys_flags)):
+        if (f & _ROLLBACK) == _ROLLBACK:
+            continue
+        n0 = len(out)
+        if u is not None:
+            out.append(f"{t}#{u}")
+        if k:
+            out.extend(f"{t}#{x}" for x in k.split(" ") if x)
+        owner.extend([i] * (len(out) - n0))
+    return out, np.array(owner, dtype=np.int64)
+
+
+def index_entries(topics, keys, uniqs, sys_flags, phys, stamps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(key hashes, physical offsets, store times) of the index entries of records, in order."""
+    ks, owner = index_keys(topics, keys, uniqs, sys_flags)
+    phys, stamps = np.asarray(phys, dtype=np.int64), np.asarray(stamps, dtype=np.int64)
+    hashes = I.key_hashes(ks) if ks else np.zeros(0, dtype=np.int32)
+    return hashes.astype(np.int32), phys[owner], stamps[owner]
+
+
+def write_index_file(path: str, hash_slot_num: int, index_num: int, hashes, phys, stamps,
+                     prev_end: tuple[int, int] | None) -> dict:
+    """One index file from its entries in order; `prev_end` is the previous file's end (physical offset,
+    store time of its last entry), which a new file starts from (IndexFile's constructor)."""
+    end_phy, end_ts = prev_end or (0, 0)
+    f = IndexFile(path, hash_slot_num, index_num, writable=True, create=True, end_phy_offset=end_phy,
+                  end_timestamp=end_ts)
+    try:
+        n = len(hashes)
+        if n > f.room():
+            raise RebuildError(f"{path}: {n} entries do not fit an index file of {index_num - 1}")
+        if n:
+            f.put_entries(np.asarray(hashes, dtype=np.int32), np.asarray(phys, dtype=np.int64),
+                          np.asarray(stamps, dtype=np.int64))
+        f.flush()
+        return {"name": f.name, "entries": n, "full": f.is_write_full(), "end_timestamp": f.end_timestamp,
+                "end_phy_offset": f.end_phy_offset}
+    finally:
+        f.close()
+
+
+# ---------------------------------------------------------------------------- the run: lock, aside, finish
+class RebuildRun:
+    """The frame of a rebuild: the store's lock (one writer, as MessageStore takes it), the old queue and
+    index files moved aside (and put back if the rebuild fails), and `finish`, which makes the store
+    consistent (checkpoint, the CommitLog's end) by opening and closing it."""
+
+    def __init__(self, root: str, config: StoreConfig | None = None):
+        from .store import resolve_file_sizes
+        self.root = os.path.abspath(os.fspath(root))
+        if not os.path.isdir(os.path.join(self.root, "commitlog")):
+            raise RebuildError(f"{self.root}: no CommitLog here to rebuild from")
+        # sizes are read from the files before they move aside, so the rebuilt ones keep them
+        self.config = resolve_file_sizes(self.root, config or StoreConfig())
+        self.aside: str | None = None
+        self._lock_fd: int | None = None
+        self.batch_topics: set[str] = set()
+        self.checkpoint = CP.Checkpoint()
+        self._had_abort = False
+        self.started = time.perf_counter()
+
+    # -- settings for the pieces
+    @property
+    def settings(self) -> DecodeSettings:
+        return DecodeSettings.of(self.config)
+
+    def segments(self) -> list[tuple[str, int]]:
+        """(path, base offset) of every CommitLog segment, in order."""
+        d = os.path.join(self.root, "commitlog")
+        names = sorted(n for n in os.listdir(d) if len(n) == 20 and n.isdigit())
+        return [(os.path.join(d, n), int(n)) for n in names]
+
+    def queue_dir_size(self, batch: bool) -> int:
+        return self.config.mapped_file_size_batch_consume_queue if batch else self.config.mapped_file_size_consume_queue
+
+    # -- the frame
+    def __enter__(self) -> "RebuildRun":
+        self._take_lock()
+        try:
+            self.batch_topics = {t for t, cfg in TC.read_topic_configs(self.root).items()
+                                 if TC.queue_type(cfg) == TC.BATCH_CQ}
+            # a batch ConsumeQueue on disk makes its topic a batch topic for the store too
+            bdir = os.path.join(self.root, "batchconsumequeue")
+            if os.path.isdir(bdir):
+                self.batch_topics |= {t for t in os.listdir(bdir) if os.path.isdir(os.path.join(bdir, t))}
+            self.checkpoint = self._read_checkpoint()
+            self._move_aside()
+        except BaseException:
+            self._release_lock()
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is not None:
+                self._put_back()
+            elif self.aside:
+                shutil.rmtree(self.aside, ignore_errors=True)
+        finally:
+            self._release_lock()
+
+    def _take_lock(self) -> None:
+        """MessageStore._take_lock's lock: FileChannel.tryLock(0, 1) on `lock`, and not open for writing in
+        this process either (fcntl locks do not exclude the same process)."""
+        from . import store as S
+        path = os.path.join(self.root, "lock")
+        with S._OPEN_LOCK:
+            if os.path.realpath(self.root) in S._OPEN_FOR_WRITING:
+                raise StoreLockedError(f"{path}: the store is open for writing in this process; close it first")
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+            except OSError:
+                os.close(fd)
+                raise StoreLockedError(f"{path}: the store is open for writing by another process") from None
+        os.pwrite(fd, b"lock", 0)
+        os.fsync(fd)
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _read_checkpoint(self) -> CP.Checkpoint:
+        path = os.path.join(self.root, "checkpoint")
+        if not os.path.exists(path):
+            return CP.Checkpoint()
+        with open(path, "rb") as fh:
+            return CP.decode(fh.read(CP.FILE_SIZE))
+
+    def _move_aside(self) -> None:
+        self.aside = os.path.join(self.root, f".rebuild-{int(time.time() * 1000)}")
+        os.makedirs(self.aside)
+        for name in REBUILT + ("checkpoint", "abort"):
+            src = os.path.join(self.root, name)
+            if not os.path.exists(src):
+                continue
+            if name in REBUILT:
+                os.replace(src, os.path.join(self.aside, name))
+            else:   # kept in place (the store needs them), a copy kept to put back
+                shutil.copy2(src, os.path.join(self.aside, name))
+
+    def _put_back(self) -> None:
+        if not self.aside:
+            return
+        for name in REBUILT:
+            shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
+        for name in REBUILT + ("checkpoint", "abort"):
+            src = os.path.join(self.aside, name)
+            if os.path.exists(src):
+                os.replace(src, os.path.join(self.root, name))
+        shutil.rmtree(self.aside, ignore_errors=True)
+        log.warning("%s: rebuild failed; the old queue and index files are back", self.root)
+
+    # -- the end
+    def finish(self, queues: list[QueueWritten], index_files: list[dict]) -> dict:
+        """Make the store consistent and say what it holds now. The checkpoint gets the times reput would
+        have left in it (logics: the last unit's record; index: the last full file that another followed),
+        then the store is opened and closed: recovery settles the CommitLog's end (a torn tail is cut) and
+        the checkpoint's physical time and confirm offset, and finds nothing left to dispatch. It opens
+        without the index dispatcher: recovery may replay records past the last queue unit, and the
+        index must stay exactly as built (IndexService would index the last record's keys again)."""
+        from .store import MessageStore
+        cp = dataclasses.replace(self.checkpoint)
+        written = [q for q in queues if q.last_phys >= 0]
+        if written:
+            cp.logics_msg_timestamp = max(written, key=lambda q: q.last_phys).last_store_ts
+        if len(index_files) >= 2:
+            cp.index_msg_timestamp = max(cp.index_msg_timestamp, index_files[-2]["end_timestamp"])
+        _write_checkpoint(self.root, cp)
+        # every record was checked and dispatched above, up to where the log ends: what is left to recovery
+        # is the normal case (cutting a torn tail), so no crash flag (abnormal recovery would drop index files
+        # newer than the checkpoint's index time)
+        abort = os.path.join(self.root, "abort")
+        if os.path.exists(abort):
+            os.unlink(abort)
+        final = dataclasses.replace(self.config, message_index_enable=False)
+        self._release_lock()      # this process re-takes it right away in MessageStore.open
+        with MessageStore.open(self.root, final) as s:
+            queues_now = s.all_consume_queues()
+            return {"store": s.root, "queues": len(queues_now),
+                    "messages": sum(max(cq.max_offset - max(cq.min_offset, 0), 0) for cq in queues_now),
+                    "indexFiles": len(s.index.files), "commitLogMaxOffset": s.max_physical_offset,
+                    "seconds": round(time.perf_counter() - self.started, 3)}
+
+
+def _write_checkpoint(root: str, cp: CP.Checkpoint) -> None:
+    fd = os.open(os.path.join(root, "checkpoint"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.pwrite(fd, CP.encode(cp), 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------------------- everything in this process
+def queue_groups(segments: list[Segment]) -> dict[tuple[str, int], dict]:
+    """The units of every queue (records that get one), as columns, across segments."""
+    rows: dict[tuple[str, int], list[tuple[int, np.ndarray]]] = {}
+    for si, s in enumerate(segments):
+        c = s.columns
+        if not s.records:
+            continue
+        unit = gets_unit(c["sys_flag"])
+        for i in np.flatnonzero(unit).tolist():
+            rows.setdefault((c["topic"][i], int(c["queue_id"][i])), []).append((si, i))
+    out = {}
+    for key, members in rows.items():
+        out[key] = {k: np.array([segments[si].columns[k][i] for si, i in members])
+                    for k in ("phys", "size", "tags_code", "queue_offset", "store_ts", "base", "batch_size")}
+    return out
+
+
+def rebuild_serial(root: str, config: StoreConfig | None = None) -> dict:
+    """The whole rebuild in this process, piece by piece (what the Spark job does in parallel)."""
+    with RebuildRun(root, config) as run:
+        settings = run.settings
+        segments = [decode_segment(p, b, settings) for p, b in run.segments()]
+        last = check_segments([s.summary() for s in segments]) if segments else -1
+        segments = segments[:last + 1]
+        queues = [write_queue(run.root, t, q, t in run.batch_topics, run.queue_dir_size(t in run.batch_topics), cols)
+                  for (t, q), cols in sorted(queue_groups(segments).items())]
+        files = []
+        if settings.index_enabled:
+            files = _write_index_serial(run, segments)
+        summary = run.finish(queues, files)
+    return summary
+
+
+def arrival_after_last_entry(segments: list[SegmentSummary]) -> bool:
+    """Does a record come after the last one with an index entry (with no entries: is there any record)?"""
+    last_entry = max((s.last_entry_phys for s in segments), default=-1)
+    return max((s.last_record_phys for s in segments), default=-1) > last_entry
+
+
+def last_entry(segments: list[SegmentSummary]) -> tuple[int, int] | None:
+    """(physical offset, store time) of the last index entry, None without entries."""
+    found = [s for s in segments if s.entries]
+    return (found[-1].last_entry_phys, found[-1].last_entry_ts) if found else None
+
+
+def _write_index_serial(run: RebuildRun, segments: list[Segment]) -> list[dict]:
+    cfg = run.config
+    summaries = [s.summary() for s in segments]
+    plan = plan_index(cfg.max_index_num, [(s.base, s.records, s.entries) for s in summaries],
+                      arrival_after_last_entry(summaries))
+    parts = [index_entries(s.columns["topic"], s.columns["keys"], s.columns["uniq"], s.columns["sys_flag"].tolist(),
+                           s.columns["phys"], s.columns["store_ts"]) for s in segments if s.records]
+    hashes = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int32)
+    phys = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+    stamps = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int64)
+    directory = os.path.join(run.root, "index")
+    os.makedirs(directory, exist_ok=True)
+    out = []
+    for i, name in enumerate(plan.names):
+        a, b = i * plan.per_file, min((i + 1) * plan.per_file, plan.total_entries)
+        prev = (int(phys[a - 1]), int(stamps[a - 1])) if a > 0 else None
+        out.append(write_index_file(os.path.join(directory, name), cfg.max_hash_slot_num, cfg.max_index_num,
+                                    hashes[a:b], phys[a:b], stamps[a:b], prev))
+    return out

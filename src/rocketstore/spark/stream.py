@@ -1,0 +1,190 @@
+"""The "rocketstore" streaming source: per-(topic, queue) offsets, new topics and queues picked up as they
+appear, maxOffsetsPerTrigger admission control, exactly-once replay from Spark's checkpoint.
+
+Offsets are {"topic": {"queueId": nextOffset}}. A micro-batch's range is decided on the driver side and
+checkpointed by Spark before it is read, and a range always reads the same messages (queue offsets never
+move), so a batch replayed after a failure delivers exactly what it did the first time.
+
+The store may be written by another process meanwhile. Polls do not open the store: each queue's end is
+found in its last ConsumeQueue file by a binary search over the units (a writer fills units in order and
+zeroes are not units), a few reads per queue; topics and queues are the directories under consumequeue/.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import re
+
+import numpy as np
+from pyspark.sql.datasource import DataSourceStreamReader
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+
+from ..formats import batch_cq as BCQ
+from ..formats import cq as CQ
+from ..validation import topic_problem
+from . import options as O
+from . import plan as PL
+from . import queue_read as QR
+from .source import RangesPartition, read_partition
+
+
+def _last_file(directory: str) -> str | None:
+    names = sorted(n for n in os.listdir(directory) if len(n) == 20 and n.isdigit()) if os.path.isdir(directory) \
+        else []
+    return os.path.join(directory, names[-1]) if names else None
+
+
+def _written_units(path: str, dtype: np.dtype) -> tuple[int, np.ndarray | None]:
+    """(units written in the file, the last one): the first unit with size <= 0 ends them."""
+    size = os.path.getsize(path)
+    if size < dtype.itemsize:
+        return 0, None
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        units = np.frombuffer(mm, dtype=dtype, count=size // dtype.itemsize)
+        lo, hi = 0, len(units)          # invariant: units[:lo] written, units[hi:] not
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if units[mid]["size"] > 0 and units[mid]["pos"] >= 0:
+                lo = mid + 1
+            else:
+                hi = mid
+        last = units[lo - 1].copy() if lo else None
+        del units
+    return lo, last
+
+
+def queue_end(root: str, topic: str, queue_id: int, batch_cq: bool) -> int:
+    """The queue's max offset (one past its last message) as its files say now."""
+    sub = "batchconsumequeue" if batch_cq else "consumequeue"
+    path = _last_file(os.path.join(root, sub, topic, str(queue_id)))
+    if path is None:
+        return 0
+    dtype = BCQ.DTYPE if batch_cq else CQ.DTYPE
+    n, last = _written_units(path, dtype)
+    if batch_cq:
+        if last is None:   # an empty newest file: the previous one's end (a fresh queue: 0)
+            return _batch_end_before(root, topic, queue_id, path)
+        return int(last["base_offset"]) + int(last["batch_size"])
+    return int(os.path.basename(path)) // CQ.UNIT_SIZE + n
+
+
+def _batch_end_before(root: str, topic: str, queue_id: int, newest: str) -> int:
+    directory = os.path.dirname(newest)
+    names = sorted(n for n in os.listdir(directory) if len(n) == 20 and n.isdigit())
+    for name in reversed(names[:-1]):
+        _, last = _written_units(os.path.join(directory, name), BCQ.DTYPE)
+        if last is not None:
+            return int(last["base_offset"]) + int(last["batch_size"])
+    return 0
+
+
+def _queues(root: str, sub: str, topic: str) -> list[int]:
+    directory = os.path.join(root, sub, topic)
+    if not os.path.isdir(directory):
+        return []
+    return sorted(int(q) for q in os.listdir(directory) if q.isdigit())
+
+
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, opts):
+        self.options = dict(opts)
+        self.root = O.store_path(self.options)
+        if O.get(self.options, "endingOffsets") or O.get(self.options, "endingTimestamp"):
+            raise O.OptionError("options 'endingOffsets' and 'endingTimestamp' are for batch queries only")
+        self.max_per_trigger = O.integer(self.options, "maxOffsetsPerTrigger", None, minimum=1)
+        self.listed = O.get(self.options, "topics")
+        pattern = O.get(self.options, "topicPattern")
+        O.topics(self.options, [])                      # exactly one of the two, a valid regex
+        self.pattern = re.compile(pattern) if pattern else None
+        with PL.open_store(self.options) as store:
+            self.spec = PL.read_spec(self.options, store)
+            self.batch_topics = set(store.batch_topics)
+        self.available_now: dict | None = None
+
+    # -- what the store holds now
+    def _topics(self) -> dict[str, bool]:
+        """topic -> keeps a batch ConsumeQueue, for the topics this query reads."""
+        found = {}
+        for sub, batch in (("consumequeue", False), ("batchconsumequeue", True)):
+            directory = os.path.join(self.root, sub)
+            names = os.listdir(directory) if os.path.isdir(directory) else []
+            for t in names:
+                if topic_problem(t) is None:
+                    found[t] = batch or t in self.batch_topics
+        if self.listed:
+            wanted = [t.strip() for t in self.listed.split(",") if t.strip()]
+            return {t: found.get(t, t in self.batch_topics) for t in wanted}
+        return {t: b for t, b in found.items() if self.pattern.fullmatch(t)}
+
+    def _ends(self) -> dict[str, dict[str, int]]:
+        ends: dict[str, dict[str, int]] = {}
+        for topic, batch in self._topics().items():
+            sub = "batchconsumequeue" if batch else "consumequeue"
+            ends[topic] = {str(q): queue_end(self.root, topic, q, batch) for q in _queues(self.root, sub, topic)}
+        return ends
+
+    # -- Spark's calls
+    def initialOffset(self) -> dict:
+        """Where a new query starts: startingOffsets (default latest, as Kafka's) or startingTimestamp."""
+        spec = O.offsets_spec(self.options, "startingOffsets", "latest")
+        with PL.open_store(self.options) as store:
+            ranges = PL.ranges(self.options, store, start_spec=spec, end_spec="latest", missing_ok=True)
+        start: dict[str, dict[str, int]] = {t: {} for t in self._topics()}
+        for r in ranges:
+            start.setdefault(r.topic, {})[str(r.queue_id)] = r.start
+        return start
+
+    def getDefaultReadLimit(self):
+        return ReadMaxRows(self.max_per_trigger) if self.max_per_trigger else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.available_now = self._ends()
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        ends = self.available_now if self.available_now is not None else self._ends()
+        end = {t: {q: max(o, start.get(t, {}).get(q, 0)) for q, o in qs.items()} for t, qs in ends.items()}
+        for t, qs in start.items():          # a queue never goes away from the offsets
+            for q, o in qs.items():
+                end.setdefault(t, {}).setdefault(q, o)
+        if isinstance(limit, ReadMaxRows):
+            end = _admit(start, end, limit.max_rows)
+        return end
+
+    def partitions(self, start: dict, end: dict):
+        ranges = []
+        for topic, qs in end.items():
+            batch = topic in self.batch_topics or os.path.isdir(os.path.join(self.root, "batchconsumequeue", topic))
+            for q, stop in qs.items():
+                # a queue new since the last batch starts at its beginning (Kafka: new partitions, earliest)
+                begin = start.get(topic, {}).get(q, 0)
+                if stop > begin:
+                    ranges.append(QR.QueueRange(topic, int(q), begin, stop, batch))
+        parts = PL.split(ranges, O.integer(self.options, "minPartitions", None, minimum=1))
+        return [RangesPartition(self.spec, p) for p in parts]
+
+    def read(self, partition):
+        return read_partition(partition)
+
+    def commit(self, end: dict) -> None:
+        pass    # nothing to release: the store keeps every message until it expires
+
+    def stop(self) -> None:
+        pass
+
+
+def _admit(start: dict, end: dict, max_rows: int) -> dict:
+    """Kafka's maxOffsetsPerTrigger: at most max_rows new offsets in all, shared among the queues in
+    proportion to how far behind each is (at least one each while there is room)."""
+    lag = {(t, q): o - start.get(t, {}).get(q, 0) for t, qs in end.items() for q, o in qs.items()}
+    total = sum(v for v in lag.values() if v > 0)
+    if total <= max_rows:
+        return end
+    out = {t: dict(qs) for t, qs in end.items()}
+    left = max_rows
+    for (t, q), behind in sorted(lag.items(), key=lambda kv: -kv[1]):
+        if behind <= 0:
+            continue
+        take = min(behind, left, max(1, behind * max_rows // total))
+        out[t][q] = start.get(t, {}).get(q, 0) + take
+        left -= take
+    return out
