@@ -213,3 +213,22 @@ def test_commitlog_scan_returns_every_record_even_those_no_queue_points_at(spark
         .write.parquet(str(tmp_path / "export"))
     assert spark.read.parquet(str(tmp_path / "export")).count() == sum(1 for p in put if p[0] == "Txn")
 
+
+
+def test_offsets_already_cleaned_fail_or_are_skipped(spark, tmp_path):
+    import time as _time
+    root = str(tmp_path / "cleaned")
+    cfg = StoreConfig(mapped_file_size_commit_log=32 * 1024, mapped_file_size_consume_queue=50 * 20)
+    with MessageStore.open(root, cfg) as s:
+        for i in range(600):
+            s.put(Message("Old", f"old-{i}".encode() * 10), queue_id=0)
+        s.flush()
+        assert s.delete_expired_files(now_ms=int(_time.time() * 1000) + 100 * 3600 * 1000) > 0
+        low = s.min_offset("Old", 0)
+    assert low > 0
+    asked = '{"Old": {"0": 0}}'
+    with pytest.raises(Exception) as e:
+        _read(spark, root, topics="Old", startingOffsets=asked).count()
+    assert "failOnDataLoss" in str(e.value) and "startingOffsets" in str(e.value)
+    df = _read(spark, root, topics="Old", startingOffsets=asked, failOnDataLoss="false")
+    assert sorted(_rows(df)) == sorted(_expected(root, "Old", 0, low))
