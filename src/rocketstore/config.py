@@ -90,6 +90,10 @@ class StoreConfig:
     broker_role: str = "ASYNC_MASTER"
     duplication_enable: bool = False
     enable_consume_queue_ext: bool = False
+    # the ConsumeQueue extension (consumequeue_ext/): its file size (RocketMQ: 48 MiB) and the filter bitmap's
+    # length in bits (RocketMQ's default 64; set by the bitmap calculation, nothing on disk depends on it)
+    mapped_file_size_consume_queue_ext: int = 48 * 1024 * 1024
+    bit_map_length_consume_queue_ext: int = 64
     # rocketstore's own
     store_host: str = "127.0.0.1:10911"                 # written into STOREHOST and msgIds
     clock: Callable[[], int] = field(default=_wall_clock_ms, repr=False, compare=False)  # ms since epoch
@@ -111,6 +115,9 @@ class StoreConfig:
             v = getattr(self, name)
             if v is not None and v <= 0:
                 raise ValueError(f"{name} must be positive, got {v}")
+        if self.mapped_file_size_consume_queue_ext <= 0:
+            raise ValueError(f"mapped_file_size_consume_queue_ext must be positive, got "
+                             f"{self.mapped_file_size_consume_queue_ext}")
         cq = self.mapped_file_size_consume_queue
         if cq is not None and cq % 20:
             raise ValueError(f"mapped_file_size_consume_queue must be a multiple of 20, got {cq}")

@@ -3,6 +3,7 @@ it returns and where the next call begins, exactly as RocketMQ answers; for plai
 from __future__ import annotations
 
 from .errors import CorruptDataError
+from .formats.cq_ext import MAX_ADDR as EXT_MAX_ADDR
 from .formats.record import decode_record
 from .log.batch_consume_queue import BatchConsumeQueue
 from .log.consume_queue import ConsumeQueue
@@ -29,9 +30,34 @@ def batch_full(cfg, size: int, batch: int, max_count: int, total: int, count: in
             or count > cfg.max_transfer_count_on_message_in_disk - 1)
 
 
-def scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes) -> GetResult:
+def unit_filter(cq, codes, matches):
+    """The ConsumeQueue-level filter for units whose tagsCode slot may need more than the tag set: None
+    when the plain check in the scans (`int32(tcode) in codes`) is all there is to do (no ext, no `matches`).
+
+    Otherwise a function of the slot's value, as DefaultMessageStore.getMessage calls
+    messageFilter.isMatchedByConsumeQueue(cqUnit.getValidTagsCodeAsLong(), cqUnit.getCqExtUnit()): an ext
+    address is read through the ext (the real tagsCode and the ext unit, whose filter_bit_map a bloom filter
+    may test); a tag set then tests that tagsCode (an ext unit not found: None, which a tag filter lets
+    through); `matches(tags_code, ext_unit)` (tags_code None or an int, ext_unit a formats.cq_ext.ExtUnit
+    or None) decides last."""
+    has_ext = getattr(cq, "ext", None) is not None
+    if not has_ext and matches is None:
+        return None
+
+    def accept(tcode: int) -> bool:
+        tags, ext_unit = tcode, None
+        if tcode <= EXT_MAX_ADDR:
+            tags, ext_unit = cq.resolve_tags(tcode) if has_ext else (None, None)
+            if codes is not None and tags is not None and int32(tags) not in codes:
+                return False
+        return matches is None or bool(matches(tags, ext_unit))
+    return accept
+
+
+def scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes, matches=None) -> GetResult:
     """getMessage over a batch ConsumeQueue: whole inner-batch records, each counting its batch size;
-    a get from inside a batch returns that batch (result.unpacked() gives single messages)."""
+    a get from inside a batch returns that batch (result.unpacked() gives single messages). `matches`:
+    see unit_filter (a batch ConsumeQueue has no ext: the ext unit is always None)."""
     cfg = store.config
     lo, hi = cq.min_offset, cq.max_offset
     result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
@@ -63,6 +89,8 @@ def scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes)
                 continue
             if codes is not None and int32(tcode) not in codes:
                 continue
+            if matches is not None and not matches(None if tcode <= EXT_MAX_ADDR else tcode, None):
+                continue
             view = store.commitlog.read(pos, size)
             if view is None:
                 if total == 0:
@@ -78,7 +106,8 @@ def scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes)
     result.message_count = count
     return result
 
-def scan(store, cq: ConsumeQueue, offset: int, max_count: int, codes) -> GetResult:
+def scan(store, cq: ConsumeQueue, offset: int, max_count: int, codes, matches=None) -> GetResult:
+    """getMessage over a ConsumeQueue. `codes`: the tag hash set or None; `matches`: see unit_filter."""
     cfg = store.config
     lo, hi = cq.min_offset, cq.max_offset
     result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
@@ -92,6 +121,7 @@ def scan(store, cq: ConsumeQueue, offset: int, max_count: int, codes) -> GetResu
     cl_files = store.commitlog.files
     seg_start, seg_end, seg_buf = 0, -1, None
     verify_prop_crc = cfg.force_verify_prop_crc
+    accept = unit_filter(cq, codes, matches)
     while total <= 0 and next_begin < hi and files_read < cfg.travel_cq_file_num_when_get_message:
         files_read += 1
         got = cq.units_from(next_begin)
@@ -113,7 +143,11 @@ def scan(store, cq: ConsumeQueue, offset: int, max_count: int, codes) -> GetResu
                 next_begin = i + 1
                 if next_file_start is not None and pos < next_file_start:
                     continue
-                if codes is not None and int32(tcode) not in codes:
+                # a tagsCode slot holding an ext address (<= EXT_MAX_ADDR) is no tags hash: it passes here, and
+                # `accept` reads its ext unit; without the ext RocketMQ lets it through (no valid tagsCode)
+                if codes is not None and int32(tcode) not in codes and tcode > EXT_MAX_ADDR:
+                    continue
+                if accept is not None and not accept(tcode):
                     continue
                 if not seg_start <= pos <= seg_end - size:
                     # a record outside the segment in hand: find its own (CommitLog.getMessage)

@@ -20,6 +20,7 @@ from .topics import BATCH_CQ
 from .log.commitlog import CommitLog
 from .log.batch_consume_queue import BatchConsumeQueue
 from .log.consume_queue import LOWER, UPPER, ConsumeQueue
+from .log.consume_queue_ext import ConsumeQueueExt
 from .message import GetResult, GetStatus, Message, PutBatchResult, PutResult, PutStatus, QueryResult
 from . import get_message
 from .consumer import Consumer, ConsumerOffsets
@@ -135,6 +136,11 @@ class MessageStore:
         if config.message_index_enable:
             self.dispatchers.append(IndexDispatcher(self.index))
         self._builtin_dispatchers = len(self.dispatchers)
+        # dispatchers added with add_dispatcher(..., first=True) (RocketMQ's dispatcherList.addFirst, as the
+        # broker adds CommitLogDispatcherCalcBitMap): they run before the ConsumeQueue dispatcher and may
+        # fill request.bit_map for the ext unit; with any of them every record is dispatched as a
+        # DispatchRequest through the whole list (do_dispatch), the put path included
+        self._front_dispatchers = 0
         self.reput = ReputService(self)
         self.cleanup = CleanupService(self)   # expired-file cleanup and the disk-full flag
         # the transient store pool (seed 002): ASYNC_FLUSH masters only, as RocketMQ enables it
@@ -267,8 +273,12 @@ class MessageStore:
         if topic in self.batch_topics:
             return BatchConsumeQueue(self.root, topic, queue_id, self.config.mapped_file_size_batch_consume_queue,
                                      writable=not self.read_only)
+        ext = None
+        if self.config.enable_consume_queue_ext:   # consumequeue_ext/{topic}/{queueId}/, as RocketMQ's constructor
+            ext = ConsumeQueueExt(self.root, topic, queue_id, self.config.mapped_file_size_consume_queue_ext,
+                                  self.config.bit_map_length_consume_queue_ext, writable=not self.read_only)
         return ConsumeQueue(self.root, topic, queue_id, self.config.mapped_file_size_consume_queue,
-                            writable=not self.read_only)
+                            writable=not self.read_only, ext=ext)
 
     def write_checkpoint(self) -> None:
         if self.read_only:
@@ -375,22 +385,35 @@ class MessageStore:
     def destroy_consume_queues(self) -> None:
         for cq in self._cqs.values():
             cq.files.destroy()
+            if getattr(cq, "ext", None) is not None:   # ConsumeQueue.destroy: the ext goes with it
+                cq.ext.destroy()
         self._cqs.clear()
 
-    def add_dispatcher(self, dispatcher) -> None:
+    def add_dispatcher(self, dispatcher, first: bool = False) -> None:
         """Add a dispatcher (an object with dispatch(request), or a callable): it sees every record reput
-        or the put path dispatches, after the built-in ones."""
-        self.dispatchers.append(dispatcher if hasattr(dispatcher, "dispatch") else _Callable(dispatcher))
+        or the put path dispatches, after the built-in ones; with first=True before them (RocketMQ's
+        dispatcherList.addFirst: the broker's CommitLogDispatcherCalcBitMap, which sets request.bit_map
+        for the ConsumeQueue ext unit the ConsumeQueue dispatcher then writes)."""
+        d = dispatcher if hasattr(dispatcher, "dispatch") else _Callable(dispatcher)
+        if first:
+            self.dispatchers.insert(0, d)
+            self._front_dispatchers += 1   # (the list is now longer than the built-ins: bulk paths step aside)
+        else:
+            self.dispatchers.append(d)
 
     def _dispatch_put(self, topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props,
                       end, batch_size=1) -> None:
         """The put path's dispatch: what the ConsumeQueue and index dispatchers and reput would do, without
         decoding the record again; a DispatchRequest is built only when users' dispatchers want one.
         (Called once per put: the common case, a plain queue, is written out here.)"""
+        if self._front_dispatchers:
+            self._dispatch_put_request(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag,
+                                       props, end, batch_size)
+            return
         tran = sys_flag & R.TRANSACTION_ROLLBACK_TYPE
         if tran == R.TRANSACTION_NOT_TYPE or tran == R.TRANSACTION_COMMIT_TYPE:
             cq = self._cqs.get((topic, queue_id))
-            if cq is not None and cq.cq_type != BATCH_CQ:
+            if cq is not None and cq.cq_type != BATCH_CQ and cq.ext is None:
                 self._unit_written(cq, cq.put(phys, size, tags_code, queue_offset), store_ts)
             else:
                 self.put_message_position_info(topic, queue_id, phys, size, tags_code, queue_offset, store_ts,
@@ -401,6 +424,20 @@ class MessageStore:
         reput = self.reput
         if end > reput.reput_from_offset:
             reput.reput_from_offset = end
+        if self._waiters:
+            self.notify_arrival()
+
+    def _dispatch_put_request(self, topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag,
+                              props, end, batch_size=1) -> None:
+        """The put path's dispatch when dispatchers run before the built-in ones: a DispatchRequest through
+        the whole list in order, as reput would dispatch the record."""
+        pmap = parse_properties(props) if props else {}
+        req = DispatchRequest(topic, queue_id, phys, size, tags_code, store_ts, queue_offset,
+                              pmap.get("KEYS") or "", pmap.get("UNIQ_KEY"), sys_flag, 0, pmap,
+                              batch_size=batch_size)
+        for d in self.dispatchers:
+            d.dispatch(req)
+        self.reput.advance_to(end)
         if self._waiters:
             self.notify_arrival()
 
@@ -424,8 +461,19 @@ class MessageStore:
                             props_list, end) -> None:
         """A producer batch's dispatch (offsets, sizes, tags codes as numpy arrays): its units in one write
         per ConsumeQueue file, then the rest."""
+        if self._front_dispatchers:   # every record as a DispatchRequest through the whole list
+            for i, (p, size, code, props) in enumerate(zip(offsets.tolist(), sizes.tolist(), tags_codes.tolist(),
+                                                            props_list)):
+                self._dispatch_put_request(topic, queue_id, p, size, code, store_ts, base + i, sys_flag, props,
+                                           p + size)
+            self._put_dispatched(end)
+            return
         cq = self._find_or_create_cq(topic, queue_id)
-        self._unit_written(cq, cq.put_many(offsets, sizes, tags_codes, base), store_ts)
+        if getattr(cq, "ext", None) is not None:   # each unit with its ext unit (putMessagePositionInfoWrapper), one at a time
+            for i, (p, size, code) in enumerate(zip(offsets.tolist(), sizes.tolist(), tags_codes.tolist())):
+                self._unit_written(cq, cq.put_wrapped(p, size, code, base + i, store_ts), store_ts)
+        else:
+            self._unit_written(cq, cq.put_many(offsets, sizes, tags_codes, base), store_ts)
         if len(self.dispatchers) > self._builtin_dispatchers or (
                 self._index_in_put_path and _may_hold_keys(props_list)):
             for i, (p, size, code, props) in enumerate(zip(offsets.tolist(), sizes.tolist(), tags_codes.tolist(),
@@ -448,9 +496,10 @@ class MessageStore:
             self.notify_arrival()
 
     def put_message_position_info(self, topic, queue_id, phys, size, tags_code, queue_offset, store_ts,
-                                  msg_base_offset=None, batch_size=1) -> None:
-        """One record's unit in its queue: a ConsumeQueue unit, or a batch ConsumeQueue unit (base offset
-        and batch size; putMessagePositionInfoWrapper drops a request without a base)."""
+                                  msg_base_offset=None, batch_size=1, bit_map=None) -> None:
+        """One record's unit in its queue: a ConsumeQueue unit (with its ext unit when the ext is on: store
+        time and `bit_map`, the request's filter bitmap), or a batch ConsumeQueue unit (base offset and
+        batch size; putMessagePositionInfoWrapper drops a request without a base)."""
         cq = self._find_or_create_cq(topic, queue_id)
         if cq.cq_type == BATCH_CQ:
             base = queue_offset if msg_base_offset is None else msg_base_offset
@@ -458,7 +507,7 @@ class MessageStore:
             if ok is None:
                 return
         else:
-            ok = cq.put(phys, size, tags_code, queue_offset)
+            ok = cq.put_wrapped(phys, size, tags_code, queue_offset, store_ts, bit_map)
         self._unit_written(cq, ok, store_ts)
 
     def _index_file_flushed(self, end_timestamp: int) -> None:
@@ -694,9 +743,15 @@ class MessageStore:
         return out
 
     def queue_unit(self, topic: str, queue_id: int, offset: int):
-        """(physical offset, size, tagsCode) of a queue offset, or None."""
+        """(physical offset, size, tagsCode) of a queue offset, or None. A tagsCode slot holding a ConsumeQueue
+        ext address answers the ext unit's tagsCode (the address itself if that unit cannot be read)."""
         cq = self._cqs.get((topic, queue_id))
-        return cq.get_unit(offset) if cq else None
+        u = cq.get_unit(offset) if cq else None
+        if u is not None and getattr(cq, "ext", None) is not None:
+            tags = cq.resolve_tags(u[2])[0]
+            if tags is not None:
+                u = (u[0], u[1], tags)
+        return u
 
     def store_timestamp_at(self, topic: str, queue_id: int, offset: int) -> int:
         """getMessageStoreTimeStamp: the store time of the message at a queue offset, -1 if none."""
@@ -790,13 +845,19 @@ class MessageStore:
         return None
 
     def get(self, group: str, topic: str, queue_id: int, offset: int, max_count: int = 32, tags=None,
-            wait_ms: int = 0) -> GetResult:
+            wait_ms: int = 0, matches=None) -> GetResult:
         """getMessage: up to max_count messages of a queue from `offset`, filtered by tags (None, a set of
         tags, or a subscription string "TagA || TagB"). With wait_ms, waits that long for new messages
-        when there are none yet (long polling)."""
+        when there are none yet (long polling).
+
+        `matches(tags_code, ext_unit) -> bool`, if given, is asked about every unit that passes the tags
+        (MessageFilter.isMatchedByConsumeQueue): tags_code is the unit's tagsCode (from its ext unit when
+        the ConsumeQueue ext holds it; None when that unit cannot be read), ext_unit the
+        formats.cq_ext.ExtUnit (store time, filter_bit_map) or None. A unit it refuses is skipped as a tag
+        mismatch is."""
         self._check_open()
         codes = parse_subscription(tags)
-        r = self._get_once(topic, queue_id, offset, max_count, codes)
+        r = self._get_once(topic, queue_id, offset, max_count, codes, matches)
         if wait_ms > 0 and r.status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.OFFSET_OVERFLOW_ONE):
             deadline = time.monotonic() + wait_ms / 1000.0
             with self._arrival:
@@ -807,12 +868,12 @@ class MessageStore:
                         if left <= 0:
                             break
                         self._arrival.wait(min(left, 0.1))
-                        r = self._get_once(topic, queue_id, offset, max_count, codes)
+                        r = self._get_once(topic, queue_id, offset, max_count, codes, matches)
                 finally:
                     self._waiters -= 1
         return r
 
-    def _get_once(self, topic, queue_id, offset, max_count, codes) -> GetResult:
+    def _get_once(self, topic, queue_id, offset, max_count, codes, matches=None) -> GetResult:
         cq = self._cqs.get((topic, queue_id))
         if cq is None:
             return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, self.min_offset(topic, queue_id), 0)
@@ -826,8 +887,8 @@ class MessageStore:
         if offset > hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
         if cq.cq_type == BATCH_CQ:
-            return get_message.scan_batch(self, cq, offset, max_count, codes)
-        return get_message.scan(self, cq, offset, max_count, codes)
+            return get_message.scan_batch(self, cq, offset, max_count, codes, matches)
+        return get_message.scan(self, cq, offset, max_count, codes, matches)
 
 
 _NO_KEYS = (0, "", None, False)

@@ -9,6 +9,8 @@ import numpy as np
 from ..files.mapped_file import MappedFile
 from ..files.mapped_file_queue import MappedFileQueue
 from ..formats import cq
+from ..formats import cq_ext
+from .consume_queue_ext import ConsumeQueueExt
 
 log = logging.getLogger("rocketstore.consumequeue")
 UNIT = cq.UNIT_SIZE
@@ -19,12 +21,21 @@ class ConsumeQueue:
     cq_type = "SimpleCQ"
     unit_size = UNIT
 
-    def __init__(self, root: str, topic: str, queue_id: int, file_size: int, *, writable: bool):
+    def __init__(self, root: str, topic: str, queue_id: int, file_size: int, *, writable: bool,
+                 ext: ConsumeQueueExt | None = None):
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
         self.directory = os.path.join(root, "consumequeue", topic, str(queue_id))
-        self.files = MappedFileQueue(self.directory, file_size, writable=writable)
+        # The extension (enableConsumeQueueExt): None when off, and then nothing below touches it. With it,
+        # the segment queue is one whose flushes also flush the ext (ConsumeQueue.flush: cq & ext), so
+        # whoever flushes cq.files (the flush service, store.flush) covers both.
+        self.ext = ext
+        if ext is None:
+            self.files = MappedFileQueue(self.directory, file_size, writable=writable)
+        else:
+            self.files = _FilesWithExt(self.directory, file_size, writable=writable)
+            self.files.ext = ext
         self.max_physic_offset = -1
         self.min_logic_offset = 0
         self._arrays: dict[int, np.ndarray] = {}      # file start -> numpy view of its units
@@ -42,6 +53,8 @@ class ConsumeQueue:
 
     def load(self) -> None:
         self.files.load()
+        if self.ext is not None:
+            self.ext.load()
 
     def recover(self) -> None:
         """ConsumeQueue.recover: from the third-last file, stop at the first unit that is not valid."""
@@ -65,9 +78,30 @@ class ConsumeQueue:
                 continue
             break
         self.files.flushed_where = self.files.committed_where = process
+        if self.ext is not None:
+            # maxExtAddr: the last ext address among the valid units walked (from the third-last file on)
+            max_ext_addr = self._last_ext_addr(mfs, max(len(mfs) - 3, 0), process)
         self._arrays.clear()  # views must go before a segment can be unmapped
         self.files.truncate_dirty(process)
         self._forget_missing()
+        if self.ext is not None:
+            self.ext.recover()
+            log.info("truncating consume queue ext %s-%d by max %d", self.topic, self.queue_id, max_ext_addr)
+            self.ext.truncate_by_max_address(max_ext_addr)
+
+    def _last_ext_addr(self, mfs, first_index: int, end: int) -> int:
+        """The tagsCode of the last unit before `end` (from file `first_index` on) that holds an ext address;
+        1 (no address) when none does, RocketMQ's starting value."""
+        for mf in reversed(mfs[first_index:]):
+            if mf.file_from_offset >= end:
+                continue
+            n = (end - mf.file_from_offset) // UNIT if end < mf.file_from_offset + self.file_size \
+                else self.file_size // UNIT
+            tags = self._units(mf)["tags"][:n]
+            hits = np.flatnonzero(tags <= cq_ext.MAX_ADDR)
+            if len(hits):
+                return int(tags[hits[-1]])
+        return 1
 
     def _forget_missing(self) -> None:
         live = {mf.file_from_offset for mf in self.files.files}
@@ -115,11 +149,28 @@ class ConsumeQueue:
         mf.append(cq.UNIT.pack(offset, size, tags_code))
         return True
 
+    def put_wrapped(self, offset: int, size: int, tags_code: int, cq_offset: int, store_timestamp: int,
+                    bit_map: bytes | None = None) -> bool:
+        """putMessagePositionInfoWrapper's unit: with the ext, first an ext unit (tagsCode, store time, the
+        request's bitmap) whose address then takes the tagsCode slot; if the ext put fails, the plain
+        tagsCode goes in (RocketMQ: "Save consume queue extend fail, So just save tagsCode!"). The ext unit
+        is written even when put() then finds the unit already built, as RocketMQ does."""
+        if self.ext is not None:
+            addr = self.ext.put(tags_code, store_timestamp, bit_map)
+            if cq_ext.is_ext_addr(addr):
+                tags_code = addr
+            else:
+                log.warning("saving the consume queue ext unit failed, so just the tagsCode: %s-%d, offset %d",
+                            self.topic, self.queue_id, offset)
+        return self.put(offset, size, tags_code, cq_offset)
+
     def put_many(self, offsets, sizes, tags_codes, first_cq_offset: int) -> bool:
         """Units for consecutive queue offsets (a producer batch) in as few writes as there are files.
 
         Takes the fast way only when the units simply continue the queue; anything else (a rebuild,
         a queue starting past 0) goes unit by unit through put() and its guards."""
+        if self.ext is not None:  # callers go through put_wrapped unit by unit when the queue has an ext
+            raise ValueError(f"consume queue {self.topic}-{self.queue_id} has an ext: use put_wrapped")
         last = self.files.last()
         expect = first_cq_offset * UNIT
         if (last is None or offsets[0] < self.max_physic_offset
@@ -165,6 +216,24 @@ class ConsumeQueue:
         u = r[1][0]
         return int(u["pos"]), int(u["size"]), int(u["tags"])
 
+    def get_ext(self, address: int):
+        """getExt: the ext unit at a tagsCode that holds an ext address; None without the ext, for a plain
+        tagsCode, or when the unit is not found."""
+        return self.ext.get(address) if self.ext is not None else None
+
+    def resolve_tags(self, tags_code: int):
+        """What RocketMQ's CqUnit iterator makes of a unit's tagsCode slot: (tagsCode, ext unit). An ext
+        address becomes the ext unit's tagsCode; when that unit cannot be read (or the ext is off) the
+        tagsCode is None (getValidTagsCodeAsLong: a tag filter then lets the message through)."""
+        if not cq_ext.is_ext_addr(tags_code):
+            return tags_code, None
+        unit = self.get_ext(tags_code)
+        if unit is None:
+            if self.ext is not None:
+                log.error("[BUG] consume queue ext %s-%d: no unit at %d", self.topic, self.queue_id, tags_code)
+            return None, None
+        return unit.tags_code, unit
+
     def last_physical_end(self) -> int:
         """getLastOffset: end (offset + size) of the last valid unit, -1 if none."""
         mf = self.files.last()
@@ -181,7 +250,13 @@ class ConsumeQueue:
 
     # -- truncation and min offset
     def truncate_dirty(self, phy_offset: int) -> None:
-        """truncateDirtyLogicFiles: drop units that point at or beyond `phy_offset`."""
+        """truncateDirtyLogicFiles: drop units that point at or beyond `phy_offset`.
+
+        The ext is left as it is. RocketMQ's method ends with truncateByMaxAddress(maxExtAddr), but every path
+        that keeps a unit returns before it, so it only runs once all files are gone, with maxExtAddr still 1
+        (no address): a no-op. The ext units past the last kept unit stay (nothing refers to them), the
+        next ext put appends after them, and the next recovery cuts the ext by the last address its
+        ConsumeQueue holds. Doing the same keeps the ext's bytes and addresses RocketMQ's."""
         self.max_physic_offset = phy_offset
         per_file = self.file_size // UNIT
         while True:
@@ -246,8 +321,14 @@ class ConsumeQueue:
         if intact and int(arr[0]["pos"]) >= min_commit_log_offset:
             return
         hits = np.flatnonzero(arr["pos"] >= min_commit_log_offset)
+        min_ext_addr = 1
         if len(hits):
             self.min_logic_offset = first.file_from_offset + start + int(hits[0]) * UNIT
+            min_ext_addr = int(arr[int(hits[0])]["tags"])
+        if self.ext is not None:
+            # the ext files wholly below the new first unit's ext unit go (only on this path, as RocketMQ:
+            # the early returns above skip it)
+            self.ext.truncate_by_min_address(min_ext_addr)
 
     def delete_expired(self, min_commit_log_offset: int) -> int:
         """deleteExpiredFile: delete leading files (never the last) whose last unit points below the
@@ -349,9 +430,37 @@ class ConsumeQueue:
             offset = right if boundary == LOWER else left
         return (base + offset) // UNIT
 
+    def flush(self, least_pages: int = 0) -> bool:
+        """ConsumeQueue.flush: the queue's files, then the ext's; True when neither moved."""
+        return self.files.flush(least_pages)   # _FilesWithExt adds the ext
+
+    def destroy(self) -> None:
+        """ConsumeQueue.destroy: the queue's files and the ext's."""
+        self._arrays.clear()
+        self.min_logic_offset = 0
+        self.max_physic_offset = -1
+        self.files.destroy()
+        if self.ext is not None:
+            self.ext.destroy()
+
     def close(self) -> None:
         self._arrays.clear()
         self.files.close()
+        if self.ext is not None:
+            self.ext.close()
+
+
+class _FilesWithExt(MappedFileQueue):
+    """A ConsumeQueue's segments when it has an ext: flushing them flushes the ext too."""
+    ext: ConsumeQueueExt
+
+    def flush(self, least_pages: int = 0) -> bool:
+        result = super().flush(least_pages)
+        return self.ext.flush(least_pages) and result
+
+    def flush_all(self) -> None:
+        super().flush_all()
+        self.ext.files.flush_all()
 
 
 def _ints(values) -> list[int]:

@@ -139,7 +139,10 @@ def _write_units(store, groups, phys, sizes, codes, qoffs, stamps) -> None:
     queue (ConsumeQueue.put_many decides), else one at a time through the guards."""
     for (topic, qid), members in groups.items():
         cq = store._find_or_create_cq(topic, qid)
-        if cq.cq_type == "BatchCQ":  # plain records of a batch-CQ topic: units of one message each
+        # plain records of a batch-CQ topic: units of one message each; a queue with a ConsumeQueue ext:
+        # each unit after its ext unit (tagsCode, store time, no bitmap: a bitmap dispatcher, added first,
+        # turns this bulk path off), one at a time through put_message_position_info
+        if cq.cq_type == "BatchCQ" or cq.ext is not None:
             for i in members:
                 store.put_message_position_info(topic, qid, phys[i], sizes[i], codes[i], qoffs[i], stamps[i])
             continue

@@ -18,7 +18,7 @@ OK, BLANK, BAD = "ok", "blank", "bad"
 class DispatchRequest:
     __slots__ = ("topic", "queue_id", "commit_log_offset", "msg_size", "tags_code", "store_timestamp",
                  "consume_queue_offset", "keys", "uniq_key", "sys_flag", "prepared_transaction_offset",
-                 "properties", "msg_base_offset", "batch_size")
+                 "properties", "msg_base_offset", "batch_size", "bit_map")
 
     def __init__(self, topic, queue_id, commit_log_offset, msg_size, tags_code, store_timestamp,
                  consume_queue_offset, keys="", uniq_key=None, sys_flag=0, prepared_transaction_offset=0,
@@ -38,6 +38,9 @@ class DispatchRequest:
         # RocketMQ's full constructor starts the base at the queue offset; INNER_BASE replaces it
         self.msg_base_offset = consume_queue_offset if msg_base_offset is None else msg_base_offset
         self.batch_size = batch_size
+        # DispatchRequest.bitMap: the filter bitmap a dispatcher added first (the broker's
+        # CommitLogDispatcherCalcBitMap) computes for the ConsumeQueue ext unit; None writes no bitmap
+        self.bit_map = None
 
     def __repr__(self):
         return (f"DispatchRequest({self.topic}-{self.queue_id} @{self.commit_log_offset}+{self.msg_size} "
@@ -111,4 +114,4 @@ class ConsumeQueueDispatcher:
         if gets_queue_unit(req.sys_flag):
             self.store.put_message_position_info(req.topic, req.queue_id, req.commit_log_offset, req.msg_size,
                                                  req.tags_code, req.consume_queue_offset, req.store_timestamp,
-                                                 req.msg_base_offset, req.batch_size)
+                                                 req.msg_base_offset, req.batch_size, req.bit_map)
