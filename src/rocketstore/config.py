@@ -90,6 +90,10 @@ class StoreConfig:
     broker_role: str = "ASYNC_MASTER"
     duplication_enable: bool = False
     enable_consume_queue_ext: bool = False
+    # SQL92 filters' bitmaps (BrokerConfig's names): computed at dispatch into the ConsumeQueue ext units
+    enable_calc_filter_bit_map: bool = False
+    max_error_rate_of_bloom_filter: int = 20
+    expect_consumer_num_use_filter: int = 32
     # the ConsumeQueue extension (consumequeue_ext/): its file size (RocketMQ: 48 MiB) and the filter bitmap's
     # length in bits (RocketMQ's default 64; set by the bitmap calculation, nothing on disk depends on it)
     mapped_file_size_consume_queue_ext: int = 48 * 1024 * 1024

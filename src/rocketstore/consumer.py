@@ -70,11 +70,14 @@ class Consumer:
     yields messages until there are none (or, with follow, waits for more). commit() stores how far the
     group got: call it after processing (at-least-once)."""
 
-    def __init__(self, store, offsets: ConsumerOffsets, group: str, topic: str, tags=None, start: str = "earliest"):
+    def __init__(self, store, offsets: ConsumerOffsets, group: str, topic: str, tags=None, start: str = "earliest",
+                 sql: str | None = None):
         if start not in ("earliest", "latest"):
             raise ValueError(f"start must be 'earliest' or 'latest', got {start!r}")
         self.store, self.offsets = store, offsets
-        self.group, self.topic, self.tags, self.start = group, topic, tags, start
+        self.group, self.topic, self.tags, self.start, self.sql = group, topic, tags, start, sql
+        if sql is not None and tags is not None:
+            raise ValueError("give tags or sql, not both: a subscription is by tag or by SQL92")
         self.positions: dict[int, int] = {}
         self._turn = 0
 
@@ -114,7 +117,7 @@ class Consumer:
 
     def _pull(self, q: int, max_count: int) -> list:
         pos = self._position(q)
-        r = self.store.get(self.group, self.topic, q, pos, max_count, tags=self.tags)
+        r = self.store.get(self.group, self.topic, q, pos, max_count, tags=self.tags, sql=self.sql)
         if r.status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.OFFSET_OVERFLOW_ONE):
             return []
         self.positions[q] = r.next_begin_offset  # also the correction for a stale or removed offset

@@ -54,7 +54,8 @@ def unit_filter(cq, codes, matches):
     return accept
 
 
-def scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes, matches=None) -> GetResult:
+def scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes, matches=None,
+               accept_message=None) -> GetResult:
     """getMessage over a batch ConsumeQueue: whole inner-batch records, each counting its batch size;
     a get from inside a batch returns that batch (result.unpacked() gives single messages). `matches`:
     see unit_filter (a batch ConsumeQueue has no ext: the ext unit is always None)."""
@@ -97,7 +98,12 @@ def scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes,
                     result.status = GetStatus.MESSAGE_WAS_REMOVING
                 next_file_start = store.commitlog.roll_next_file(pos)
                 continue
-            result.messages.append(store._decode(view, pos))
+            m = store._decode(view, pos)
+            if accept_message is not None and not accept_message(m):
+                if total == 0:
+                    result.status = GetStatus.NO_MATCHED_MESSAGE
+                continue
+            result.messages.append(m)
             total += size
             count += batch
             result.status = GetStatus.FOUND
@@ -106,8 +112,9 @@ def scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes,
     result.message_count = count
     return result
 
-def scan(store, cq: ConsumeQueue, offset: int, max_count: int, codes, matches=None) -> GetResult:
-    """getMessage over a ConsumeQueue. `codes`: the tag hash set or None; `matches`: see unit_filter."""
+def scan(store, cq: ConsumeQueue, offset: int, max_count: int, codes, matches=None, accept_message=None) -> GetResult:
+    """getMessage over a ConsumeQueue. `codes`: the tag hash set or None; `matches`: see unit_filter;
+    `accept_message(message)`: the record-level filter (isMatchedByCommitLog), asked about each decoded message."""
     cfg = store.config
     lo, hi = cq.min_offset, cq.max_offset
     result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
@@ -165,6 +172,10 @@ def scan(store, cq: ConsumeQueue, offset: int, max_count: int, codes, matches=No
                         store._verify_prop_crc(seg_buf, rel)
                 except CorruptDataError as e:
                     raise e.in_file(store.commitlog.segment_path(pos), rel) from None
+                if accept_message is not None and not accept_message(m):
+                    if total == 0:
+                        result.status = GetStatus.NO_MATCHED_MESSAGE
+                    continue
                 msgs.append(m)
                 total += size
                 count += 1

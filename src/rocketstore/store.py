@@ -27,7 +27,10 @@ from .consumer import Consumer, ConsumerOffsets
 from .put import MessageWriter
 from .services import recovery
 from .services.bulk_dispatch import props_info
+from .services.calc_bitmap import CalcBitMapDispatcher
 from .services.cleanup import CleanupService
+from .filter.bloom import BloomFilter
+from .filter.manager import ConsumerFilterManager
 from .services.dispatch import ConsumeQueueDispatcher, DispatchRequest
 from .files.transient_pool import TransientStorePool
 from .services.flush import FlushServices
@@ -141,6 +144,12 @@ class MessageStore:
         # fill request.bit_map for the ext unit; with any of them every record is dispatched as a
         # DispatchRequest through the whole list (do_dispatch), the put path included
         self._front_dispatchers = 0
+        # consumer groups' SQL92 filters; with bitmaps on, the bitmap dispatcher runs first (addFirst)
+        self.filters = ConsumerFilterManager(root, BloomFilter(config.max_error_rate_of_bloom_filter,
+                                                               config.expect_consumer_num_use_filter),
+                                             clock=config.clock, writable=not read_only)
+        if config.enable_calc_filter_bit_map and config.enable_consume_queue_ext:
+            self.add_dispatcher(CalcBitMapDispatcher(self.filters), first=True)
         self.reput = ReputService(self)
         self.cleanup = CleanupService(self)   # expired-file cleanup and the disk-full flag
         # the transient store pool (seed 002): ASYNC_FLUSH masters only, as RocketMQ enables it
@@ -196,6 +205,7 @@ class MessageStore:
             self.commitlog.load()
             self._load_consume_queues()
             self._load_checkpoint()
+            self.filters.load()     # before recovery: records it dispatches again get their bitmaps
             self.index.load(last_exit_ok, self.checkpoint.index_msg_timestamp)
             recovery.recover(self, last_exit_ok, progress)
             self.index.build()
@@ -583,13 +593,17 @@ class MessageStore:
             self._consumer_offsets = ConsumerOffsets(self.root, writable=not self.read_only)
         return self._consumer_offsets
 
-    def consumer(self, group: str, topic: str, tags=None, start: str = "earliest") -> Consumer:
-        """A consumer of `topic` for `group`: poll(), iteration, follow(), lag(), commit()."""
+    def consumer(self, group: str, topic: str, tags=None, start: str = "earliest", sql: str | None = None) -> Consumer:
+        """A consumer of `topic` for `group`: poll(), iteration, follow(), lag(), commit(). `sql`: a SQL92
+        subscription instead of tags; on a writable store it is registered for the group (register_filter),
+        so the bitmap dispatcher marks matching messages from now on."""
         self._check_open()
         problem = group_problem(group) or topic_problem(topic)
         if problem:
             raise ValueError(problem)
-        return Consumer(self, self.consumer_offsets, group, topic, tags, start)
+        if sql is not None and not self.read_only:
+            self.register_filter(group, topic, sql)
+        return Consumer(self, self.consumer_offsets, group, topic, tags, start, sql)
 
     def wait_for_arrival(self, timeout_s: float) -> None:
         """Sleep until a new message is dispatched or the timeout passes (long polling)."""
@@ -845,7 +859,7 @@ class MessageStore:
         return None
 
     def get(self, group: str, topic: str, queue_id: int, offset: int, max_count: int = 32, tags=None,
-            wait_ms: int = 0, matches=None) -> GetResult:
+            wait_ms: int = 0, matches=None, sql: str | None = None) -> GetResult:
         """getMessage: up to max_count messages of a queue from `offset`, filtered by tags (None, a set of
         tags, or a subscription string "TagA || TagB"). With wait_ms, waits that long for new messages
         when there are none yet (long polling).
@@ -854,10 +868,26 @@ class MessageStore:
         (MessageFilter.isMatchedByConsumeQueue): tags_code is the unit's tagsCode (from its ext unit when
         the ConsumeQueue ext holds it; None when that unit cannot be read), ext_unit the
         formats.cq_ext.ExtUnit (store time, filter_bit_map) or None. A unit it refuses is skipped as a tag
-        mismatch is."""
+        mismatch is.
+
+        `sql`: a SQL92 filter on the messages' properties instead of tags (RocketMQ's grammar; a bad one
+        raises FilterSyntaxError naming the position). When `group` registered the same expression for the
+        topic (register_filter) and bitmaps are on, each unit's ext bitmap is tested first and only
+        candidates are read; the expression then decides on each record."""
         self._check_open()
         codes = parse_subscription(tags)
-        r = self._get_once(topic, queue_id, offset, max_count, codes, matches)
+        accept = None
+        if sql is not None:
+            if codes is not None:
+                raise ValueError("give tags or sql, not both: a subscription is by tag or by SQL92")
+            mf = self.message_filter(group, topic, sql)
+            if matches is None:
+                matches = mf.matches
+            else:
+                user = matches
+                matches = lambda t, e: mf.matches(t, e) and user(t, e)   # noqa: E731
+            accept = mf.accept
+        r = self._get_once(topic, queue_id, offset, max_count, codes, matches, accept)
         if wait_ms > 0 and r.status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.OFFSET_OVERFLOW_ONE):
             deadline = time.monotonic() + wait_ms / 1000.0
             with self._arrival:
@@ -868,12 +898,33 @@ class MessageStore:
                         if left <= 0:
                             break
                         self._arrival.wait(min(left, 0.1))
-                        r = self._get_once(topic, queue_id, offset, max_count, codes, matches)
+                        r = self._get_once(topic, queue_id, offset, max_count, codes, matches, accept)
                 finally:
                     self._waiters -= 1
         return r
 
-    def _get_once(self, topic, queue_id, offset, max_count, codes, matches=None) -> GetResult:
+    def message_filter(self, group: str, topic: str, sql: str):
+        """The ExpressionMessageFilter a get with `sql` uses (the group's registered filter, if it is this
+        expression, lets the ext bitmaps decide first)."""
+        from .filter import compile as compile_sql
+        from .filter.message_filter import ExpressionMessageFilter
+        return ExpressionMessageFilter(compile_sql(sql), self.filters.get(topic, group), self.filters.bloom)
+
+    def register_filter(self, group: str, topic: str, sql: str):
+        """A consumer group subscribes `topic` with a SQL92 expression (ConsumerFilterManager.register): from
+        now on the bitmap dispatcher (enable_calc_filter_bit_map with enable_consume_queue_ext) marks the
+        messages it matches. Kept in config/consumerFilter.json."""
+        self._check_open()
+        problem = group_problem(group) or topic_problem(topic)
+        if problem:
+            raise ValueError(problem)
+        return self.filters.register(group, topic, sql)
+
+    def unregister_filter(self, group: str) -> None:
+        self._check_open()
+        self.filters.unregister(group)
+
+    def _get_once(self, topic, queue_id, offset, max_count, codes, matches=None, accept=None) -> GetResult:
         cq = self._cqs.get((topic, queue_id))
         if cq is None:
             return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, self.min_offset(topic, queue_id), 0)
@@ -887,8 +938,8 @@ class MessageStore:
         if offset > hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
         if cq.cq_type == BATCH_CQ:
-            return get_message.scan_batch(self, cq, offset, max_count, codes, matches)
-        return get_message.scan(self, cq, offset, max_count, codes, matches)
+            return get_message.scan_batch(self, cq, offset, max_count, codes, matches, accept)
+        return get_message.scan(self, cq, offset, max_count, codes, matches, accept)
 
 
 _NO_KEYS = (0, "", None, False)
