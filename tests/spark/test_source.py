@@ -107,6 +107,11 @@ def test_tags_and_timestamps(spark, store_dir):
     plan = pushed._jdf.queryExecution().executedPlan().toString()
     assert "Filter " not in plan and "Filter\n" not in plan   # the source took every filter
     assert sorted(_rows(pushed)) == want
+    # a SQL92 filter on the properties (RocketMQ's grammar: n is compared as a number)
+    df = _read(spark, store_dir, topics="Orders", sql="region = 'eu' AND n > 1000")
+    want = sorted(r for q in range(4) for r in _expected(store_dir, "Orders", q)
+                  if r[8]["region"] == "eu" and int(r[8]["n"]) > 1000)
+    assert len(want) > 100 and sorted(_rows(df)) == want
     # store times grow by 10 ms a clock call: the range holds exactly the messages stored within it
     df = _read(spark, store_dir, topics="Orders,Pay", startingTimestamp=str(T0 + 6005),
                endingTimestamp="2023-11-14T22:13:32.005+00:00")       # T0 + 12005
@@ -127,6 +132,8 @@ def test_bad_options_name_the_option(spark, store_dir, tmp_path):
         ({"topics": "Orders", "startingOffset": "earliest"}, "startingOffset"),       # a typo
         ({"topics": "Orders", "mappedFileSizeCommitLog": "big"}, "mappedFileSizeCommitLog"),
         ({"topicPattern": "("}, "'topicPattern'"),
+        ({"topics": "Orders", "sql": "region = = 'x'"}, "'sql'"),
+        ({"topics": "Orders", "sql": "a > 1", "tags": "A"}, "'sql'"),
     ]
     for opts, needle in cases:
         with pytest.raises(Exception) as e:

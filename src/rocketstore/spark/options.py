@@ -16,7 +16,7 @@ from ..store import resolve_file_sizes
 # options of the formats themselves (lower-case, as Spark passes them) -> the name users write
 READ_OPTIONS = ("path", "brokerConf", "topics", "topicPattern", "startingOffsets", "endingOffsets",
                 "startingTimestamp", "endingTimestamp", "tags", "minPartitions", "failOnDataLoss",
-                "maxOffsetsPerTrigger", "maxRecordsPerBatch", "sinkId")
+                "maxOffsetsPerTrigger", "maxRecordsPerBatch", "sinkId", "sql")
 
 
 class OptionError(ValueError):
@@ -158,6 +158,22 @@ def offsets_spec(options, name: str, default: str):
                 raise OptionError(f"option '{name}': offset {o} for {topic}-{q} (use -2 earliest, -1 latest)")
             out[topic][q] = o
     return out
+
+
+def sql(options) -> str | None:
+    """`sql`: a SQL92 filter on the messages' properties (RocketMQ's grammar), checked here so a bad one
+    fails at planning, naming the option and the position."""
+    text = get(options, "sql")
+    if text is None or not str(text).strip():
+        return None
+    if get(options, "tags"):
+        raise OptionError("give the option 'tags' or 'sql', not both: a subscription is by tag or by SQL92")
+    from ..filter import FilterSyntaxError, compile as compile_sql
+    try:
+        compile_sql(text)
+    except FilterSyntaxError as e:
+        raise OptionError(f"option 'sql': {e}") from None
+    return text
 
 
 def timestamp(options, name: str) -> int | None:

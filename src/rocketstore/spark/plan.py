@@ -32,7 +32,7 @@ def read_spec(opts, store: MessageStore, tags=None) -> ReadSpec:
                     tags=frozenset(wanted) if wanted is not None else None,
                     tag_codes=tuple(sorted({java_string_hash(t) for t in wanted})) if wanted is not None else None,
                     batch_rows=O.integer(opts, "maxRecordsPerBatch", 8192, minimum=1),
-                    fail_on_data_loss=O.boolean(opts, "failOnDataLoss", True))
+                    fail_on_data_loss=O.boolean(opts, "failOnDataLoss", True), sql=O.sql(opts))
 
 
 def _tags_option(opts):

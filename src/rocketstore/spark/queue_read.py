@@ -51,6 +51,7 @@ class ReadSpec:
     tag_codes: tuple | None = None                 # their hash codes, for the ConsumeQueue-side filter
     batch_rows: int = 8192
     fail_on_data_loss: bool = True
+    sql: str | None = None                         # a SQL92 filter on properties (RocketMQ's grammar)
 
 
 def _units(spec: ReadSpec, r: QueueRange) -> np.ndarray:
@@ -134,7 +135,7 @@ def read_range(spec: ReadSpec, r: QueueRange):
                                 f"{offsets[a]}..{offsets[b - 1]}")
                     continue
                 batch = RB.from_records(buf, (phys[a:b] - start).tolist(), sizes[a:b].tolist())
-                yield _exact_tags(spec, batch)
+                yield _sql_filter(spec, _exact_tags(spec, batch))
     finally:
         segments.close()
 
@@ -155,6 +156,16 @@ def _exact_tags(spec: ReadSpec, batch: pa.RecordBatch) -> pa.RecordBatch:
     return batch.filter(mask)
 
 
+def _sql_filter(spec: ReadSpec, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The expression decides per message, on its properties, as the broker's isMatchedByCommitLog."""
+    if spec.sql is None or not batch.num_rows:
+        return batch
+    from ..filter import compile as compile_sql
+    f = compile_sql(spec.sql)
+    keep = [f.matches(dict(pairs)) for pairs in batch.column("properties").to_pylist()]
+    return batch.filter(pa.array(keep, pa.bool_()))
+
+
 def _read_batch_cq(spec: ReadSpec, r: QueueRange):
     from ..store import MessageStore
     from .options import store_config
@@ -167,7 +178,7 @@ def _read_batch_cq(spec: ReadSpec, r: QueueRange):
             if messages:
                 if spec.tags is not None:
                     messages = [m for m in messages if m.tags in spec.tags]
-                yield RB.from_messages(messages)
+                yield _sql_filter(spec, RB.from_messages(messages))
             if got.next_begin_offset <= at:
                 _lost(spec, f"offsets {at}..{r.end - 1} of {r.topic}-{r.queue_id} ({got.status.name})")
                 return
