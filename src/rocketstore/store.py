@@ -120,6 +120,7 @@ class MessageStore:
         self.root = root
         self.config = config
         self.read_only = read_only
+        self.check_commitlog = True     # open(check_commitlog=False): trust the queues, skip CommitLog recovery
         self.delay_levels = config.delay_levels()
         self.total_memory = config.total_physical_memory or _machine_memory()
         self._closed = False
@@ -177,10 +178,17 @@ class MessageStore:
     # ---------------------------------------------------------------- opening and closing
     @classmethod
     def open(cls, path, config: StoreConfig | None = None, read_only: bool = False,
-             progress=None) -> "MessageStore":
+             progress=None, check_commitlog: bool = True) -> "MessageStore":
         """Open (and recover) a store. `progress(done_bytes, total_bytes)`, if given, is called as the
         CommitLog is recovered: (0, total) first, then after each segment, the last call with done == total
-        (services/recovery.py); recovery also logs a line per segment (logger "rocketstore.recovery")."""
+        (services/recovery.py); recovery also logs a line per segment (logger "rocketstore.recovery").
+
+        check_commitlog=False (read-only only) skips the CommitLog's recovery: the ConsumeQueues are
+        trusted as they are on disk and the CommitLog taken to end where they do. It reads no record, so it
+        opens a store of any size in the time its ConsumeQueues take: for readers that only go through the
+        queues (the Spark source's planning), not for answers about the CommitLog's own end."""
+        if not check_commitlog and not read_only:
+            raise ValueError("check_commitlog=False is for read-only opens: a writer must recover the CommitLog")
         root = os.path.abspath(os.fspath(path))
         if read_only and not os.path.isdir(root):
             raise StoreOpenError(f"{root}: no store directory here")
@@ -190,6 +198,7 @@ class MessageStore:
             os.makedirs(root, exist_ok=True)
         config = resolve_file_sizes(root, config or StoreConfig())
         store = cls(root, config, read_only)
+        store.check_commitlog = check_commitlog
         try:
             store._load(progress)
         except BaseException:

@@ -103,10 +103,12 @@ def test_tags_and_timestamps(spark, store_dir):
     want = sorted(r for r in everything if r[5] in ("Tag1", "Tag3"))
     opt = _read(spark, store_dir, topicPattern="Ord.*", tags="Tag1 || Tag3").where("queueId in (0, 3)")
     assert sorted(_rows(opt)) == want
-    pushed = _read(spark, store_dir, topics="Orders").where("tags in ('Tag1', 'Tag3') and queueId in (0, 3)")
-    plan = pushed._jdf.queryExecution().executedPlan().toString()
-    assert "Filter " not in plan and "Filter\n" not in plan   # the source took every filter
-    assert sorted(_rows(pushed)) == want
+    # Spark's own filter answers alike, and leaves the DataFrame it came from whole (a pushed-down filter
+    # would stick to it in PySpark 4.3: the source takes none)
+    df = _read(spark, store_dir, topics="Orders")
+    assert sorted(_rows(df.where("tags in ('Tag1', 'Tag3') and queueId in (0, 3)"))) == want
+    assert df.where("tags = 'NoSuchTag'").count() == 0
+    assert df.count() == len([i for i in range(N) if i % 3])
     # a SQL92 filter on the properties (RocketMQ's grammar: n is compared as a number)
     df = _read(spark, store_dir, topics="Orders", sql="region = 'eu' AND n > 1000")
     want = sorted(r for q in range(4) for r in _expected(store_dir, "Orders", q)

@@ -20,7 +20,9 @@ def recover(store, last_exit_ok: bool, progress=None) -> None:
     for cq in store.all_consume_queues():
         cq.recover()
     dispatch_from = max((cq.max_physic_offset for cq in store.all_consume_queues()), default=-1)
-    if last_exit_ok:
+    if not store.check_commitlog:
+        _trust_queues(store, dispatch_from)
+    elif last_exit_ok:
         recover_commitlog(store, dispatch_from, normal=True, progress=progress)
     else:
         recover_commitlog(store, dispatch_from, normal=False, progress=progress)
@@ -136,6 +138,15 @@ def recover_commitlog(store, dispatch_from: int, normal: bool, progress=None) ->
             cq.truncate_dirty(process)
     cl.files.flushed_where = cl.files.committed_where = process
     cl.files.truncate_dirty(process)
+
+
+def _trust_queues(store, queues_end: int) -> None:
+    """A read-only open that reads only through the queues (open(check_commitlog=False)): the CommitLog is
+    taken to end where the queues' last record ends, unchecked. Cheap (no record is read), for planners."""
+    cl = store.commitlog
+    end = max(queues_end, cl.min_offset())
+    cl.files.flushed_where = cl.files.committed_where = end
+    cl.files.truncate_dirty(end)
 
 
 def recover_topic_queue_table(store) -> None:

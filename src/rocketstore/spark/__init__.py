@@ -16,9 +16,7 @@ __all__ = ["session", "register", "rebuild"]
 
 
 def register(spark) -> None:
-    """Register rocketstore's data sources on a SparkSession (and let them take filters: tags are pushed
-    down to the ConsumeQueue)."""
-    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    """Register rocketstore's data sources on a SparkSession."""
     for source in _sources():
         spark.dataSource.register(source)
 

@@ -18,8 +18,10 @@ EARLIEST, LATEST = -2, -1
 
 
 def open_store(opts) -> MessageStore:
+    """Read-only, trusting the ConsumeQueues (no CommitLog recovery: planning reads no record but the few a
+    time lookup needs, and a full check of a large CommitLog would cost seconds per query)."""
     root = O.store_path(opts)
-    return MessageStore.open(root, O.store_config(opts, root), read_only=True)
+    return MessageStore.open(root, O.store_config(opts, root), read_only=True, check_commitlog=False)
 
 
 def read_spec(opts, store: MessageStore, tags=None) -> ReadSpec:

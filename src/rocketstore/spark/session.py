@@ -23,9 +23,7 @@ def session(master: str = "local[*]", app_name: str = "rocketstore", conf: dict 
                .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "8")
-               # tags and queue filters are pushed down into the ConsumeQueue scan
-               .config("spark.sql.python.filterPushdown.enabled", "true"))
+               .config("spark.sql.shuffle.partitions", "8"))
     if master.startswith("local"):
         builder = builder.config("spark.driver.host", os.environ["SPARK_LOCAL_IP"]) \
                          .config("spark.driver.bindAddress", os.environ["SPARK_LOCAL_IP"])

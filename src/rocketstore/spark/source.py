@@ -55,40 +55,23 @@ def read_partition(partition: RangesPartition):
 
 
 class BatchReader(DataSourceReader):
-    """Tags (=, IN), topic and queueId filters are pushed down: tags are tested on the ConsumeQueue's
-    tagsCode before the CommitLog is read (then exactly, since tagsCode is a hash), topics and queues
-    prune whole partitions."""
+    """The `tags` option is pushed down: tags are tested on the ConsumeQueue's tagsCode before the CommitLog
+    is read (then exactly, since tagsCode is a hash).
+
+    Spark's own filters (df.where) are not taken: in PySpark 4.3 a filter pushed into a Python data source
+    stays with the DataFrame it came from, so after df.where("tags = 'X'").count(), df.count() counts only
+    'X' (seen with a toy source too). Spark applies them after the read instead, which is always right."""
 
     def __init__(self, opts):
         self.options = dict(opts)
-        self.tags = None
-        self.topics = None
-        self.queues = None
         with PL.open_store(self.options) as store:   # fail early, at load(), on a bad option or store
             PL.read_spec(self.options, store)
             PL.ranges(self.options, store)
 
-    def pushFilters(self, filters):
-        from pyspark.sql.datasource import EqualTo, In
-        for f in filters:
-            if isinstance(f, (EqualTo, In)) and f.attribute in (("tags",), ("topic",), ("queueId",)):
-                values = set(f.value) if isinstance(f, In) else {f.value}
-                name = f.attribute[0]
-                current = getattr(self, name if name != "queueId" else "queues")
-                setattr(self, name if name != "queueId" else "queues",
-                        values if current is None else current & values)
-            else:
-                yield f
-
     def partitions(self):
         with PL.open_store(self.options) as store:
-            tags = self.tags if self.tags is not None else PL._tags_option(self.options)
-            if self.tags is not None and PL._tags_option(self.options) is not None:
-                tags = self.tags & PL._tags_option(self.options)
-            spec = PL.read_spec(self.options, store, tags)
-            ranges = [r for r in PL.ranges(self.options, store)
-                      if (self.topics is None or r.topic in self.topics)
-                      and (self.queues is None or r.queue_id in self.queues)]
+            spec = PL.read_spec(self.options, store)
+            ranges = PL.ranges(self.options, store)
         parts = PL.split(ranges, O.integer(self.options, "minPartitions", None, minimum=1))
         return [RangesPartition(spec, p) for p in parts] or [RangesPartition(spec, [])]
 
