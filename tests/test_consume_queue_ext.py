@@ -8,6 +8,8 @@ import struct
 
 import pytest
 
+from rocketstore.store import resolve_file_sizes
+
 from rocketstore import GetStatus, Message, MessageStore, StoreConfig
 from rocketstore.formats import cq_ext as X
 from rocketstore.log.consume_queue_ext import PUT_FAILED, ConsumeQueueExt
@@ -432,10 +434,15 @@ def test_ext_store_opened_without_the_ext_lets_ext_addresses_through(tmp_path):
         assert [m.body for m in s.get("g", "T", 0, 0, 32, tags="TagA").messages] == [b"body-0", b"body-4"]
 
 
-def test_config_names_and_defaults():
+def test_config_names_and_defaults(tmp_path):
     c = StoreConfig()
+    # the ext file size is open until a store resolves it: the files on disk, else RocketMQ's 48 MiB
     assert (c.enable_consume_queue_ext, c.mapped_file_size_consume_queue_ext, c.bit_map_length_consume_queue_ext) \
-        == (False, 48 * 1024 * 1024, 64)
+        == (False, None, 64)
+    assert resolve_file_sizes(str(tmp_path), c).mapped_file_size_consume_queue_ext == 48 * 1024 * 1024
+    os.makedirs(tmp_path / "consumequeue_ext" / "T" / "0")
+    (tmp_path / "consumequeue_ext" / "T" / "0" / ("0" * 20)).write_bytes(bytes(4096))
+    assert resolve_file_sizes(str(tmp_path), c).mapped_file_size_consume_queue_ext == 4096
     c = StoreConfig.from_properties({"enableConsumeQueueExt": "true", "mappedFileSizeConsumeQueueExt": "1024",
                                      "bitMapLengthConsumeQueueExt": "128"})
     assert (c.enable_consume_queue_ext, c.mapped_file_size_consume_queue_ext, c.bit_map_length_consume_queue_ext) \

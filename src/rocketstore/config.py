@@ -96,7 +96,7 @@ class StoreConfig:
     expect_consumer_num_use_filter: int = 32
     # the ConsumeQueue extension (consumequeue_ext/): its file size (RocketMQ: 48 MiB) and the filter bitmap's
     # length in bits (RocketMQ's default 64; set by the bitmap calculation, nothing on disk depends on it)
-    mapped_file_size_consume_queue_ext: int = 48 * 1024 * 1024
+    mapped_file_size_consume_queue_ext: int | None = None   # 48 MiB, or the size of the ext files on disk
     bit_map_length_consume_queue_ext: int = 64
     # rocketstore's own
     store_host: str = "127.0.0.1:10911"                 # written into STOREHOST and msgIds
@@ -108,6 +108,7 @@ class StoreConfig:
     DEFAULT_COMMIT_LOG_SIZE = 1024 * 1024 * 1024
     DEFAULT_CONSUME_QUEUE_SIZE = 300_000 * 20
     DEFAULT_BATCH_CONSUME_QUEUE_SIZE = 300_000 * 46
+    DEFAULT_CONSUME_QUEUE_EXT_SIZE = 48 * 1024 * 1024
     DEFAULT_HASH_SLOT_NUM = 5_000_000
     DEFAULT_INDEX_NUM = 5_000_000 * 4
 
@@ -119,7 +120,7 @@ class StoreConfig:
             v = getattr(self, name)
             if v is not None and v <= 0:
                 raise ValueError(f"{name} must be positive, got {v}")
-        if self.mapped_file_size_consume_queue_ext <= 0:
+        if self.mapped_file_size_consume_queue_ext is not None and self.mapped_file_size_consume_queue_ext <= 0:
             raise ValueError(f"mapped_file_size_consume_queue_ext must be positive, got "
                              f"{self.mapped_file_size_consume_queue_ext}")
         cq = self.mapped_file_size_consume_queue

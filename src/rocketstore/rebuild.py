@@ -48,7 +48,12 @@ from .services.dispatch import BLANK, OK, SCHEDULE_TOPIC, check_record, tags_cod
 from .services.index_service import file_name_at, name_after
 
 log = logging.getLogger("rocketstore.rebuild")
-REBUILT = ("consumequeue", "batchconsumequeue", "index")
+# consumequeue_ext goes too: the rebuilt ConsumeQueues hold plain tagsCodes (the ext is refused below), so old
+# ext units would be left with nothing referring to them
+REBUILT = ("consumequeue", "batchconsumequeue", "index", "consumequeue_ext")
+EXT_REFUSED = ("the parallel rebuild does not write ConsumeQueue ext files, and the config enables them "
+               "(enableConsumeQueueExt=true): rebuild with --engine local, whose recovery dispatch writes the "
+               "ext units (with the registered SQL92 filters' bitmaps) as reput does")
 _ROLLBACK = R.TRANSACTION_ROLLBACK_TYPE
 
 # the dispatch columns of decoded records: numpy arrays, and Python lists for the strings
@@ -454,6 +459,10 @@ class RebuildRun:
             raise RebuildError(f"{self.root}: no CommitLog here to rebuild from")
         # sizes are read from the files before they move aside, so the rebuilt ones keep them
         self.config = resolve_file_sizes(self.root, config or StoreConfig())
+        if self.config.enable_consume_queue_ext:
+            # reput writes each unit's ext unit (put_wrapped, in CommitLog order, with the bitmaps of the
+            # filters registered at the time): not something the per-queue writers here reproduce
+            raise RebuildError(f"{self.root}: {EXT_REFUSED}")
         self.aside: str | None = None
         self._lock_fd: int | None = None
         self.batch_topics: set[str] = set()

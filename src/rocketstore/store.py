@@ -97,6 +97,8 @@ def resolve_file_sizes(root: str, config: StoreConfig) -> StoreConfig:
                                             StoreConfig.DEFAULT_CONSUME_QUEUE_SIZE),
         mapped_file_size_batch_consume_queue=pick(config.mapped_file_size_batch_consume_queue,
                                                   "batchconsumequeue", StoreConfig.DEFAULT_BATCH_CONSUME_QUEUE_SIZE),
+        mapped_file_size_consume_queue_ext=pick(config.mapped_file_size_consume_queue_ext, "consumequeue_ext",
+                                                StoreConfig.DEFAULT_CONSUME_QUEUE_EXT_SIZE),
         **dict(zip(("max_hash_slot_num", "max_index_num"),
                    _index_sizes(root, config.max_hash_slot_num, config.max_index_num))))
 

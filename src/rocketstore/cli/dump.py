@@ -1,7 +1,13 @@
 """`rocketstore dump`: decode one store file into rows, like kafka-dump-log (read-only, no store needed).
 
 Each reader yields plain dicts, so the command can print them as a table or as JSON. A file's kind is
-known from where it lives (commitlog/, consumequeue/T/Q/, batchconsumequeue/T/Q/, index/, checkpoint).
+known from where it lives (commitlog/, consumequeue/T/Q/, consumequeue_ext/T/Q/, batchconsumequeue/T/Q/, index/,
+checkpoint).
+
+With the ConsumeQueue extension (enableConsumeQueueExt) a ConsumeQueue unit's tagsCode slot may hold an ext
+address: such a slot is shown as "ext@<ext offset>" (not as a tags hash) and, when the queue's
+consumequeue_ext files sit beside it, with the ext unit's tagsCode and store time. A consumequeue_ext file
+dumps as its ext units (offset, size, tagsCode, storeTime, bitmap) until the end marker or unwritten space.
 """
 from __future__ import annotations
 
@@ -12,17 +18,18 @@ from ..errors import CorruptDataError
 from ..formats import batch_cq as BCQ
 from ..formats import checkpoint as CP
 from ..formats import cq as CQ
+from ..formats import cq_ext as X
 from ..formats import index as IX
 from ..formats import record as R
 
-KINDS = ("commitlog", "consumequeue", "batchconsumequeue", "index", "checkpoint")
+KINDS = ("commitlog", "consumequeue", "consumequeue_ext", "batchconsumequeue", "index", "checkpoint")
 
 
 def kind_of(path: str) -> str | None:
     parts = os.path.abspath(path).split(os.sep)
     if parts[-1] == "checkpoint":
         return "checkpoint"
-    for kind in ("batchconsumequeue", "consumequeue"):
+    for kind in ("batchconsumequeue", "consumequeue", "consumequeue_ext"):
         if len(parts) >= 4 and parts[-4] == kind:
             return kind
     if len(parts) >= 2 and parts[-2] in ("commitlog", "index"):
@@ -69,14 +76,92 @@ def commitlog_rows(path: str):
 
 
 def consumequeue_rows(path: str):
-    """Every written unit (a unit with size 0 ends the written part), with its queue offset."""
+    """Every written unit (a unit with size 0 ends the written part), with its queue offset. A tagsCode slot
+    holding an ext address shows as "ext@<ext offset>", with the ext unit's tagsCode and store time when the
+    queue's consumequeue_ext files are beside the consumequeue directory."""
     buf = _map(path)
     first = _start_offset(path) // CQ.UNIT_SIZE
+    ext = None
     for i, (pos, size, tags) in enumerate(CQ.units(buf).tolist()):
         if not CQ.is_valid_unit(pos, size):
             break
-        yield {"queueOffset": first + i, "physicalOffset": pos, "size": size, "tagsCode": tags,
+        row = {"queueOffset": first + i, "physicalOffset": pos, "size": size, "tagsCode": tags,
                "preBlank": size == 0x7FFFFFFF and pos == 0}
+        if X.is_ext_addr(tags):
+            if ext is None:
+                ext = _ExtFiles(_ext_dir_of(path))
+            row["tagsCode"] = f"ext@{X.undecorate(tags)}"
+            unit = ext.unit(tags)
+            if isinstance(unit, str):
+                row["ext"] = unit
+            else:
+                row["extTagsCode"], row["extStoreTime"] = unit.tags_code, unit.msg_store_time
+        yield row
+
+
+def _ext_dir_of(cq_path: str) -> str | None:
+    """consumequeue_ext/T/Q beside consumequeue/T/Q/<file>, or None when the file is not in such a place."""
+    parts = os.path.abspath(cq_path).split(os.sep)
+    if len(parts) < 4 or parts[-4] != "consumequeue":
+        return None
+    return os.sep.join(parts[:-4] + ["consumequeue_ext", parts[-3], parts[-2]])
+
+
+class _ExtFiles:
+    """A queue's consumequeue_ext files, mapped on first use, to look ext addresses up."""
+
+    def __init__(self, directory: str | None):
+        self.directory = directory
+        names = sorted(n for n in os.listdir(directory) if n.isdigit() and len(n) == 20) \
+            if directory and os.path.isdir(directory) else []
+        self.starts = [int(n) for n in names]
+        self.bufs: dict[int, object] = {}
+
+    def unit(self, address: int):
+        """The ext unit at an address, or a short text saying why there is none."""
+        real = X.undecorate(address)
+        if not self.starts:
+            return "no consumequeue_ext files beside this queue"
+        start = max((s for s in self.starts if s <= real), default=None)
+        if start is None:
+            return f"no ext file holds offset {real}"
+        buf = self.bufs.get(start)
+        if buf is None:
+            buf = self.bufs[start] = _map(os.path.join(self.directory, f"{start:020d}"))
+        try:
+            unit = X.decode_unit(buf, real - start)
+        except CorruptDataError as e:
+            return f"bad ext unit: {e.reason}"
+        return unit if unit is not None else f"no ext unit at offset {real}"
+
+
+def consumequeue_ext_rows(path: str):
+    """Every ext unit of a consumequeue_ext file from its start (offset = the ext offset an address names),
+    until unwritten space (size 0), the end marker (shown as an END row) or a unit that does not decode."""
+    buf = _map(path)
+    base = _start_offset(path)
+    pos = 0
+    while pos + 2 <= len(buf):
+        size = X.read_size(buf, pos)
+        if size == 0:
+            break
+        if buf[pos:pos + 2] == X.END_MARKER:
+            yield {"offset": base + pos, "size": size, "kind": "END"}
+            break
+        try:
+            if size < X.MIN_UNIT_SIZE:
+                raise CorruptDataError(f"unit size {size} is below the minimum {X.MIN_UNIT_SIZE}", pos)
+            u = X.decode_unit(buf, pos)
+            if u.size != X.unit_size(u.filter_bit_map) or pos + u.size > len(buf):
+                raise CorruptDataError(f"unit size {u.size} does not match its bitMapSize {u.bit_map_size} "
+                                       f"or reaches past the file", pos)
+        except CorruptDataError as e:
+            yield {"offset": base + pos, "size": size, "kind": "BAD", "problem": e.reason}
+            break
+        yield {"offset": base + pos, "size": u.size, "kind": "UNIT", "address": X.decorate(base + pos),
+               "tagsCode": u.tags_code, "storeTime": u.msg_store_time, "bitMapSize": u.bit_map_size,
+               "bitmap": u.filter_bit_map.hex() if u.filter_bit_map is not None else ""}
+        pos += u.size
 
 
 def batchconsumequeue_rows(path: str):

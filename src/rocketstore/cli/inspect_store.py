@@ -38,10 +38,33 @@ def _queues_end_on_disk(root: str) -> int:
     return end
 
 
+def _ext_usage(root: str, topic: str, queue_id: int) -> tuple[int, int]:
+    path = os.path.join(root, "consumequeue_ext", topic, str(queue_id))
+    return _dir_usage(path) if os.path.isdir(path) else (0, 0)
+
+
+def _ext_written(ext) -> int:
+    """Bytes of ext units written (from the first file's start to the write position of the last)."""
+    first, last = ext.files.first(), ext.files.last()
+    if first is None or last is None:
+        return 0
+    return last.file_from_offset + last.wrote - first.file_from_offset
+
+
+def _ext_state(store) -> str:
+    """The ConsumeQueue extension: on (the config enables it), off, or files on disk the config does not use."""
+    on = store.config.enable_consume_queue_ext
+    present = os.path.isdir(os.path.join(store.root, "consumequeue_ext"))
+    if on:
+        return "on"
+    return "off, but consumequeue_ext files exist (give -c broker.conf with enableConsumeQueueExt=true)" \
+        if present else "off"
+
+
 def inspect_store(store) -> dict:
     root = store.root
     files = []
-    for sub in ("commitlog", "consumequeue", "batchconsumequeue", "index", "config"):
+    for sub in ("commitlog", "consumequeue", "consumequeue_ext", "batchconsumequeue", "index", "config"):
         path = os.path.join(root, sub)
         if os.path.isdir(path):
             n, used = _dir_usage(path)
@@ -51,8 +74,14 @@ def inspect_store(store) -> dict:
     queues = []
     for (topic, qid), cq in sorted(store._cqs.items()):
         lo, hi = cq.min_offset, cq.max_offset
-        queues.append({"topic": topic, "queueId": qid, "type": cq.cq_type, "minOffset": lo, "maxOffset": hi,
-                       "messages": max(hi - max(lo, 0), 0), "files": len(cq.files.files)})
+        row = {"topic": topic, "queueId": qid, "type": cq.cq_type, "minOffset": lo, "maxOffset": hi,
+               "messages": max(hi - max(lo, 0), 0), "files": len(cq.files.files)}
+        ext_files, ext_used = _ext_usage(root, topic, qid)
+        if ext_files:   # the ConsumeQueue extension's files (on disk, whether or not this open uses them)
+            row["extFiles"], row["extBytesOnDisk"] = ext_files, ext_used
+            if getattr(cq, "ext", None) is not None:
+                row["extBytesWritten"] = _ext_written(cq.ext)
+        queues.append(row)
     cp = store.checkpoint
     summary = {
         "commitLogMinOffset": store.min_physical_offset,
@@ -64,6 +93,7 @@ def inspect_store(store) -> dict:
         "queues": len(queues),
         "batchTopics": sorted(store.batch_topics),
         "indexFiles": len(store.index.files),
+        "consumeQueueExt": _ext_state(store),
         "abortFilePresent": os.path.exists(os.path.join(root, "abort")),
         "dispatchBehindBytes": max(store.max_physical_offset - max(_queues_end_on_disk(root), 0), 0),
         "topicConfigs": os.path.exists(TC.topics_path(root)),

@@ -206,6 +206,9 @@ _register_commands(cli)
 from .maintain import register as _register_maintenance  # noqa: E402  rebuild, clean, recover
 _register_maintenance(cli)
 
+from .serve import register as _register_serve  # noqa: E402  serve (gRPC, RocketMQ 5 clients)
+_register_serve(cli)
+
 
 def main() -> None:
     cli(prog_name="rocketstore")

@@ -23,7 +23,9 @@ from . import main as M
 _store_arg = click.argument("store", type=click.Path(file_okay=False))
 _conf_opt = click.option("-c", "--conf", type=click.Path(dir_okay=False), help="A RocketMQ broker.conf.")
 _json_opt = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-REBUILT = ("consumequeue", "batchconsumequeue", "index")
+# consumequeue_ext goes with the ConsumeQueues: recovery writes it again for every unit when the config enables
+# the ext (-c broker.conf with enableConsumeQueueExt=true); otherwise the rebuilt queues hold plain tagsCodes
+REBUILT = ("consumequeue", "batchconsumequeue", "index", "consumequeue_ext")
 
 
 class _Cuts(logging.Handler):
@@ -75,8 +77,14 @@ def rebuild(store, engine, yes, conf, as_json):
     """Rebuild every ConsumeQueue, batch ConsumeQueue and index file from the CommitLog."""
     if not os.path.isdir(os.path.join(store, "commitlog")):
         M._fail(f"{store}: no CommitLog here to rebuild from")
+    cfg = M._config(conf)
+    if engine == "spark" and cfg.enable_consume_queue_ext:
+        from ..rebuild import EXT_REFUSED
+        M._fail(f"{store}: {EXT_REFUSED}")
+    present = [sub for sub in REBUILT if os.path.exists(os.path.join(store, sub))]
     if not yes and not as_json:
-        click.confirm(f"drop {', '.join(REBUILT)} under {store} and rebuild them from the CommitLog?", abort=True)
+        click.confirm(f"drop {', '.join(present or REBUILT)} under {store} and rebuild them from the CommitLog?",
+                      abort=True)
     if engine == "spark":
         _rebuild_with_spark(store, conf, as_json)
         return
@@ -93,9 +101,19 @@ def rebuild(store, engine, yes, conf, as_json):
             M._fail(f"{store}: dispatch did not catch up; the old files are kept in {aside}")
         queues, messages = _queue_totals(s)
         summary = {"store": s.root, "queues": queues, "messages": messages, "indexFiles": len(s.index.files),
-                   "commitLogMaxOffset": s.max_physical_offset, "seconds": round(time.perf_counter() - t, 3)}
+                   "commitLogMaxOffset": s.max_physical_offset, "seconds": round(time.perf_counter() - t, 3),
+                   "consumeQueueExt": _ext_outcome(cfg, "consumequeue_ext" in present)}
     shutil.rmtree(aside, ignore_errors=True)
     _report("rebuilt", summary, cuts, as_json)
+
+
+def _ext_outcome(cfg, had_ext: bool) -> str:
+    if cfg.enable_consume_queue_ext:
+        return "rebuilt"
+    if had_ext:
+        return ("dropped: the config does not enable it, the queues now hold plain tagsCodes "
+                "(give -c broker.conf with enableConsumeQueueExt=true to rebuild it)")
+    return "off"
 
 
 SUMMARY_KEYS = ("store", "queues", "messages", "indexFiles", "commitLogMaxOffset", "seconds")

@@ -28,6 +28,7 @@ that file), with extra context (physicalOffset, queueOffset, entry) where there 
 """
 from __future__ import annotations
 
+import bisect
 import mmap
 import os
 
@@ -38,6 +39,7 @@ from ..errors import CorruptDataError
 from ..formats import batch_cq as BCQ
 from ..formats import checkpoint as CP
 from ..formats import cq as CQ
+from ..formats import cq_ext as X
 from ..formats import index as IX
 from ..formats import properties as P
 from ..formats import record as R
@@ -65,8 +67,104 @@ def _all_zero(buf) -> bool:
 
 
 class _Record:
-    __slots__ = ("topic", "queue_id", "queue_offset", "size", "tags_code", "sys_flag", "inner_num",
+    __slots__ = ("topic", "queue_id", "queue_offset", "size", "tags_code", "store_ts", "sys_flag", "inner_num",
                  "keys", "uniq", "file", "pos")
+
+
+class _ExtQueue:
+    """One queue's consumequeue_ext files, mapped read-only and walked once: where units start, file by file."""
+
+    def __init__(self, verifier: "Verifier", directory: str):
+        self.v = verifier
+        self.directory = directory
+        self.names = _segments(directory)
+        self.start_list = [int(n) for n in self.names]
+        sizes = [os.path.getsize(os.path.join(directory, n)) for n in self.names]
+        # the ext's file size: what the files on disk have (the first one), else the config's
+        self.file_size = sizes[0] if sizes and sizes[0] > 0 else (verifier.config.mapped_file_size_consume_queue_ext
+                                                                     or StoreConfig.DEFAULT_CONSUME_QUEUE_EXT_SIZE)
+        self.bufs: dict[int, object] = {}
+        self.starts: dict[int, set[int]] = {}     # file start -> positions where the walk found a unit
+        self.walked: dict[int, int] = {}          # file start -> where the walk stopped
+        for k, n in enumerate(self.names):
+            self._walk(k, n, sizes[k])
+
+    def _walk(self, k: int, name: str, actual: int) -> None:
+        v = self.v
+        path = os.path.join(self.directory, name)
+        rel = v._rel(path)
+        start = int(name)
+        v.checked["consumeQueueExtFiles"] += 1
+        if k > 0 and start != int(self.names[k - 1]) + self.file_size:
+            v.problem(rel, 0, f"ext file name follows {self.names[k - 1]} but is not {self.file_size} bytes after it")
+        if actual != self.file_size:
+            v.problem(rel, actual, f"ext file is {actual} bytes, the queue's first ext file is {self.file_size}")
+        buf = _map(path)
+        self.bufs[start] = buf
+        starts = self.starts[start] = set()
+        pos, end, marker = 0, len(buf), False
+        while pos + 2 <= end:
+            size = X.read_size(buf, pos)
+            if size == 0:
+                break
+            if size < 0:
+                if buf[pos:pos + 2] == X.END_MARKER:
+                    marker = True
+                else:
+                    v.problem(rel, pos, f"ext unit size {size} is neither a unit nor the end marker (-1)",
+                              extOffset=start + pos)
+                break
+            if size < X.MIN_UNIT_SIZE or pos + size > end:
+                v.problem(rel, pos, f"ext unit size {size} " + (f"is below the minimum {X.MIN_UNIT_SIZE}"
+                          if size < X.MIN_UNIT_SIZE else f"reaches past the end of the file ({end} bytes)"),
+                          extOffset=start + pos)
+                break
+            bm_size = X.HEAD.unpack_from(buf, pos)[3]
+            if size != X.MIN_UNIT_SIZE + max(bm_size, 0):
+                v.problem(rel, pos, f"ext unit size {size} but {X.MIN_UNIT_SIZE} + its bitMapSize {bm_size} "
+                                    f"make {X.MIN_UNIT_SIZE + max(bm_size, 0)}", extOffset=start + pos)
+                break
+            starts.add(pos)
+            v.checked["consumeQueueExtUnits"] += 1
+            pos += size
+        self.walked[start] = pos
+        if not marker and k + 1 < len(self.names):
+            v.problem(rel, pos, "ext units end without the end marker, but a later ext file exists",
+                      extOffset=start + pos)
+
+    def file_of(self, real: int) -> int | None:
+        """The start of the ext file an ext offset falls in (the last one starting at or before it)."""
+        i = bisect.bisect_right(self.start_list, real) - 1
+        return self.start_list[i] if i >= 0 else None
+
+    def close(self) -> None:
+        for buf in self.bufs.values():
+            if isinstance(buf, mmap.mmap):
+                buf.close()
+        self.bufs.clear()
+
+    def unit(self, address: int, cq_rel: str, cq_off: int, **ctx):
+        """The ext unit at `address` (a CQ unit's tagsCode slot), or None after reporting why there is none."""
+        v = self.v
+        real = X.undecorate(address)
+        start = self.file_of(real)
+        if start is None or real - start >= self.file_size:
+            v.problem(cq_rel, cq_off, f"tagsCode is the ext address of offset {real}, in no file of "
+                                      f"{v._rel(self.directory)}", extOffset=real, **ctx)
+            return None
+        rel = v._rel(os.path.join(self.directory, f"{start:020d}"))
+        pos = real - start
+        if pos not in self.starts[start]:
+            where = ("past the units the walk of the file found" if pos >= self.walked[start]
+                     else "where no unit starts")
+            v.problem(rel, pos, f"a ConsumeQueue unit ({cq_rel} offset {cq_off}) names this ext offset, {where}",
+                      extOffset=real, **ctx)
+            return None
+        try:
+            return X.decode_unit(self.bufs[start], pos)
+        except Exception as e:   # CorruptDataError: cut short (the walk should have said so already)
+            v.problem(rel, pos, f"ext unit does not decode: {e}", extOffset=real, **ctx)
+            return None
 
 
 class Verifier:
@@ -80,7 +178,8 @@ class Verifier:
         self.checked = {"commitLogSegments": 0, "records": 0, "blankFillers": 0, "consumeQueues": 0,
                         "consumeQueueUnits": 0, "preBlankUnits": 0, "batchConsumeQueues": 0,
                         "batchConsumeQueueUnits": 0, "expiredUnits": 0, "undispatchedRecords": 0,
-                        "indexFiles": 0, "indexEntries": 0, "expiredIndexEntries": 0, "checkpoint": 0}
+                        "indexFiles": 0, "indexEntries": 0, "expiredIndexEntries": 0, "checkpoint": 0,
+                        "consumeQueueExtFiles": 0, "consumeQueueExtUnits": 0, "extAddressedUnits": 0}
         self.records: dict[int, _Record] = {}
         self.min_offset = 0
         self.max_offset = 0
@@ -190,7 +289,7 @@ class Verifier:
             self.problem(rel, pos, "the appended CRC property is missing (enabledAppendPropCRC)", physicalOffset=phys)
         r = _Record()
         r.topic, r.queue_id, r.queue_offset, r.size = h.topic, h.queue_id, h.queue_offset, h.size
-        r.sys_flag, r.file, r.pos = h.sys_flag, rel, pos
+        r.sys_flag, r.file, r.pos, r.store_ts = h.sys_flag, rel, pos, h.store_timestamp
         try:
             r.tags_code = tags_code_for(h.topic, props, h.store_timestamp, h.sys_flag, self.delay_levels)
         except ValueError:
@@ -248,10 +347,35 @@ class Verifier:
             self.problem(rel, offset, f"tagsCode {tags} but the record's tags give {r.tags_code}",
                          physicalOffset=phys, **ctx)
 
+    def _check_ext(self, ext: _ExtQueue | None, rel, off, r: _Record | None, topic, qid, address, phys,
+                   **ctx) -> None:
+        """A unit whose tagsCode slot holds an ext address: its ext unit against the record."""
+        self.checked["extAddressedUnits"] += 1
+        if ext is None:
+            self.problem(rel, off, f"tagsCode {address} is an ext address (offset {X.undecorate(address)}), but "
+                                   f"there is no consumequeue_ext/{topic}/{qid}", physicalOffset=phys, **ctx)
+            return
+        unit = ext.unit(address, rel, off, physicalOffset=phys, **ctx)
+        if unit is None or r is None:
+            return
+        real = X.undecorate(address)
+        start = ext.file_of(real)
+        ext_rel = self._rel(os.path.join(ext.directory, f"{start:020d}"))
+        if r.tags_code is not None and unit.tags_code != r.tags_code:
+            self.problem(ext_rel, real - start, f"ext unit tagsCode {unit.tags_code} but the record's tags give "
+                                                f"{r.tags_code} ({rel} offset {off})", extOffset=real,
+                         physicalOffset=phys, **ctx)
+        if unit.msg_store_time != r.store_ts:
+            self.problem(ext_rel, real - start, f"ext unit msgStoreTime {unit.msg_store_time} but the record was "
+                                                f"stored at {r.store_ts} ({rel} offset {off})", extOffset=real,
+                         physicalOffset=phys, **ctx)
+
     def check_consume_queues(self) -> None:
         unit_file = self.config.mapped_file_size_consume_queue
         for topic, qid, qdir in self._queue_dirs("consumequeue"):
             self.checked["consumeQueues"] += 1
+            ext_dir = os.path.join(self.root, "consumequeue_ext", topic, str(qid))
+            ext = _ExtQueue(self, ext_dir) if _segments(ext_dir) else None
             names = _segments(qdir)
             seen_real = False
             ended_at = None
@@ -291,10 +415,22 @@ class Verifier:
                     seen_real = True
                     self.checked["consumeQueueUnits"] += 1
                     r = self._record_for(rel, off, phys, size, queueOffset=qoff)
-                    if r is not None:
+                    if X.is_ext_addr(tags):
+                        if phys < self.min_offset:
+                            continue   # expired: its ext file may be gone with it (truncateByMinAddress)
+                        self._check_ext(ext, rel, off, r, topic, qid, tags, phys, queueOffset=qoff)
+                        if r is not None:   # the ext unit's tagsCode was checked instead of the slot's
+                            self._check_identity(rel, off, r, topic, qid, qoff, r.tags_code, phys, queueOffset=qoff)
+                    elif r is not None:
                         self._check_identity(rel, off, r, topic, qid, qoff, tags, phys, queueOffset=qoff)
+            if ext is not None:
+                ext.close()
             if self.progress:
                 self.progress("consumequeue", 0, 0)
+        with_cq = {(t, q) for t, q, _ in self._queue_dirs("consumequeue")}
+        for topic, qid, _ in self._queue_dirs("consumequeue_ext"):
+            if (topic, qid) not in with_cq:
+                self.notes.append(f"consumequeue_ext/{topic}/{qid} has no ConsumeQueue: nothing refers to its units")
 
     def check_batch_consume_queues(self) -> None:
         unit_file = self.config.mapped_file_size_batch_consume_queue

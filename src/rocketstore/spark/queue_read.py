@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..formats import cq as CQ
+from ..formats import cq_ext as X
 from . import record_batch as RB
 
 log = logging.getLogger("rocketstore.spark")
@@ -119,7 +120,13 @@ def read_range(spec: ReadSpec, r: QueueRange):
     offsets = np.arange(r.start, r.start + len(units), dtype=np.int64)
     keep = (units["pos"] >= 0) & (units["size"] > 0) & (units["size"] < 0x7FFFFFFF)   # not a pre-blank
     if spec.tag_codes is not None:
-        keep &= np.isin(units["tags"], np.array(spec.tag_codes, dtype=np.int64))
+        tags = units["tags"].astype(np.int64)
+        ext = tags <= X.MAX_ADDR          # the ConsumeQueue ext: the slot holds an ext address, not a tags hash
+        if ext.any():
+            tags = _ext_tags(spec, r, tags, ext)
+        # what still is an address (its ext unit unreadable) goes on to the exact tag check, as RocketMQ lets a
+        # unit without a valid tagsCode through the ConsumeQueue-side filter
+        keep &= np.isin(tags, np.array(spec.tag_codes, dtype=np.int64)) | (tags <= X.MAX_ADDR)
     units, offsets = units[keep], offsets[keep]
     phys = units["pos"].astype(np.int64)
     sizes = units["size"].astype(np.int64)
@@ -138,6 +145,48 @@ def read_range(spec: ReadSpec, r: QueueRange):
                 yield _sql_filter(spec, _exact_tags(spec, batch))
     finally:
         segments.close()
+
+
+def _ext_tags(spec: ReadSpec, r: QueueRange, tags: np.ndarray, ext: np.ndarray) -> np.ndarray:
+    """`tags` with each ext address (where `ext`) replaced by the tagsCode of its ext unit, read from the
+    queue's consumequeue_ext/{topic}/{queueId}/ files (formats.cq_ext layout: size 2 | tagsCode 8 | ...).
+    An address whose unit cannot be read (file gone, past the file, no unit there) is left as it is."""
+    directory = os.path.join(spec.root, "consumequeue_ext", r.topic, str(r.queue_id))
+    try:
+        names = sorted(n for n in os.listdir(directory) if len(n) == 20 and n.isdigit())
+    except FileNotFoundError:
+        log.warning("no ConsumeQueue ext files in %s: ext-addressed units go to the exact tag check", directory)
+        return tags
+    if not names:
+        return tags
+    out = tags.copy()
+    where = np.flatnonzero(ext)
+    real = (tags[where].view(np.uint64) - np.uint64(1 << 63)).view(np.int64)     # cq_ext.undecorate
+    starts = np.array([int(n) for n in names], dtype=np.int64)
+    file_of = np.searchsorted(starts, real, side="right") - 1
+    for f in np.unique(file_of).tolist():
+        if f < 0:
+            continue
+        sel = np.flatnonzero(file_of == f)
+        pos = real[sel] - starts[f]
+        path = os.path.join(directory, names[f])
+        try:
+            with open(path, "rb") as fh:
+                mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except (FileNotFoundError, ValueError):   # gone meanwhile, or empty
+            continue
+        try:
+            raw = np.frombuffer(mm, dtype=np.uint8)
+            ok = pos + X.MIN_UNIT_SIZE <= len(raw)
+            head = raw[pos[ok, None] + np.arange(10)]      # size 2 | tagsCode 8 (a copy)
+            del raw
+        finally:
+            mm.close()
+        size = np.ascontiguousarray(head[:, :2]).view(">i2").ravel()
+        code = np.ascontiguousarray(head[:, 2:10]).view(">i8").ravel().astype(np.int64)
+        good = size >= X.MIN_UNIT_SIZE
+        out[where[sel[ok][good]]] = code[good]
+    return out
 
 
 def _runs(seg: np.ndarray, lo: int, hi: int):

@@ -34,13 +34,16 @@ ENTRY_COLUMNS = ("g", "hash", "phy", "ts", "prev")
 def rebuild(store, spark, **options) -> dict:
     """Rebuild `store`'s ConsumeQueues, batch ConsumeQueues and index files from its CommitLog with `spark`.
     Options: the store's settings (brokerConf, MessageStoreConfig names), as the rocketstore formats take
-    them. Returns a summary: store, queues, messages, indexFiles, commitLogMaxOffset, seconds, and the
+    them. A config that enables the ConsumeQueue extension (enableConsumeQueueExt) is refused (RebuildError):
+    this job does not write ext units; the local engine (recovery's dispatch) does. Returns a summary: store, queues, messages, indexFiles, commitLogMaxOffset, seconds, and the
     job's own counts (segments, records, indexEntries)."""
     from pyspark import StorageLevel
     root = os.path.abspath(os.fspath(store))
     if not os.path.isdir(root):
         raise RB.RebuildError(f"{root}: no store directory here")
     config = store_config(options, root)
+    if config.enable_consume_queue_ext:   # (RebuildRun refuses too; here before any Spark work)
+        raise RB.RebuildError(f"{root}: {RB.EXT_REFUSED}")
     sc = spark.sparkContext
     with RB.RebuildRun(root, config) as run:
         segments = run.segments()

@@ -1,0 +1,239 @@
+"""Pop-style consumption (RocketMQ 5's PopMessageProcessor / AckMessageProcessor /
+ChangeInvisibleTimeProcessor, reduced to one store): per group, topic and queue, the next offset to pop and the
+messages in flight (popped, not yet acked) with the time they become visible again. A message whose invisible
+time ends without an ack is delivered again, its delivery attempt one higher.
+
+Receipt handles are RocketMQ's (ReceiptHandle.encode): "startOffset retrieveTime invisibleTime reviveQueueId
+topicType brokerName queueId offset commitLogOffset"; an in-flight message remembers the retrieve time of its
+current handle, so a handle superseded by ChangeInvisibleDuration or a redelivery acks nothing (as an ack of an
+old CK does nothing in RocketMQ) and an expired one is refused (ReceiptHandle.isExpired).
+
+The state lives in <store>/config/popState.json (written atomically, with .bak, before any answer that depends
+on it), and each queue's lowest unacked offset is committed to consumerOffset.json as the group's offset, so a
+restart of the server keeps acked messages acked and in-flight ones in flight (redelivered once their time
+ends). Redelivery happens in place (the same queue offset delivered again), not yet through a
+%RETRY%group_topic topic; dead-lettering after the maximum attempts is not done yet."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+from ..config_files import read_with_backup, write_atomically
+from ..message import GetStatus
+
+STATE_FILE = "popState.json"
+NORMAL_TOPIC = "0"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class HandleError(ValueError):
+    pass
+
+
+class Handle:
+    __slots__ = ("start_offset", "retrieve_time", "invisible_time", "revive_queue", "topic_type", "broker_name",
+                 "queue_id", "offset", "commitlog_offset")
+
+    def __init__(self, start_offset, retrieve_time, invisible_time, revive_queue, topic_type, broker_name,
+                 queue_id, offset, commitlog_offset=-1):
+        self.start_offset = start_offset
+        self.retrieve_time = retrieve_time
+        self.invisible_time = invisible_time
+        self.revive_queue = revive_queue
+        self.topic_type = topic_type
+        self.broker_name = broker_name
+        self.queue_id = queue_id
+        self.offset = offset
+        self.commitlog_offset = commitlog_offset
+
+    def encode(self) -> str:
+        return " ".join(str(x) for x in (self.start_offset, self.retrieve_time, self.invisible_time,
+                                          self.revive_queue, self.topic_type, self.broker_name, self.queue_id,
+                                          self.offset, self.commitlog_offset))
+
+    @property
+    def next_visible_time(self) -> int:
+        return self.retrieve_time + self.invisible_time
+
+    def expired(self, now: int | None = None) -> bool:
+        return self.next_visible_time <= (now_ms() if now is None else now)
+
+    @classmethod
+    def decode(cls, text: str) -> "Handle":
+        parts = (text or "").split(" ")
+        if len(parts) < 8:
+            raise HandleError(f"receipt handle {text!r} cannot be parsed")
+        try:
+            return cls(int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3]), parts[4], parts[5],
+                       int(parts[6]), int(parts[7]), int(parts[8]) if len(parts) > 8 else -1)
+        except ValueError:
+            raise HandleError(f"receipt handle {text!r} cannot be parsed") from None
+
+
+class Popped:
+    """One message handed out by pop(): the stored message, its handle and delivery attempt."""
+    __slots__ = ("message", "handle", "attempt", "invisible_ms")
+
+    def __init__(self, message, handle: Handle, attempt: int, invisible_ms: int):
+        self.message, self.handle, self.attempt, self.invisible_ms = message, handle, attempt, invisible_ms
+
+
+class PopState:
+    """The pop bookkeeping of one store. Thread-safe; every change is persisted before it is answered."""
+
+    def __init__(self, store, broker_name: str):
+        self.store = store
+        self.broker_name = broker_name
+        self.path = os.path.join(store.root, "config", STATE_FILE)
+        self._lock = threading.RLock()
+        self._rr: dict[tuple[str, str], int] = {}
+        table, problems = read_with_backup(self.path, json.loads)
+        if table is None and problems:
+            raise ValueError("cannot read the pop state: " + "; ".join(problems))
+        # {"topic@group": {"queueId": {"next": int, "inflight": {"offset": [retrieve, invisible, attempt, phys]}}}}
+        self.table: dict = (table or {}).get("table", {})
+        self._committed: dict[tuple[str, str, int], int] = {}
+
+    # ------------------------------------------------------------------ persistence
+    def _save(self, touched: set[tuple[str, str]]) -> None:
+        write_atomically(self.path, json.dumps({"version": 1, "table": self.table}, indent=1, sort_keys=True))
+        for group, topic in touched:
+            offsets = {}
+            for q, qs in self.table.get(f"{topic}@{group}", {}).items():
+                low = min([int(o) for o in qs["inflight"]] + [qs["next"]])
+                key = (group, topic, int(q))
+                if self._committed.get(key) != low:
+                    offsets[int(q)] = low
+                    self._committed[key] = low
+            if offsets:
+                self.store.consumer_offsets.commit(group, topic, offsets)
+
+    def _queue(self, group: str, topic: str, queue_id: int) -> dict:
+        qs = self.table.setdefault(f"{topic}@{group}", {}).get(str(queue_id))
+        if qs is None:
+            committed = self.store.consumer_offsets.query(group, topic, queue_id)
+            if committed >= 0:
+                start = committed
+            else:   # ConsumeInitMode.MAX, except from 0 while the queue still starts at 0 (initPopOffsetByCheckMsgInMem)
+                start = 0 if self.store.min_offset(topic, queue_id) <= 0 else self.store.max_offset(topic, queue_id)
+            qs = {"next": start, "inflight": {}}
+            self.table[f"{topic}@{group}"][str(queue_id)] = qs
+        return qs
+
+    # ------------------------------------------------------------------ pop
+    def pop(self, group: str, topic: str, queue_ids: list[int], batch: int, invisible_ms: int,
+            tags=None, sql: str | None = None) -> list[Popped]:
+        """Up to `batch` messages: in-flight ones whose invisible time ended first (attempt + 1), then new ones
+        from each queue in turn (round robin over calls). Nothing found: []."""
+        out: list[Popped] = []
+        now = now_ms()
+        with self._lock:
+            touched = False
+            start = self._rr.get((group, topic), 0)
+            self._rr[(group, topic)] = start + 1
+            order = [queue_ids[(start + i) % len(queue_ids)] for i in range(len(queue_ids))] if queue_ids else []
+            # 1. redeliveries
+            for q in order:
+                qs = self._queue(group, topic, q)
+                due = sorted(int(o) for o, e in qs["inflight"].items() if e[0] + e[1] <= now)
+                for off in due:
+                    if len(out) >= batch:
+                        break
+                    entry = qs["inflight"][str(off)]
+                    msg = self._read(group, topic, q, off)
+                    touched = True
+                    if msg is None:        # gone (expired files): nothing left to deliver
+                        del qs["inflight"][str(off)]
+                        continue
+                    attempt = entry[2] + 1
+                    qs["inflight"][str(off)] = [now, invisible_ms, attempt, msg.physical_offset]
+                    out.append(Popped(msg, self._handle(off, now, invisible_ms, q, msg.physical_offset), attempt,
+                                      invisible_ms))
+            # 2. new messages
+            for q in order:
+                if len(out) >= batch:
+                    break
+                qs = self._queue(group, topic, q)
+                for _ in range(8):     # a filtered get may find nothing in one scan; take a few steps
+                    if len(out) >= batch:
+                        break
+                    r = self.store.get(group, topic, q, qs["next"], max_count=batch - len(out), tags=tags, sql=sql)
+                    if r.status is GetStatus.FOUND:
+                        for m in r.messages:
+                            off = m.queue_offset
+                            qs["inflight"][str(off)] = [now, invisible_ms, 1, m.physical_offset]
+                            out.append(Popped(m, self._handle(off, now, invisible_ms, q, m.physical_offset), 1,
+                                              invisible_ms))
+                        qs["next"] = r.next_begin_offset
+                        touched = True
+                        continue
+                    if r.next_begin_offset != qs["next"] and r.status in (
+                            GetStatus.NO_MATCHED_MESSAGE, GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY,
+                            GetStatus.MESSAGE_WAS_REMOVING, GetStatus.OFFSET_FOUND_NULL):
+                        qs["next"] = r.next_begin_offset
+                        touched = True
+                        if r.status is GetStatus.NO_MATCHED_MESSAGE:
+                            continue
+                    break
+            if touched:
+                self._save({(group, topic)})
+        return out
+
+    def next_due_ms(self, group: str, topic: str) -> int | None:
+        """When the earliest in-flight message of group/topic becomes visible again, or None."""
+        with self._lock:
+            times = [e[0] + e[1] for qs in self.table.get(f"{topic}@{group}", {}).values()
+                     for e in qs["inflight"].values()]
+        return min(times) if times else None
+
+    def _read(self, group, topic, queue_id, offset):
+        r = self.store.get(group, topic, queue_id, offset, max_count=1)
+        if r.status is GetStatus.FOUND and r.messages and r.messages[0].queue_offset == offset:
+            return r.messages[0]
+        return None
+
+    def _handle(self, offset, retrieve, invisible, queue_id, phys) -> Handle:
+        return Handle(offset, retrieve, invisible, 0, NORMAL_TOPIC, self.broker_name, queue_id, offset, phys)
+
+    # ------------------------------------------------------------------ ack and change invisible time
+    def ack(self, group: str, topic: str, handle: Handle) -> bool:
+        """True when the handle is live and the message is now acked (or was acked already); False when the
+        handle expired."""
+        now = now_ms()
+        if handle.expired(now):
+            return False
+        with self._lock:
+            qs = self.table.get(f"{topic}@{group}", {}).get(str(handle.queue_id))
+            if qs is None:
+                return True
+            entry = qs["inflight"].get(str(handle.offset))
+            if entry is None or entry[0] != handle.retrieve_time:
+                return True        # acked already, or a superseded handle: nothing to do
+            del qs["inflight"][str(handle.offset)]
+            self._save({(group, topic)})
+        return True
+
+    def change_invisible(self, group: str, topic: str, handle: Handle, invisible_ms: int) -> Handle | None:
+        """A new handle, the message invisible for invisible_ms from now; None for an expired, superseded or
+        acked handle."""
+        now = now_ms()
+        if handle.expired(now):
+            return None
+        with self._lock:
+            qs = self.table.get(f"{topic}@{group}", {}).get(str(handle.queue_id))
+            entry = qs["inflight"].get(str(handle.offset)) if qs else None
+            if entry is None or entry[0] != handle.retrieve_time:
+                return None
+            qs["inflight"][str(handle.offset)] = [now, invisible_ms, entry[2], entry[3]]
+            self._save({(group, topic)})
+        return Handle(handle.start_offset, now, invisible_ms, handle.revive_queue, handle.topic_type,
+                      handle.broker_name, handle.queue_id, handle.offset, handle.commitlog_offset)
+
+    def inflight_count(self, group: str, topic: str) -> int:
+        with self._lock:
+            return sum(len(qs["inflight"]) for qs in self.table.get(f"{topic}@{group}", {}).values())

@@ -1,0 +1,501 @@
+"""apache.rocketmq.v2.MessagingService on top of one MessageStore, answering as RocketMQ's proxy does
+(proxy/grpc/v2: RouteActivity, SendMessageActivity, ReceiveMessageActivity, AckMessageActivity,
+ChangeInvisibleDurationActivity, ClientActivity)."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import queue
+import threading
+import time
+
+from .protocol import definition_pb2 as pb
+from .protocol import service_pb2 as spb
+from .protocol import service_pb2_grpc as sgrpc
+
+from ..formats.javahash import java_string_hash
+from ..filter import FilterSyntaxError
+from ..validation import group_problem, topic_problem
+from . import convert as C
+from .pop import HandleError, Handle, PopState, now_ms
+
+log = logging.getLogger("rocketstore.serve")
+Code = pb.Code
+
+MESSAGE_TYPES = {
+    "NORMAL": [pb.MessageType.NORMAL],
+    "FIFO": [pb.MessageType.FIFO],
+    "DELAY": [pb.MessageType.DELAY],
+    "TRANSACTION": [pb.MessageType.TRANSACTION],
+    "MIXED": [pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION],
+}
+PERM_READ, PERM_WRITE = 4, 2
+
+
+@dataclasses.dataclass
+class ServeConfig:
+    """The proxy's settings that matter here, under ProxyConfig's / BrokerConfig's names in broker.conf."""
+    host: str = "127.0.0.1"
+    port: int = 8081
+    broker_name: str = "rocketstore"                          # brokerName
+    max_message_size: int = 4 * 1024 * 1024                   # maxMessageSize (the store's)
+    min_invisible_ms_for_recv: int = 10_000                   # minInvisibleTimeMillsForRecv
+    max_invisible_ms: int = 12 * 3600 * 1000                  # maxInvisibleTimeMills
+    min_long_polling_ms: int = 5_000                          # grpcClientConsumerMinLongPollingTimeoutMillis
+    max_long_polling_ms: int = 20_000                         # grpcClientConsumerMaxLongPollingTimeoutMillis
+    long_polling_batch_size: int = 32                         # grpcClientConsumerLongPollingBatchSize
+    producer_max_attempts: int = 3                            # grpcClientProducerMaxAttempts
+    producer_backoff_initial_ms: int = 10                     # grpcClientProducerBackoffInitialMillis
+    producer_backoff_max_ms: int = 1000                       # grpcClientProducerBackoffMaxMillis
+    producer_backoff_multiplier: int = 2                      # grpcClientProducerBackoffMultiplier
+    enable_topic_message_type_check: bool = True              # enableTopicMessageTypeCheck
+    retry_max_times: int = 16                                 # SubscriptionGroupConfig.retryMaxTimes
+    auto_create_topic_enable: bool = True                     # autoCreateTopicEnable
+    default_topic_queue_nums: int = 8                         # defaultTopicQueueNums
+    grpc_threads: int = 256                                   # grpcThreadPoolNums (each client's Telemetry holds one)
+
+    KEYS = {
+        "brokerName": "broker_name", "maxMessageSize": "max_message_size",
+        "minInvisibleTimeMillsForRecv": "min_invisible_ms_for_recv", "maxInvisibleTimeMills": "max_invisible_ms",
+        "grpcClientConsumerMinLongPollingTimeoutMillis": "min_long_polling_ms",
+        "grpcClientConsumerMaxLongPollingTimeoutMillis": "max_long_polling_ms",
+        "grpcClientConsumerLongPollingBatchSize": "long_polling_batch_size",
+        "grpcClientProducerMaxAttempts": "producer_max_attempts",
+        "grpcClientProducerBackoffInitialMillis": "producer_backoff_initial_ms",
+        "grpcClientProducerBackoffMaxMillis": "producer_backoff_max_ms",
+        "grpcClientProducerBackoffMultiplier": "producer_backoff_multiplier",
+        "enableTopicMessageTypeCheck": "enable_topic_message_type_check",
+        "retryMaxTimes": "retry_max_times", "autoCreateTopicEnable": "auto_create_topic_enable",
+        "defaultTopicQueueNums": "default_topic_queue_nums", "grpcThreadPoolNums": "grpc_threads",
+    }
+
+    @classmethod
+    def from_store_config(cls, store_config, **overrides) -> "ServeConfig":
+        values: dict = {"max_message_size": store_config.max_message_size}
+        for key, raw in (store_config.extra or {}).items():
+            name = cls.KEYS.get(key)
+            if name is None:
+                continue
+            text = str(raw).strip()
+            if name in ("enable_topic_message_type_check", "auto_create_topic_enable"):
+                values[name] = text.lower() == "true"
+            elif name == "broker_name":
+                values[name] = text
+            else:
+                values[name] = int(text)
+        values.update(overrides)
+        return cls(**values)
+
+
+def _status(code: int, message: str | None = None) -> pb.Status:
+    return pb.Status(code=code, message=message if message is not None else Code.Name(code))
+
+
+class _Client:
+    """What the server knows of one client (by x-mq-client-id): its settings and its Telemetry stream."""
+
+    def __init__(self, client_id: str):
+        self.client_id = client_id
+        self.settings: pb.Settings | None = None
+        self.outbox: queue.Queue = queue.Queue()
+        self.last_seen = time.monotonic()
+
+
+class MessagingService(sgrpc.MessagingServiceServicer):
+    def __init__(self, store, config: ServeConfig):
+        self.store = store
+        self.config = config
+        self.pop = PopState(store, config.broker_name)
+        self._put_lock = threading.Lock()
+        self._rr: dict[str, int] = {}
+        self._clients: dict[str, _Client] = {}
+        self._clients_lock = threading.Lock()
+        self.stopping = threading.Event()
+
+    # ------------------------------------------------------------------ helpers
+    @staticmethod
+    def _metadata(context) -> dict[str, str]:
+        return {k: v for k, v in (context.invocation_metadata() or ())}
+
+    def _client(self, context) -> _Client | None:
+        cid = self._metadata(context).get("x-mq-client-id")
+        if not cid:
+            return None
+        with self._clients_lock:
+            c = self._clients.get(cid)
+            if c is None:
+                c = self._clients[cid] = _Client(cid)
+            c.last_seen = time.monotonic()
+            return c
+
+    def _endpoints(self) -> pb.Endpoints:
+        host = self.config.host
+        scheme = pb.AddressScheme.IPv6 if ":" in host else pb.AddressScheme.IPv4
+        if not _is_ip(host):
+            scheme = pb.AddressScheme.DOMAIN_NAME
+        return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=self.config.port)])
+
+    def _topic_exists(self, topic: str) -> bool:
+        return topic in self.store.topic_configs or topic in self.store.topics()
+
+    def _ensure_topic(self, topic: str) -> int | None:
+        """Code to answer when the topic cannot be used, else None (auto-creating it when allowed)."""
+        if topic_problem(topic):
+            return Code.ILLEGAL_TOPIC
+        if self._topic_exists(topic):
+            return None
+        if not self.config.auto_create_topic_enable:
+            return Code.TOPIC_NOT_FOUND
+        with self._put_lock:
+            if not self._topic_exists(topic):
+                self.store.create_topic(topic, self.config.default_topic_queue_nums)
+        return None
+
+    def _queue_nums(self, topic: str) -> tuple[int, int, int]:
+        """(readQueueNums, writeQueueNums, perm) of a topic."""
+        cfg = self.store.topic_configs.get(topic)
+        if cfg:
+            r = int(cfg.get("readQueueNums") or 0)
+            w = int(cfg.get("writeQueueNums") or 0)
+            perm = int(cfg.get("perm") or 6)
+            if r or w:
+                return r, w, perm
+        n = self.store.queue_count(topic)
+        return n, n, 6
+
+    def _accept_types(self, topic: str) -> list[int]:
+        cfg = self.store.topic_configs.get(topic) or {}
+        kind = (cfg.get("attributes") or {}).get("message.type", "NORMAL")
+        return MESSAGE_TYPES.get(str(kind).upper(), [pb.MessageType.MESSAGE_TYPE_UNSPECIFIED])
+
+    # ------------------------------------------------------------------ route
+    def QueryRoute(self, request, context):
+        topic = request.topic.name
+        problem = self._ensure_topic(topic)
+        if problem is not None:
+            return spb.QueryRouteResponse(status=_status(problem, f"topic {topic!r}: {Code.Name(problem)}"))
+        r, w, perm = self._queue_nums(topic)
+        broker = pb.Broker(name=self.config.broker_name, id=0, endpoints=self._endpoints())
+        types = self._accept_types(topic)
+        queues = []
+        readable, writable = bool(perm & PERM_READ), bool(perm & PERM_WRITE)
+        if readable and writable:
+            rw = min(r, w)
+            kinds = [pb.Permission.READ] * (r - rw) + [pb.Permission.WRITE] * (w - rw) + [pb.Permission.READ_WRITE] * rw
+        elif writable:
+            kinds = [pb.Permission.WRITE] * w
+        elif readable:
+            kinds = [pb.Permission.READ] * r
+        else:
+            kinds = [pb.Permission.NONE] * max(1, r, w)
+        for i, p in enumerate(kinds):
+            queues.append(pb.MessageQueue(topic=request.topic, id=i, permission=p, broker=broker,
+                                          accept_message_types=types))
+        return spb.QueryRouteResponse(status=_status(Code.OK), message_queues=queues)
+
+    # ------------------------------------------------------------------ client lifecycle
+    def Heartbeat(self, request, context):
+        self._client(context)
+        return spb.HeartbeatResponse(status=_status(Code.OK))
+
+    def NotifyClientTermination(self, request, context):
+        cid = self._metadata(context).get("x-mq-client-id")
+        with self._clients_lock:
+            c = self._clients.pop(cid, None) if cid else None
+        if c is not None:
+            c.outbox.put(None)
+        return spb.NotifyClientTerminationResponse(status=_status(Code.OK))
+
+    def _merged_settings(self, settings: pb.Settings) -> pb.Settings:
+        """GrpcClientSettingsManager: the client's settings with the server's publishing / subscription
+        values, backoff policy and metric switch."""
+        s = pb.Settings()
+        s.CopyFrom(settings)
+        cfg = self.config
+        if settings.HasField("publishing"):
+            s.backoff_policy.max_attempts = cfg.producer_max_attempts
+            eb = s.backoff_policy.exponential_backoff
+            eb.initial.FromMilliseconds(cfg.producer_backoff_initial_ms)
+            eb.max.FromMilliseconds(cfg.producer_backoff_max_ms)
+            eb.multiplier = cfg.producer_backoff_multiplier
+            s.publishing.validate_message_type = cfg.enable_topic_message_type_check
+            s.publishing.max_body_size = cfg.max_message_size
+        elif settings.HasField("subscription"):
+            s.subscription.receive_batch_size = cfg.long_polling_batch_size
+            s.subscription.long_polling_timeout.FromMilliseconds(cfg.max_long_polling_ms)
+            s.subscription.fifo = False
+            s.backoff_policy.max_attempts = cfg.retry_max_times + 1
+            # SubscriptionGroupConfig's default CUSTOMIZED retry policy: 1s 5s 10s 30s 1m 2m 3m ... 2h
+            nxt = s.backoff_policy.customized_backoff.next
+            del nxt[:]
+            for sec in (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200):
+                d = nxt.add()
+                d.seconds = sec
+        s.metric.on = False
+        return s
+
+    def Telemetry(self, request_iterator, context):
+        client = self._client(context)
+        outbox: queue.Queue = queue.Queue()
+        if client is not None:
+            client.outbox = outbox   # server-initiated commands (transaction checks) go to the newest stream
+        done = threading.Event()
+
+        def read():
+            try:
+                for cmd in request_iterator:
+                    which = cmd.WhichOneof("command")
+                    if which == "settings":
+                        if not (cmd.settings.HasField("publishing") or cmd.settings.HasField("subscription")):
+                            outbox.put(pb.TelemetryCommand(status=_status(
+                                Code.BAD_REQUEST, "there is no publishing or subscription data in settings")))
+                            continue
+                        if client is not None:
+                            client.settings = cmd.settings
+                        outbox.put(pb.TelemetryCommand(status=_status(Code.OK),
+                                                       settings=self._merged_settings(cmd.settings)))
+                    # thread stack traces, verify-message results: nothing asked for them yet
+            except Exception:   # the client went away
+                pass
+            finally:
+                done.set()
+                outbox.put(None)
+
+        threading.Thread(target=read, name="telemetry-reader", daemon=True).start()
+        while not self.stopping.is_set():
+            try:
+                item = outbox.get(timeout=0.5)
+            except queue.Empty:
+                if done.is_set() or not context.is_active():
+                    break
+                continue
+            if item is None:
+                if done.is_set() or not context.is_active():
+                    break
+                continue
+            yield item
+
+    # ------------------------------------------------------------------ send
+    def _select_queue(self, topic: str, msg: pb.Message, single: bool) -> int:
+        _, w, _ = self._queue_nums(topic)
+        w = max(w, 1)
+        group = msg.system_properties.message_group
+        if single and group:
+            return C.consistent_hash(java_string_hash(group), w)
+        turn = self._rr.get(topic, 0)
+        self._rr[topic] = turn + 1
+        return turn % w
+
+    def SendMessage(self, request, context):
+        if not request.messages:
+            return spb.SendMessageResponse(status=_status(Code.BAD_REQUEST, "no message to send"))
+        topic = request.messages[0].topic.name
+        if any(m.topic.name != topic for m in request.messages):
+            return spb.SendMessageResponse(status=_status(Code.MESSAGE_CORRUPTED,
+                                                          "messages of one request must have the same topic"))
+        problem = self._ensure_topic(topic)
+        if problem is not None:
+            return spb.SendMessageResponse(status=_status(problem, f"topic {topic!r}: {Code.Name(problem)}"))
+        for m in request.messages:
+            mt = m.system_properties.message_type
+            if mt == pb.MessageType.TRANSACTION:
+                return spb.SendMessageResponse(status=_status(
+                    Code.NOT_IMPLEMENTED, "transactional messages are not supported by rocketstore serve yet"))
+            if m.system_properties.HasField("delivery_timestamp") or mt == pb.MessageType.DELAY:
+                return spb.SendMessageResponse(status=_status(
+                    Code.NOT_IMPLEMENTED, "delay messages are not supported by rocketstore serve yet"))
+        try:
+            msgs = [C.to_store(m, self.config.max_message_size, context.peer()) for m in request.messages]
+        except C.ConvertError as e:
+            return spb.SendMessageResponse(status=_status(e.code, str(e)))
+        entries = []
+        with self._put_lock:
+            qid = self._select_queue(topic, request.messages[0], len(request.messages) == 1)
+            if len(msgs) == 1:
+                results = [self.store.put(msgs[0], qid)]
+            else:
+                batch = self.store.put_batch(msgs, qid)
+                results = list(batch.results) if batch.ok else [batch] * len(msgs)
+        codes = set()
+        for pbm, r in zip(request.messages, results):
+            if r.ok:
+                e = spb.SendResultEntry(status=_status(Code.OK), message_id=pbm.system_properties.message_id,
+                                        offset=r.queue_offset)
+            else:
+                name = r.status.name
+                code = {"FLUSH_DISK_TIMEOUT": Code.MASTER_PERSISTENCE_TIMEOUT,
+                        "FLUSH_SLAVE_TIMEOUT": Code.SLAVE_PERSISTENCE_TIMEOUT,
+                        "SLAVE_NOT_AVAILABLE": Code.HA_NOT_AVAILABLE,
+                        "MESSAGE_ILLEGAL": Code.BAD_REQUEST,
+                        "PROPERTIES_SIZE_EXCEEDED": Code.MESSAGE_PROPERTIES_TOO_LARGE}.get(
+                    name, Code.INTERNAL_SERVER_ERROR)
+                e = spb.SendResultEntry(status=_status(code, f"send message failed, sendStatus={name}"))
+            entries.append(e)
+            codes.add(e.status.code)
+        if len(codes) > 1:
+            status = _status(Code.MULTIPLE_RESULTS)
+        else:
+            status = _status(codes.pop())
+        return spb.SendMessageResponse(status=status, entries=entries)
+
+    # ------------------------------------------------------------------ receive
+    def ReceiveMessage(self, request, context):
+        def finish(code, message=None):
+            yield spb.ReceiveMessageResponse(status=_status(code, message))
+            yield self._delivery_timestamp()
+
+        remaining = context.time_remaining()
+        remaining_ms = int(remaining * 1000) if remaining is not None else 3_600_000
+        cfg = self.config
+        if request.HasField("long_polling_timeout"):
+            polling = request.long_polling_timeout.ToMilliseconds()
+        else:
+            polling = remaining_ms - 1500
+        polling = min(max(polling, cfg.min_long_polling_ms), cfg.max_long_polling_ms)
+        if polling > remaining_ms:
+            if remaining_ms >= cfg.min_long_polling_ms:
+                polling = remaining_ms
+            else:
+                yield from finish(Code.ILLEGAL_POLLING_TIME,
+                                  "The deadline time remaining is not enough for polling, please check network condition")
+                return
+        topic = request.message_queue.topic.name
+        group = request.group.name
+        if topic_problem(topic):
+            yield from finish(Code.ILLEGAL_TOPIC, f"topic {topic!r} is illegal")
+            return
+        if group_problem(group):
+            yield from finish(Code.ILLEGAL_CONSUMER_GROUP, f"group {group!r} is illegal")
+            return
+        if not self._topic_exists(topic):
+            yield from finish(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
+            return
+        invisible = request.invisible_duration.ToMilliseconds()
+        if invisible < cfg.min_invisible_ms_for_recv:
+            yield from finish(Code.ILLEGAL_INVISIBLE_TIME,
+                              f"the invisibleTime is too small. min is {cfg.min_invisible_ms_for_recv}")
+            return
+        if cfg.max_invisible_ms > 0 and invisible > cfg.max_invisible_ms:
+            yield from finish(Code.ILLEGAL_INVISIBLE_TIME,
+                              f"the invisibleTime is too large. max is {cfg.max_invisible_ms}")
+            return
+        fe = request.filter_expression
+        tags = sql = None
+        if fe.type == pb.FilterType.SQL:
+            sql = fe.expression
+        else:
+            tags = fe.expression or "*"
+        batch = request.batch_size if request.batch_size > 0 else cfg.long_polling_batch_size
+        r, _, perm = self._queue_nums(topic)
+        queue_ids = list(range(r)) if perm & PERM_READ else []
+        deadline = time.monotonic() + polling / 1000.0
+        try:
+            while True:
+                popped = self.pop.pop(group, topic, queue_ids, batch, invisible, tags=tags, sql=sql)
+                if popped:
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0 or self.stopping.is_set() or not context.is_active():
+                    break
+                due = self.pop.next_due_ms(group, topic)
+                if due is not None:
+                    left = min(left, max(0.0, (due - now_ms()) / 1000.0) + 0.01)
+                self.store.wait_for_arrival(min(left, 0.5))
+        except FilterSyntaxError as e:
+            yield from finish(Code.ILLEGAL_FILTER_EXPRESSION, str(e))
+            return
+        if not popped:
+            yield from finish(Code.MESSAGE_NOT_FOUND, "no new message")
+            return
+        yield spb.ReceiveMessageResponse(status=_status(Code.OK))
+        for p in popped:
+            yield spb.ReceiveMessageResponse(message=C.to_v2(
+                p.message, topic, p.handle.encode(), p.attempt, p.invisible_ms))
+        yield self._delivery_timestamp()
+
+    @staticmethod
+    def _delivery_timestamp():
+        r = spb.ReceiveMessageResponse()
+        r.delivery_timestamp.FromMilliseconds(now_ms())
+        return r
+
+    # ------------------------------------------------------------------ ack, change invisible duration
+    def AckMessage(self, request, context):
+        topic, group = request.topic.name, request.group.name
+        if topic_problem(topic) or group_problem(group):
+            return spb.AckMessageResponse(status=_status(Code.BAD_REQUEST, "illegal topic or group"))
+        entries = []
+        for e in request.entries:
+            try:
+                h = Handle.decode(e.receipt_handle)
+            except HandleError as err:
+                st = _status(Code.INVALID_RECEIPT_HANDLE, str(err))
+            else:
+                st = _status(Code.OK) if self.pop.ack(group, topic, h) else \
+                    _status(Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
+            entries.append(spb.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle,
+                                                     status=st))
+        codes = {x.status.code for x in entries}
+        if not codes:
+            status = _status(Code.INTERNAL_SERVER_ERROR, "ack message result is empty")
+        elif len(codes) > 1:
+            status = _status(Code.MULTIPLE_RESULTS)
+        else:
+            status = entries[0].status
+        return spb.AckMessageResponse(status=status, entries=entries)
+
+    def ChangeInvisibleDuration(self, request, context):
+        topic, group = request.topic.name, request.group.name
+        if topic_problem(topic) or group_problem(group):
+            return spb.ChangeInvisibleDurationResponse(status=_status(Code.BAD_REQUEST, "illegal topic or group"))
+        invisible = request.invisible_duration.ToMilliseconds()
+        if invisible < 0 or (self.config.max_invisible_ms > 0 and invisible > self.config.max_invisible_ms):
+            return spb.ChangeInvisibleDurationResponse(status=_status(
+                Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime must be between 0 and {self.config.max_invisible_ms}"))
+        try:
+            h = Handle.decode(request.receipt_handle)
+        except HandleError as err:
+            return spb.ChangeInvisibleDurationResponse(status=_status(Code.INVALID_RECEIPT_HANDLE, str(err)))
+        new = self.pop.change_invisible(group, topic, h, invisible)
+        if new is None:
+            return spb.ChangeInvisibleDurationResponse(status=_status(
+                Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired, acked or superseded"))
+        return spb.ChangeInvisibleDurationResponse(status=_status(Code.OK), receipt_handle=new.encode())
+
+    # ------------------------------------------------------------------ not implemented yet
+    def _unsupported(name, response):
+        def rpc(self, request, context):
+            return response(status=_status(Code.NOT_IMPLEMENTED, f"{name} is not implemented by rocketstore serve yet"))
+        rpc.__name__ = name
+        return rpc
+
+    QueryAssignment = _unsupported("QueryAssignment", spb.QueryAssignmentResponse)
+    ForwardMessageToDeadLetterQueue = _unsupported("ForwardMessageToDeadLetterQueue",
+                                                   spb.ForwardMessageToDeadLetterQueueResponse)
+    UpdateOffset = _unsupported("UpdateOffset", spb.UpdateOffsetResponse)
+    GetOffset = _unsupported("GetOffset", spb.GetOffsetResponse)
+    QueryOffset = _unsupported("QueryOffset", spb.QueryOffsetResponse)
+    EndTransaction = _unsupported("EndTransaction", spb.EndTransactionResponse)
+    RecallMessage = _unsupported("RecallMessage", spb.RecallMessageResponse)
+    SyncLiteSubscription = _unsupported("SyncLiteSubscription", spb.SyncLiteSubscriptionResponse)
+    del _unsupported
+
+    def PullMessage(self, request, context):
+        yield spb.PullMessageResponse(status=_status(Code.NOT_IMPLEMENTED,
+                                                     "PullMessage is not implemented by rocketstore serve yet"))
+
+    # ------------------------------------------------------------------ shutdown
+    def stop(self) -> None:
+        self.stopping.set()
+        with self._clients_lock:
+            for c in self._clients.values():
+                c.outbox.put(None)
+
+
+def _is_ip(host: str) -> bool:
+    import ipaddress
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return True
+    except ValueError:
+        return False
