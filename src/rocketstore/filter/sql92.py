@@ -666,28 +666,7 @@ class _Compiler:
         stop = False if is_and else True
         if len(fns) == 2:
             f1, f2 = fns
-            if is_and:
-                def fn(p):
-                    a = f1(p)
-                    if a is False:
-                        return False
-                    b = f2(p)
-                    if b is False:
-                        return False
-                    if a is None or b is None:
-                        return None
-                    return True
-            else:
-                def fn(p):
-                    a = f1(p)
-                    if a is True:
-                        return True
-                    b = f2(p)
-                    if b is True:
-                        return True
-                    if a is None or b is None:
-                        return None
-                    return False
+            fn = _and2(f1, f2) if is_and else _or2(f1, f2)
         else:
             def fn(p):
                 unknown = False
@@ -849,28 +828,8 @@ class _Compiler:
         f1, f2 = a.fn, b.fn
         word = "NOT BETWEEN" if negate else "BETWEEN"
         text = f"{value.text} {word} {low.text} AND {high.text}"
-        if not negate:
-            def fn(p):
-                x = f1(p)
-                if x is False:
-                    return False
-                y = f2(p)
-                if y is False:
-                    return False
-                if x is None or y is None:
-                    return None
-                return True
-        else:
-            def fn(p):
-                x = f1(p)
-                if x is True:
-                    return True
-                y = f2(p)
-                if y is True:
-                    return True
-                if x is None or y is None:
-                    return None
-                return False
+        # BETWEEN is (value >= low AND value <= high); NOT BETWEEN (value < low OR value > high)
+        fn = _or2(f1, f2) if negate else _and2(f1, f2)
         return _Node(fn, "Z", value.pos, text, boolean=True)
 
     def n_between(self, t, value, op, low, and_, high):
@@ -1016,3 +975,33 @@ def compile(expression: str) -> Filter:  # noqa: A001 - the natural name
     except RecursionError:
         raise FilterSyntaxError("expression is nested too deeply", expression, 1, 1) from None
     return Filter(expression, node.fn, frozenset(comp.names))
+
+
+def _and2(f1, f2):
+    """Three-valued AND of two compiled booleans (None is SQL's unknown): FALSE wins, then unknown."""
+    def fn(p):
+        a = f1(p)
+        if a is False:
+            return False
+        b = f2(p)
+        if b is False:
+            return False
+        if a is None or b is None:
+            return None
+        return True
+    return fn
+
+
+def _or2(f1, f2):
+    """Three-valued OR: TRUE wins, then unknown."""
+    def fn(p):
+        a = f1(p)
+        if a is True:
+            return True
+        b = f2(p)
+        if b is True:
+            return True
+        if a is None or b is None:
+            return None
+        return False
+    return fn
