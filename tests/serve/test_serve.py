@@ -88,7 +88,12 @@ def test_restart_keeps_acked_and_in_flight_state(server):
     assert server.stop() == 0
     with MessageStore.open(server.store, read_only=True) as store:   # the group's offsets are committed
         committed = [store.consumer_offsets.query("g3", "Restart", q) for q in range(8)]
-        assert sum(max(c, 0) for c in committed) == 2   # a and b acked; c and d still in flight
+        # a and b acked; c and d, not acked in time, moved on to the group's retry topic (still in flight)
+        assert sum(max(c, 0) for c in committed) == 4
+        retry = "%RETRY%g3_Restart"
+        bodies = [bytes(m.body) for q in store.topics().get(retry, [])
+                  for m in store.get("t", retry, q, 0, max_count=32).messages]
+        assert sorted(bodies) == [b"c", b"d"]
 
 
 def test_raw_protocol_answers(server):
@@ -113,10 +118,12 @@ def test_raw_protocol_answers(server):
             topic=pb.Resource(name="Raw"), body=b"raw", system_properties=pb.SystemProperties(message_id="M1"))]),
             metadata=md, timeout=5)
         assert r.status.code == Code.OK and r.entries[0].message_id == "M1"
-        for call, req in ((stub.QueryAssignment, spb.QueryAssignmentRequest()),
-                          (stub.EndTransaction, spb.EndTransactionRequest()),
-                          (stub.ForwardMessageToDeadLetterQueue, spb.ForwardMessageToDeadLetterQueueRequest())):
-            assert call(req, metadata=md, timeout=5).status.code == Code.NOT_IMPLEMENTED
+        # requests without a topic are refused as the proxy refuses them, by their topic
+        codes = [call(req, metadata=md, timeout=5).status.code for call, req in (
+            (stub.QueryAssignment, spb.QueryAssignmentRequest()),
+            (stub.EndTransaction, spb.EndTransactionRequest()),
+            (stub.ForwardMessageToDeadLetterQueue, spb.ForwardMessageToDeadLetterQueueRequest()))]
+        assert codes == [Code.ILLEGAL_TOPIC] * 3
         ack = stub.AckMessage(spb.AckMessageRequest(
             group=pb.Resource(name="g"), topic=pb.Resource(name="Raw"),
             entries=[spb.AckMessageEntry(message_id="M1", receipt_handle="garbage")]), metadata=md, timeout=5)

@@ -27,6 +27,8 @@ POP_CK = "POP_CK"
 DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
 DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
 COMPRESSED_FLAG = 0x1
+TRANSACTION_PREPARED_TYPE = 0x4        # MessageSysFlag
+CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 
 # MessageConst.STRING_HASH_SET: property names a user may not set, and that never come back as user properties
 SYSTEM_PROPERTIES = frozenset([
@@ -96,6 +98,11 @@ def to_store(msg: pb.Message, max_body_size: int, peer: str | None = None) -> Me
         raise ConvertError(pb.Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
     props[UNIQ_KEY] = sp.message_id
     sys_flag = COMPRESSED_FLAG if sp.body_encoding == pb.Encoding.GZIP else 0
+    if sp.message_type == pb.MessageType.TRANSACTION:   # buildSysFlag, buildMessageProperty
+        sys_flag |= TRANSACTION_PREPARED_TYPE
+        props[TRAN_MSG] = "true"
+        if sp.HasField("orphaned_transaction_recovery_duration"):
+            props[CHECK_IMMUNITY_TIME_IN_SECONDS] = str(sp.orphaned_transaction_recovery_duration.seconds)
     if sp.HasField("delivery_timestamp"):
         deliver_ms = sp.delivery_timestamp.seconds * 1000 + sp.delivery_timestamp.nanos // 1_000_000
         props[TIMER_DELIVER_MS] = str(deliver_ms)

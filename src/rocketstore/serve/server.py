@@ -14,6 +14,7 @@ from .protocol import service_pb2_grpc as sgrpc
 
 from ..config import StoreConfig
 from ..store import MessageStore
+from .auth import AuthInterceptor, keys_from_broker_conf
 from .service import MessagingService, ServeConfig
 
 log = logging.getLogger("rocketstore.serve")
@@ -34,11 +35,13 @@ class Server:
     """start() binds and serves; stop() shuts down the gRPC server, then closes the store."""
 
     def __init__(self, store_path: str, listen: str = "127.0.0.1:8081", store_config: StoreConfig | None = None,
-                 **overrides):
+                 access_keys: dict[str, str] | None = None, **overrides):
         self.host, self.port = parse_listen(listen)
         self.store_config = store_config or StoreConfig()
         self.store_path = store_path
         self.overrides = overrides
+        # access key -> secret key (auth.py); none: every request is accepted
+        self.access_keys = {**keys_from_broker_conf(self.store_config.extra), **(access_keys or {})}
         self.store: MessageStore | None = None
         self.service: MessagingService | None = None
         self.grpc_server = None
@@ -53,6 +56,7 @@ class Server:
             self.grpc_server = grpc.server(
                 futures.ThreadPoolExecutor(max_workers=config.grpc_threads, thread_name_prefix="grpc"),
                 maximum_concurrent_rpcs=None,
+                interceptors=[AuthInterceptor(self.access_keys)] if self.access_keys else None,
                 options=[("grpc.max_receive_message_length", config.max_message_size + 1024 * 1024),
                          ("grpc.max_send_message_length", -1)])
             sgrpc.add_MessagingServiceServicer_to_server(self.service, self.grpc_server)
@@ -83,9 +87,10 @@ class Server:
         self._stopped.wait()
 
 
-def serve_forever(store_path: str, listen: str, store_config: StoreConfig | None = None, echo=print) -> None:
+def serve_forever(store_path: str, listen: str, store_config: StoreConfig | None = None, echo=print,
+                  access_keys: dict[str, str] | None = None) -> None:
     """Serve until SIGINT or SIGTERM, then stop cleanly."""
-    server = Server(store_path, listen, store_config)
+    server = Server(store_path, listen, store_config, access_keys=access_keys)
     stop = threading.Event()
 
     def on_signal(signum, frame):
@@ -95,7 +100,8 @@ def serve_forever(store_path: str, listen: str, store_config: StoreConfig | None
     try:
         port = server.start()
         echo(f"rocketstore serve: store {server.store.root}, listening on {server.host}:{port} "
-             f"(apache.rocketmq.v2.MessagingService, gRPC)")
+             f"(apache.rocketmq.v2.MessagingService, gRPC"
+             f"{', authentication: %d access key(s)' % len(server.access_keys) if server.access_keys else ''})")
         sys.stdout.flush()
         while not stop.wait(0.5):
             pass

@@ -18,6 +18,11 @@ from ..filter import FilterSyntaxError
 from ..validation import group_problem, topic_problem
 from . import convert as C
 from .pop import HandleError, Handle, PopState, now_ms
+from . import assignment as _assignment
+from .retry import RetryManager
+from .transaction import Transactions, producers_of
+from .delay import DelayService
+from .fifo import SubscriptionGroups, pop_orderly
 
 log = logging.getLogger("rocketstore.serve")
 Code = pb.Code
@@ -30,6 +35,7 @@ MESSAGE_TYPES = {
     "MIXED": [pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION],
 }
 PERM_READ, PERM_WRITE = 4, 2
+DEFAULT_INVISIBLE_MS = 60_000   # ProxyConfig.defaultInvisibleTimeMills (auto renew)
 
 
 @dataclasses.dataclass
@@ -106,11 +112,18 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.store = store
         self.config = config
         self.pop = PopState(store, config.broker_name)
+        self.retry = RetryManager(store, self.pop)   # retry topic, revive, dead letter (retry.py)
         self._put_lock = threading.Lock()
         self._rr: dict[str, int] = {}
         self._clients: dict[str, _Client] = {}
         self._clients_lock = threading.Lock()
         self.stopping = threading.Event()
+        extra = getattr(store.config, "extra", None) or {}
+        self.tx = Transactions(store, producers_of(self), extra)     # half messages, checks (transaction.py)
+        self.delay = DelayService(store, extra)                     # delivery timestamps (delay.py)
+        self.groups = SubscriptionGroups(store.root)                # FIFO groups (fifo.py)
+        self.tx.start()
+        self.delay.start()
 
     # ------------------------------------------------------------------ helpers
     @staticmethod
@@ -223,7 +236,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         elif settings.HasField("subscription"):
             s.subscription.receive_batch_size = cfg.long_polling_batch_size
             s.subscription.long_polling_timeout.FromMilliseconds(cfg.max_long_polling_ms)
-            s.subscription.fifo = False
+            s.subscription.fifo = self.groups.is_fifo(settings.subscription.group.name)
             s.backoff_policy.max_attempts = cfg.retry_max_times + 1
             # SubscriptionGroupConfig's default CUSTOMIZED retry policy: 1s 5s 10s 30s 1m 2m 3m ... 2h
             nxt = s.backoff_policy.customized_backoff.next
@@ -247,12 +260,12 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                     which = cmd.WhichOneof("command")
                     if which == "settings":
                         if not (cmd.settings.HasField("publishing") or cmd.settings.HasField("subscription")):
-                            outbox.put(pb.TelemetryCommand(status=_status(
+                            outbox.put(spb.TelemetryCommand(status=_status(
                                 Code.BAD_REQUEST, "there is no publishing or subscription data in settings")))
                             continue
                         if client is not None:
                             client.settings = cmd.settings
-                        outbox.put(pb.TelemetryCommand(status=_status(Code.OK),
+                        outbox.put(spb.TelemetryCommand(status=_status(Code.OK),
                                                        settings=self._merged_settings(cmd.settings)))
                     # thread stack traces, verify-message results: nothing asked for them yet
             except Exception:   # the client went away
@@ -296,15 +309,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         problem = self._ensure_topic(topic)
         if problem is not None:
             return spb.SendMessageResponse(status=_status(problem, f"topic {topic!r}: {Code.Name(problem)}"))
-        for m in request.messages:
-            mt = m.system_properties.message_type
-            if mt == pb.MessageType.TRANSACTION:
-                return spb.SendMessageResponse(status=_status(
-                    Code.NOT_IMPLEMENTED, "transactional messages are not supported by rocketstore serve yet"))
-            if m.system_properties.HasField("delivery_timestamp") or mt == pb.MessageType.DELAY:
-                return spb.SendMessageResponse(status=_status(
-                    Code.NOT_IMPLEMENTED, "delay messages are not supported by rocketstore serve yet"))
         try:
+            for m in request.messages:
+                self.delay.validate(m)
             msgs = [C.to_store(m, self.config.max_message_size, context.peer()) for m in request.messages]
         except C.ConvertError as e:
             return spb.SendMessageResponse(status=_status(e.code, str(e)))
@@ -312,7 +319,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         with self._put_lock:
             qid = self._select_queue(topic, request.messages[0], len(request.messages) == 1)
             if len(msgs) == 1:
-                results = [self.store.put(msgs[0], qid)]
+                results = [self._put_routed(msgs[0], qid)]
+            elif any(m.sys_flag & C.TRANSACTION_PREPARED_TYPE or self.delay.is_delayed(m) for m in msgs):
+                results = [self._put_routed(m, qid) for m in msgs]
             else:
                 batch = self.store.put_batch(msgs, qid)
                 results = list(batch.results) if batch.ok else [batch] * len(msgs)
@@ -321,6 +330,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             if r.ok:
                 e = spb.SendResultEntry(status=_status(Code.OK), message_id=pbm.system_properties.message_id,
                                         offset=r.queue_offset)
+                if pbm.system_properties.message_type == pb.MessageType.TRANSACTION:
+                    e.transaction_id = pbm.system_properties.message_id   # the broker's: the UNIQ_KEY
             else:
                 name = r.status.name
                 code = {"FLUSH_DISK_TIMEOUT": Code.MASTER_PERSISTENCE_TIMEOUT,
@@ -337,6 +348,27 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         else:
             status = _status(codes.pop())
         return spb.SendMessageResponse(status=status, entries=entries)
+
+    def _put_routed(self, msg, qid: int):
+        """A transactional message becomes a half message (transaction.py), a delay message whose time is ahead
+        waits in the timer topic (delay.py); anything else is put as it is."""
+        if msg.sys_flag & C.TRANSACTION_PREPARED_TYPE:
+            return self.tx.prepare(msg, qid)
+        return self.delay.put(msg, qid)
+
+    # ------------------------------------------------------------------ transactions
+    def EndTransaction(self, request, context):
+        """EndTransactionActivity + EndTransactionProcessor: COMMIT puts the half message on its topic, ROLLBACK
+        drops it, UNKNOWN leaves it to the next check."""
+        topic = request.topic.name
+        if topic_problem(topic):
+            return spb.EndTransactionResponse(status=_status(Code.ILLEGAL_TOPIC, f"topic {topic!r} is illegal"))
+        if not request.transaction_id.strip():
+            return spb.EndTransactionResponse(status=_status(Code.INVALID_TRANSACTION_ID,
+                                                             "transaction id cannot be empty"))
+        code, text = self.tx.end(topic, request.transaction_id, request.resolution,
+                                 request.source == pb.TransactionSource.SOURCE_SERVER_CHECK)
+        return spb.EndTransactionResponse(status=_status(code, text))
 
     # ------------------------------------------------------------------ receive
     def ReceiveMessage(self, request, context):
@@ -371,7 +403,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             yield from finish(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
             return
         invisible = request.invisible_duration.ToMilliseconds()
-        if invisible < cfg.min_invisible_ms_for_recv:
+        if request.auto_renew:   # enableProxyAutoRenew: the PushConsumer asks, defaultInvisibleTimeMills applies
+            invisible = DEFAULT_INVISIBLE_MS
+        elif invisible < cfg.min_invisible_ms_for_recv:
             yield from finish(Code.ILLEGAL_INVISIBLE_TIME,
                               f"the invisibleTime is too small. min is {cfg.min_invisible_ms_for_recv}")
             return
@@ -391,7 +425,12 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         deadline = time.monotonic() + polling / 1000.0
         try:
             while True:
-                popped = self.pop.pop(group, topic, queue_ids, batch, invisible, tags=tags, sql=sql)
+                popped = pop_orderly(self.pop, group, topic, queue_ids, batch, invisible, tags=tags, sql=sql,
+                                     max_attempts=cfg.retry_max_times + 1,
+                                     dead_letter=lambda m: self.retry._to_dlq(group, topic, m)) \
+                    if self.groups.is_fifo(group) else \
+                    self.retry.pop(group, topic, queue_ids, batch, invisible, tags=tags, sql=sql,
+                                        max_attempts=cfg.retry_max_times + 1)
                 if popped:
                     break
                 left = deadline - time.monotonic()
@@ -431,7 +470,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             except HandleError as err:
                 st = _status(Code.INVALID_RECEIPT_HANDLE, str(err))
             else:
-                st = _status(Code.OK) if self.pop.ack(group, topic, h) else \
+                st = _status(Code.OK) if self.pop.ack(group, self.retry.topic_of(group, topic, h), h) else \
                     _status(Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
             entries.append(spb.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle,
                                                      status=st))
@@ -456,7 +495,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             h = Handle.decode(request.receipt_handle)
         except HandleError as err:
             return spb.ChangeInvisibleDurationResponse(status=_status(Code.INVALID_RECEIPT_HANDLE, str(err)))
-        new = self.pop.change_invisible(group, topic, h, invisible)
+        new = self.pop.change_invisible(group, self.retry.topic_of(group, topic, h), h, invisible)
         if new is None:
             return spb.ChangeInvisibleDurationResponse(status=_status(
                 Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired, acked or superseded"))
@@ -469,13 +508,11 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         rpc.__name__ = name
         return rpc
 
-    QueryAssignment = _unsupported("QueryAssignment", spb.QueryAssignmentResponse)
-    ForwardMessageToDeadLetterQueue = _unsupported("ForwardMessageToDeadLetterQueue",
-                                                   spb.ForwardMessageToDeadLetterQueueResponse)
+    QueryAssignment = _assignment.query_assignment
+    ForwardMessageToDeadLetterQueue = _assignment.forward_message_to_dead_letter_queue
     UpdateOffset = _unsupported("UpdateOffset", spb.UpdateOffsetResponse)
     GetOffset = _unsupported("GetOffset", spb.GetOffsetResponse)
     QueryOffset = _unsupported("QueryOffset", spb.QueryOffsetResponse)
-    EndTransaction = _unsupported("EndTransaction", spb.EndTransactionResponse)
     RecallMessage = _unsupported("RecallMessage", spb.RecallMessageResponse)
     SyncLiteSubscription = _unsupported("SyncLiteSubscription", spb.SyncLiteSubscriptionResponse)
     del _unsupported
@@ -487,6 +524,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     # ------------------------------------------------------------------ shutdown
     def stop(self) -> None:
         self.stopping.set()
+        self.tx.stop()
+        self.delay.stop()
         with self._clients_lock:
             for c in self._clients.values():
                 c.outbox.put(None)

@@ -1,0 +1,196 @@
+"""Delay messages: a message whose delivery timestamp (TIMER_DELIVER_MS, from the v2 delivery_timestamp) lies in
+the future is kept out of its topic until then.
+
+As RocketMQ 5's broker does it (HookUtils.transformTimerMessage), such a message is stored in the timer topic
+rmq_sys_wheel_timer, queue 0, with TIMER_OUT_MS (its time), REAL_TOPIC and REAL_QID; at its time a new record
+goes to the real topic and queue (TimerMessageStore.convertMessage: same body, flag, sysFlag, born time and
+host, properties plus TIMER_ENQUEUE_MS / TIMER_DEQUEUE_MS). RocketMQ's timer wheel rounds the time down to
+timerPrecisionMs (1 s), so it may deliver up to a second early; rocketstore delivers no earlier than the time.
+Instead of the timer wheel's timerlog / timerwheel files, rocketstore keeps the timer messages not yet
+delivered in memory, rebuilt at start from the timer topic and config/timerState.json: the lowest timer queue
+offset not yet delivered, and the delivered ones above it (written atomically after each delivery). A
+message already delivered when the server stopped is not delivered again; one due while the server was down
+is delivered at start."""
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import json
+import logging
+import os
+import threading
+import time
+
+from ..config_files import read_with_backup, write_atomically
+from ..message import GetStatus, Message, PutResult
+from .protocol import definition_pb2 as pb
+from . import convert as C
+
+log = logging.getLogger("rocketstore.serve")
+
+TIMER_TOPIC = "rmq_sys_wheel_timer"
+TIMER_OUT_MS = "TIMER_OUT_MS"
+TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
+TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
+REAL_TOPIC = "REAL_TOPIC"
+REAL_QID = "REAL_QID"
+STATE_FILE = "timerState.json"
+SYS_GROUP = "CID_SYS_RMQ_TIMER"
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+def deliver_ms(props: dict) -> int | None:
+    """A message's delivery time in ms (TIMER_DELIVER_MS, TIMER_DELAY_MS, TIMER_DELAY_SEC), or None."""
+    try:
+        if props.get(C.TIMER_DELAY_SEC) is not None:
+            return _now() + int(props[C.TIMER_DELAY_SEC]) * 1000
+        if props.get("TIMER_DELAY_MS") is not None:
+            return _now() + int(props["TIMER_DELAY_MS"])
+        if props.get(C.TIMER_DELIVER_MS) is not None:
+            return int(props[C.TIMER_DELIVER_MS])
+    except ValueError:
+        return None
+    return None
+
+
+class DelayService:
+    """Timer messages of one store: put() takes delay messages in, a thread delivers them at their time."""
+
+    def __init__(self, store, extra: dict | None = None):
+        extra = extra or {}
+        self.store = store
+        self.max_delay_ms = int(extra.get("maxDelayTimeMills", 24 * 3600 * 1000))   # ProxyConfig.maxDelayTimeMills
+        self.path = os.path.join(store.root, "config", STATE_FILE)
+        self._cond = threading.Condition(threading.RLock())
+        self._heap: list[tuple[int, int, int]] = []    # (deliver ms, timer queue offset, commit log offset)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        state, problems = read_with_backup(self.path, json.loads)
+        if state is None and problems:
+            raise ValueError("cannot read the timer state: " + "; ".join(problems))
+        state = state or {}
+        self.low = max(int(state.get("offset", 0)), self.store.min_offset(TIMER_TOPIC, 0), 0)
+        self.delivered: set[int] = {int(o) for o in state.get("delivered", ()) if int(o) >= self.low}
+        off = self.low
+        while True:
+            r = self.store.get(SYS_GROUP, TIMER_TOPIC, 0, off, max_count=64)
+            if r.status is not GetStatus.FOUND:
+                if r.status is GetStatus.NO_MATCHED_MESSAGE and r.next_begin_offset > off:
+                    off = r.next_begin_offset
+                    continue
+                break
+            for m in r.messages:
+                if m.queue_offset not in self.delivered:
+                    due = _int(m.properties.get(TIMER_OUT_MS), m.store_timestamp)
+                    heapq.heappush(self._heap, (due, m.queue_offset, m.physical_offset))
+            off = r.next_begin_offset
+        if self._heap:
+            log.info("delay: %d timer message(s) waiting", len(self._heap))
+
+    # ------------------------------------------------------------------ send side
+    def validate(self, m: pb.Message) -> None:
+        """SendMessageActivity.validateDelayTime: a delivery time too far ahead is refused."""
+        sp = m.system_properties
+        if sp.HasField("delivery_timestamp") and self.max_delay_ms > 0:
+            ms = sp.delivery_timestamp.seconds * 1000 + sp.delivery_timestamp.nanos // 1_000_000
+            if ms - _now() > self.max_delay_ms:
+                raise C.ConvertError(pb.Code.ILLEGAL_DELIVERY_TIME,
+                                     f"the max delay time of message is too large, max is {self.max_delay_ms}")
+
+    @staticmethod
+    def is_delayed(msg: Message) -> bool:
+        due = deliver_ms(msg.properties or {})
+        return due is not None and due > _now()
+
+    def put(self, msg: Message, queue_id: int) -> PutResult:
+        """Put a message: a delay message whose time is ahead into the timer topic, anything else as it is."""
+        due = deliver_ms(msg.properties or {})
+        if due is None or due <= _now():
+            return self.store.put(msg, queue_id)
+        props = dict(msg.properties or {})
+        props[TIMER_OUT_MS] = str(due)
+        props[REAL_TOPIC] = msg.topic
+        props[REAL_QID] = str(queue_id)
+        timer = dataclasses.replace(msg, topic=TIMER_TOPIC, properties=props)
+        with self._cond:
+            r = self.store.put(timer, 0)
+            if r.ok:
+                heapq.heappush(self._heap, (due, r.queue_offset, r.physical_offset))
+                self._cond.notify_all()
+        return r
+
+    # ------------------------------------------------------------------ delivery
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="delay-delivery", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._cond:
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def waiting(self) -> int:
+        with self._cond:
+            return len(self._heap)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with self._cond:
+                now = _now()
+                if not self._heap or self._heap[0][0] > now:
+                    left = (self._heap[0][0] - now) / 1000.0 if self._heap else 1.0
+                    self._cond.wait(min(max(left, 0.001), 1.0))
+                    continue
+                try:
+                    self.deliver_due(now)
+                except Exception:   # noqa: BLE001
+                    if self._stop.is_set():
+                        return
+                    log.exception("delay delivery failed")
+                    self._cond.wait(1.0)
+
+    def deliver_due(self, now: int | None = None) -> int:
+        """Deliver every timer message whose time has come; how many were."""
+        now = _now() if now is None else now
+        done = 0
+        with self._cond:
+            while self._heap and self._heap[0][0] <= now and not self._stop.is_set():
+                due, off, phys = self._heap[0]
+                m = self.store.look(phys)
+                if m is not None and m.topic == TIMER_TOPIC:
+                    r = self.store.put(_real(m), _int(m.properties.get(REAL_QID), 0))
+                    if not r.ok:
+                        raise OSError(f"delay delivery of timer offset {off} failed: {r.status.name}")
+                heapq.heappop(self._heap)
+                self.delivered.add(off)
+                done += 1
+            if done:
+                while self.low in self.delivered:
+                    self.delivered.discard(self.low)
+                    self.low += 1
+                write_atomically(self.path, json.dumps({"version": 1, "offset": self.low,
+                                                        "delivered": sorted(self.delivered)}))
+        return done
+
+
+def _real(m) -> Message:
+    """TimerMessageStore.convert: the timer record -> the real topic's record."""
+    props = dict(m.properties)
+    props[TIMER_ENQUEUE_MS] = str(m.store_timestamp)
+    props[TIMER_DEQUEUE_MS] = str(_now())
+    props.pop("__CRC32#", None)
+    return Message(topic=props.get(REAL_TOPIC), body=m.body or b"", properties=props, flag=m.flag,
+                   sys_flag=m.sys_flag, born_timestamp=m.born_timestamp, born_host=m.born_host,
+                   reconsume_times=m.reconsume_times)
+
+
+def _int(text, default: int) -> int:
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return default

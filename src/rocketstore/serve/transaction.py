@@ -1,0 +1,328 @@
+"""Transactional messages as RocketMQ 5's broker keeps them (TransactionalMessageBridge, EndTransactionProcessor,
+TransactionalMessageServiceImpl.check), reached through the proxy's SendMessage / EndTransaction / Telemetry.
+
+- A TRANSACTION message (sysFlag TRANSACTION_PREPARED_TYPE, TRAN_MSG=true from the proxy) is stored as a half
+  message: topic RMQ_SYS_TRANS_HALF_TOPIC, queue 0, its real topic and queue in REAL_TOPIC / REAL_QID, the
+  transaction id in __transactionId__, the transaction bits of its sysFlag reset to NOT_TYPE (parseHalfMessageInner).
+  Its real topic gets nothing yet. The transaction id the producer gets is the message's UNIQ_KEY (as the
+  broker answers MessageClientIDSetter.getUniqID).
+- COMMIT puts a new record on the real topic and queue (endMessageTransaction: the half message's body, flag,
+  born time and host, properties; sysFlag with COMMIT_TYPE; PREPARED_TRANSACTION_OFFSET = the half record's
+  commit log offset), then an op record; ROLLBACK writes the op record only. Op records
+  (RMQ_SYS_TRANS_OP_HALF_TOPIC, queue 0, tag "d", body "<half queue offset>,") say a half message is done.
+- A half message with no end after transactionTimeOut (or its CHECK_IMMUNITY_TIME_IN_SECONDS, if larger) is
+  checked every transactionCheckInterval: a RecoverOrphanedTransactionCommand goes over the Telemetry stream
+  of a producer publishing its topic, whose EndTransaction (source SERVER_CHECK) ends it. After
+  transactionCheckMax checks it is given up: copied to TRANS_CHECK_MAX_TIME_TOPIC (resolveDiscardMsg) and
+  marked done.
+- Restart: what is pending is rebuilt from the half and op queues. The group CID_RMQ_SYS_TRANS's offsets on
+  them (consumerOffset.json, as the broker keeps them) say where the scan starts: the half queue's is the
+  lowest pending half offset, the op queue's the first op record that may still matter.
+
+Unlike the broker, a check does not put the half message back at the end of the half queue (which moves the
+broker's check offset forward); the check count lives in memory and starts again after a restart."""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import os
+import random
+import struct
+import threading
+import time
+
+from ..formats import record as R
+from ..message import GetStatus, Message, PutResult
+from .protocol import definition_pb2 as pb
+from .protocol import service_pb2 as spb
+from . import convert as C
+
+log = logging.getLogger("rocketstore.serve")
+
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+SYS_GROUP = "CID_RMQ_SYS_TRANS"
+REMOVE_TAG = "d"
+OFFSET_SEPARATOR = ","
+REAL_TOPIC = "REAL_TOPIC"
+REAL_QID = "REAL_QID"
+TRANSACTION_ID = "__transactionId__"
+CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
+
+TRAN_BITS = R.TRANSACTION_ROLLBACK_TYPE   # the two transaction bits of sysFlag
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclasses.dataclass
+class _Half:
+    tx_id: str
+    half_offset: int          # queue offset in RMQ_SYS_TRANS_HALF_TOPIC queue 0
+    phys: int                 # commit log offset of the half record
+    real_topic: str
+    producer_group: str
+    born_ms: int
+    immunity_ms: int
+    checks: int = 0
+    last_check_ms: int = 0
+
+
+def producers_of(service):
+    """For a topic, the Telemetry outboxes of the clients whose settings publish it (newest first)."""
+    def find(topic: str) -> list:
+        with service._clients_lock:
+            clients = list(service._clients.values())
+        out = []
+        for c in sorted(clients, key=lambda c: c.last_seen, reverse=True):
+            s = c.settings
+            if s is not None and s.HasField("publishing") and any(t.name == topic for t in s.publishing.topics):
+                out.append(c.outbox)
+        return out
+    return find
+
+
+class Transactions:
+    """The half messages of one store and their checks. Thread-safe."""
+
+    def __init__(self, store, producers, extra: dict | None = None, on_change=None):
+        extra = extra or {}
+        self.store = store
+        self.producers = producers       # topic -> [outbox queue]
+        self.timeout_ms = int(extra.get("transactionTimeOut", 6_000))
+        self.check_interval_ms = int(extra.get("transactionCheckInterval", 30_000))
+        self.check_max = int(extra.get("transactionCheckMax", 15))
+        self._lock = threading.RLock()
+        self.pending: dict[int, _Half] = {}      # half offset -> half
+        self.by_tx: dict[str, list[int]] = {}    # transaction id -> its pending half offsets (a resend adds one)
+        self._ops: list[tuple[int, list[int]]] = []   # (op offset, half offsets it ends), from the op scan start
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._rr = 0
+        self._rebuild()
+
+    # ------------------------------------------------------------------ state
+    def _scan(self, topic: str, start: int):
+        off = start
+        while True:
+            r = self.store.get(SYS_GROUP, topic, 0, off, max_count=64)
+            if r.status is GetStatus.FOUND:
+                yield from r.messages
+                off = r.next_begin_offset
+                continue
+            if r.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.NO_MATCHED_MESSAGE) and r.next_begin_offset > off:
+                off = r.next_begin_offset
+                continue
+            return
+
+    def _start(self, topic: str) -> int:
+        committed = self.store.consumer_offsets.query(SYS_GROUP, topic, 0)
+        return max(committed, self.store.min_offset(topic, 0), 0)
+
+    def _rebuild(self) -> None:
+        removed: set[int] = set()
+        for m in self._scan(OP_TOPIC, self._start(OP_TOPIC)):
+            if m.tags != REMOVE_TAG:
+                continue
+            offsets = _parse_op_body(m.body)
+            removed.update(offsets)
+            self._ops.append((m.queue_offset, offsets))
+        for m in self._scan(HALF_TOPIC, self._start(HALF_TOPIC)):
+            if m.queue_offset in removed:
+                continue
+            self._add(m.queue_offset, m.physical_offset, m.properties, m.born_timestamp)
+        if self.pending:
+            log.info("transactions: %d half message(s) pending", len(self.pending))
+        self._commit_offsets()
+
+    def _add(self, half_offset: int, phys: int, props: dict, born_ms: int) -> None:
+        tx_id = props.get(TRANSACTION_ID) or props.get(C.UNIQ_KEY) or ""
+        immunity = self.timeout_ms
+        try:
+            immunity = max(immunity, int(props.get(CHECK_IMMUNITY, "")) * 1000)
+        except ValueError:
+            pass
+        self.pending[half_offset] = _Half(tx_id, half_offset, phys, props.get(REAL_TOPIC, ""),
+                                          props.get(C.PGROUP, ""), born_ms, immunity)
+        self.by_tx.setdefault(tx_id, []).append(half_offset)
+
+    def _forget(self, h: _Half) -> None:
+        self.pending.pop(h.half_offset, None)
+        offsets = self.by_tx.get(h.tx_id)
+        if offsets is not None:
+            if h.half_offset in offsets:
+                offsets.remove(h.half_offset)
+            if not offsets:
+                del self.by_tx[h.tx_id]
+
+    def _commit_offsets(self) -> None:
+        half_low = min(self.pending) if self.pending else max(self.store.max_offset(HALF_TOPIC, 0), 0)
+        # op records may be skipped next time once every half offset they end is below half_low
+        op_low = None
+        keep = []
+        for op_off, offsets in self._ops:
+            if op_low is None and all(o < half_low for o in offsets):
+                continue
+            if op_low is None:
+                op_low = op_off
+            keep.append((op_off, offsets))
+        self._ops = keep
+        if op_low is None:
+            op_low = max(self.store.max_offset(OP_TOPIC, 0), 0)
+        offsets = self.store.consumer_offsets
+        if offsets.query(SYS_GROUP, HALF_TOPIC, 0) != half_low:
+            offsets.commit(SYS_GROUP, HALF_TOPIC, {0: half_low})
+        if offsets.query(SYS_GROUP, OP_TOPIC, 0) != op_low:
+            offsets.commit(SYS_GROUP, OP_TOPIC, {0: op_low})
+
+    # ------------------------------------------------------------------ prepare, end
+    def prepare(self, msg: Message, queue_id: int) -> PutResult:
+        """Store a transactional message as a half message (parseHalfMessageInner)."""
+        props = dict(msg.properties or {})
+        uniq = props.get(C.UNIQ_KEY)
+        if uniq:
+            props[TRANSACTION_ID] = uniq
+        props[REAL_TOPIC] = msg.topic
+        props[REAL_QID] = str(queue_id)
+        half = dataclasses.replace(msg, topic=HALF_TOPIC, properties=props, sys_flag=msg.sys_flag & ~TRAN_BITS)
+        with self._lock:
+            r = self.store.put(half, 0)
+            if r.ok:
+                self._add(r.queue_offset, r.physical_offset, props,
+                          half.born_timestamp if half.born_timestamp is not None else _now())
+        return r
+
+    def end(self, topic: str, tx_id: str, resolution: int, from_check: bool) -> tuple[int, str]:
+        """EndTransaction: (code, message) to answer."""
+        with self._lock:
+            offsets = self.by_tx.get(tx_id)
+            h = self.pending.get(offsets[-1]) if offsets else None     # the newest half message of the id
+            if h is None:
+                return pb.Code.INVALID_TRANSACTION_ID, f"transaction {tx_id} not found (ended already or unknown)"
+            if h.producer_group and h.producer_group != topic:
+                return pb.Code.INVALID_TRANSACTION_ID, f"transaction {tx_id} does not belong to topic {topic}"
+            if resolution not in (pb.TransactionResolution.COMMIT, pb.TransactionResolution.ROLLBACK):
+                return pb.Code.OK, "OK"    # UNKNOWN: still pending, checked again later
+            half = self.store.look(h.phys)
+            if half is None:
+                return pb.Code.INTERNAL_SERVER_ERROR, "cannot read the prepared message"
+            if resolution == pb.TransactionResolution.COMMIT:
+                r = self.store.put(_committed(half), int(half.properties.get(REAL_QID, "0") or 0))
+                if not r.ok:
+                    return pb.Code.INTERNAL_SERVER_ERROR, f"commit failed, putStatus={r.status.name}"
+            if not self._write_op(h):
+                return pb.Code.INTERNAL_SERVER_ERROR, "cannot write the transaction op record"
+            self._forget(h)
+            self._commit_offsets()
+        log.debug("transaction %s %s%s", tx_id, pb.TransactionResolution.Name(resolution),
+                  " (check)" if from_check else "")
+        return pb.Code.OK, "OK"
+
+    def _write_op(self, h: _Half) -> bool:
+        op = Message(topic=OP_TOPIC, body=f"{h.half_offset}{OFFSET_SEPARATOR}".encode(),
+                     properties={"TAGS": REMOVE_TAG, C.UNIQ_KEY: _new_uniq()}, sys_flag=0)
+        r = self.store.put(op, 0)
+        if r.ok:
+            self._ops.append((r.queue_offset, [h.half_offset]))
+        return r.ok
+
+    # ------------------------------------------------------------------ checks
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="transaction-check", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def _run(self) -> None:
+        tick = max(0.05, min(self.check_interval_ms, self.timeout_ms, 1000) / 1000.0)
+        while not self._stop.wait(tick):
+            try:
+                self.check_once()
+            except Exception:   # noqa: BLE001 - keep checking; a closed store ends the loop via stop()
+                if self._stop.is_set():
+                    return
+                log.exception("transaction check failed")
+
+    def check_once(self, now: int | None = None) -> int:
+        """One pass over the pending half messages: those past their immunity and not checked within the check
+        interval are checked (or given up after check_max checks). Returns how many checks were sent."""
+        now = _now() if now is None else now
+        sent = 0
+        with self._lock:
+            due = [h for h in self.pending.values()
+                   if now - h.born_ms > h.immunity_ms and now - h.last_check_ms >= self.check_interval_ms]
+            for h in sorted(due, key=lambda h: h.half_offset):
+                if h.checks >= self.check_max:
+                    self._discard(h)
+                    continue
+                half = self.store.look(h.phys)
+                if half is None:
+                    continue
+                h.checks += 1
+                h.last_check_ms = now
+                outboxes = self.producers(h.real_topic)
+                if not outboxes:
+                    log.info("transaction %s: no producer of %s online to check it", h.tx_id, h.real_topic)
+                    continue
+                msg = C.to_v2(half, h.real_topic)
+                msg.system_properties.queue_id = int(half.properties.get(REAL_QID, "0") or 0)
+                cmd = spb.TelemetryCommand(recover_orphaned_transaction_command=spb.RecoverOrphanedTransactionCommand(
+                    message=msg, transaction_id=h.tx_id))
+                outboxes[self._rr % len(outboxes)].put(cmd)
+                self._rr += 1
+                sent += 1
+        return sent
+
+    def _discard(self, h: _Half) -> None:
+        """resolveDiscardMsg: the half message goes to TRANS_CHECK_MAX_TIME_TOPIC, and is done."""
+        half = self.store.look(h.phys)
+        if half is not None:
+            props = dict(half.properties)
+            props[CHECK_TIMES] = str(h.checks)
+            self.store.put(Message(topic=CHECK_MAX_TIME_TOPIC, body=half.body or b"", properties=props,
+                                   flag=half.flag, sys_flag=half.sys_flag, born_timestamp=half.born_timestamp,
+                                   born_host=half.born_host, reconsume_times=half.reconsume_times), 0)
+        log.warning("transaction %s of %s: no answer after %d checks, given up", h.tx_id, h.real_topic, h.checks)
+        if self._write_op(h):
+            self._forget(h)
+            self._commit_offsets()
+
+    # ------------------------------------------------------------------ inspection
+    def pending_ids(self) -> list[str]:
+        with self._lock:
+            return [h.tx_id for h in sorted(self.pending.values(), key=lambda h: h.half_offset)]
+
+
+def _committed(half) -> Message:
+    """endMessageTransaction: the real topic's record of a committed half message."""
+    return Message(topic=half.properties.get(REAL_TOPIC), body=half.body or b"",
+                   raw_properties=half.properties_raw, flag=half.flag,
+                   sys_flag=(half.sys_flag & ~TRAN_BITS) | R.TRANSACTION_COMMIT_TYPE,
+                   born_timestamp=half.born_timestamp, born_host=half.born_host,
+                   reconsume_times=half.reconsume_times, prepared_transaction_offset=half.physical_offset)
+
+
+def _parse_op_body(body: bytes | None) -> list[int]:
+    out = []
+    for part in (body or b"").decode("utf-8", "replace").split(OFFSET_SEPARATOR):
+        part = part.strip()
+        if part.lstrip("-").isdigit():
+            out.append(int(part))
+    return out
+
+
+_counter = itertools.count(random.randrange(1 << 16))
+_PREFIX = struct.pack(">4sHI", bytes([127, 0, 0, 1]), os.getpid() & 0xFFFF, random.getrandbits(32))
+
+
+def _new_uniq() -> str:
+    """A UNIQ_KEY for an op record, laid out like MessageClientIDSetter's (32 upper-case hex characters)."""
+    return (_PREFIX + struct.pack(">IH", _now() & 0xFFFFFFFF, next(_counter) & 0xFFFF)).hex().upper()
