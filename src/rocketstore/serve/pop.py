@@ -8,22 +8,22 @@ topicType brokerName queueId offset commitLogOffset"; an in-flight message remem
 current handle, so a handle superseded by ChangeInvisibleDuration or a redelivery acks nothing (as an ack of an
 old CK does nothing in RocketMQ) and an expired one is refused (ReceiptHandle.isExpired).
 
-The state lives in <store>/config/popState.json (written atomically, with .bak, before any answer that depends
-on it), and each queue's lowest unacked offset is committed to consumerOffset.json as the group's offset, so a
-restart of the server keeps acked messages acked and in-flight ones in flight (redelivered once their time
-ends). Redelivery happens in place (the same queue offset delivered again), not yet through a
+The state lives in <store>/config/popState.json plus its journal (serve/journal.py: every change is synced
+before any answer that depends on it), and each queue's lowest unacked offset is committed to
+consumerOffset.json as the group's offset (every few seconds and at close), so a restart of the server keeps
+acked messages acked and in-flight ones in flight (redelivered once their time ends). Redelivery happens in place (the same queue offset delivered again), not yet through a
 %RETRY%group_topic topic; dead-lettering after the maximum attempts is not done yet."""
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
 
-from ..config_files import read_with_backup, write_atomically
 from ..message import GetStatus
+from .journal import JournaledState
 
 STATE_FILE = "popState.json"
+OFFSETS_EVERY_S = 5.0     # the broker's flushConsumerOffsetInterval
 NORMAL_TOPIC = "0"
 
 
@@ -92,26 +92,42 @@ class PopState:
         self.path = os.path.join(store.root, "config", STATE_FILE)
         self._lock = threading.RLock()
         self._rr: dict[tuple[str, str], int] = {}
-        table, problems = read_with_backup(self.path, json.loads)
-        if table is None and problems:
-            raise ValueError("cannot read the pop state: " + "; ".join(problems))
+        self.journal = JournaledState(self.path)
         # {"topic@group": {"queueId": {"next": int, "inflight": {"offset": [retrieve, invisible, attempt, phys]}}}}
-        self.table: dict = (table or {}).get("table", {})
+        self.table: dict = self.journal.load()
         self._committed: dict[tuple[str, str, int], int] = {}
+        self._offsets_due: dict[tuple[str, str], dict[int, int]] = {}
+        self._offsets_written = 0.0
 
     # ------------------------------------------------------------------ persistence
     def _save(self, touched: set[tuple[str, str]]) -> None:
-        write_atomically(self.path, json.dumps({"version": 1, "table": self.table}, indent=1, sort_keys=True))
+        """Make the touched groups' state durable (one journal line each, one fdatasync) before answering.
+        Their lowest unacked offsets go to consumerOffset.json at most every OFFSETS_EVERY_S seconds and at
+        close, as the broker persists consumer offsets on a schedule: the journal is what a restart trusts."""
+        keys = {f"{topic}@{group}" for group, topic in touched}
+        self.journal.append({k: self.table.get(k) for k in keys}, self.table)
         for group, topic in touched:
-            offsets = {}
             for q, qs in self.table.get(f"{topic}@{group}", {}).items():
                 low = min([int(o) for o in qs["inflight"]] + [qs["next"]])
                 key = (group, topic, int(q))
                 if self._committed.get(key) != low:
-                    offsets[int(q)] = low
+                    self._offsets_due.setdefault((group, topic), {})[int(q)] = low
                     self._committed[key] = low
-            if offsets:
-                self.store.consumer_offsets.commit(group, topic, offsets)
+        if self._offsets_due and time.monotonic() - self._offsets_written >= OFFSETS_EVERY_S:
+            self._write_offsets()
+
+    def _write_offsets(self) -> None:
+        due, self._offsets_due = self._offsets_due, {}
+        for (group, topic), offsets in due.items():
+            self.store.consumer_offsets.commit(group, topic, offsets)
+        self._offsets_written = time.monotonic()
+
+    def close(self) -> None:
+        """At shutdown: the snapshot rewritten (the journal emptied) and the groups' offsets committed."""
+        with self._lock:
+            self.journal.close(self.table)
+            if self._offsets_due:
+                self._write_offsets()
 
     def _queue(self, group: str, topic: str, queue_id: int) -> dict:
         qs = self.table.setdefault(f"{topic}@{group}", {}).get(str(queue_id))

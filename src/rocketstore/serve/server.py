@@ -80,6 +80,8 @@ class Server:
             self.service.stop()
         if self.grpc_server is not None:
             self.grpc_server.stop(grace).wait()
+        if self.service is not None:
+            self.service.pop.close()     # after the last request: snapshot written, offsets committed
         if self.store is not None:
             self.store.close()
 
