@@ -20,6 +20,7 @@ from . import convert as C
 from .pop import HandleError, Handle, PopState, now_ms
 from . import assignment as _assignment
 from .retry import RetryManager
+from .renew import RenewManager
 from .transaction import Transactions, producers_of
 from .delay import DelayService
 from .fifo import SubscriptionGroups, pop_orderly
@@ -59,6 +60,16 @@ class ServeConfig:
     auto_create_topic_enable: bool = True                     # autoCreateTopicEnable
     default_topic_queue_nums: int = 8                         # defaultTopicQueueNums
     grpc_threads: int = 256                                   # grpcThreadPoolNums (each client's Telemetry holds one)
+    # receipt handle renewal for auto_renew receives (renew.py)
+    enable_proxy_auto_renew: bool = True                      # enableProxyAutoRenew
+    default_invisible_ms: int = DEFAULT_INVISIBLE_MS          # defaultInvisibleTimeMills
+    renew_ahead_ms: int = 10_000                              # renewAheadTimeMillis
+    renew_slice_ms: int = 0                                   # renewSliceTimeMillis (0: RenewStrategyPolicy)
+    renew_max_ms: int = 3 * 3600 * 1000                       # renewMaxTimeMillis
+    renew_schedule_period_ms: int = 5_000                     # renewSchedulePeriodMillis
+    invisible_ms_when_clear: int = 1_000                      # invisibleTimeMillisWhenClear
+    max_renew_retry_times: int = 3                            # maxRenewRetryTimes
+    channel_expired_ms: int = 120_000                         # channelExpiredTimeout
 
     KEYS = {
         "brokerName": "broker_name", "maxMessageSize": "max_message_size",
@@ -73,6 +84,11 @@ class ServeConfig:
         "enableTopicMessageTypeCheck": "enable_topic_message_type_check",
         "retryMaxTimes": "retry_max_times", "autoCreateTopicEnable": "auto_create_topic_enable",
         "defaultTopicQueueNums": "default_topic_queue_nums", "grpcThreadPoolNums": "grpc_threads",
+        "enableProxyAutoRenew": "enable_proxy_auto_renew", "defaultInvisibleTimeMills": "default_invisible_ms",
+        "renewAheadTimeMillis": "renew_ahead_ms", "renewSliceTimeMillis": "renew_slice_ms",
+        "renewMaxTimeMillis": "renew_max_ms", "renewSchedulePeriodMillis": "renew_schedule_period_ms",
+        "invisibleTimeMillisWhenClear": "invisible_ms_when_clear", "maxRenewRetryTimes": "max_renew_retry_times",
+        "channelExpiredTimeout": "channel_expired_ms",
     }
 
     @classmethod
@@ -83,7 +99,7 @@ class ServeConfig:
             if name is None:
                 continue
             text = str(raw).strip()
-            if name in ("enable_topic_message_type_check", "auto_create_topic_enable"):
+            if name in ("enable_topic_message_type_check", "auto_create_topic_enable", "enable_proxy_auto_renew"):
                 values[name] = text.lower() == "true"
             elif name == "broker_name":
                 values[name] = text
@@ -124,6 +140,16 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.groups = SubscriptionGroups(store.root)                # FIFO groups (fifo.py)
         self.tx.start()
         self.delay.start()
+        self.renew = RenewManager(                                  # auto_renew handles (renew.py)
+            lambda group, topic, h, ms: self.pop.change_invisible(group, self.retry.topic_of(group, topic, h), h, ms),
+            self._client_alive, config)
+        self.renew.start()
+
+    def _client_alive(self, client_id: str) -> bool:
+        """The consumer manager's view: registered and heard of within channelExpiredTimeout."""
+        with self._clients_lock:
+            c = self._clients.get(client_id)
+            return c is not None and (time.monotonic() - c.last_seen) * 1000 < self.config.channel_expired_ms
 
     # ------------------------------------------------------------------ helpers
     @staticmethod
@@ -217,6 +243,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             c = self._clients.pop(cid, None) if cid else None
         if c is not None:
             c.outbox.put(None)
+        if cid:
+            self.renew.client_gone(cid)     # CLIENT_UNREGISTER -> clearGroup: its messages come back soon
         return spb.NotifyClientTerminationResponse(status=_status(Code.OK))
 
     def _merged_settings(self, settings: pb.Settings) -> pb.Settings:
@@ -403,8 +431,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             yield from finish(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
             return
         invisible = request.invisible_duration.ToMilliseconds()
-        if request.auto_renew:   # enableProxyAutoRenew: the PushConsumer asks, defaultInvisibleTimeMills applies
-            invisible = DEFAULT_INVISIBLE_MS
+        renewing = request.auto_renew and cfg.enable_proxy_auto_renew
+        if renewing:   # enableProxyAutoRenew: the PushConsumer asks, defaultInvisibleTimeMills applies
+            invisible = cfg.default_invisible_ms
         elif invisible < cfg.min_invisible_ms_for_recv:
             yield from finish(Code.ILLEGAL_INVISIBLE_TIME,
                               f"the invisibleTime is too small. min is {cfg.min_invisible_ms_for_recv}")
@@ -446,10 +475,15 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         if not popped:
             yield from finish(Code.MESSAGE_NOT_FOUND, "no new message")
             return
+        client = self._client(context) if renewing else None
+        out = [C.to_v2(p.message, topic, p.handle.encode(), p.attempt, p.invisible_ms) for p in popped]
+        if client is not None:    # the proxy's addReceiptHandle: renewed until acked or the client goes
+            for p, m in zip(popped, out):
+                self.renew.add(client.client_id, group, topic, m.system_properties.message_id,
+                               m.system_properties.receipt_handle, p.message.reconsume_times)
         yield spb.ReceiveMessageResponse(status=_status(Code.OK))
-        for p in popped:
-            yield spb.ReceiveMessageResponse(message=C.to_v2(
-                p.message, topic, p.handle.encode(), p.attempt, p.invisible_ms))
+        for m in out:
+            yield spb.ReceiveMessageResponse(message=m)
         yield self._delivery_timestamp()
 
     @staticmethod
@@ -465,8 +499,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             return spb.AckMessageResponse(status=_status(Code.BAD_REQUEST, "illegal topic or group"))
         entries = []
         for e in request.entries:
-            try:
-                h = Handle.decode(e.receipt_handle)
+            try:   # an auto-renewed message: its newest handle
+                h = Handle.decode(self.renew.take(group, e.message_id, e.receipt_handle) or e.receipt_handle)
             except HandleError as err:
                 st = _status(Code.INVALID_RECEIPT_HANDLE, str(err))
             else:
@@ -491,8 +525,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         if invisible < 0 or (self.config.max_invisible_ms > 0 and invisible > self.config.max_invisible_ms):
             return spb.ChangeInvisibleDurationResponse(status=_status(
                 Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime must be between 0 and {self.config.max_invisible_ms}"))
-        try:
-            h = Handle.decode(request.receipt_handle)
+        try:   # an auto-renewed message: its newest handle, no longer renewed
+            h = Handle.decode(self.renew.take(group, request.message_id, request.receipt_handle)
+                              or request.receipt_handle)
         except HandleError as err:
             return spb.ChangeInvisibleDurationResponse(status=_status(Code.INVALID_RECEIPT_HANDLE, str(err)))
         new = self.pop.change_invisible(group, self.retry.topic_of(group, topic, h), h, invisible)
@@ -509,7 +544,14 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         return rpc
 
     QueryAssignment = _assignment.query_assignment
-    ForwardMessageToDeadLetterQueue = _assignment.forward_message_to_dead_letter_queue
+
+    def ForwardMessageToDeadLetterQueue(self, request, context):
+        current = self.renew.take(request.group.name, request.message_id, request.receipt_handle)
+        if current is not None:   # an auto-renewed message: its newest handle
+            request = spb.ForwardMessageToDeadLetterQueueRequest.FromString(request.SerializeToString())
+            request.receipt_handle = current
+        return _assignment.forward_message_to_dead_letter_queue(self, request, context)
+
     UpdateOffset = _unsupported("UpdateOffset", spb.UpdateOffsetResponse)
     GetOffset = _unsupported("GetOffset", spb.GetOffsetResponse)
     QueryOffset = _unsupported("QueryOffset", spb.QueryOffsetResponse)
@@ -524,6 +566,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     # ------------------------------------------------------------------ shutdown
     def stop(self) -> None:
         self.stopping.set()
+        self.renew.stop()      # the renewal thread; in-flight auto-renew messages cleared (come back soon)
         self.tx.stop()
         self.delay.stop()
         with self._clients_lock:
