@@ -37,6 +37,7 @@ class ServeProcess:
         self.home.mkdir(exist_ok=True)
         self.proc = None
         self.lines: list[str] = []
+        self.args: list[str] = []          # more `rocketstore serve` arguments
 
     def env(self):
         return dict(os.environ, HOME=str(self.home), PYTHONUNBUFFERED="1")
@@ -45,7 +46,8 @@ class ServeProcess:
         self.lines = []
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "rocketstore.cli", "serve", "--store", self.store, "--listen", self.endpoint,
-             "-c", str(self.conf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env())
+             "-c", str(self.conf), *self.args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=self.env())
         ready = threading.Event()
 
         def pump():

@@ -5,7 +5,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 
 import importlib.util
@@ -35,25 +34,6 @@ class Serve(ServeProcess):
         super().__init__(tmp_path)
         self.conf.write_text(conf)
         self.args = list(args)
-
-    def start(self):
-        self.lines = []
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rocketstore.cli", "serve", "--store", self.store, "--listen", self.endpoint,
-             "-c", str(self.conf), *self.args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env=self.env())
-        ready = threading.Event()
-
-        def pump():
-            for line in self.proc.stdout:
-                self.lines.append(line)
-                if "listening on" in line:
-                    ready.set()
-            ready.set()
-        threading.Thread(target=pump, daemon=True).start()
-        assert ready.wait(30), "the server did not start"
-        assert any(f"listening on {self.endpoint}" in x for x in self.lines), "".join(self.lines)
-        return self
 
 
 @pytest.fixture
