@@ -45,7 +45,7 @@ def _check_topic(topic: str) -> None:
 
 
 def _open(store: str, conf: str | None, read_only: bool = True, create: bool = False,
-          locked_hint: str = "") -> MessageStore:
+          locked_hint: str = "", trust_queues: bool = False) -> MessageStore:
     if not os.path.isdir(store):
         if os.path.exists(store):
             M._fail(f"{store}: not a directory")
@@ -53,7 +53,7 @@ def _open(store: str, conf: str | None, read_only: bool = True, create: bool = F
             M._fail(f"{store}: no store directory here" + ("" if read_only else " (give --create to make one)"))
     cfg = M._config(conf)
     try:
-        return M.open_store(store, cfg, read_only=read_only)
+        return M.open_store(store, cfg, read_only=read_only, check_commitlog=not trust_queues)
     except StoreLockedError as e:
         M._fail(_one_line(e) + locked_hint)
     except (RocketStoreError, OSError, ValueError) as e:
@@ -294,7 +294,8 @@ def _check_sql(sql: str) -> None:
 
 def _follow(store, conf, s, c, tags, max_count, as_hex, as_json, console, sql=None):
     """Print messages as they come until Ctrl-C or --max. A read-only store sees only what was there when
-    it was opened, so when a long poll finds nothing the store is opened again (positions kept)."""
+    it was opened, so when a long poll finds nothing the store is opened again (positions kept), trusting
+    its ConsumeQueues: no CommitLog recovery, so a look costs the queues' loading, not a scan of the log."""
     seen = 0
     try:
         while max_count is None or seen < max_count:
@@ -302,7 +303,7 @@ def _follow(store, conf, s, c, tags, max_count, as_hex, as_json, console, sql=No
             if not got:
                 positions, turn = dict(c.positions), c._turn
                 s.close()
-                s = _open(store, conf, read_only=True)
+                s = _open(store, conf, read_only=True, trust_queues=True)
                 c = s.consumer(c.group, c.topic, tags, c.start, sql=sql)
                 c.positions.update(positions)
                 c._turn = turn

@@ -31,14 +31,14 @@ def _config(conf: str | None) -> StoreConfig:
         _fail(f"{conf}: {e}")
 
 
-def open_store(path: str, cfg: StoreConfig, read_only: bool = False) -> MessageStore:
+def open_store(path: str, cfg: StoreConfig, read_only: bool = False, check_commitlog: bool = True) -> MessageStore:
     """MessageStore.open with a progress bar over recovery on a terminal (a crashed store re-checks every
     record since its checkpoint, which can take a while)."""
     console = Console(stderr=True)
     columns = (TextColumn("recovering the CommitLog"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task("", total=None)
-        return MessageStore.open(path, cfg, read_only=read_only,
+        return MessageStore.open(path, cfg, read_only=read_only, check_commitlog=check_commitlog,
                                  progress=lambda done, total: bar.update(task, completed=done, total=total))
 
 
