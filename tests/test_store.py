@@ -359,3 +359,24 @@ def test_a_property_merely_named_like_inner_num_is_not_refused(tmp_path):
     with MessageStore.open(tmp_path) as s:
         assert s.put(Message("T", b"x", properties={"XINNER_NUM": "1"}), 0).status is PutStatus.PUT_OK
         assert s.put(Message("T", b"x", properties={"INNER_NUM": "1"}), 0).status is PutStatus.MESSAGE_ILLEGAL
+
+
+def test_a_tag_mismatch_after_a_removed_record_answers_no_matched_message(tmp_path):
+    """getMessage: MESSAGE_WAS_REMOVING (a record whose CommitLog file is gone) is replaced by
+    NO_MATCHED_MESSAGE when a later unit fails the filter and nothing was found (DefaultMessageStore sets the
+    status at each refusal while the result is empty)."""
+    from rocketstore import GetStatus as GS
+    cfg = StoreConfig(mapped_file_size_commit_log=16 * 1024)
+    with MessageStore.open(str(tmp_path / "s"), cfg) as s:
+        while s.max_physical_offset + 2 * 400 < 16 * 1024:          # tag A fills the first segment...
+            s.put(Message("T", b"x" * 200, tags="A"), queue_id=0)
+        while len(s.commitlog.files.files) < 2:                     # ...another topic rolls to the second
+            s.put(Message("Other", b"z" * 200), queue_id=0)
+        for _ in range(10):
+            s.put(Message("T", b"y" * 200, tags="B"), queue_id=0)
+        first = s.commitlog.files.files[0]
+        s.commitlog.files.delete_head([first])   # the CommitLog cleaned, the queue not corrected yet
+        r = s.get("g", "T", 0, 0, max_count=32, tags="A")
+        assert r.messages == [] and r.status is GS.NO_MATCHED_MESSAGE
+        r = s.get("g", "T", 0, 0, max_count=32)                     # no filter: nothing refuses, it stays
+        assert r.status is GS.FOUND and {m.tags for m in r.messages} == {"B"}

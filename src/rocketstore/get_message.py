@@ -88,9 +88,10 @@ def scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes,
             next_begin = base + batch
             if next_file_start is not None and pos < next_file_start:
                 continue
-            if codes is not None and int32(tcode) not in codes:
-                continue
-            if matches is not None and not matches(None if tcode <= EXT_MAX_ADDR else tcode, None):
+            if (codes is not None and int32(tcode) not in codes) or \
+                    (matches is not None and not matches(None if tcode <= EXT_MAX_ADDR else tcode, None)):
+                if total == 0:       # isMatchedByConsumeQueue refused: nothing found so far says so
+                    result.status = GetStatus.NO_MATCHED_MESSAGE
                 continue
             view = store.commitlog.read(pos, size)
             if view is None:
@@ -152,9 +153,10 @@ def scan(store, cq: ConsumeQueue, offset: int, max_count: int, codes, matches=No
                     continue
                 # a tagsCode slot holding an ext address (<= EXT_MAX_ADDR) is no tags hash: it passes here, and
                 # `accept` reads its ext unit; without the ext RocketMQ lets it through (no valid tagsCode)
-                if codes is not None and int32(tcode) not in codes and tcode > EXT_MAX_ADDR:
-                    continue
-                if accept is not None and not accept(tcode):
+                if (codes is not None and int32(tcode) not in codes and tcode > EXT_MAX_ADDR) or \
+                        (accept is not None and not accept(tcode)):
+                    if total == 0:   # isMatchedByConsumeQueue refused: nothing found so far says so
+                        result.status = GetStatus.NO_MATCHED_MESSAGE
                     continue
                 if not seg_start <= pos <= seg_end - size:
                     # a record outside the segment in hand: find its own (CommitLog.getMessage)
