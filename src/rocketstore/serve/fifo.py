@@ -19,8 +19,7 @@ import os
 import threading
 
 from ..config_files import read_with_backup
-from ..message import GetStatus
-from .pop import PopState, Popped, now_ms
+from .pop import SKIPPED, STOP, PopState, Popped, now_ms
 
 SUBSCRIPTION_GROUP_FILE = "subscriptionGroup.json"
 
@@ -120,24 +119,10 @@ def pop_orderly(state: PopState, group: str, topic: str, queue_ids: list[int], b
             for _ in range(8):                    # a filtered get may find nothing in one scan
                 if len(out) >= batch:
                     break
-                r = state.store.get(group, topic, q, qs["next"], max_count=batch - len(out), tags=tags, sql=sql)
-                if r.status is GetStatus.FOUND:
-                    for m in r.messages:
-                        off = m.queue_offset
-                        inflight[str(off)] = [now, invisible_ms, 1, m.physical_offset]
-                        out.append(Popped(m, state._handle(off, now, invisible_ms, q, m.physical_offset), 1,
-                                          invisible_ms))
-                    qs["next"] = r.next_begin_offset
-                    touched = True
+                step = state.take_new(group, topic, q, qs, batch - len(out), invisible_ms, now, out, tags, sql)
+                touched = touched or step != STOP
+                if step != SKIPPED:
                     break                         # one run of a queue per pop: its order is kept
-                if r.next_begin_offset != qs["next"] and r.status in (
-                        GetStatus.NO_MATCHED_MESSAGE, GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY,
-                        GetStatus.MESSAGE_WAS_REMOVING, GetStatus.OFFSET_FOUND_NULL):
-                    qs["next"] = r.next_begin_offset
-                    touched = True
-                    if r.status is GetStatus.NO_MATCHED_MESSAGE:
-                        continue
-                break
         if touched:
             state._save({(group, topic)})
     return out

@@ -23,7 +23,11 @@ from ..message import GetStatus
 from .journal import JournaledState
 
 STATE_FILE = "popState.json"
-OFFSETS_EVERY_S = 5.0     # the broker's flushConsumerOffsetInterval
+OFFSETS_EVERY_S = 5.0
+FOUND, SKIPPED, MOVED, STOP = "found", "skipped", "moved", "stop"    # PopState.take_new's answers
+# get answers whose next offset a pop moves to without delivering anything
+_MOVE_ON = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY,
+            GetStatus.MESSAGE_WAS_REMOVING, GetStatus.OFFSET_FOUND_NULL)     # the broker's flushConsumerOffsetInterval
 NORMAL_TOPIC = "0"
 
 
@@ -178,27 +182,30 @@ class PopState:
                 for _ in range(8):     # a filtered get may find nothing in one scan; take a few steps
                     if len(out) >= batch:
                         break
-                    r = self.store.get(group, topic, q, qs["next"], max_count=batch - len(out), tags=tags, sql=sql)
-                    if r.status is GetStatus.FOUND:
-                        for m in r.messages:
-                            off = m.queue_offset
-                            qs["inflight"][str(off)] = [now, invisible_ms, 1, m.physical_offset]
-                            out.append(Popped(m, self._handle(off, now, invisible_ms, q, m.physical_offset), 1,
-                                              invisible_ms))
-                        qs["next"] = r.next_begin_offset
-                        touched = True
-                        continue
-                    if r.next_begin_offset != qs["next"] and r.status in (
-                            GetStatus.NO_MATCHED_MESSAGE, GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY,
-                            GetStatus.MESSAGE_WAS_REMOVING, GetStatus.OFFSET_FOUND_NULL):
-                        qs["next"] = r.next_begin_offset
-                        touched = True
-                        if r.status is GetStatus.NO_MATCHED_MESSAGE:
-                            continue
-                    break
+                    step = self.take_new(group, topic, q, qs, batch - len(out), invisible_ms, now, out, tags, sql)
+                    touched = touched or step != STOP
+                    if step not in (FOUND, SKIPPED):
+                        break
             if touched:
                 self._save({(group, topic)})
         return out
+
+    def take_new(self, group, topic, q, qs, want, invisible_ms, now, out, tags=None, sql=None) -> str:
+        """One get from the queue's next offset. Messages found go in flight (appended to `out`); the queue's
+        next offset moves past what the get looked at. Answers FOUND, SKIPPED (a stretch the filter refused:
+        look again), MOVED (past removed or out-of-range offsets) or STOP (nothing to take)."""
+        r = self.store.get(group, topic, q, qs["next"], max_count=want, tags=tags, sql=sql)
+        if r.status is GetStatus.FOUND:
+            for m in r.messages:
+                off = m.queue_offset
+                qs["inflight"][str(off)] = [now, invisible_ms, 1, m.physical_offset]
+                out.append(Popped(m, self._handle(off, now, invisible_ms, q, m.physical_offset), 1, invisible_ms))
+            qs["next"] = r.next_begin_offset
+            return FOUND
+        if r.next_begin_offset != qs["next"] and r.status in _MOVE_ON:
+            qs["next"] = r.next_begin_offset
+            return SKIPPED if r.status is GetStatus.NO_MATCHED_MESSAGE else MOVED
+        return STOP
 
     def next_due_ms(self, group: str, topic: str) -> int | None:
         """When the earliest in-flight message of group/topic becomes visible again, or None."""
