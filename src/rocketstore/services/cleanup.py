@@ -112,31 +112,24 @@ class CleanCommitLogService:
         disk-full flag; True when files should be reclaimed at any hour."""
         self.clean_immediately = False
         warning, forcibly = self.disk_space_warning_level_ratio(), self.disk_space_clean_forcibly_ratio()
-        physic = self._measure("commitlog")
-        if physic > warning:
-            self._mark_full("physic", physic)
-            self.clean_immediately = True
-            return True
-        if physic > forcibly:
-            self.clean_immediately = True
-            return True
-        self._mark_ok("physic", physic)
-        logics = self._measure("consumequeue")
-        if logics > warning:
-            self._mark_full("logics", logics)
-            self.clean_immediately = True
-            return True
-        if logics > forcibly:
-            self.clean_immediately = True
-            return True
-        self._mark_ok("logics", logics)
-        ratio = self.store.config.disk_max_used_space_ratio / 100.0
-        if physic < 0 or physic > ratio:
-            log.info("commitLog disk maybe full soon, so reclaim space, %.2f", physic)
-            return True
-        if logics < 0 or logics > ratio:
-            log.info("consumeQueue disk maybe full soon, so reclaim space, %.2f", logics)
-            return True
+        used = {}
+        # the CommitLog's disk first, then the ConsumeQueues': past the warning level the disk is full, past the
+        # forcible level files go now
+        for what, sub in (("physic", "commitlog"), ("logics", "consumequeue")):
+            used[what] = ratio = self._measure(sub)
+            if ratio > warning:
+                self._mark_full(what, ratio)
+                self.clean_immediately = True
+                return True
+            if ratio > forcibly:
+                self.clean_immediately = True
+                return True
+            self._mark_ok(what, ratio)
+        most = self.store.config.disk_max_used_space_ratio / 100.0
+        for what, name in (("physic", "commitLog"), ("logics", "consumeQueue")):
+            if used[what] < 0 or used[what] > most:
+                log.info("%s disk maybe full soon, so reclaim space, %.2f", name, used[what])
+                return True
         return False
 
     def run(self, now_ms: int) -> int:
