@@ -408,12 +408,9 @@ def index_keys(topics, keys, uniqs, sys_flags) -> tuple[list[str], np.ndarray]:
     for i, (t, k, u, f) in enumerate(zip(topics, keys, uniqs, sys_flags)):
         if (f & _ROLLBACK) == _ROLLBACK:
             continue
-        n0 = len(out)
-        if u is not None:
-            out.append(f"{t}#{u}")
-        if k:
-            out.extend(f"{t}#{x}" for x in k.split(" ") if x)
-        owner.extend([i] * (len(out) - n0))
+        mine = I.record_keys(t, u, k)
+        out.extend(mine)
+        owner.extend([i] * len(mine))
     return out, np.array(owner, dtype=np.int64)
 
 

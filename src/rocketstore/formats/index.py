@@ -38,6 +38,15 @@ def build_key(topic: str, key: str) -> str:
     return f"{topic}#{key}"
 
 
+def record_keys(topic: str, uniq_key: str | None, keys: str) -> list[str]:
+    """The index keys of one record, in IndexService.buildIndex's order: topic#UNIQ_KEY, then topic#token
+    for each space-separated KEYS token (empty tokens skipped)."""
+    out = [f"{topic}#{uniq_key}"] if uniq_key is not None else []
+    if keys:
+        out.extend(f"{topic}#{k}" for k in keys.split(" ") if k)
+    return out
+
+
 @dataclass
 class IndexHeader:
     begin_timestamp: int = 0

@@ -108,12 +108,9 @@ class IndexService:
                 # already indexed (recovery replays from a safe point), or rolled back: nothing to add
                 if phy < end or (sys_flag & R.TRANSACTION_ROLLBACK_TYPE) == R.TRANSACTION_ROLLBACK_TYPE:
                     continue
-                n0 = len(keys)
-                if uniq is not None:
-                    keys.append(f"{topic}#{uniq}")
-                if kstr:
-                    keys.extend(f"{topic}#{k}" for k in kstr.split(" ") if k)
-                added = len(keys) - n0
+                mine = I.record_keys(topic, uniq, kstr)
+                keys.extend(mine)
+                added = len(mine)
                 if added:
                     phys.extend([phy] * added)
                     stamps.extend([ts] * added)
