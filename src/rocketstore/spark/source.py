@@ -63,17 +63,16 @@ class BatchReader(DataSourceReader):
     'X' (seen with a toy source too). Spark applies them after the read instead, which is always right."""
 
     def __init__(self, opts):
+        # Spark makes the reader and asks for its partitions back to back when a query runs: plan once here
         self.options = dict(opts)
-        with PL.open_store(self.options) as store:   # fail early, at load(), on a bad option or store
-            PL.read_spec(self.options, store)
-            PL.ranges(self.options, store)
+        with PL.open_store(self.options) as store:
+            self.spec = PL.read_spec(self.options, store)
+            self.ranges = PL.ranges(self.options, store)
+        self.min_partitions = O.integer(self.options, "minPartitions", None, minimum=1)
 
     def partitions(self):
-        with PL.open_store(self.options) as store:
-            spec = PL.read_spec(self.options, store)
-            ranges = PL.ranges(self.options, store)
-        parts = PL.split(ranges, O.integer(self.options, "minPartitions", None, minimum=1))
-        return [RangesPartition(spec, p) for p in parts] or [RangesPartition(spec, [])]
+        parts = PL.split(self.ranges, self.min_partitions)
+        return [RangesPartition(self.spec, p) for p in parts] or [RangesPartition(self.spec, [])]
 
     def read(self, partition):
         return read_partition(partition)
