@@ -148,6 +148,12 @@ def main(argv=None) -> int:
     print(f"  verified the store in {time.perf_counter() - t1:.2f} s: {checked}")
     # 6. the Spark stage: read and aggregate, export to Parquet, rebuild the queues and indexes in parallel
     if not args.no_spark:
+        import importlib.util
+        missing = [m for m in ("pyspark", "pyarrow") if importlib.util.find_spec(m) is None]
+        if missing:
+            print(f"the Spark stage needs {' and '.join(missing)} (pip install 'rocketstore[spark]'), or run "
+                  f"with --no-spark", file=sys.stderr)
+            return 1
         from .spark.mainjob_stage import run as spark_stage
         parquet = os.path.join(os.path.dirname(os.path.abspath(args.store)), "parquet")
         if spark_stage(args.store, TOPICS, TAGS, n, parquet):
