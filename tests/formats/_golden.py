@@ -1,4 +1,4 @@
-"""Read-only access to the golden stores in /work/shared/golden (written by the real RocketMQ store)."""
+"""Read-only access to the golden stores (tests/golden/data, written by the real RocketMQ store)."""
 import base64
 import json
 import os
@@ -6,12 +6,12 @@ from functools import lru_cache
 
 import pytest
 
-GOLDEN = os.environ.get("ROCKETSTORE_GOLDEN") or os.path.abspath(
-    os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "golden"))
+from golden.data_root import root
+
 
 
 def path(name: str, *parts: str) -> str:
-    p = os.path.join(GOLDEN, name, *parts)
+    p = os.path.join(root(), name, *parts)
     if not os.path.exists(p):
         pytest.fail(f"golden file {p} is missing")
     return p

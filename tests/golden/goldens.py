@@ -1,4 +1,4 @@
-"""Access to ../shared/golden: stores written by the real RocketMQ 5.x store, and their manifests."""
+"""Access to the golden stores (tests/golden/data): written by the real RocketMQ 5.x store, with their manifests."""
 import base64
 import json
 import os
@@ -9,27 +9,27 @@ import pytest
 
 from rocketstore import Message, StoreConfig
 
-GOLDEN = os.environ.get("ROCKETSTORE_GOLDEN") or os.path.abspath(
-    os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "golden"))
+from .data_root import root
+
 
 
 def available(name: str) -> bool:
-    return os.path.isfile(os.path.join(GOLDEN, name, "manifest.json"))
+    return os.path.isfile(os.path.join(root(), name, "manifest.json"))
 
 
 def require(name: str):
     if not available(name):
-        pytest.fail(f"golden store {name} is missing from {GOLDEN}")
+        pytest.fail(f"golden store {name} is missing from {root()}")
 
 
 @lru_cache(maxsize=None)
 def manifest(name: str) -> dict:
-    with open(os.path.join(GOLDEN, name, "manifest.json"), encoding="utf-8") as fh:
+    with open(os.path.join(root(), name, "manifest.json"), encoding="utf-8") as fh:
         return json.load(fh)
 
 
 def store_dir(name: str) -> str:
-    return os.path.join(GOLDEN, name, "store")
+    return os.path.join(root(), name, "store")
 
 
 def config_for(name: str, **overrides) -> StoreConfig:

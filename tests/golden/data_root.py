@@ -1,0 +1,36 @@
+"""Where the golden stores are: unpacked once per test run from tests/golden/data/*.tar.xz.
+
+The archives are RocketMQ's own bytes (see tests/golden/data/README.md), kept in the repository so that a bare
+clone tests itself. ROCKETSTORE_GOLDEN names an unpacked copy instead (a directory of store-*/ folders).
+"""
+import atexit
+import os
+import shutil
+import tarfile
+import tempfile
+import threading
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+_lock = threading.Lock()
+_root: str | None = None
+
+
+def names() -> list[str]:
+    """The golden stores the repository ships."""
+    return sorted(f[:-len(".tar.xz")] for f in os.listdir(DATA) if f.endswith(".tar.xz"))
+
+
+def root() -> str:
+    """The directory holding store-*/ (manifest.json and store/); unpacked on first use, removed at exit."""
+    global _root
+    if os.environ.get("ROCKETSTORE_GOLDEN"):
+        return os.environ["ROCKETSTORE_GOLDEN"]
+    with _lock:
+        if _root is None:
+            target = tempfile.mkdtemp(prefix="rocketstore-golden-")
+            atexit.register(shutil.rmtree, target, True)
+            for name in names():
+                with tarfile.open(os.path.join(DATA, f"{name}.tar.xz"), "r:xz") as tar:
+                    tar.extractall(target, filter="data")  # the "data" filter keeps every member inside target
+            _root = target
+        return _root
