@@ -101,3 +101,31 @@ def test_puts_without_a_queue_spread_round_robin_or_follow_their_sharding_key(tm
         r = s.put_batch([Message("S", b"b1"), Message("S", b"b2")])
         after = [s.max_offset("S", q) for q in range(3)]
         assert r.ok and sorted(a - b for a, b in zip(after, totals)) == [0, 0, 2]  # one queue for a batch
+
+
+def test_poll_honours_a_count_above_one_get(tmp_path):
+    """One get returns at most 32 messages (RocketMQ's transfer count limit); poll(n) takes as many gets as
+    n needs, across the queues, and never more than n."""
+    with MessageStore.open(tmp_path, cfg()) as s:
+        fill(s, 90)                                    # 30 per queue
+        c = s.consumer("g", "T")
+        got = c.poll(max_count=75)
+        assert len(got) == 75
+        assert len({(m.queue_id, m.queue_offset) for m in got}) == 75
+        rest = c.poll(max_count=1000)
+        assert len(rest) == 15 and c.poll(max_count=1000) == []
+        assert sorted(m.body for m in got + rest) == sorted(f"m{i}".encode() for i in range(90))
+
+
+def test_put_result_names_the_queue_the_store_chose(tmp_path):
+    with MessageStore.open(tmp_path, cfg()) as s:
+        s.create_topic("Q", queues=3)
+        results = [s.put(Message("Q", b"x%d" % i)) for i in range(6)]
+        assert sorted(r.queue_id for r in results) == [0, 0, 1, 1, 2, 2]   # round robin over 3 queues
+        for i, r in enumerate(results):
+            g = s.get("g", "Q", r.queue_id, r.queue_offset, 1)
+            assert g.messages[0].body == b"x%d" % i
+        b = s.put_batch([Message("Q", b"b0"), Message("Q", b"b1")])
+        assert b.queue_id in (0, 1, 2) and [r.queue_id for r in b] == [b.queue_id] * 2
+        assert s.get("g", "Q", b.queue_id, b.queue_offset + 1, 1).messages[0].body == b"b1"
+        assert s.put(Message("Q", bytes(5 << 20))).queue_id == -1   # over maxMessageSize: nothing put, no queue

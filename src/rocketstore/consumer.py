@@ -100,20 +100,28 @@ class Consumer:
         return pos
 
     def poll(self, max_count: int = 32, wait_ms: int = 0) -> list:
-        """The next messages of one queue that has some (queues take turns), waiting up to wait_ms."""
+        """Up to max_count next messages, waiting up to wait_ms while there are none. One get returns at most
+        32 (RocketMQ's transfer limits), so a larger max_count takes several, the queues taking turns; a
+        batch-ConsumeQueue topic's batches are unpacked whole, so a poll can return a few more."""
         deadline = time.monotonic() + wait_ms / 1000.0
         while True:
-            ids = self.queue_ids()
-            for i in range(len(ids)):
-                q = ids[(self._turn + i) % len(ids)]
-                got = self._pull(q, max_count)
-                if got:
-                    self._turn = (self._turn + i + 1) % len(ids)
-                    return got
+            got = self._gather(max_count)
             left = deadline - time.monotonic()
-            if left <= 0:
-                return []
+            if got or left <= 0:
+                return got
             self.store.wait_for_arrival(min(left, 0.1))
+
+    def _gather(self, max_count: int) -> list:
+        out: list = []
+        ids = self.queue_ids()
+        empty = 0   # queues in a row that had nothing: once every queue had nothing, stop
+        while ids and len(out) < max_count and empty < len(ids):
+            q = ids[self._turn % len(ids)]
+            self._turn = (self._turn + 1) % len(ids)
+            got = self._pull(q, max_count - len(out))
+            out.extend(got)
+            empty = 0 if got else empty + 1
+        return out
 
     def _pull(self, q: int, max_count: int) -> list:
         pos = self._position(q)

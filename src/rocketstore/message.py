@@ -82,8 +82,10 @@ class Message:
 
 
 class PutResult:
-    """The answer to one put: status, where the record went, its queue offset and msgId."""
-    __slots__ = ("status", "physical_offset", "size", "queue_offset", "store_timestamp", "msg_num", "_host")
+    """The answer to one put: status, where the record went (queue id, queue offset, physical offset) and
+    its msgId. queue_id is -1 when nothing was put."""
+    __slots__ = ("status", "physical_offset", "size", "queue_offset", "store_timestamp", "msg_num", "_host",
+                 "queue_id")
 
     def __init__(self, status: PutStatus, physical_offset: int = -1, size: int = 0, queue_offset: int = -1,
                  store_host: bytes | None = None, store_timestamp: int = 0, msg_num: int = 1):
@@ -94,6 +96,7 @@ class PutResult:
         self.store_timestamp = store_timestamp
         self.msg_num = msg_num
         self._host = store_host
+        self.queue_id = -1   # set by the store, which knows the queue it chose
 
     @property
     def ok(self) -> bool:
@@ -106,7 +109,7 @@ class PutResult:
 
     def __repr__(self) -> str:
         return (f"PutResult({self.status.name}, physical_offset={self.physical_offset}, size={self.size}, "
-                f"queue_offset={self.queue_offset}, msg_id={self.msg_id}, store_timestamp={self.store_timestamp})")
+                f"queue_id={self.queue_id}, queue_offset={self.queue_offset}, msg_id={self.msg_id}, store_timestamp={self.store_timestamp})")
 
 
 class PutBatchResult:
@@ -120,7 +123,7 @@ class PutBatchResult:
         self.queue_offset = queue_offset
         self.store_timestamp = store_timestamp
         self._offsets, self._sizes, self._host = offsets, sizes, store_host  # numpy arrays from the put path
-
+        self.queue_id = -1   # set by the store, which knows the queue it chose
         self._results = None
 
     @property
@@ -132,6 +135,8 @@ class PutBatchResult:
         if self._results is None:
             self._results = [PutResult(self.status, p, s, self.queue_offset + i, self._host, self.store_timestamp)
                              for i, (p, s) in enumerate(zip(_ints(self._offsets), _ints(self._sizes)))]
+            for r in self._results:
+                r.queue_id = self.queue_id
         return self._results
 
     @property
@@ -149,7 +154,7 @@ class PutBatchResult:
 
     def __repr__(self) -> str:
         return (f"PutBatchResult({self.status.name}, {len(self)} messages, physical_offset={self.physical_offset}, "
-                f"size={self.size}, queue_offset={self.queue_offset})")
+                f"size={self.size}, queue_id={self.queue_id}, queue_offset={self.queue_offset})")
 
 
 def _ints(values) -> list[int]:

@@ -635,6 +635,7 @@ class MessageStore:
             queue_id = self.pick_queue(msg)
         r = self.writer.put(msg, queue_id)
         if r.ok:
+            r.queue_id = queue_id
             if self._sync_flush:
                 self._wait_flushed(r, msg)
             elif self.writer.dispatch is None:
@@ -653,6 +654,7 @@ class MessageStore:
             queue_id = self.pick_queue(messages[0])
         r = self.writer.put_batch(messages, queue_id)
         if r.ok:
+            r.queue_id = queue_id
             if self._sync_flush:
                 self._wait_flushed(r, messages[0])
             elif self.writer.dispatch is None:
