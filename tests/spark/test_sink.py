@@ -113,3 +113,44 @@ def test_streaming_sink_appends_each_batch_once_across_a_replay(spark, tmp_path)
     add_file("c.parquet", 80, 5)
     run()
     assert bodies() == [b"m-%d" % i for i in range(85)]
+
+
+def test_errors_lead_with_what_is_wrong(spark, tmp_path):
+    """A user's mistake reads as one line (no Python traceback inside Spark's AnalysisException); a write
+    without .mode("append") is told to use it."""
+    from pyspark.errors import AnalysisException
+    df = spark.createDataFrame([("Orders", b"x", None, None, None, 0)], SCHEMA)
+    with pytest.raises(AnalysisException) as e:
+        df.write.format(FORMAT).mode("overwrite").option("path", str(tmp_path)).save()
+    assert 'mode("append")' in str(e.value) and "Traceback" not in str(e.value)
+    with pytest.raises(AnalysisException) as e:
+        spark.read.format(FORMAT).option("path", str(tmp_path / "nowhere")).load().count()
+    first = str(e.value).strip().splitlines()[0]
+    assert "OptionError: option 'path'" in first and "is not a store directory" in first, first
+    assert "Traceback" not in str(e.value)
+
+
+SHOW = """
+import sys
+from rocketstore import Message, MessageStore
+import rocketstore.spark
+with MessageStore.open(sys.argv[1]) as s:
+    for _ in range(200):   # enough rows that the reader is still writing when show() has its 3
+        assert s.put_batch([Message("Orders", b"m" * 100) for _ in range(1000)], 0).ok
+spark = rocketstore.spark.session("local[1]")
+spark.read.format("rocketstore").option("path", sys.argv[1]).option("topics", "Orders").load().show(3)
+spark.stop()
+"""
+
+
+def test_show_stops_a_read_early_without_a_traceback(tmp_path):
+    """show(3) closes the Python worker's socket while it still writes: pyspark's own daemon prints a
+    BrokenPipeError traceback there; the session's daemon (quiet_daemon) does not. A process of its own,
+    since the JVM's stderr is the console's."""
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-c", SHOW, str(tmp_path / "store")], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "only showing top 3 rows" in p.stdout
+    assert "BrokenPipeError" not in p.stderr and "Traceback" not in p.stderr, p.stderr[-2000:]

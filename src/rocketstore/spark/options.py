@@ -12,15 +12,12 @@ import re
 
 from ..config import StoreConfig, _ALIASES, read_properties_file
 from ..store import resolve_file_sizes
+from .errors import OptionError
 
 # options of the formats themselves (lower-case, as Spark passes them) -> the name users write
 READ_OPTIONS = ("path", "brokerConf", "topics", "topicPattern", "startingOffsets", "endingOffsets",
                 "startingTimestamp", "endingTimestamp", "tags", "minPartitions", "failOnDataLoss",
                 "maxOffsetsPerTrigger", "maxRecordsPerBatch", "sinkId", "sql")
-
-
-class OptionError(ValueError):
-    """A bad option of a rocketstore format; the message names it."""
 
 
 def _camel(snake: str) -> str:

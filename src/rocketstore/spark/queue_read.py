@@ -20,12 +20,9 @@ import pyarrow.compute as pc
 from ..formats import cq as CQ
 from ..formats import cq_ext as X
 from . import record_batch as RB
+from .errors import DataLossError
 
 log = logging.getLogger("rocketstore.spark")
-
-
-class DataLossError(RuntimeError):
-    """Offsets a query asked for are gone (expired files cleaned): failOnDataLoss=true."""
 
 
 @dataclass

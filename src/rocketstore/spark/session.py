@@ -23,7 +23,9 @@ def session(master: str = "local[*]", app_name: str = "rocketstore", conf: dict 
                .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "8"))
+               .config("spark.sql.shuffle.partitions", "8")
+               # pyspark.daemon less the BrokenPipeError traceback it prints when show()/limit() stop early
+               .config("spark.python.daemon.module", "rocketstore.spark.quiet_daemon"))
     if master.startswith("local"):
         builder = builder.config("spark.driver.host", os.environ["SPARK_LOCAL_IP"]) \
                          .config("spark.driver.bindAddress", os.environ["SPARK_LOCAL_IP"])

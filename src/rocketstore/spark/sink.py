@@ -48,6 +48,7 @@ from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrow
                                     WriterCommitMessage)
 
 from . import options as O
+from .errors import SinkError
 # the row checks live in sink_rows; SinkDataError is re-exported for callers that catch it from here
 from .sink_rows import (MARKER, MARKER_RESERVE, RECORD_OVERHEAD, SHARDING_KEY, Limits, SinkDataError,  # noqa: F401
                         _Rows, check_schema, staged_schema, validate_batch)
@@ -57,10 +58,6 @@ log = logging.getLogger("rocketstore.spark.sink")
 PUT_MAX_ROWS = 1000            # rows per put_batch (one put holds the store's put lock for its whole batch)
 STAGING_DIR = ".spark-staging"
 STATE_FILE = os.path.join("config", "sparkSinks.json")
-class SinkError(RuntimeError):
-    """The sink cannot append: the store is locked, a put failed, a replay does not match."""
-
-
 @dataclasses.dataclass
 class StagedPart(WriterCommitMessage):
     """What a task staged: an Arrow IPC file (None when the partition was empty) and its row count."""
@@ -339,8 +336,9 @@ def checkpoint_query_id(checkpoint: str | None) -> str | None:
 class _SinkBase:
     def __init__(self, options, schema, overwrite):
         if overwrite:
-            raise SinkError("rocketstore sink: a message store is append-only: overwrite (save mode "
-                            "'overwrite', output mode 'complete') is not supported; use append")
+            raise SinkError("rocketstore sink: a message store is append-only: write with "
+                            "df.write.format(\"rocketstore\").mode(\"append\") (streams: outputMode(\"append\")); "
+                            "save mode 'overwrite' and output mode 'complete' are not supported")
         check_schema(schema)
         self.options = dict(options)
         raw = O.get(self.options, "path")

@@ -8,6 +8,8 @@ import dataclasses
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .errors import PipelineError
+
 MARKER = "__SPARK_SINK"        # the property naming the sink, batch and put a message came from
 MARKER_RESERVE = 64            # bytes of PROPERTIES kept free for the marker
 RECORD_OVERHEAD = 160          # a record's fixed fields, hosts (IPv6 at most) and lengths, generously
@@ -31,7 +33,7 @@ SHARDING_KEY = "__SHARDINGKEY"
 COLUMNS = ("topic", "body", "tags", "keys", "properties", "queueId")
 
 
-class SinkDataError(ValueError):
+class SinkDataError(PipelineError, ValueError):
     """A row the store would refuse: names the column, the row and the problem."""
 
 
