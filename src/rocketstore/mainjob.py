@@ -27,15 +27,21 @@ def body_for(i: int, size: int) -> bytes:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--store", default="work/store", help="store directory (wiped first)")
+    ap.add_argument("--store", default="work/store", help="store directory (a store an earlier run left there "
+                    "is removed first, and said so; anything else there is left alone and the job stops)")
     ap.add_argument("--messages", type=int, default=300_000)
     ap.add_argument("--body", type=int, default=100, help="body size in bytes")
     ap.add_argument("--segment-mb", type=int, default=64, help="CommitLog segment size in MiB")
     ap.add_argument("--no-spark", action="store_true", help="skip the Spark stage")
     args = ap.parse_args(argv)
     n, size = args.messages, args.body
-    if os.path.exists(args.store):
-        shutil.rmtree(args.store)
+    parquet = os.path.join(os.path.dirname(os.path.abspath(args.store)), "parquet")
+    try:
+        _make_room(args.store, "store", "commitlog")
+        _make_room(parquet, "Parquet export", "_SUCCESS")
+    except ValueError as e:
+        print(f"rocketstore main job: {e}", file=sys.stderr)
+        return 1
     cfg = StoreConfig(mapped_file_size_commit_log=args.segment_mb * 1024 * 1024)
     print(f"rocketstore main job: {n:,} messages of {size} B into a fresh store at {args.store}")
 
@@ -155,11 +161,21 @@ def main(argv=None) -> int:
                   f"with --no-spark", file=sys.stderr)
             return 1
         from .spark.mainjob_stage import run as spark_stage
-        parquet = os.path.join(os.path.dirname(os.path.abspath(args.store)), "parquet")
         if spark_stage(args.store, TOPICS, TAGS, n, parquet):
             return 1
     print("OK")
     return 0
+
+
+def _make_room(path: str, what: str, sign: str) -> None:
+    """Remove what an earlier run of this job left at `path` (a directory holding `sign`, or an empty one),
+    saying so; refuse anything else rather than delete a user's files."""
+    if not os.path.exists(path):
+        return
+    if not os.path.isdir(path) or (os.listdir(path) and not os.path.exists(os.path.join(path, sign))):
+        raise ValueError(f"{path} exists and is not a {what} this job wrote: move it or give another --store")
+    print(f"removing the {what} an earlier run left at {path}")
+    shutil.rmtree(path)
 
 
 def _count_tag(store, topic, q, tag) -> int:
