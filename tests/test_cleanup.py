@@ -259,10 +259,11 @@ def test_batch_consume_queue_goes_in_step(tmp_path):
 
 
 def test_refuses_writes_above_the_warning_ratio_and_recovers_by_itself(tmp_path):
-    ratio = [0.95]
+    ratio = [0.10]
     with open_store(tmp_path) as s:
         s.cleanup.disk_usage = lambda path: ratio[0]
         rs = fill(s, 30)
+        ratio[0] = 0.95
         assert s.cleanup.run_once(AT_10) >= 1                 # above 90%: forcible deletion as well
         assert s.disk_full
         r = s.put(Message("T", b"refused"))

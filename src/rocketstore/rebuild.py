@@ -34,6 +34,7 @@ import numpy as np
 
 from . import topics as TC
 from .config import StoreConfig
+from .config_files import write_checkpoint_file
 from .errors import RocketStoreError, StoreLockedError
 from .formats import checkpoint as CP
 from .formats import index as I
@@ -594,12 +595,7 @@ class RebuildRun:
 
 
 def _write_checkpoint(root: str, cp: CP.Checkpoint) -> None:
-    fd = os.open(os.path.join(root, "checkpoint"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        os.pwrite(fd, CP.encode(cp), 0)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_checkpoint_file(os.path.join(root, "checkpoint"), CP.encode(cp))
 
 
 # ---------------------------------------------------------------------------- everything in this process

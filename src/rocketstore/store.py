@@ -9,6 +9,7 @@ import threading
 import time
 
 from .config import SYNC_FLUSH, StoreConfig
+from .config_files import write_checkpoint_file
 from .errors import CorruptDataError, StoreClosedError, StoreLockedError, StoreOpenError
 from .formats import checkpoint as CP
 from .formats import record as R
@@ -28,7 +29,7 @@ from .put import MessageWriter
 from .services import recovery
 from .services.bulk_dispatch import props_info
 from .services.calc_bitmap import CalcBitMapDispatcher
-from .services.cleanup import CleanupService
+from .services.cleanup import DISK_CHECK_INTERVAL_S, CleanupService
 from .filter.bloom import BloomFilter
 from .filter.manager import ConsumerFilterManager
 from .services.dispatch import ConsumeQueueDispatcher, DispatchRequest
@@ -103,6 +104,30 @@ def resolve_file_sizes(root: str, config: StoreConfig) -> StoreConfig:
                    _index_sizes(root, config.max_hash_slot_num, config.max_index_num))))
 
 
+def _cannot_write(e: OSError) -> StoreOpenError:
+    """A writable open that could not write what it must (a full disk: a segment's blocks, a file recovery
+    creates, the lock or abort file), as one line naming the file."""
+    if e.filename and e.strerror and not str(e).startswith(e.strerror):
+        e = f"{e.filename}: {e.strerror[:1].lower()}{e.strerror[1:]}"
+    return StoreOpenError(f"cannot open for writing: {e}")
+
+
+def _write_in_place(path: str, data: bytes) -> None:
+    """Write a small file without truncating it first; a new one that a full disk refuses is not left behind
+    (an empty `abort` would make the next open recover as after a crash)."""
+    created = not os.path.exists(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
+    except OSError:
+        if created:
+            os.unlink(path)
+        raise
+    finally:
+        os.close(fd)
+
+
 def parse_subscription(tags) -> set[int] | None:
     """None (all) or the set of int32 tag hash codes, as FilterAPI.buildSubscriptionData builds it."""
     if tags is None:
@@ -136,7 +161,7 @@ class MessageStore:
         self.checkpoint = CP.Checkpoint()
         self.index = IndexService(root, config.max_hash_slot_num, config.max_index_num, writable=not read_only,
                                   on_full_flushed=self._index_file_flushed,
-                                  background_flush=not read_only)
+                                  background_flush=not read_only, on_error=self.dispatch_failed)
         self.dispatchers: list = [ConsumeQueueDispatcher(self)]
         self._index_in_put_path = config.message_index_enable
         if config.message_index_enable:
@@ -155,6 +180,7 @@ class MessageStore:
             self.add_dispatcher(CalcBitMapDispatcher(self.filters), first=True)
         self.reput = ReputService(self)
         self.cleanup = CleanupService(self)   # expired-file cleanup and the disk-full flag
+        self._next_disk_check = 0.0           # time.monotonic() of the put path's next disk measure
         # the transient store pool (seed 002): ASYNC_FLUSH masters only, as RocketMQ enables it
         if config.transient_store_pool_enable and not read_only:
             if config.flush_disk_type == SYNC_FLUSH:
@@ -168,6 +194,7 @@ class MessageStore:
         # commit runs reput right after each flush, so a put answered PUT_OK is readable (services/flush.py)
         self._sync_flush = config.flush_disk_type == SYNC_FLUSH
         self._not_writeable = False   # RunningFlags' NOT_WRITEABLE: a CommitLog sync failed
+        self._dispatch_error: OSError | None = None   # WRITE_LOGICS_QUEUE_ERROR / WRITE_INDEX_FILE_ERROR
         # with the pool, a record is readable only once committed: reput (reading committed bytes) dispatches
         pooled = self.commitlog.files.pool is not None
         inline = config.dispatch_in_put_path and ((not self._sync_flush and not pooled) or config.read_uncommitted)
@@ -197,7 +224,10 @@ class MessageStore:
         if not read_only:
             if os.path.exists(root) and not os.path.isdir(root):
                 raise StoreOpenError(f"{root}: exists and is not a directory")
-            os.makedirs(root, exist_ok=True)
+            try:
+                os.makedirs(root, exist_ok=True)
+            except OSError as e:
+                raise _cannot_write(e) from e
         config = resolve_file_sizes(root, config or StoreConfig())
         store = cls(root, config, read_only)
         store.check_commitlog = check_commitlog
@@ -209,28 +239,44 @@ class MessageStore:
         return store
 
     def _load(self, progress=None) -> None:
-        if not self.read_only:
-            self._take_lock()
-        last_exit_ok = not os.path.exists(os.path.join(self.root, "abort"))
+        """Load and recover. Opened for writing, whatever the store will write needs its disk blocks now
+        (sparse segments get theirs, recovery creates the files it must): a full disk is a StoreOpenError
+        naming the file here, never a SIGBUS later."""
         try:
-            self.commitlog.load()
-            self._load_consume_queues()
-            self._load_checkpoint()
-            self.filters.load()     # before recovery: records it dispatches again get their bitmaps
-            self.index.load(last_exit_ok, self.checkpoint.index_msg_timestamp)
-            recovery.recover(self, last_exit_ok, progress)
-            self.index.build()
+            self._load_files(progress)
         except CorruptDataError as e:
             raise StoreOpenError(str(e)) from e
+        except OSError as e:
+            if self.read_only:
+                raise
+            raise _cannot_write(e) from e
         self.reput.reput_from_offset = self.commitlog.max_offset()
         if not self.read_only:
-            with open(os.path.join(self.root, "abort"), "w") as fh:
-                fh.write(str(os.getpid()))  # removed again by a clean close
             self.reput.start()
             self.flush_service.start()
             self.cleanup.start()
         log.info("opened %s%s: CommitLog %d..%d, %d queues", self.root, " read-only" if self.read_only else "",
                  self.min_physical_offset, self.max_physical_offset, len(self._cqs))
+
+    def _load_files(self, progress) -> None:
+        if not self.read_only:
+            self._take_lock()
+        last_exit_ok = not os.path.exists(os.path.join(self.root, "abort"))
+        self.commitlog.load()
+        self._load_consume_queues()
+        self._load_checkpoint()
+        if not self.read_only:
+            self._reserve_checkpoint()
+        self.filters.load()     # before recovery: records it dispatches again get their bitmaps
+        self.index.load(last_exit_ok, self.checkpoint.index_msg_timestamp)
+        recovery.recover(self, last_exit_ok, progress)
+        self.index.build()
+        if self._dispatch_error is not None:   # recovery's index entries found no file to go to
+            raise self._dispatch_error
+        if not self.read_only:
+            self.cleanup.check_disk_full()   # puts see a full disk from the first one (not 60 s later)
+            self._next_disk_check = time.monotonic() + DISK_CHECK_INTERVAL_S
+            _write_in_place(os.path.join(self.root, "abort"), str(os.getpid()).encode())  # a clean close removes it
 
     def _take_lock(self) -> None:
         path = os.path.join(self.root, "lock")
@@ -246,9 +292,9 @@ class MessageStore:
                 raise StoreLockedError(f"{path}: the store is open for writing by another process") from None
             _OPEN_FOR_WRITING.add(key)
         self._lock_key = key
+        self._lock_fd = fd   # (before the write, which a full disk can fail: _release lets go of both)
         os.pwrite(fd, b"lock", 0)
         os.fsync(fd)
-        self._lock_fd = fd
 
     def _load_checkpoint(self) -> None:
         path = os.path.join(self.root, "checkpoint")
@@ -301,16 +347,21 @@ class MessageStore:
         return ConsumeQueue(self.root, topic, queue_id, self.config.mapped_file_size_consume_queue,
                             writable=not self.read_only, ext=ext)
 
+    def _reserve_checkpoint(self) -> None:
+        """The checkpoint file whole from the open on (RocketMQ's StoreCheckpoint creates and maps its 4 KiB
+        at load): later writes overwrite its blocks in place, which a full disk cannot fail."""
+        path = os.path.join(self.root, "checkpoint")
+        try:
+            whole = os.path.getsize(path) == CP.FILE_SIZE
+        except FileNotFoundError:
+            whole = False
+        if not whole:
+            write_checkpoint_file(path, CP.encode(self.checkpoint))
+
     def write_checkpoint(self) -> None:
         if self.read_only:
             return
-        path = os.path.join(self.root, "checkpoint")
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            os.pwrite(fd, CP.encode(self.checkpoint), 0)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_checkpoint_file(os.path.join(self.root, "checkpoint"), CP.encode(self.checkpoint))
 
     def flush(self) -> None:
         """Everything written so far to disk: CommitLog, ConsumeQueues, then the checkpoint."""
@@ -355,8 +406,11 @@ class MessageStore:
                 # valid record) and when the log is truncated, never on a put, a flush or the shutdown, so
                 # the checkpoint every flush writes carries what the last recovery found (0 on a new store)
                 self.flush()
-                if self.reput.behind() <= 0:
+                if self.reput.behind() <= 0 and self._dispatch_error is None:
                     os.unlink(os.path.join(self.root, "abort"))
+                else:
+                    log.error("%s: closed with records not in the queues or index; the next open recovers them",
+                              self.root)
         finally:
             self._release()
 
@@ -426,22 +480,31 @@ class MessageStore:
                       end, batch_size=1) -> None:
         """The put path's dispatch: what the ConsumeQueue and index dispatchers and reput would do, without
         decoding the record again; a DispatchRequest is built only when users' dispatchers want one.
-        (Called once per put: the common case, a plain queue, is written out here.)"""
-        if self._front_dispatchers:
-            self._dispatch_put_request(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag,
-                                       props, end, batch_size)
+        (Called once per put: the common case, a plain queue, is written out here.)
+
+        A queue or index file that cannot be written (a full disk) leaves the record to reput, which retries
+        from it (dispatch_failed); until reput has caught up the put path dispatches nothing."""
+        if self._dispatch_error is not None:
             return
-        tran = sys_flag & R.TRANSACTION_ROLLBACK_TYPE
-        if tran == R.TRANSACTION_NOT_TYPE or tran == R.TRANSACTION_COMMIT_TYPE:
-            cq = self._cqs.get((topic, queue_id))
-            if cq is not None and cq.cq_type != BATCH_CQ and cq.ext is None:
-                self._unit_written(cq, cq.put(phys, size, tags_code, queue_offset), store_ts)
-            else:
-                self.put_message_position_info(topic, queue_id, phys, size, tags_code, queue_offset, store_ts,
-                                               queue_offset, batch_size)
-        if self._index_in_put_path or len(self.dispatchers) > self._builtin_dispatchers:
-            self._dispatch_put_extra(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag,
-                                     props)
+        try:
+            if self._front_dispatchers:
+                self._dispatch_put_request(topic, queue_id, phys, size, tags_code, store_ts, queue_offset,
+                                           sys_flag, props, end, batch_size)
+                return
+            tran = sys_flag & R.TRANSACTION_ROLLBACK_TYPE
+            if tran == R.TRANSACTION_NOT_TYPE or tran == R.TRANSACTION_COMMIT_TYPE:
+                cq = self._cqs.get((topic, queue_id))
+                if cq is not None and cq.cq_type != BATCH_CQ and cq.ext is None:
+                    self._unit_written(cq, cq.put(phys, size, tags_code, queue_offset), store_ts)
+                else:
+                    self.put_message_position_info(topic, queue_id, phys, size, tags_code, queue_offset, store_ts,
+                                                   queue_offset, batch_size)
+            if self._index_in_put_path or len(self.dispatchers) > self._builtin_dispatchers:
+                self._dispatch_put_extra(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag,
+                                         props)
+        except OSError as e:
+            self.dispatch_failed(e)
+            return
         reput = self.reput
         if end > reput.reput_from_offset:
             reput.reput_from_offset = end
@@ -481,7 +544,17 @@ class MessageStore:
     def _dispatch_put_batch(self, topic, queue_id, offsets, sizes, tags_codes, store_ts, base, sys_flag,
                             props_list, end) -> None:
         """A producer batch's dispatch (offsets, sizes, tags codes as numpy arrays): its units in one write
-        per ConsumeQueue file, then the rest."""
+        per ConsumeQueue file, then the rest. A file that cannot be written leaves it to reput (_dispatch_put)."""
+        if self._dispatch_error is not None:
+            return
+        try:
+            self._dispatch_batch_inline(topic, queue_id, offsets, sizes, tags_codes, store_ts, base, sys_flag,
+                                        props_list, end)
+        except OSError as e:
+            self.dispatch_failed(e)
+
+    def _dispatch_batch_inline(self, topic, queue_id, offsets, sizes, tags_codes, store_ts, base, sys_flag,
+                               props_list, end) -> None:
         if self._front_dispatchers:   # every record as a DispatchRequest through the whole list
             for i, (p, size, code, props) in enumerate(zip(offsets.tolist(), sizes.tolist(), tags_codes.tolist(),
                                                             props_list)):
@@ -552,12 +625,15 @@ class MessageStore:
             self._arrival.notify_all()
 
     def wait_dispatched(self, timeout_s: float | None = None) -> bool:
-        """Return once everything written so far is readable through get (True), or at the timeout."""
+        """Return once everything written so far is readable through get (True), or at the timeout; False at
+        once when a queue or index file cannot be written (dispatch_failed: reput retries by itself)."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
             self.reput.do_reput()
-            if self.reput.reput_from_offset >= self.reput_end_offset():
+            if self.reput.reput_from_offset >= self.reput_end_offset() and self._dispatch_error is None:
                 return True
+            if self._dispatch_error is not None:
+                return False   # a queue or index file cannot be written (full disk): reput retries on its own
             if deadline is not None and time.monotonic() >= deadline:
                 return False
             time.sleep(0.001)
@@ -629,7 +705,7 @@ class MessageStore:
     def put(self, msg: Message, queue_id: int | None = None) -> PutResult:
         """Put one message; without a queue id the store picks one (pick_queue)."""
         self._check_open()
-        if self.read_only or self._not_writeable or self._disk_full_refusal():
+        if self.read_only or self._not_writeable or self._dispatch_error is not None or self._disk_full_refusal():
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE)
         if queue_id is None:
             queue_id = self.pick_queue(msg)
@@ -645,7 +721,7 @@ class MessageStore:
     def put_batch(self, messages: list[Message], queue_id: int | None = None) -> PutBatchResult:
         """Put a producer batch into one queue; without a queue id the store picks one for the batch."""
         self._check_open()
-        if self.read_only or self._not_writeable or self._disk_full_refusal():
+        if self.read_only or self._not_writeable or self._dispatch_error is not None or self._disk_full_refusal():
             return PutBatchResult(PutStatus.SERVICE_NOT_AVAILABLE)
         messages = list(messages)
         if queue_id is None:
@@ -689,6 +765,25 @@ class MessageStore:
         sync can seem to vouch for bytes an earlier failed one may have lost, until the store is reopened."""
         return not self._not_writeable
 
+    def dispatch_failed(self, error: OSError) -> None:
+        """A ConsumeQueue or index file could not be written (created, on a full disk): RunningFlags'
+        WRITE_LOGICS_QUEUE_ERROR / WRITE_INDEX_FILE_ERROR. The CommitLog holds the record; puts answer
+        SERVICE_NOT_AVAILABLE (RocketMQ's isWriteable) and the put path dispatches nothing, while reput
+        retries from the first record not dispatched (and the index from its first entry not placed).
+        RocketMQ keeps the flag until a restart; here it clears once reput has caught up
+        (dispatch_caught_up), so freeing space is enough. A close in this state leaves the abort file:
+        the next open recovers and dispatches what is missing."""
+        if self._dispatch_error is None:
+            log.error("%s: %s; puts are refused until the queues and index catch up with the CommitLog",
+                      self.root, error)
+        self._dispatch_error = error
+
+    def dispatch_caught_up(self) -> None:
+        """Reput reached the CommitLog's end and the index placed everything (called under the put lock)."""
+        if self._dispatch_error is not None and self.index.error is None:
+            log.info("%s: the queues and index caught up with the CommitLog: puts are accepted again", self.root)
+            self._dispatch_error = None
+
     def commitlog_sync_failed(self, error: OSError) -> None:
         if not self._not_writeable:
             log.error("%s: CommitLog sync failed (%s): the store is not writeable any more", self.root, error)
@@ -713,6 +808,10 @@ class MessageStore:
         return self.cleanup.disk_full
 
     def _disk_full_refusal(self) -> bool:
+        now = time.monotonic()
+        if now >= self._next_disk_check:   # measured by puts too: a disk that fills is seen within 0.1 s
+            self._next_disk_check = now + DISK_CHECK_INTERVAL_S
+            self.cleanup.check_disk_full()
         if not self.cleanup.disk_full:
             return False
         n = getattr(self, "_refused_puts", 0)

@@ -6,6 +6,7 @@ import os
 import sys
 
 from ..errors import StoreOpenError
+from .space import reserve, reserve_existing
 
 PAGE = mmap.PAGESIZE
 NAME_DIGITS = 20
@@ -72,7 +73,8 @@ class MappedFile:
             tmp = os.path.join(os.path.dirname(path), "." + name + ".creating")
             fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
-                os.ftruncate(fd, file_size)  # sparse, as RocketMQ's RandomAccessFile.setLength
+                os.ftruncate(fd, file_size)  # as RocketMQ's RandomAccessFile.setLength...
+                reserve(fd, file_size, path)  # ...with its blocks: a full disk fails here, not with SIGBUS later
                 os.link(tmp, path)
             except OSError:
                 os.close(fd)
@@ -85,6 +87,12 @@ class MappedFile:
                 raise StoreOpenError(f"{path}: file is {actual} bytes, the store expects {file_size} "
                                      f"(set the matching mapped file size, e.g. mappedFileSizeCommitLog)")
             fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
+            if writable:
+                try:
+                    reserve_existing(fd, file_size, path)   # a sparse segment (an older store, a sparse copy)
+                except OSError:
+                    os.close(fd)
+                    raise
         try:
             # read-only stores map copy-on-write: recovery may patch pages in memory, the file never changes
             self.mm = mmap.mmap(fd, file_size, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_COPY)

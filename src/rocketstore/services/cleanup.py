@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import threading
 import time
 
@@ -31,31 +30,28 @@ log = logging.getLogger("rocketstore.cleanup")
 
 MAX_MANUAL_DELETE_FILE_TIMES = 20
 FIRST_RUN_DELAY_MS = 60_000   # RocketMQ schedules the first cleanup a minute after start
+# The disk-full flag is measured at open and then by puts, at most this often, instead of first by the
+# cleanup pass a minute after start: a statvfs per disk costs microseconds
+DISK_CHECK_INTERVAL_S = 0.1
 
 
 def disk_space_used_ratio(path: str) -> float:
     """UtilAll.getDiskPartitionSpaceUsedPercent: used / (used + usable) of the partition holding `path`,
-    rounded up to whole percent, as a fraction; -1 when it cannot be measured."""
+    rounded up to whole percent, as a fraction; -1 when it cannot be measured. One statvfs: used is total
+    minus every free block (Java's getFreeSpace, f_bfree), usable what an unprivileged writer may still take
+    (getUsableSpace, f_bavail)."""
     try:
-        u = shutil.disk_usage(path)
+        st = os.statvfs(path)
     except OSError:
         return -1.0
-    if u.total <= 0:
+    total = st.f_blocks * st.f_frsize
+    if total <= 0:
         return -1.0
-    used = u.total - _free_space(path, u)
-    entire = used + u.free            # shutil's free is f_bavail (Java's getUsableSpace)
+    used = total - st.f_bfree * st.f_frsize
+    entire = used + st.f_bavail * st.f_frsize
     if entire <= 0:
         return -1.0
     return (used * 100 // entire + (1 if used * 100 % entire else 0)) / 100.0
-
-
-def _free_space(path: str, usage) -> int:
-    """Java's getFreeSpace: every free block, the root-reserved ones included (f_bfree)."""
-    try:
-        st = os.statvfs(path)
-        return st.f_bfree * st.f_frsize
-    except (OSError, AttributeError):
-        return usage.free
 
 
 def is_it_time_to_do(when: str, now_ms: int) -> bool:
@@ -107,24 +103,34 @@ class CleanCommitLogService:
             log.info("%s disk space OK (%.2f used), so mark disk ok: puts are accepted again", what, ratio)
         self.disk_full = False
 
-    def is_space_to_delete(self) -> bool:
-        """isSpaceToDelete (one CommitLog path, replicasPerDiskPartition 1): sets clean_immediately and the
-        disk-full flag; True when files should be reclaimed at any hour."""
-        self.clean_immediately = False
+    def _measure_and_flag(self) -> tuple[dict, bool]:
+        """The disks and the disk-full flag, as isSpaceToDelete sets it: the CommitLog's disk first, then the
+        ConsumeQueues'; past the warning level the disk is full, past the forcible level files go now.
+        Returns (the ratios measured, whether one is past the forcible level)."""
         warning, forcibly = self.disk_space_warning_level_ratio(), self.disk_space_clean_forcibly_ratio()
         used = {}
-        # the CommitLog's disk first, then the ConsumeQueues': past the warning level the disk is full, past the
-        # forcible level files go now
         for what, sub in (("physic", "commitlog"), ("logics", "consumequeue")):
             used[what] = ratio = self._measure(sub)
             if ratio > warning:
                 self._mark_full(what, ratio)
-                self.clean_immediately = True
-                return True
+                return used, True
             if ratio > forcibly:
-                self.clean_immediately = True
-                return True
+                return used, True
             self._mark_ok(what, ratio)
+        return used, False
+
+    def check_disk_full(self) -> bool:
+        """Only the disk-full flag (no reclaiming decided), measured now: at open and from the put path."""
+        self._measure_and_flag()
+        return self.disk_full
+
+    def is_space_to_delete(self) -> bool:
+        """isSpaceToDelete (one CommitLog path, replicasPerDiskPartition 1): sets clean_immediately and the
+        disk-full flag; True when files should be reclaimed at any hour."""
+        used, past_forcible = self._measure_and_flag()
+        self.clean_immediately = past_forcible
+        if past_forcible:
+            return True
         most = self.store.config.disk_max_used_space_ratio / 100.0
         for what, name in (("physic", "commitLog"), ("logics", "consumeQueue")):
             if used[what] < 0 or used[what] > most:
@@ -203,6 +209,10 @@ class CleanupService:
     @property
     def disk_full(self) -> bool:
         return self.commitlog.disk_full
+
+    def check_disk_full(self) -> bool:
+        """Measure the disks now and set the disk-full flag (no files deleted)."""
+        return self.commitlog.check_disk_full()
 
     def run_once(self, now_ms: int | None = None) -> int:
         """cleanFilesPeriodically then cleanQueueFilesPeriodically; returns the CommitLog segments deleted."""

@@ -41,9 +41,9 @@ def name_after(name: str) -> str | None:
 
 class IndexService:
     def __init__(self, root: str, hash_slot_num: int, index_num: int, *, writable: bool, on_full_flushed=None,
-                 background_flush: bool = False):
+                 background_flush: bool = False, on_error=None):
         """`on_full_flushed(end_timestamp)` runs after a full file reached the disk (the checkpoint's
-        indexMsgTimestamp moves to that file's end)."""
+        indexMsgTimestamp moves to that file's end); `on_error(OSError)` when a build cannot write."""
         if hash_slot_num <= 0 or index_num <= 1:
             raise ValueError(f"index sizes must be positive (maxHashSlotNum={hash_slot_num}, "
                              f"maxIndexNum={index_num})")
@@ -60,6 +60,10 @@ class IndexService:
         # so the put path that filled it does not wait for the disk
         self.background_flush = background_flush
         self._flushes: list[threading.Thread] = []
+        self._unplaced: tuple | None = None   # (hashes, phys, stamps) a build could not place: placed first
+        self._roll_pending = False            # a record arrived while the last file was full: open the next
+        self.error: OSError | None = None     # the last build failed (no file could be created)
+        self.on_error = on_error
 
     # ---------------------------------------------------------------- load
     def load(self, last_exit_ok: bool, index_msg_timestamp: int) -> None:
@@ -93,41 +97,71 @@ class IndexService:
             self.build()
 
     def build(self) -> None:
-        """Index every queued record, in dispatch order (IndexService.buildIndex, a run at a time)."""
+        """Index every queued record, in dispatch order (IndexService.buildIndex, a run at a time).
+
+        An index file that cannot be created (a full disk) does not raise here, where the caller is a put,
+        a query or a flush: the entries not placed stay queued, `error` holds the OSError, `on_error` is
+        told (the store refuses puts, RocketMQ's WRITE_INDEX_FILE_ERROR), and the next build tries again."""
         with self.lock:
-            if not self._pending:
+            try:
+                self._build()
+            except OSError as e:
+                if self.error is None:
+                    log.error("index file cannot be written: %s; its entries wait until it can", e)
+                self.error = e
+                if self.on_error is not None:
+                    self.on_error(e)
                 return
-            records, self._pending = self._pending, []
-            f = self._last_file()
-            end = f.end_phy_offset
-            keys: list[str] = []
-            phys: list[int] = []
-            stamps: list[int] = []
-            owner: list[int] = []
-            for i, (topic, phy, ts, sys_flag, uniq, kstr) in enumerate(records):
-                # already indexed (recovery replays from a safe point), or rolled back: nothing to add
-                if phy < end or (sys_flag & R.TRANSACTION_ROLLBACK_TYPE) == R.TRANSACTION_ROLLBACK_TYPE:
-                    continue
-                mine = I.record_keys(topic, uniq, kstr)
-                keys.extend(mine)
-                added = len(mine)
-                if added:
-                    phys.extend([phy] * added)
-                    stamps.extend([ts] * added)
-                    owner.extend([i] * added)
-                    end = phy
-            if keys:
-                self._put(I.key_hashes(keys), np.array(phys, dtype=np.int64), np.array(stamps, dtype=np.int64))
-            # RocketMQ opens the next file as soon as a record arrives while the last one is full
-            last_owner = owner[-1] if owner else -1
-            if self.files and self.files[-1].is_write_full() and last_owner < len(records) - 1:
-                self._last_file()
+            if self.error is not None:
+                log.info("index files are written again")
+                self.error = None
+
+    def _build(self) -> None:
+        if self._unplaced is not None:   # entries of an earlier build that found no file to go to
+            hashes, phys, stamps = self._unplaced
+            self._unplaced = None
+            self._put(hashes, phys, stamps)
+        if self._roll_pending:
+            self._last_file()
+            self._roll_pending = False
+        if not self._pending:
+            return
+        end = self._last_file().end_phy_offset
+        records, self._pending = self._pending, []
+        keys: list[str] = []
+        phys: list[int] = []
+        stamps: list[int] = []
+        owner: list[int] = []
+        for i, (topic, phy, ts, sys_flag, uniq, kstr) in enumerate(records):
+            # already indexed (recovery replays from a safe point), or rolled back: nothing to add
+            if phy < end or (sys_flag & R.TRANSACTION_ROLLBACK_TYPE) == R.TRANSACTION_ROLLBACK_TYPE:
+                continue
+            mine = I.record_keys(topic, uniq, kstr)
+            keys.extend(mine)
+            added = len(mine)
+            if added:
+                phys.extend([phy] * added)
+                stamps.extend([ts] * added)
+                owner.extend([i] * added)
+                end = phy
+        # RocketMQ opens the next file as soon as a record arrives while the last one is full
+        last_owner = owner[-1] if owner else -1
+        self._roll_pending = last_owner < len(records) - 1
+        if keys:
+            self._put(I.key_hashes(keys), np.array(phys, dtype=np.int64), np.array(stamps, dtype=np.int64))
+        if self._roll_pending and self.files and self.files[-1].is_write_full():
+            self._last_file()
+        self._roll_pending = False
 
     def _put(self, hashes: np.ndarray, phys: np.ndarray, stamps: np.ndarray) -> None:
         done = 0
-        while done < len(hashes):
-            f = self._last_file()
-            done += f.put_entries(hashes[done:], phys[done:], stamps[done:])
+        try:
+            while done < len(hashes):
+                f = self._last_file()
+                done += f.put_entries(hashes[done:], phys[done:], stamps[done:])
+        except OSError:
+            self._unplaced = (hashes[done:], phys[done:], stamps[done:])
+            raise
 
     def _last_file(self) -> IndexFile:
         """getAndCreateLastIndexFile: the last file while it has room, else a new one that starts where it

@@ -30,7 +30,11 @@ class ReputService:
         return self.store.commitlog.max_offset() - self.reput_from_offset
 
     def do_reput(self) -> int:
-        """Dispatch everything between the reput offset and the end offset; returns how many records."""
+        """Dispatch everything between the reput offset and the end offset; returns how many records.
+
+        A queue or index file that cannot be written (a full disk) stops the pass at the record it was
+        for (store.dispatch_failed); the next pass starts there again (the queues skip units they already
+        have). The pass that reaches the end with everything written lifts the store's refusal."""
         store = self.store
         cl = store.commitlog
         n = 0
@@ -38,15 +42,23 @@ class ReputService:
             if self.reput_from_offset < cl.min_offset():
                 self.reput_from_offset = cl.min_offset()
             end = store.reput_end_offset()
-            while self.reput_from_offset < end:
-                got = cl.data_from(self.reput_from_offset)
-                if got is None:
-                    break
-                self.reput_from_offset = got[0]
-                done, more = self._dispatch_segment(got[1], end)
-                n += done
-                if not more:
-                    break
+            try:
+                while self.reput_from_offset < end:
+                    got = cl.data_from(self.reput_from_offset)
+                    if got is None:
+                        break
+                    self.reput_from_offset = got[0]
+                    done, more = self._dispatch_segment(got[1], end)
+                    n += done
+                    if not more:
+                        break
+            except OSError as e:
+                store.dispatch_failed(e)
+            else:
+                if store._dispatch_error is not None:
+                    store.index.build()   # the entries an earlier build could not place
+                    if self.reput_from_offset >= end:
+                        store.dispatch_caught_up()
         if n:
             store.index.build()
             store.notify_arrival()
@@ -98,7 +110,8 @@ class ReputService:
         while not self._stop.is_set():
             try:
                 if self.do_reput() == 0:
-                    self._wake.wait(0.05)
+                    # after a failed write, retry once a second (RocketMQ's dispatch retries sleep 1 s)
+                    self._wake.wait(0.05 if self.store._dispatch_error is None else 1.0)
                     self._wake.clear()
             except Exception:  # keep the service alive; the error is logged with its traceback
                 log.exception("reput failed")
