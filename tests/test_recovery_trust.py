@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rocketstore import GetStatus, Message, MessageStore, PutStatus, StoreConfig
 from rocketstore.cli.verify import verify_store
+from rocketstore.files import mapped_file
 
 SEG = 4096
 UNIT = 20
@@ -100,10 +101,14 @@ def test_what_a_corrupt_record_cut_never_comes_back_after_a_same_size_put(tmp_pa
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_torn_tail_then_a_shorter_put_leaves_a_sound_store(tmp_path, mode, caplog):
+@pytest.mark.parametrize("clearing", ["punched hole", "zeros written"])
+def test_a_torn_tail_then_a_shorter_put_leaves_a_sound_store(tmp_path, mode, clearing, caplog, monkeypatch):
     """The last record only half on disk (its second half zeros, as a torn write); after the cut one shorter
     record is put there. The bytes of the torn record past it must not stay: verify finds nothing wrong
-    and the next recovery cuts nothing."""
+    and the next recovery cuts nothing. Both ways of clearing: a punched hole, and (file systems that
+    cannot punch) zeros written over the data past the cut."""
+    if clearing == "zeros written":
+        monkeypatch.setattr(mapped_file, "punch_hole", lambda fd, start, length: False)
     root = tmp_path / "s"
     with MessageStore.open(root, cfg()) as s:
         records = [("T", 0, b"x" * 300, put(s, "T", 0, b"x" * 300)) for _ in range(5)]
@@ -165,15 +170,17 @@ def test_unit_size_past_the_commitlog_end_does_not_swallow_later_puts(tmp_path, 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
-def test_garbage_at_the_head_of_a_queues_last_file(tmp_path, mode, seed):
-    """T/0's last ConsumeQueue file (units 20..24) starts with two units of random bytes: every intact
-    message stays served at its offset, and a put acknowledged afterwards survives a clean reopen."""
+@pytest.mark.parametrize("files", [3, 1])
+def test_garbage_at_the_head_of_a_queues_last_file(tmp_path, mode, seed, files):
+    """T/0's last ConsumeQueue file (units 20..24 of three files, or units 0..7 of its only file) starts
+    with two units of random bytes: every intact message stays served at its offset, and a put
+    acknowledged afterwards survives a clean reopen."""
     root = tmp_path / "s"
-    records = build_two_queues(root)
-    n = len(expect(records, "T", 0))
-    assert n == 25
-    path, pos = cq_path(root, "T", 0, 20)
-    assert pos == 0
+    n = 25 if files == 3 else 8
+    records = build_two_queues(root, n_t=n, n_u=3)
+    assert len(expect(records, "T", 0)) == n
+    path, pos = cq_path(root, "T", 0, (files - 1) * CQ_FILE_UNITS)
+    assert pos == 0 and len(list(path.parent.iterdir())) == files
     rnd = random.Random(seed)
     garbage = bytes(rnd.randrange(256) for _ in range(2 * UNIT))
     if seed % 2:   # odd seeds: garbage that looks like units (offset >= 0, size > 0)

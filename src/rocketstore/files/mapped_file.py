@@ -8,6 +8,8 @@ import mmap
 import os
 import sys
 
+import numpy as np
+
 from ..errors import StoreOpenError
 
 PAGE = mmap.PAGESIZE
@@ -250,30 +252,45 @@ class MappedFile:
         """Zero the file from `pos` to its end, durably: what recovery cut off a segment must never be read
         again. The write position leaves old bytes behind it (RocketMQ's truncateDirtyFiles only moves
         positions), and the next recovery scans on as long as records parse: a new record shorter than, or
-        as long as, what it overwrote would bring the old records after it back. Freed with a punched hole
-        where the file system can (no read, no write), else zeros are written where the file holds data."""
+        as long as, what it overwrote would bring the old records after it back.
+
+        Only the parts of the file that hold data are looked at (holes read as zeros); when they are all
+        zeros already (the usual end of a segment) nothing is written and nothing synced. Otherwise the rest
+        is freed with a punched hole where the file system can, else zeros are written; then fsync."""
         if not self.writable or pos >= self.file_size or self.mm is None:
             return
         fd = os.open(self.path, os.O_RDWR)
         try:
-            changed = punch_hole(fd, pos, self.file_size - pos)
-            if not changed:
-                changed = self._write_zeros(fd, pos)
-            if changed:
-                os.fsync(fd)   # (on Linux this also writes the mapping's dirty pages: one page cache)
+            dirty = self._first_non_zero(fd, pos)
+            if dirty is None:
+                return
+            if not punch_hole(fd, dirty, self.file_size - dirty):
+                self._write_zeros(fd, dirty)
+            os.fsync(fd)   # (on Linux this also writes the mapping's dirty pages: one page cache)
         finally:
             os.close(fd)
 
-    def _write_zeros(self, fd: int, pos: int) -> bool:
-        """Zero, through the mapping, every chunk past `pos` that holds a non-zero byte; True if any did."""
-        changed = False
+    def _first_non_zero(self, fd: int, pos: int) -> int | None:
+        """Where the first chunk holding a non-zero byte at or past `pos` starts (at least `pos`), or None."""
+        for a, b in self._chunks(fd, pos):
+            if np.frombuffer(self.buf[a:b], dtype=np.uint8).any():
+                return a
+        return None
+
+    def _chunks(self, fd: int, pos: int):
+        """[a, b) pieces (at most ZERO_CHUNK, aligned to it) of the data the file holds from `pos` on."""
         for start, end in list(_data_ranges(fd, pos, self.file_size)):
-            for a in range(start, end, ZERO_CHUNK):
-                b = min(a + ZERO_CHUNK, end)
-                if self.buf[a:b] != bytes(b - a):
-                    self.buf[a:b] = bytes(b - a)
-                    changed = True
-        return changed
+            a = start
+            while a < end:
+                b = min(a - a % ZERO_CHUNK + ZERO_CHUNK, end)
+                yield a, b
+                a = b
+
+    def _write_zeros(self, fd: int, pos: int) -> None:
+        """Zero, through the mapping, every chunk past `pos` that holds a non-zero byte."""
+        for a, b in self._chunks(fd, pos):
+            if np.frombuffer(self.buf[a:b], dtype=np.uint8).any():
+                self.buf[a:b] = bytes(b - a)
 
     def hold_view(self, view) -> None:
         """Keep track of numpy views over the mapping so that close() can drop them first."""

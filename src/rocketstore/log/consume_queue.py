@@ -302,6 +302,10 @@ class ConsumeQueue:
             self._clear_after(mf)
             break
         if hole:
+            # from the end of the last unit kept; with none kept, from the log's start (and the put guard
+            # must then let every unit in: RocketMQ leaves the max at phy_offset)
+            if not self.files.files:
+                self.max_physic_offset = -1
             self.damaged_from = max(self.max_physic_offset, 0)
             log.warning("consume queue %s-%d: a unit pointing past the CommitLog's end %d has units pointing "
                         "below it after it; cut there, rebuilt from the CommitLog", self.topic, self.queue_id,
