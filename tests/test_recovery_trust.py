@@ -276,3 +276,22 @@ def test_one_corrupt_unit_never_loses_or_misplaces_a_message(tmp_path_factory, p
     with reopen(root, False) as s:
         got = read_queue(s, queue, 0)
         assert got == expect(records + [(queue, 0, b"after", r)], queue, 0)
+
+
+def test_a_batch_unit_pointing_at_another_topics_record_is_never_served(tmp_path):
+    """The same for a batch ConsumeQueue (RIP-26): B/0's first unit (46 bytes: offset 8 | size 4 | ...)
+    made to point at C/0's inner-batch record of the same size."""
+    root = tmp_path / "s"
+    with MessageStore.open(root, cfg()) as s:
+        for t in ("B", "C"):
+            s.create_topic(t, queues=1, attributes={"queue.type": "BatchCQ"})
+        rb = [s.put_batch([Message("B", b"b%d-%d" % (k, i)) for i in range(3)], 0) for k in range(2)]
+        rc = [s.put_batch([Message("C", b"c%d-%d" % (k, i)) for i in range(3)], 0) for k in range(2)]
+        assert all(r.ok for r in rb + rc)
+    unit = root / "batchconsumequeue" / "B" / "0" / f"{0:020d}"
+    assert rb[0].size == rc[0].size
+    patch(unit, 0, struct.pack(">q", rc[0].physical_offset))
+    with MessageStore.open(root, cfg(), read_only=True) as s:
+        g = s.get("g", "B", 0, 0, max_count=32)
+        assert g.status is GetStatus.FOUND
+        assert [(m.topic, m.physical_offset) for m in g.messages] == [("B", rb[1].physical_offset)]
