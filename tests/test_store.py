@@ -268,7 +268,8 @@ def test_appended_crc_is_verified_on_read_when_configured(tmp_path):
         assert s.look(r.physical_offset).body == b"payload"
     seg = tmp_path / "commitlog" / f"{0:020d}"
     data = bytearray(seg.read_bytes())
-    data[r.size - 30] ^= 0x01   # flip a bit inside TAGS, which only the appended CRC covers
+    tags_at = bytes(data[:r.size]).index(b"TAGS\x01A") + 5
+    data[tags_at] ^= 0x01   # flip a bit inside TAGS, which only the appended CRC covers
     seg.write_bytes(bytes(data))
     with MessageStore.open(tmp_path, small(**cfg, check_crc_on_recover=False), read_only=True) as s:
         with pytest.raises(CorruptDataError) as ei:

@@ -2,14 +2,20 @@
 it returns and where the next call begins, exactly as RocketMQ answers; for plain and batch ConsumeQueues."""
 from __future__ import annotations
 
+import logging
+
 from .errors import CorruptDataError
 from .formats.cq_ext import MAX_ADDR as EXT_MAX_ADDR
-from .formats.record import decode_record
+from .formats.record import decode_record, unit_target_problem
 from .log.batch_consume_queue import BatchConsumeQueue
 from .log.consume_queue import ConsumeQueue
 from .message import GetResult, GetStatus
+from .services.queue_check import corrupt_record, repair_units
+
+log = logging.getLogger("rocketstore.get")
 
 MAX_PULL_MSG_SIZE = 128 * 1024 * 1024
+WRONG_UNIT = object()   # a unit that points at no record of its queue
 
 
 def int32(v: int) -> int:
@@ -100,6 +106,13 @@ def scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes,
                 next_file_start = store.commitlog.roll_next_file(pos)
                 continue
             m = store._decode(view, pos)
+            if m.topic != cq.topic or m.queue_id != cq.queue_id or m.size != size:
+                # a corrupt unit pointing at another queue's record: never served as this queue's message
+                log.error("batch consume queue %s-%d: the unit at %d points at a record of %s-%d (%d bytes at %d)",
+                          cq.topic, cq.queue_id, base, m.topic, m.queue_id, m.size, pos)
+                if total == 0:
+                    result.status = GetStatus.MESSAGE_WAS_REMOVING
+                continue
             if accept_message is not None and not accept_message(m):
                 if total == 0:
                     result.status = GetStatus.NO_MATCHED_MESSAGE
@@ -112,6 +125,21 @@ def scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes,
     result.buffer_total_size = total
     result.message_count = count
     return result
+
+def _from_repaired_unit(store, cq: ConsumeQueue, index: int):
+    """The message for queue offset `index` once its wrong unit is rebuilt from the CommitLog
+    (services.queue_check.repair_units), or None when the CommitLog holds no such record any more."""
+    log.error("consume queue %s-%d: unit %d does not point at its record; rebuilding it from the CommitLog",
+              cq.topic, cq.queue_id, index)
+    with store.writer.lock:    # repairs write units: never alongside the writer's own
+        if not repair_units(store, cq, index):
+            return None
+        unit = cq.get_unit(index)
+    if unit is None:
+        return None
+    view = store.commitlog.read(unit[0], unit[1])
+    return None if view is None else store._decode(view, unit[0])
+
 
 def scan(store, cq: ConsumeQueue, offset: int, max_count: int, codes, matches=None, accept_message=None) -> GetResult:
     """getMessage over a ConsumeQueue. `codes`: the tag hash set or None; `matches`: see unit_filter;
@@ -130,6 +158,7 @@ def scan(store, cq: ConsumeQueue, offset: int, max_count: int, codes, matches=No
     seg_start, seg_end, seg_buf = 0, -1, None
     verify_prop_crc = cfg.force_verify_prop_crc
     accept = unit_filter(cq, codes, matches)
+    topic, qid = cq.topic, cq.queue_id
     while total <= 0 and next_begin < hi and files_read < cfg.travel_cq_file_num_when_get_message:
         files_read += 1
         got = cq.units_from(next_begin)
@@ -158,22 +187,44 @@ def scan(store, cq: ConsumeQueue, offset: int, max_count: int, codes, matches=No
                     if total == 0:   # isMatchedByConsumeQueue refused: nothing found so far says so
                         result.status = GetStatus.NO_MATCHED_MESSAGE
                     continue
+                m = None
                 if not seg_start <= pos <= seg_end - size:
                     # a record outside the segment in hand: find its own (CommitLog.getMessage)
                     mf = cl_files.find(pos, pos == 0)
-                    if mf is None or not 0 <= pos - mf.file_from_offset <= mf.read_position - size:
+                    if mf is not None and 0 <= pos - mf.file_from_offset <= mf.read_position - size:
+                        seg_start, seg_end, seg_buf = (mf.file_from_offset, mf.file_from_offset + mf.read_position,
+                                                       mf.buf)
+                    elif pos < cl_files.min_offset():   # expired: CommitLog.getMessage finds nothing
                         if total == 0:
                             result.status = GetStatus.MESSAGE_WAS_REMOVING
                         next_file_start = store.commitlog.roll_next_file(pos)
                         continue
-                    seg_start, seg_end, seg_buf = mf.file_from_offset, mf.file_from_offset + mf.read_position, mf.buf
-                rel = pos - seg_start
-                try:
-                    m = decode_record(seg_buf, rel, rel + size)
-                    if verify_prop_crc:
-                        store._verify_prop_crc(seg_buf, rel)
-                except CorruptDataError as e:
-                    raise e.in_file(store.commitlog.segment_path(pos), rel) from None
+                    else:
+                        m = WRONG_UNIT   # inside the log's range, yet no record there: the unit is wrong
+                if m is None:
+                    rel = pos - seg_start
+                    try:
+                        m = decode_record(seg_buf, rel, rel + size)
+                        if verify_prop_crc:
+                            store._verify_prop_crc(seg_buf, rel)
+                    except CorruptDataError as e:
+                        if unit_target_problem(seg_buf, rel, seg_end - seg_start, size, topic, qid, i, pos) is None:
+                            raise e.in_file(store.commitlog.segment_path(pos), rel) from None
+                        m = WRONG_UNIT   # no record starts there: the unit is wrong, not the record
+                # the unit must point at this queue's record for this offset (fields decoded anyway: topic,
+                # queueId, queueOffset, size, physicalOffset): a corrupt unit may point at another record
+                if m is WRONG_UNIT or m.topic != topic or m._f[3] != qid or m._f[5] != i or m._f[0] != size \
+                        or m._f[6] != pos:
+                    problem = corrupt_record(store, pos, size)
+                    if problem:   # a damaged record, not a wrong unit: said as any corrupt record is
+                        raise CorruptDataError(problem, pos % store.commitlog.file_size,
+                                               store.commitlog.segment_path(pos))
+                    m = _from_repaired_unit(store, cq, i)
+                    if m is None:   # RocketMQ's answer for a unit whose record cannot be read
+                        if total == 0:
+                            result.status = GetStatus.MESSAGE_WAS_REMOVING
+                        continue
+                    size = m.size
                 if accept_message is not None and not accept_message(m):
                     if total == 0:
                         result.status = GetStatus.NO_MATCHED_MESSAGE

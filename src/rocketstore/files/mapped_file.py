@@ -1,9 +1,14 @@
 """One fixed-size segment file, memory mapped, named by the offset of its first byte (20 digits)."""
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import errno
 import mmap
 import os
 import sys
+
+import numpy as np
 
 from ..errors import StoreOpenError
 from .space import reserve, reserve_existing
@@ -37,6 +42,56 @@ def default_sync(mf: "MappedFile", start: int, length: int) -> None:
             os.close(fd)
     else:
         mf.mm.flush(start, length)
+
+
+# fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE): frees a range of a file, which then reads as zeros,
+# without reading it first and without changing the file's size (every segment keeps its fixed size)
+_PUNCH_HOLE_KEEP_SIZE = 0x02 | 0x01
+_fallocate = None
+if sys.platform.startswith("linux"):
+    try:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        _fallocate = getattr(_libc, "fallocate64", None) or _libc.fallocate
+        _fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+        _fallocate.restype = ctypes.c_int
+    except (OSError, AttributeError):
+        _fallocate = None
+ZERO_CHUNK = 1 << 20
+
+
+def punch_hole(fd: int, start: int, length: int) -> bool:
+    """Make [start, start + length) of the file read as zeros by freeing it; False when the platform or the
+    file system cannot (the caller then writes zeros)."""
+    if _fallocate is None or length <= 0:
+        return length <= 0
+    if _fallocate(fd, _PUNCH_HOLE_KEEP_SIZE, start, length) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+        return False
+    raise OSError(err, os.strerror(err))
+
+
+def _data_ranges(fd: int, start: int, end: int):
+    """The parts of [start, end) the file system holds data for (SEEK_DATA / SEEK_HOLE): holes read as zeros
+    and need no look. Without those seeks, the whole range."""
+    if not hasattr(os, "SEEK_DATA"):
+        yield start, end
+        return
+    pos = start
+    while pos < end:
+        try:
+            data = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError as e:
+            if e.errno == errno.ENXIO:   # no data past pos
+                return
+            yield pos, end
+            return
+        if data >= end:
+            return
+        hole = min(os.lseek(fd, data, os.SEEK_HOLE), end)
+        yield data, hole
+        pos = hole
 
 
 def segment_name(from_offset: int) -> str:
@@ -200,6 +255,50 @@ class MappedFile:
         if least_pages > 0:
             return self.dirty_pages() >= least_pages
         return self.read_position > self.flushed
+
+    def clear_from(self, pos: int) -> None:
+        """Zero the file from `pos` to its end, durably: what recovery cut off a segment must never be read
+        again. The write position leaves old bytes behind it (RocketMQ's truncateDirtyFiles only moves
+        positions), and the next recovery scans on as long as records parse: a new record shorter than, or
+        as long as, what it overwrote would bring the old records after it back.
+
+        Only the parts of the file that hold data are looked at (holes read as zeros); when they are all
+        zeros already (the usual end of a segment) nothing is written and nothing synced. Otherwise the rest
+        is freed with a punched hole where the file system can, else zeros are written; then fsync."""
+        if not self.writable or pos >= self.file_size or self.mm is None:
+            return
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            dirty = self._first_non_zero(fd, pos)
+            if dirty is None:
+                return
+            if not punch_hole(fd, dirty, self.file_size - dirty):
+                self._write_zeros(fd, dirty)
+            os.fsync(fd)   # (on Linux this also writes the mapping's dirty pages: one page cache)
+        finally:
+            os.close(fd)
+
+    def _first_non_zero(self, fd: int, pos: int) -> int | None:
+        """Where the first chunk holding a non-zero byte at or past `pos` starts (at least `pos`), or None."""
+        for a, b in self._chunks(fd, pos):
+            if np.frombuffer(self.buf[a:b], dtype=np.uint8).any():
+                return a
+        return None
+
+    def _chunks(self, fd: int, pos: int):
+        """[a, b) pieces (at most ZERO_CHUNK, aligned to it) of the data the file holds from `pos` on."""
+        for start, end in list(_data_ranges(fd, pos, self.file_size)):
+            a = start
+            while a < end:
+                b = min(a - a % ZERO_CHUNK + ZERO_CHUNK, end)
+                yield a, b
+                a = b
+
+    def _write_zeros(self, fd: int, pos: int) -> None:
+        """Zero, through the mapping, every chunk past `pos` that holds a non-zero byte."""
+        for a, b in self._chunks(fd, pos):
+            if np.frombuffer(self.buf[a:b], dtype=np.uint8).any():
+                self.buf[a:b] = bytes(b - a)
 
     def hold_view(self, view) -> None:
         """Keep track of numpy views over the mapping so that close() can drop them first."""

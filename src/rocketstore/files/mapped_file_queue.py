@@ -11,6 +11,18 @@ from .mapped_file import NAME_DIGITS, MappedFile, segment_name
 log = logging.getLogger("rocketstore.files")
 
 
+def _sync_directory(path: str) -> None:
+    """fsync a directory, so that files removed from it stay removed after a power loss."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class MappedFileQueue:
     def __init__(self, directory: str, file_size: int, *, writable: bool):
         if file_size <= 0:
@@ -92,19 +104,26 @@ class MappedFileQueue:
 
     # -- truncation and deletion
     def truncate_dirty(self, offset: int) -> None:
-        """truncateDirtyFiles: move positions back to `offset`; segments wholly beyond it are deleted."""
+        """truncateDirtyFiles: move positions back to `offset`; segments wholly beyond it are deleted. Unlike
+        RocketMQ, the bytes cut off the segment holding `offset` are zeroed on disk (MappedFile.clear_from)
+        and the deletions made durable: nothing cut may come back at the next recovery."""
         keep = []
+        dropped = False
         for mf in self.files:
             end = mf.file_from_offset + self.file_size
             if end > offset:
                 if offset >= mf.file_from_offset:
                     mf.set_positions(offset % self.file_size)
+                    mf.clear_from(offset % self.file_size)
                     keep.append(mf)
                 else:
                     self._drop(mf)
+                    dropped = True
             else:
                 keep.append(mf)
         self.files = keep
+        if dropped and self.writable:
+            _sync_directory(self.directory)
 
     def delete_last(self) -> None:
         if self.files:

@@ -393,6 +393,28 @@ def read_header(buf, pos: int = 0, end: int | None = None) -> RecordHeader:
     return h
 
 
+def unit_target_problem(buf, pos: int, end: int, size: int, topic: str, queue_id: int,
+                        queue_offset: int | None, physical_offset: int) -> str | None:
+    """Why the record at `pos` (of `buf`, readable up to `end`) is not the one a queue unit (`physical_offset`,
+    `size`) of `topic`/`queue_id` at `queue_offset` (None: not compared, e.g. a batch unit) points at; None
+    when it is. Reads the header only: no CRC."""
+    if pos < 0 or size <= 0 or pos + size > end:
+        return f"unit ({physical_offset}, {size}) reaches past the CommitLog's written end"
+    try:
+        h = read_header(buf, pos, pos + size)
+    except CorruptDataError as e:
+        return f"no record of {size} bytes at {physical_offset}: {e.reason}"
+    if h.size != size:
+        return f"the record at {physical_offset} is {h.size} bytes, the unit says {size}"
+    if h.physical_offset != physical_offset:
+        return f"the record at {physical_offset} says it was written at {h.physical_offset}"
+    if h.topic != topic or h.queue_id != queue_id:
+        return f"the record at {physical_offset} belongs to {h.topic}-{h.queue_id}, not {topic}-{queue_id}"
+    if queue_offset is not None and h.queue_offset != queue_offset:
+        return f"the record at {physical_offset} has queue offset {h.queue_offset}, the unit is at {queue_offset}"
+    return None
+
+
 def is_blank(buf, pos: int) -> bool:
     return len(buf) - pos >= 8 and I32.unpack_from(buf, pos + 4)[0] == BLANK_MAGIC
 

@@ -372,11 +372,8 @@ class BatchConsumeQueue:
                 mf.set_positions((n + 1) * UNIT)
                 self.max_physic_offset = int(rest["pos"][n - 1])
             del rest, arr
-            if self.files.writable:
-                # dropped units zeroed on disk: the next recovery would take them as written again
-                end = self.file_size - self.file_size % UNIT
-                if any(mf.buf[mf.wrote:end]):
-                    mf.buf[mf.wrote:end] = bytes(end - mf.wrote)
+            # dropped units zeroed on disk (durably): the next recovery would take them as written again
+            mf.clear_from(mf.wrote)
             break  # (RocketMQ loops forever on a one-unit file here)
         self.revise_offsets()
 

@@ -38,6 +38,9 @@ class ConsumeQueue:
             self.files.ext = ext
         self.max_physic_offset = -1
         self.min_logic_offset = 0
+        # recover() found valid-looking units after the first invalid one (a hole, e.g. garbage over a file's
+        # head): they are cut with it, and recovery rebuilds the queue from the CommitLog from this offset
+        self.damaged_from: int | None = None
         self._arrays: dict[int, np.ndarray] = {}      # file start -> numpy view of its units
         self._start_ts: dict[int, int] = {}
         self._stop_ts: dict[int, int] = {}
@@ -76,7 +79,15 @@ class ConsumeQueue:
             if n == per_file and index + 1 < len(mfs):
                 index += 1
                 continue
+            if n < per_file and (bool(valid[n + 1:].any()) or index + 1 < len(mfs) or _written(arr[n])):
+                # RocketMQ stops here and drops the rest. A unit that is not all zeros was written, and units
+                # after it are real units: lost with it, so they are dispatched again from the CommitLog
+                # (normal recovery alone would not: it starts past the furthest queue's end)
+                self.damaged_from = max(self.max_physic_offset, 0)
+                log.warning("consume queue %s-%d: invalid unit at %s offset %d; the queue is cut there and "
+                            "rebuilt from the CommitLog", self.topic, self.queue_id, mf.path, n * UNIT)
             break
+        del arr, valid
         self.files.flushed_where = self.files.committed_where = process
         if self.ext is not None:
             # maxExtAddr: the last ext address among the valid units walked (from the third-last file on)
@@ -259,6 +270,10 @@ class ConsumeQueue:
         ConsumeQueue holds. Doing the same keeps the ext's bytes and addresses RocketMQ's."""
         self.max_physic_offset = phy_offset
         per_file = self.file_size // UNIT
+        # units pointing below phy_offset after a dropped one: the dropped one was garbage in the middle of
+        # the queue, not a unit written ahead of the log; those after it are lost with it and must be
+        # dispatched again from the CommitLog (damaged_from; recovery does it)
+        hole = False
         while True:
             mf = self.files.last()
             if mf is None:
@@ -267,6 +282,7 @@ class ConsumeQueue:
             mf.set_positions(0)
             first_pos, first_size = int(arr[0]["pos"]), int(arr[0]["size"])
             if first_pos >= phy_offset:
+                hole = hole or _any_below(arr[1:per_file], phy_offset)
                 self._arrays.pop(mf.file_from_offset, None)
                 del arr
                 self.files.delete_last()
@@ -281,19 +297,46 @@ class ConsumeQueue:
             if n:
                 mf.set_positions((n + 1) * UNIT)
                 self.max_physic_offset = int(pos[n - 1]) + int(size[n - 1])
+            hole = hole or _any_below(arr[n + 2:per_file], phy_offset)
+            del arr, pos, size
             self._clear_after(mf)
-            return
+            break
+        if hole:
+            # from the end of the last unit kept; with none kept, from the log's start (and the put guard
+            # must then let every unit in: RocketMQ leaves the max at phy_offset)
+            if not self.files.files:
+                self.max_physic_offset = -1
+            self.damaged_from = max(self.max_physic_offset, 0)
+            log.warning("consume queue %s-%d: a unit pointing past the CommitLog's end %d has units pointing "
+                        "below it after it; cut there, rebuilt from the CommitLog", self.topic, self.queue_id,
+                        phy_offset)
 
-    def _clear_after(self, mf: MappedFile) -> None:
-        """Zero the dropped units past the new write position: the next recovery takes any unit with an
-        offset >= 0 and a size > 0 as written, so units left behind would come back once the CommitLog
+    def cut_to(self, index: int) -> None:
+        """Keep the units before queue offset `index`, drop the others (zeroed on disk, later files deleted):
+        the queue's max physical offset becomes the end of the unit before `index` (-1 if none is left)."""
+        self._arrays.clear()   # views must go before a segment can be unmapped
+        end = index * UNIT
+        self.files.flushed_where = min(self.files.flushed_where, end)
+        self.files.committed_where = min(self.files.committed_where, end)
+        self.files.truncate_dirty(end)
+        self._forget_missing()
+        prev = self.get_unit(index - 1) if index > 0 else None
+        self.max_physic_offset = prev[0] + prev[1] if prev is not None and prev[0] >= 0 and prev[1] > 0 else -1
+
+    def rewrite_unit(self, index: int, offset: int, size: int, tags_code: int) -> None:
+        """Overwrite the written unit at queue offset `index` (a repair from the CommitLog)."""
+        mf = self.files.find(index * UNIT)
+        pos = index * UNIT % self.file_size
+        if mf is None or pos + UNIT > mf.read_position:
+            raise ValueError(f"consume queue {self.topic}-{self.queue_id} has no unit {index} to rewrite")
+        mf.buf[pos:pos + UNIT] = cq.UNIT.pack(offset, size, tags_code)
+
+    @staticmethod
+    def _clear_after(mf: MappedFile) -> None:
+        """Zero the dropped units past the new write position, durably: the next recovery takes any unit with
+        an offset >= 0 and a size > 0 as written, so units left behind would come back once the CommitLog
         grows past them again (pointing into other records)."""
-        if not self.files.writable:
-            return
-        start = mf.wrote
-        tail = mf.buf[start:self.file_size]
-        if any(tail[i:i + 65536] != bytes(len(tail[i:i + 65536])) for i in range(0, len(tail), 65536)):
-            mf.buf[start:self.file_size] = bytes(self.file_size - start)
+        mf.clear_from(mf.wrote)
 
     def correct_min_offset(self, min_commit_log_offset: int) -> None:
         """correctMinOffset: the min offset becomes the first unit pointing at or past the CommitLog's min."""
@@ -461,6 +504,16 @@ class _FilesWithExt(MappedFileQueue):
     def flush_all(self) -> None:
         super().flush_all()
         self.ext.files.flush_all()
+
+
+def _written(unit) -> bool:
+    """Is this unit anything but zeros (the end of what was written)?"""
+    return bool(unit["pos"] != 0 or unit["size"] != 0 or unit["tags"] != 0)
+
+
+def _any_below(arr: np.ndarray, phy_offset: int) -> bool:
+    """Does any of these units look written (offset >= 0, size > 0) and point below `phy_offset`?"""
+    return bool(((arr["pos"] >= 0) & (arr["size"] > 0) & (arr["pos"] < phy_offset)).any())
 
 
 def _ints(values) -> list[int]:

@@ -8,6 +8,7 @@ import time
 
 from .bulk_dispatch import dispatch_run
 from .dispatch import BLANK, OK, check_record
+from .queue_check import check_tails, redispatch_damaged
 
 log = logging.getLogger("rocketstore.recovery")
 
@@ -19,13 +20,18 @@ def recover(store, last_exit_ok: bool, progress=None) -> None:
     last; with no CommitLog file, one call (0, 0)). An exception from it propagates (the open fails)."""
     for cq in store.all_consume_queues():
         cq.recover()
-    dispatch_from = max((cq.max_physic_offset for cq in store.all_consume_queues()), default=-1)
     if not store.check_commitlog:
-        _trust_queues(store, dispatch_from)
-    elif last_exit_ok:
-        recover_commitlog(store, dispatch_from, normal=True, progress=progress)
+        _trust_queues(store, max((cq.max_physic_offset for cq in store.all_consume_queues()), default=-1))
     else:
-        recover_commitlog(store, dispatch_from, normal=False, progress=progress)
+        # units are checked against the CommitLog before they decide where dispatching starts: a unit
+        # pointing past the log's end would otherwise make it start there (and skip every later unit)
+        repair_from = check_tails(store)
+        dispatch_from = max((cq.max_physic_offset for cq in store.all_consume_queues()), default=-1)
+        if repair_from >= 0:
+            # records are dispatched again when they start past dispatch_from (RocketMQ's `>`): the first
+            # record a damaged queue lacks starts right at repair_from
+            dispatch_from = min(dispatch_from, repair_from - 1)
+        recover_commitlog(store, dispatch_from, normal=last_exit_ok, progress=progress, repair_from=repair_from)
     recover_topic_queue_table(store)
 
 
@@ -55,8 +61,11 @@ class _Progress:
             self.callback(self.done, self.total)
 
 
-def _first_record_matches(store, mf, dispatch_from: int, normal: bool) -> bool:
-    """isMappedFileMatchedRecover: may recovery start at this segment?"""
+def _first_record_matches(store, mf, dispatch_from: int, normal: bool, repair_from: int = -1) -> bool:
+    """isMappedFileMatchedRecover: may recovery start at this segment? Not after `repair_from` (where a
+    damaged queue must be dispatched again from), when there is one."""
+    if 0 <= repair_from < mf.file_from_offset:
+        return False
     cfg = store.config
     kind, size, req, _ = check_record(mf.buf, 0, store.commitlog.file_size, check_crc=cfg.check_crc_on_recover,
                                       force_verify_prop_crc=cfg.force_verify_prop_crc,
@@ -71,7 +80,7 @@ def _first_record_matches(store, mf, dispatch_from: int, normal: bool) -> bool:
     return req.store_timestamp <= store.checkpoint.min_timestamp()
 
 
-def recover_commitlog(store, dispatch_from: int, normal: bool, progress=None) -> None:
+def recover_commitlog(store, dispatch_from: int, normal: bool, progress=None, repair_from: int = -1) -> None:
     cl = store.commitlog
     mfs = cl.files.files
     cfg = store.config
@@ -85,7 +94,7 @@ def recover_commitlog(store, dispatch_from: int, normal: bool, progress=None) ->
         return
     index = len(mfs) - 1
     while index > (0 if normal else -1):
-        if _first_record_matches(store, mfs[index], dispatch_from, normal):
+        if _first_record_matches(store, mfs[index], dispatch_from, normal, repair_from):
             break
         index -= 1
     index = max(index, 0)
@@ -138,6 +147,7 @@ def recover_commitlog(store, dispatch_from: int, normal: bool, progress=None) ->
             cq.truncate_dirty(process)
     cl.files.flushed_where = cl.files.committed_where = process
     cl.files.truncate_dirty(process)
+    redispatch_damaged(store, process)
 
 
 def _trust_queues(store, queues_end: int) -> None:
