@@ -42,10 +42,6 @@ SYSTEM_PROPERTIES = frozenset([
     'TIMER_DEQUEUE_MS', 'TIMER_ENQUEUE_MS', 'TIMER_OUT_MS', 'TIMER_ROLL_TIMES', 'TRACE_ON', 'TRANSFER_FLAG',
     'TRAN_MSG', 'TRAN_PREPARED_QUEUE_OFFSET', 'TTL', 'UNIQ_KEY', 'WAIT', '__BORNHOST', '__CRC32#', 'DUP_INFO',
 ])
-# Properties the proxy itself fills from system fields but MessageConst leaves out of STRING_HASH_SET: as user
-# properties they would forge a message group (the FIFO type), a trace context or a transaction check time, so
-# rocketstore refuses them too (stricter than the proxy)
-SERVER_SET_PROPERTIES = frozenset(['__SHARDINGKEY', 'TRACE_CONTEXT', 'CHECK_IMMUNITY_TIME_IN_SECONDS'])
 
 
 class ConvertError(Exception):
@@ -78,7 +74,7 @@ def _user_properties(msg: pb.Message) -> tuple[dict[str, str], int]:
         _fail(pb.Code.MESSAGE_PROPERTIES_TOO_LARGE, f"too many user properties, max is {R.USER_PROPERTY_MAX_NUM}")
     props, size = {}, 0
     for k, v in msg.user_properties.items():
-        if k in SYSTEM_PROPERTIES or k in SERVER_SET_PROPERTIES:
+        if k in SYSTEM_PROPERTIES:
             _fail(pb.Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property is used by system: {k}")
         if R.has_control(k):
             _fail(pb.Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"the key of property {k!r} cannot contain control character")
