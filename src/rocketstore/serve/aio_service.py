@@ -183,19 +183,26 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
     # ------------------------------------------------------------------ long polls
     async def ReceiveMessage(self, request, context):
         core = self.core
-        plan = await self._run(self.unary_pool, core.receive_plan, request, CallContext(context))
-        if isinstance(plan, list):         # refused
-            for response in plan:
-                yield response
-            return
         if self.polls >= self.config.max_long_polls:
             for response in core.receive_finish(Code.TOO_MANY_REQUESTS, f"polling full: {self.polls} receive "
                                                 f"calls are polling (maxPopPollingSize)"):
                 yield response
             return
+        self.polls += 1           # from arrival on: the place is taken while the request is checked
+        try:
+            responses = await self._long_poll(request, context)
+        finally:
+            self.polls -= 1
+        for response in responses:
+            yield response
+
+    async def _long_poll(self, request, context) -> list:
+        core = self.core
+        plan = await self._run(self.unary_pool, core.receive_plan, request, CallContext(context))
+        if isinstance(plan, list):         # refused
+            return plan
         retry = retry_topic(plan.group, plan.topic)
         keys = [("m", plan.topic), ("m", retry), ("s", plan.group, plan.topic), ("s", plan.group, retry)]
-        self.polls += 1
         event = self.wakeups.register(keys)
         try:
             deadline = self.loop.time() + plan.polling_ms / 1000.0
@@ -203,11 +210,10 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
                 event.clear()        # a change from here on makes the next wait return at once
                 responses, due = await self._run(self.poll_pool, core.receive_attempt, plan)
                 if responses is not None:
-                    break
+                    return responses
                 left = deadline - self.loop.time()
                 if left <= 0 or core.stopping.is_set():
-                    responses = core.receive_finish(Code.MESSAGE_NOT_FOUND, "no new message")
-                    break
+                    return core.receive_finish(Code.MESSAGE_NOT_FOUND, "no new message")
                 if due is not None:
                     left = min(left, max(0.0, (due - now_ms()) / 1000.0) + 0.01)
                 try:
@@ -216,9 +222,6 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
                     pass
         finally:
             self.wakeups.unregister(keys, event)
-            self.polls -= 1
-        for response in responses:
-            yield response
 
     async def _run(self, pool, fn, *args):
         return await self.loop.run_in_executor(pool, functools.partial(fn, *args))
