@@ -123,7 +123,7 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
         self.loop = loop
         self.unary_pool = ThreadPoolExecutor(self.config.grpc_threads, thread_name_prefix="grpc")
         self.poll_pool = ThreadPoolExecutor(self.config.long_polling_threads, thread_name_prefix="long-poll")
-        self.waiting_unary = 0       # unary calls submitted and not yet answered
+        self.waiting_unary = 0       # unary calls running or waiting for a thread
         self.streams = 0             # open Telemetry streams
         self.polls = 0               # ReceiveMessage calls polling
         self.wakeups = Wakeups(loop)
@@ -144,7 +144,7 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
     # ------------------------------------------------------------------ unary calls
     async def _unary(self, name: str, request, context):
         response_class = getattr(spb, _METHODS[name].output_type.name)
-        if self.waiting_unary >= self.config.grpc_queue_capacity:
+        if self.waiting_unary >= self.config.grpc_threads + self.config.grpc_queue_capacity:
             return response_class(status=pb.Status(code=Code.TOO_MANY_REQUESTS, message="flow limit"))
         self.waiting_unary += 1
         try:
