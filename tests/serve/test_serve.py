@@ -115,9 +115,9 @@ def test_raw_protocol_answers(server):
             system_properties=pb.SystemProperties(message_id="X"))]), metadata=md, timeout=5)
         assert r.status.code == Code.ILLEGAL_MESSAGE_PROPERTY_KEY
         r = stub.SendMessage(spb.SendMessageRequest(messages=[pb.Message(
-            topic=pb.Resource(name="Raw"), body=b"raw", system_properties=pb.SystemProperties(message_id="M1"))]),
+            topic=pb.Resource(name="Raw"), body=b"raw", system_properties=pb.SystemProperties(message_id=M1))]),
             metadata=md, timeout=5)
-        assert r.status.code == Code.OK and r.entries[0].message_id == "M1"
+        assert r.status.code == Code.OK and r.entries[0].message_id == M1
         # requests without a topic are refused as the proxy refuses them, by their topic
         codes = [call(req, metadata=md, timeout=5).status.code for call, req in (
             (stub.QueryAssignment, spb.QueryAssignmentRequest()),
@@ -126,7 +126,7 @@ def test_raw_protocol_answers(server):
         assert codes == [Code.ILLEGAL_TOPIC] * 3
         ack = stub.AckMessage(spb.AckMessageRequest(
             group=pb.Resource(name="g"), topic=pb.Resource(name="Raw"),
-            entries=[spb.AckMessageEntry(message_id="M1", receipt_handle="garbage")]), metadata=md, timeout=5)
+            entries=[spb.AckMessageEntry(message_id=M1, receipt_handle="garbage")]), metadata=md, timeout=5)
         assert ack.status.code == Code.INVALID_RECEIPT_HANDLE
         req = spb.ReceiveMessageRequest(group=pb.Resource(name="g"), message_queue=q, batch_size=8,
                                         filter_expression=pb.FilterExpression(type=pb.FilterType.TAG,
@@ -141,13 +141,16 @@ def test_raw_protocol_answers(server):
         assert [p.WhichOneof("content") for p in parts] == ["status", "message", "delivery_timestamp"]
         assert parts[0].status.code == Code.OK
         m = parts[1].message
-        assert m.body == b"raw" and m.system_properties.message_id == "M1"
+        assert m.body == b"raw" and m.system_properties.message_id == M1
         assert m.system_properties.delivery_attempt == 1 and m.system_properties.body_digest.type == pb.DigestType.MD5
         parts = list(stub.ReceiveMessage(req, metadata=md, timeout=5))
         assert [p.WhichOneof("content") for p in parts] == ["status", "delivery_timestamp"]
         assert parts[0].status.code == Code.MESSAGE_NOT_FOUND
     assert server.stop(signal_int()) == 0
     assert not os.path.exists(os.path.join(server.store, "abort"))
+
+
+M1 = "01" + "56F7E71C361B21BC024CCDBE00000001"    # a RocketMQ 5 client message id: version 01, 16 bytes
 
 
 def signal_int():

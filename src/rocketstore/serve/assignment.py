@@ -7,7 +7,7 @@ the proxy pops all of them) with the topic's permission and the broker (id 0, it
 readable queue: FORBIDDEN "no readable queue"."""
 from __future__ import annotations
 
-from ..validation import group_problem, topic_problem
+from . import rules
 from .pop import Handle, HandleError
 from .protocol import definition_pb2 as pb
 from .protocol import service_pb2 as spb
@@ -28,11 +28,9 @@ def _permission(perm: int) -> int:
 
 def query_assignment(self, request, context):
     topic, group = request.topic.name, request.group.name
-    if topic_problem(topic):
-        return spb.QueryAssignmentResponse(status=_status(Code.ILLEGAL_TOPIC, f"topic {topic!r} is illegal"))
-    if group_problem(group):
-        return spb.QueryAssignmentResponse(status=_status(Code.ILLEGAL_CONSUMER_GROUP,
-                                                          f"group {group!r} is illegal"))
+    refusal = rules.topic_refusal(topic) or rules.group_refusal(group)
+    if refusal:
+        return spb.QueryAssignmentResponse(status=_status(*refusal))
     if not self._topic_exists(topic):
         return spb.QueryAssignmentResponse(status=_status(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found"))
     r, _, perm = self._queue_nums(topic)
@@ -48,12 +46,9 @@ def query_assignment(self, request, context):
 
 def forward_message_to_dead_letter_queue(self, request, context):
     topic, group = request.topic.name, request.group.name
-    if topic_problem(topic):
-        return spb.ForwardMessageToDeadLetterQueueResponse(status=_status(Code.ILLEGAL_TOPIC,
-                                                                          f"topic {topic!r} is illegal"))
-    if group_problem(group):
-        return spb.ForwardMessageToDeadLetterQueueResponse(status=_status(Code.ILLEGAL_CONSUMER_GROUP,
-                                                                          f"group {group!r} is illegal"))
+    refusal = rules.topic_refusal(topic) or rules.group_refusal(group)
+    if refusal:
+        return spb.ForwardMessageToDeadLetterQueueResponse(status=_status(*refusal))
     try:
         handle = Handle.decode(request.receipt_handle)
     except HandleError as e:

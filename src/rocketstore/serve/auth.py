@@ -118,14 +118,14 @@ def _response_class(method: str):
     return getattr(spb, desc.output_type.name), desc.client_streaming, desc.server_streaming
 
 
-class AuthInterceptor(grpc.ServerInterceptor):
-    """Refuses MessagingService calls whose signature does not verify, with Code.UNAUTHORIZED."""
+class AuthInterceptor(grpc.aio.ServerInterceptor):
+    """Refuses MessagingService calls whose signature does not verify, with Code.UNAUTHORIZED (grpc.aio)."""
 
     def __init__(self, keys: dict[str, str]):
         self.keys = dict(keys)
 
-    def intercept_service(self, continuation, handler_call_details):
-        handler = continuation(handler_call_details)
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
         if handler is None or not self.keys:
             return handler
         full = handler_call_details.method or ""
@@ -150,13 +150,16 @@ class AuthInterceptor(grpc.ServerInterceptor):
                 return cls(status=pb.Status(code=pb.Code.UNAUTHORIZED, message=problem))
         kw = dict(request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
         if client_streaming and server_streaming:
-            def stream_stream(request_iterator, context):
+            async def stream_stream(request_iterator, context):
                 yield make()
             return grpc.stream_stream_rpc_method_handler(stream_stream, **kw)
         if server_streaming:
-            def unary_stream(request, context):
+            async def unary_stream(request, context):
                 yield make()
             return grpc.unary_stream_rpc_method_handler(unary_stream, **kw)
+
+        async def unary(request, context):
+            return make()
         if client_streaming:
-            return grpc.stream_unary_rpc_method_handler(lambda it, ctx: make(), **kw)
-        return grpc.unary_unary_rpc_method_handler(lambda req, ctx: make(), **kw)
+            return grpc.stream_unary_rpc_method_handler(unary, **kw)
+        return grpc.unary_unary_rpc_method_handler(unary, **kw)

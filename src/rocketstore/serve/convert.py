@@ -9,6 +9,7 @@ from .protocol import definition_pb2 as pb
 
 from ..formats import properties as P
 from ..message import Message
+from . import rules as R
 
 UNIQ_KEY = P.UNIQ_KEY
 TAGS = P.TAGS
@@ -39,7 +40,7 @@ SYSTEM_PROPERTIES = frozenset([
     'PUSH_REPLY_TIME', 'REAL_QID', 'REAL_TOPIC', 'RECONSUME_TIME', 'REPLY_TO_CLIENT', 'RETRY_TOPIC', 'TAGS',
     'TIMER_DELAY_LEVEL', 'TIMER_DELAY_MS', 'TIMER_DELAY_SEC', 'TIMER_DELIVER_MS', 'TIMER_DEL_UNIQKEY',
     'TIMER_DEQUEUE_MS', 'TIMER_ENQUEUE_MS', 'TIMER_OUT_MS', 'TIMER_ROLL_TIMES', 'TRACE_ON', 'TRANSFER_FLAG',
-    'TRAN_MSG', 'TRAN_PREPARED_QUEUE_OFFSET', 'TTL', 'UNIQ_KEY', 'WAIT', '__BORNHOST', '__CRC32#',
+    'TRAN_MSG', 'TRAN_PREPARED_QUEUE_OFFSET', 'TTL', 'UNIQ_KEY', 'WAIT', '__BORNHOST', '__CRC32#', 'DUP_INFO',
 ])
 
 
@@ -49,11 +50,6 @@ class ConvertError(Exception):
     def __init__(self, code: int, message: str):
         super().__init__(message)
         self.code = code
-
-
-def _has_control(text: str) -> bool:
-    # GrpcValidator.containControlCharacter: any char <= 31 except tab/newline/CR... RocketMQ refuses all < 32
-    return any(ord(c) < 32 and c not in "\t\n\r" for c in text)
 
 
 def peer_host(peer: str | None) -> str | None:
@@ -68,34 +64,86 @@ def peer_host(peer: str | None) -> str | None:
     return None
 
 
+def _fail(code: int, message: str):
+    raise ConvertError(code, message)
+
+
+def _user_properties(msg: pb.Message) -> tuple[dict[str, str], int]:
+    """The user properties as the proxy takes them (buildMessageProperty), and their size in bytes."""
+    if len(msg.user_properties) > R.USER_PROPERTY_MAX_NUM:
+        _fail(pb.Code.MESSAGE_PROPERTIES_TOO_LARGE, f"too many user properties, max is {R.USER_PROPERTY_MAX_NUM}")
+    props, size = {}, 0
+    for k, v in msg.user_properties.items():
+        if k in SYSTEM_PROPERTIES:
+            _fail(pb.Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property is used by system: {k}")
+        if R.has_control(k):
+            _fail(pb.Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"the key of property {k!r} cannot contain control character")
+        if R.has_control(v):
+            _fail(pb.Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"the value of property {k!r} cannot contain control character")
+        props[k] = v
+        size += len(k.encode()) + len(v.encode())
+    return props, size
+
+
+def _system_fields(msg: pb.Message, user_size: int) -> None:
+    """Every system field that becomes a property: the proxy's checks (tag, keys, message id, message group),
+    and those it leaves out (the message id's shape, trace context, born host) so that no field can plant
+    the \\x01 / \\x02 separators of the property encoding."""
+    sp = msg.system_properties
+    if sp.tag:
+        if not sp.tag.strip():
+            _fail(pb.Code.ILLEGAL_MESSAGE_TAG, "tag cannot be the char sequence of whitespace")
+        if "|" in sp.tag:
+            _fail(pb.Code.ILLEGAL_MESSAGE_TAG, "tag cannot contain '|'")
+        if R.has_control(sp.tag):
+            _fail(pb.Code.ILLEGAL_MESSAGE_TAG, "tag cannot contain control character")
+    size = user_size + len(sp.tag.encode())
+    for k in sp.keys:
+        if k and not k.strip():
+            _fail(pb.Code.ILLEGAL_MESSAGE_KEY, "key cannot be the char sequence of whitespace")
+        if R.has_control(k):
+            _fail(pb.Code.ILLEGAL_MESSAGE_KEY, "key cannot contain control character")
+        size += len(k.encode())
+    if size > R.MAX_USER_PROPERTY_SIZE:
+        _fail(pb.Code.MESSAGE_PROPERTIES_TOO_LARGE,
+              f"the total size of user property is too large, max is {R.MAX_USER_PROPERTY_SIZE}")
+    if not sp.message_id.strip():
+        _fail(pb.Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
+    if not R.MESSAGE_ID.fullmatch(sp.message_id):
+        _fail(pb.Code.ILLEGAL_MESSAGE_ID, f"message id {sp.message_id[:80]!r} is not a client message id "
+                                          "(34 hex digits: a version and 16 bytes)")
+    group = sp.message_group
+    if group:
+        if not group.strip():
+            _fail(pb.Code.ILLEGAL_MESSAGE_GROUP, "message group cannot be the char sequence of whitespace")
+        if len(group.encode()) >= R.MAX_MESSAGE_GROUP_SIZE:
+            _fail(pb.Code.ILLEGAL_MESSAGE_GROUP, f"message group exceed the max size {R.MAX_MESSAGE_GROUP_SIZE}")
+        if R.has_control(group):
+            _fail(pb.Code.ILLEGAL_MESSAGE_GROUP, "message group cannot contain control character")
+    if R.has_control(sp.trace_context) or len(sp.trace_context) > R.MAX_TRACE_CONTEXT:
+        _fail(pb.Code.BAD_REQUEST, f"trace context cannot contain control character or exceed "
+                                   f"{R.MAX_TRACE_CONTEXT} characters")
+    host = sp.born_host
+    if host and (R.has_control(host) or any(c.isspace() for c in host) or len(host) > R.MAX_BORN_HOST):
+        _fail(pb.Code.BAD_REQUEST, f"born host {host[:80]!r} is not a host name or address")
+
+
 def to_store(msg: pb.Message, max_body_size: int, peer: str | None = None) -> Message:
-    """A v2 Message from SendMessage -> the Message to put (properties as the proxy sets them)."""
+    """A v2 Message from SendMessage -> the Message to put (properties as the proxy sets them). Raises
+    ConvertError, with the proxy's code, for a field the proxy refuses or that would forge a property."""
     body = bytes(msg.body)
     if not body:
         raise ConvertError(pb.Code.MESSAGE_BODY_EMPTY, "message body cannot be empty")
     if max_body_size > 0 and len(body) > max_body_size:
         raise ConvertError(pb.Code.MESSAGE_BODY_TOO_LARGE, f"message body cannot exceed the max {max_body_size}")
     sp = msg.system_properties
-    props: dict[str, str] = {}
-    for k, v in msg.user_properties.items():
-        if k in SYSTEM_PROPERTIES:
-            raise ConvertError(pb.Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property is used by system: {k}")
-        if _has_control(k) or _has_control(v):
-            raise ConvertError(pb.Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
-                               "the key or value of a property cannot contain control characters")
-        props[k] = v
+    props, user_size = _user_properties(msg)
+    _system_fields(msg, user_size)
     if sp.tag:
-        if not sp.tag.strip() or "|" in sp.tag or _has_control(sp.tag):
-            raise ConvertError(pb.Code.ILLEGAL_MESSAGE_TAG, f"illegal tag {sp.tag!r}")
         props[TAGS] = sp.tag
     keys = list(sp.keys)
-    for k in keys:
-        if k and (not k.strip() or _has_control(k)):
-            raise ConvertError(pb.Code.ILLEGAL_MESSAGE_KEY, "key cannot be whitespace or contain control characters")
     if keys:
         props[KEYS] = P.KEY_SEPARATOR.join(keys)
-    if not sp.message_id.strip():
-        raise ConvertError(pb.Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
     props[UNIQ_KEY] = sp.message_id
     sys_flag = COMPRESSED_FLAG if sp.body_encoding == pb.Encoding.GZIP else 0
     if sp.message_type == pb.MessageType.TRANSACTION:   # buildSysFlag, buildMessageProperty
@@ -109,8 +157,6 @@ def to_store(msg: pb.Message, max_body_size: int, peer: str | None = None) -> Me
     props[RECONSUME_TIME] = str(sp.delivery_attempt)
     props[PGROUP] = msg.topic.name          # the proxy uses the topic as the producer group
     if sp.message_group:
-        if not sp.message_group.strip() or _has_control(sp.message_group):
-            raise ConvertError(pb.Code.ILLEGAL_MESSAGE_GROUP, f"illegal message group {sp.message_group!r}")
         props[SHARDING_KEY] = sp.message_group
     if sp.trace_context:
         props[TRACE_CONTEXT] = sp.trace_context

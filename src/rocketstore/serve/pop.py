@@ -102,6 +102,8 @@ class PopState:
         self._committed: dict[tuple[str, str, int], int] = {}
         self._offsets_due: dict[tuple[str, str], dict[int, int]] = {}
         self._offsets_written = 0.0
+        # called with the touched {(group, topic)} after each durable change (long polls wake on it)
+        self.on_change = None
 
     # ------------------------------------------------------------------ persistence
     def _save(self, touched: set[tuple[str, str]]) -> None:
@@ -110,6 +112,8 @@ class PopState:
         close, as the broker persists consumer offsets on a schedule: the journal is what a restart trusts."""
         keys = {f"{topic}@{group}" for group, topic in touched}
         self.journal.append({k: self.table.get(k) for k in keys}, self.table)
+        if self.on_change is not None:
+            self.on_change(touched)
         for group, topic in touched:
             for q, qs in self.table.get(f"{topic}@{group}", {}).items():
                 low = min([int(o) for o in qs["inflight"]] + [qs["next"]])

@@ -1,19 +1,22 @@
-"""The gRPC server: one MessageStore opened for writing behind apache.rocketmq.v2.MessagingService. Stops
+"""The gRPC server: one MessageStore opened for writing behind apache.rocketmq.v2.MessagingService, served by
+grpc.aio (aio_service.py: streams and long polls cost no thread). Stops
 cleanly on SIGINT/SIGTERM: no new calls, open ones given a moment, then the store closed normally (no abort
 file left)."""
 from __future__ import annotations
 
+import asyncio
 import logging
 import signal
 import sys
 import threading
-from concurrent import futures
 
 import grpc
+import grpc.aio
 from .protocol import service_pb2_grpc as sgrpc
 
 from ..config import StoreConfig
 from ..store import MessageStore
+from .aio_service import AsyncMessagingService
 from .auth import AuthInterceptor, keys_from_broker_conf
 from .service import MessagingService, ServeConfig
 
@@ -32,7 +35,8 @@ def parse_listen(listen: str) -> tuple[str, int]:
 
 
 class Server:
-    """start() binds and serves; stop() shuts down the gRPC server, then closes the store."""
+    """start() binds and serves (grpc.aio on an event loop thread of its own); stop() shuts down the gRPC
+    server, then closes the store."""
 
     def __init__(self, store_path: str, listen: str = "127.0.0.1:8081", store_config: StoreConfig | None = None,
                  access_keys: dict[str, str] | None = None, **overrides):
@@ -44,7 +48,10 @@ class Server:
         self.access_keys = {**keys_from_broker_conf(self.store_config.extra), **(access_keys or {})}
         self.store: MessageStore | None = None
         self.service: MessagingService | None = None
+        self.aio_service: AsyncMessagingService | None = None
         self.grpc_server = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
         self._stopped = threading.Event()
 
     def start(self) -> int:
@@ -53,24 +60,41 @@ class Server:
             config = ServeConfig.from_store_config(self.store_config, host=self.host, port=self.port,
                                                    **self.overrides)
             self.service = MessagingService(self.store, config)
-            self.grpc_server = grpc.server(
-                futures.ThreadPoolExecutor(max_workers=config.grpc_threads, thread_name_prefix="grpc"),
-                maximum_concurrent_rpcs=None,
-                interceptors=[AuthInterceptor(self.access_keys)] if self.access_keys else None,
-                options=[("grpc.max_receive_message_length", config.max_message_size + 1024 * 1024),
-                         ("grpc.max_send_message_length", -1)])
-            sgrpc.add_MessagingServiceServicer_to_server(self.service, self.grpc_server)
-            address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-            bound = self.grpc_server.add_insecure_port(address)
-            if bound == 0:
-                raise OSError(f"cannot listen on {address}")
-            if self.port == 0:   # an ephemeral port: say the real one in the routes
-                self.port = config.port = bound
-            self.grpc_server.start()
+            self._loop = asyncio.new_event_loop()
+            self._loop_thread = threading.Thread(target=self._loop.run_forever, name="serve-loop", daemon=True)
+            self._loop_thread.start()
+            self.port = asyncio.run_coroutine_threadsafe(self._start_grpc(config), self._loop).result(60)
         except BaseException:
+            self._close_loop()
+            if self.service is not None:
+                self.service.stop()
             self.store.close()
             raise
         return self.port
+
+    async def _start_grpc(self, config: ServeConfig) -> int:
+        self.aio_service = AsyncMessagingService(self.service, self._loop)
+        self.grpc_server = grpc.aio.server(
+            interceptors=[AuthInterceptor(self.access_keys)] if self.access_keys else None,
+            options=[("grpc.max_receive_message_length", config.max_message_size + 1024 * 1024),
+                     ("grpc.max_send_message_length", -1)])
+        sgrpc.add_MessagingServiceServicer_to_server(self.aio_service, self.grpc_server)
+        address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        bound = self.grpc_server.add_insecure_port(address)
+        if bound == 0:
+            raise OSError(f"cannot listen on {address}")
+        if self.port == 0:   # an ephemeral port: say the real one in the routes
+            config.port = bound
+        await self.grpc_server.start()
+        return bound
+
+    def _close_loop(self) -> None:
+        if self._loop is None:
+            return
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._loop_thread.join(10)
+        self._loop.close()
+        self._loop = None
 
     def stop(self, grace: float = 2.0) -> None:
         if self._stopped.is_set():
@@ -78,8 +102,13 @@ class Server:
         self._stopped.set()
         if self.service is not None:
             self.service.stop()
+        if self.aio_service is not None:
+            self.aio_service.stop()        # long polls answer now
         if self.grpc_server is not None:
-            self.grpc_server.stop(grace).wait()
+            asyncio.run_coroutine_threadsafe(self.grpc_server.stop(grace), self._loop).result(grace + 30)
+        if self.aio_service is not None:
+            self.aio_service.close()       # the thread pools, after their last call
+        self._close_loop()
         if self.service is not None:
             self.service.pop.close()     # after the last request: snapshot written, offsets committed
         if self.store is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import queue
 import threading
 import time
@@ -14,9 +15,10 @@ from .protocol import service_pb2 as spb
 from .protocol import service_pb2_grpc as sgrpc
 
 from ..formats.javahash import java_string_hash
+from ..errors import RocketStoreError
 from ..filter import FilterSyntaxError
-from ..validation import group_problem, topic_problem
 from . import convert as C
+from . import rules
 from .pop import HandleError, Handle, PopState, now_ms
 from . import assignment as _assignment
 from .retry import RetryManager
@@ -59,7 +61,13 @@ class ServeConfig:
     retry_max_times: int = 16                                 # SubscriptionGroupConfig.retryMaxTimes
     auto_create_topic_enable: bool = True                     # autoCreateTopicEnable
     default_topic_queue_nums: int = 8                         # defaultTopicQueueNums
-    grpc_threads: int = 256                                   # grpcThreadPoolNums (each client's Telemetry holds one)
+    # capacity (aio_service.py): streams and long polls are coroutines, unary calls and poll attempts run on
+    # two separate thread pools, so no number of open streams or polls can take the unary calls' threads
+    grpc_threads: int = 16 + 2 * (os.cpu_count() or 1)        # grpcThreadPoolNums: threads for unary calls
+    grpc_queue_capacity: int = 100_000                        # grpcThreadPoolQueueCapacity: unary calls waiting
+    max_telemetry_streams: int = 10_000                       # open Telemetry streams (rocketstore's own limit)
+    max_long_polls: int = 10_000                              # maxPopPollingSize: ReceiveMessage calls polling
+    long_polling_threads: int = 4                             # threads trying pops for the long polls
     # receipt handle renewal for auto_renew receives (renew.py)
     enable_proxy_auto_renew: bool = True                      # enableProxyAutoRenew
     default_invisible_ms: int = DEFAULT_INVISIBLE_MS          # defaultInvisibleTimeMills
@@ -84,6 +92,8 @@ class ServeConfig:
         "enableTopicMessageTypeCheck": "enable_topic_message_type_check",
         "retryMaxTimes": "retry_max_times", "autoCreateTopicEnable": "auto_create_topic_enable",
         "defaultTopicQueueNums": "default_topic_queue_nums", "grpcThreadPoolNums": "grpc_threads",
+        "grpcThreadPoolQueueCapacity": "grpc_queue_capacity", "maxTelemetryStreams": "max_telemetry_streams",
+        "maxPopPollingSize": "max_long_polls", "longPollingThreadPoolNums": "long_polling_threads",
         "enableProxyAutoRenew": "enable_proxy_auto_renew", "defaultInvisibleTimeMills": "default_invisible_ms",
         "renewAheadTimeMillis": "renew_ahead_ms", "renewSliceTimeMillis": "renew_slice_ms",
         "renewMaxTimeMillis": "renew_max_ms", "renewSchedulePeriodMillis": "renew_schedule_period_ms",
@@ -121,6 +131,20 @@ class _Client:
         self.settings: pb.Settings | None = None
         self.outbox: queue.Queue = queue.Queue()
         self.last_seen = time.monotonic()
+
+
+@dataclasses.dataclass
+class ReceivePlan:
+    """A checked ReceiveMessage request: what to pop, for how long to poll."""
+    group: str
+    topic: str
+    queue_ids: list
+    batch: int
+    invisible: int
+    tags: str | None
+    sql: str | None
+    polling_ms: int
+    client_id: str | None     # auto_renew: the client whose handles are renewed
 
 
 class MessagingService(sgrpc.MessagingServiceServicer):
@@ -177,18 +201,25 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     def _topic_exists(self, topic: str) -> bool:
         return topic in self.store.topic_configs or topic in self.store.topics()
 
-    def _ensure_topic(self, topic: str) -> int | None:
-        """Code to answer when the topic cannot be used, else None (auto-creating it when allowed)."""
-        if topic_problem(topic):
-            return Code.ILLEGAL_TOPIC
+    def _ensure_topic(self, topic: str) -> tuple[int, str] | None:
+        """(code, why) to answer when a client may not use the topic, else None (auto-creating it when
+        allowed)."""
+        refusal = rules.topic_refusal(topic)
+        if refusal:
+            return refusal
         if self._topic_exists(topic):
             return None
         if not self.config.auto_create_topic_enable:
-            return Code.TOPIC_NOT_FOUND
+            return Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found"
         with self._put_lock:
             if not self._topic_exists(topic):
                 self.store.create_topic(topic, self.config.default_topic_queue_nums)
         return None
+
+    @staticmethod
+    def _topic_and_group_refusal(topic: str, group: str) -> tuple[int, str] | None:
+        """GrpcValidator.validateTopicAndConsumerGroup."""
+        return rules.topic_refusal(topic) or rules.group_refusal(group)
 
     def _queue_nums(self, topic: str) -> tuple[int, int, int]:
         """(readQueueNums, writeQueueNums, perm) of a topic."""
@@ -212,7 +243,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         topic = request.topic.name
         problem = self._ensure_topic(topic)
         if problem is not None:
-            return spb.QueryRouteResponse(status=_status(problem, f"topic {topic!r}: {Code.Name(problem)}"))
+            return spb.QueryRouteResponse(status=_status(*problem))
         r, w, perm = self._queue_nums(topic)
         broker = pb.Broker(name=self.config.broker_name, id=0, endpoints=self._endpoints())
         types = self._accept_types(topic)
@@ -275,46 +306,26 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         s.metric.on = False
         return s
 
-    def Telemetry(self, request_iterator, context):
-        client = self._client(context)
-        outbox: queue.Queue = queue.Queue()
+    def telemetry_command(self, client: _Client | None, cmd) -> spb.TelemetryCommand | None:
+        """The answer to one command a client sends on its Telemetry stream (ClientActivity), or None. The
+        stream itself is served by aio_service.py."""
+        if cmd.WhichOneof("command") != "settings":
+            return None     # thread stack traces, verify-message results: nothing asked for them yet
+        settings = cmd.settings
+        if not (settings.HasField("publishing") or settings.HasField("subscription")):
+            return spb.TelemetryCommand(status=_status(Code.BAD_REQUEST,
+                                                       "there is no publishing or subscription data in settings"))
+        refusal = None
+        if settings.HasField("publishing"):
+            for t in settings.publishing.topics:
+                refusal = refusal or rules.topic_refusal(t.name)
+        else:
+            refusal = rules.group_refusal(settings.subscription.group.name)
+        if refusal:
+            return spb.TelemetryCommand(status=_status(*refusal))
         if client is not None:
-            client.outbox = outbox   # server-initiated commands (transaction checks) go to the newest stream
-        done = threading.Event()
-
-        def read():
-            try:
-                for cmd in request_iterator:
-                    which = cmd.WhichOneof("command")
-                    if which == "settings":
-                        if not (cmd.settings.HasField("publishing") or cmd.settings.HasField("subscription")):
-                            outbox.put(spb.TelemetryCommand(status=_status(
-                                Code.BAD_REQUEST, "there is no publishing or subscription data in settings")))
-                            continue
-                        if client is not None:
-                            client.settings = cmd.settings
-                        outbox.put(spb.TelemetryCommand(status=_status(Code.OK),
-                                                       settings=self._merged_settings(cmd.settings)))
-                    # thread stack traces, verify-message results: nothing asked for them yet
-            except Exception:   # the client went away
-                pass
-            finally:
-                done.set()
-                outbox.put(None)
-
-        threading.Thread(target=read, name="telemetry-reader", daemon=True).start()
-        while not self.stopping.is_set():
-            try:
-                item = outbox.get(timeout=0.5)
-            except queue.Empty:
-                if done.is_set() or not context.is_active():
-                    break
-                continue
-            if item is None:
-                if done.is_set() or not context.is_active():
-                    break
-                continue
-            yield item
+            client.settings = settings
+        return spb.TelemetryCommand(status=_status(Code.OK), settings=self._merged_settings(settings))
 
     # ------------------------------------------------------------------ send
     def _select_queue(self, topic: str, msg: pb.Message, single: bool) -> int:
@@ -336,7 +347,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                                                           "messages of one request must have the same topic"))
         problem = self._ensure_topic(topic)
         if problem is not None:
-            return spb.SendMessageResponse(status=_status(problem, f"topic {topic!r}: {Code.Name(problem)}"))
+            return spb.SendMessageResponse(status=_status(*problem))
         try:
             for m in request.messages:
                 self.delay.validate(m)
@@ -389,8 +400,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         """EndTransactionActivity + EndTransactionProcessor: COMMIT puts the half message on its topic, ROLLBACK
         drops it, UNKNOWN leaves it to the next check."""
         topic = request.topic.name
-        if topic_problem(topic):
-            return spb.EndTransactionResponse(status=_status(Code.ILLEGAL_TOPIC, f"topic {topic!r} is illegal"))
+        refusal = rules.topic_refusal(topic)
+        if refusal:
+            return spb.EndTransactionResponse(status=_status(*refusal))
         if not request.transaction_id.strip():
             return spb.EndTransactionResponse(status=_status(Code.INVALID_TRANSACTION_ID,
                                                              "transaction id cannot be empty"))
@@ -399,10 +411,11 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         return spb.EndTransactionResponse(status=_status(code, text))
 
     # ------------------------------------------------------------------ receive
-    def ReceiveMessage(self, request, context):
-        def finish(code, message=None):
-            yield spb.ReceiveMessageResponse(status=_status(code, message))
-            yield self._delivery_timestamp()
+    def receive_plan(self, request, context) -> "ReceivePlan | list":
+        """ReceiveMessageActivity's checks: the plan of a long poll, or the responses that refuse it. The poll
+        itself (receive_attempt until something is found or the polling time ends) is run by aio_service.py."""
+        def refuse(code, message=None):
+            return [spb.ReceiveMessageResponse(status=_status(code, message)), self._delivery_timestamp()]
 
         remaining = context.time_remaining()
         remaining_ms = int(remaining * 1000) if remaining is not None else 3_600_000
@@ -416,32 +429,24 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             if remaining_ms >= cfg.min_long_polling_ms:
                 polling = remaining_ms
             else:
-                yield from finish(Code.ILLEGAL_POLLING_TIME,
-                                  "The deadline time remaining is not enough for polling, please check network condition")
-                return
+                return refuse(Code.ILLEGAL_POLLING_TIME,
+                              "The deadline time remaining is not enough for polling, please check network condition")
         topic = request.message_queue.topic.name
         group = request.group.name
-        if topic_problem(topic):
-            yield from finish(Code.ILLEGAL_TOPIC, f"topic {topic!r} is illegal")
-            return
-        if group_problem(group):
-            yield from finish(Code.ILLEGAL_CONSUMER_GROUP, f"group {group!r} is illegal")
-            return
+        refusal = self._topic_and_group_refusal(topic, group)
+        if refusal:
+            return refuse(*refusal)
         if not self._topic_exists(topic):
-            yield from finish(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
-            return
+            return refuse(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
         invisible = request.invisible_duration.ToMilliseconds()
         renewing = request.auto_renew and cfg.enable_proxy_auto_renew
         if renewing:   # enableProxyAutoRenew: the PushConsumer asks, defaultInvisibleTimeMills applies
             invisible = cfg.default_invisible_ms
         elif invisible < cfg.min_invisible_ms_for_recv:
-            yield from finish(Code.ILLEGAL_INVISIBLE_TIME,
-                              f"the invisibleTime is too small. min is {cfg.min_invisible_ms_for_recv}")
-            return
+            return refuse(Code.ILLEGAL_INVISIBLE_TIME,
+                          f"the invisibleTime is too small. min is {cfg.min_invisible_ms_for_recv}")
         if cfg.max_invisible_ms > 0 and invisible > cfg.max_invisible_ms:
-            yield from finish(Code.ILLEGAL_INVISIBLE_TIME,
-                              f"the invisibleTime is too large. max is {cfg.max_invisible_ms}")
-            return
+            return refuse(Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too large. max is {cfg.max_invisible_ms}")
         fe = request.filter_expression
         tags = sql = None
         if fe.type == pb.FilterType.SQL:
@@ -451,40 +456,39 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         batch = request.batch_size if request.batch_size > 0 else cfg.long_polling_batch_size
         r, _, perm = self._queue_nums(topic)
         queue_ids = list(range(r)) if perm & PERM_READ else []
-        deadline = time.monotonic() + polling / 1000.0
-        try:
-            while True:
-                popped = pop_orderly(self.pop, group, topic, queue_ids, batch, invisible, tags=tags, sql=sql,
-                                     max_attempts=cfg.retry_max_times + 1,
-                                     dead_letter=lambda m: self.retry._to_dlq(group, topic, m)) \
-                    if self.groups.is_fifo(group) else \
-                    self.retry.pop(group, topic, queue_ids, batch, invisible, tags=tags, sql=sql,
-                                        max_attempts=cfg.retry_max_times + 1)
-                if popped:
-                    break
-                left = deadline - time.monotonic()
-                if left <= 0 or self.stopping.is_set() or not context.is_active():
-                    break
-                due = self.pop.next_due_ms(group, topic)
-                if due is not None:
-                    left = min(left, max(0.0, (due - now_ms()) / 1000.0) + 0.01)
-                self.store.wait_for_arrival(min(left, 0.5))
-        except FilterSyntaxError as e:
-            yield from finish(Code.ILLEGAL_FILTER_EXPRESSION, str(e))
-            return
-        if not popped:
-            yield from finish(Code.MESSAGE_NOT_FOUND, "no new message")
-            return
         client = self._client(context) if renewing else None
+        return ReceivePlan(group, topic, queue_ids, batch, invisible, tags, sql, polling,
+                           client.client_id if client is not None else None)
+
+    def receive_attempt(self, plan: "ReceivePlan") -> tuple[list | None, int | None]:
+        """One try of a long poll: (the responses to send, None) when it found messages or failed, else
+        (None, when the earliest in-flight message of the group becomes visible again, or None)."""
+        cfg = self.config
+        group, topic = plan.group, plan.topic
+        try:
+            popped = pop_orderly(self.pop, group, topic, plan.queue_ids, plan.batch, plan.invisible, tags=plan.tags,
+                                 sql=plan.sql, max_attempts=cfg.retry_max_times + 1,
+                                 dead_letter=lambda m: self.retry._to_dlq(group, topic, m)) \
+                if self.groups.is_fifo(group) else \
+                self.retry.pop(group, topic, plan.queue_ids, plan.batch, plan.invisible, tags=plan.tags,
+                               sql=plan.sql, max_attempts=cfg.retry_max_times + 1)
+        except FilterSyntaxError as e:
+            return self.receive_finish(Code.ILLEGAL_FILTER_EXPRESSION, str(e)), None
+        except (RocketStoreError, OSError) as e:    # the pop state could not be made durable
+            log.error("receive %s/%s: %s", group, topic, e)
+            return self.receive_finish(Code.INTERNAL_SERVER_ERROR, f"receive failed: {e}"), None
+        if not popped:
+            return None, self.pop.next_due_ms(group, topic)
         out = [C.to_v2(p.message, topic, p.handle.encode(), p.attempt, p.invisible_ms) for p in popped]
-        if client is not None:    # the proxy's addReceiptHandle: renewed until acked or the client goes
+        if plan.client_id is not None:    # the proxy's addReceiptHandle: renewed until acked or the client goes
             for p, m in zip(popped, out):
-                self.renew.add(client.client_id, group, topic, m.system_properties.message_id,
+                self.renew.add(plan.client_id, group, topic, m.system_properties.message_id,
                                m.system_properties.receipt_handle, p.message.reconsume_times)
-        yield spb.ReceiveMessageResponse(status=_status(Code.OK))
-        for m in out:
-            yield spb.ReceiveMessageResponse(message=m)
-        yield self._delivery_timestamp()
+        return ([spb.ReceiveMessageResponse(status=_status(Code.OK))]
+                + [spb.ReceiveMessageResponse(message=m) for m in out] + [self._delivery_timestamp()]), None
+
+    def receive_finish(self, code: int, message: str | None = None) -> list:
+        return [spb.ReceiveMessageResponse(status=_status(code, message)), self._delivery_timestamp()]
 
     @staticmethod
     def _delivery_timestamp():
@@ -495,8 +499,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     # ------------------------------------------------------------------ ack, change invisible duration
     def AckMessage(self, request, context):
         topic, group = request.topic.name, request.group.name
-        if topic_problem(topic) or group_problem(group):
-            return spb.AckMessageResponse(status=_status(Code.BAD_REQUEST, "illegal topic or group"))
+        refusal = self._topic_and_group_refusal(topic, group)
+        if refusal:
+            return spb.AckMessageResponse(status=_status(*refusal))
         entries = []
         for e in request.entries:
             try:   # an auto-renewed message: its newest handle
@@ -519,8 +524,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
 
     def ChangeInvisibleDuration(self, request, context):
         topic, group = request.topic.name, request.group.name
-        if topic_problem(topic) or group_problem(group):
-            return spb.ChangeInvisibleDurationResponse(status=_status(Code.BAD_REQUEST, "illegal topic or group"))
+        refusal = self._topic_and_group_refusal(topic, group)
+        if refusal:
+            return spb.ChangeInvisibleDurationResponse(status=_status(*refusal))
         invisible = request.invisible_duration.ToMilliseconds()
         if invisible < 0 or (self.config.max_invisible_ms > 0 and invisible > self.config.max_invisible_ms):
             return spb.ChangeInvisibleDurationResponse(status=_status(
@@ -558,10 +564,6 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     RecallMessage = _unsupported("RecallMessage", spb.RecallMessageResponse)
     SyncLiteSubscription = _unsupported("SyncLiteSubscription", spb.SyncLiteSubscriptionResponse)
     del _unsupported
-
-    def PullMessage(self, request, context):
-        yield spb.PullMessageResponse(status=_status(Code.NOT_IMPLEMENTED,
-                                                     "PullMessage is not implemented by rocketstore serve yet"))
 
     # ------------------------------------------------------------------ shutdown
     def stop(self) -> None:
