@@ -105,6 +105,11 @@ def finish_interrupted(root: str, committing: bool = False) -> None:
         _remove_staging(swap)
     if leftovers:
         fsync_dir(root)
+    for name in sorted(os.listdir(root)):
+        if _LEGACY.match(name) and not committing:
+            log.warning("%s: %s holds files a rebuild by an older rocketstore moved aside and did not put back; "
+                        "the queues and index in place may be incomplete: run `rocketstore rebuild` (which "
+                        "deletes it)", root, os.path.join(root, name))
 
 
 def _move_old_out(root: str, old: str) -> None:
@@ -179,12 +184,12 @@ class StagedRebuild:
             raise RebuildError(f"{self.root}: no CommitLog here to rebuild from")
         self._lock = StoreLock.take(self.root)
         try:
-            finish_interrupted(self.root)
             for name in sorted(os.listdir(self.root)):
                 if _LEGACY.match(name) and os.path.isdir(os.path.join(self.root, name)):
                     log.warning("%s: deleting %s, files an interrupted rebuild moved aside (superseded by this one)",
                                 self.root, name)
                     shutil.rmtree(os.path.join(self.root, name))
+            finish_interrupted(self.root)
             self.config = resolve_file_sizes(self.root, self.config)
             self.present = [sub for sub in REBUILT if os.path.exists(os.path.join(self.root, sub))]
             self._make_staging()
