@@ -12,8 +12,9 @@ Reput dispatches every record in CommitLog order, but what it writes splits clea
   rolled-back one) cut into files of maxIndexNum - 1 entries; a new, empty file opens when a record
   arrives while the last file is full (IndexService). `plan_index` numbers the files from per-segment
   counts; `write_index_file` writes one file from its slice, knowing only the entry before it.
-- `RebuildRun` takes the store's lock, moves the old files aside (and back if anything fails), and
-  finally opens and closes the store so recovery settles the CommitLog's end and the checkpoint.
+- `RebuildRun` takes the store's lock and has the pieces write into a staging store
+  (rocketstore.rebuild_swap), which it finally opens and closes, so recovery settles the CommitLog's end and
+  the checkpoint, then swaps in: a failure or a kill at any instant leaves the old files or the new ones.
 
 Everything here is plain Python and numpy: `rebuild_serial` runs the pieces in this process;
 rocketstore.spark.rebuild_job runs the same pieces as a Spark job.
@@ -21,11 +22,9 @@ rocketstore.spark.rebuild_job runs the same pieces as a Spark job.
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import logging
 import mmap
 import os
-import shutil
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -35,7 +34,6 @@ import numpy as np
 from . import topics as TC
 from .config import StoreConfig
 from .config_files import write_checkpoint_file
-from .errors import RocketStoreError, StoreLockedError
 from .formats import checkpoint as CP
 from .formats import index as I
 from .formats import properties as P
@@ -44,14 +42,12 @@ from .formats.record_scan import chain, scan
 from .log.batch_consume_queue import BatchConsumeQueue
 from .log.consume_queue import ConsumeQueue
 from .log.index_file import IndexFile
+from .rebuild_swap import REBUILT, RebuildError, StagedRebuild  # noqa: F401  (REBUILT: part of this API)
 from .services.bulk_dispatch import RUN, props_info
 from .services.dispatch import BLANK, OK, SCHEDULE_TOPIC, check_record, tags_code_for
 from .services.index_service import file_name_at, name_after
 
 log = logging.getLogger("rocketstore.rebuild")
-# consumequeue_ext goes too: the rebuilt ConsumeQueues hold plain tagsCodes (the ext is refused below), so old
-# ext units would be left with nothing referring to them
-REBUILT = ("consumequeue", "batchconsumequeue", "index", "consumequeue_ext")
 EXT_REFUSED = ("the parallel rebuild does not write ConsumeQueue ext files, and the config enables them "
                "(enableConsumeQueueExt=true): rebuild with --engine local, whose recovery dispatch writes the "
                "ext units (with the registered SQL92 filters' bitmaps) as reput does")
@@ -62,10 +58,6 @@ INT_COLUMNS = {"phys": np.int64, "size": np.int32, "queue_id": np.int32, "queue_
                "tags_code": np.int64, "store_ts": np.int64, "sys_flag": np.int32, "base": np.int64,
                "batch_size": np.int32, "entries": np.int32, "entry_no": np.int64}
 STR_COLUMNS = ("topic", "keys", "uniq")
-
-
-class RebuildError(RocketStoreError):
-    """The rebuild cannot go on; the message says what is wrong and where."""
 
 
 # ---------------------------------------------------------------------------- settings workers need
@@ -444,29 +436,25 @@ def write_index_file(path: str, hash_slot_num: int, index_num: int, hashes, phys
         f.close()
 
 
-# ---------------------------------------------------------------------------- the run: lock, aside, finish
+# ---------------------------------------------------------------------------- the run: lock, stage, finish
 class RebuildRun:
-    """The frame of a rebuild: the store's lock (one writer, as MessageStore takes it), the old queue and
-    index files moved aside (and put back if the rebuild fails), and `finish`, which makes the store
-    consistent (checkpoint, the CommitLog's end) by opening and closing it."""
+    """The frame of a rebuild: rebuild_swap.StagedRebuild (the store's lock, the file sizes read from the
+    files in place, a staging store the pieces write into: `target`), and `finish`, which makes the staged
+    files consistent (checkpoint, the CommitLog's end) by opening and closing the staging store, then swaps
+    them in. Leaving the block without `finish` leaves the store as it was."""
 
     def __init__(self, root: str, config: StoreConfig | None = None):
-        from .store import resolve_file_sizes
-        self.root = os.path.abspath(os.fspath(root))
-        if not os.path.isdir(os.path.join(self.root, "commitlog")):
-            raise RebuildError(f"{self.root}: no CommitLog here to rebuild from")
-        # sizes are read from the files before they move aside, so the rebuilt ones keep them
-        self.config = resolve_file_sizes(self.root, config or StoreConfig())
-        if self.config.enable_consume_queue_ext:
-            # reput writes each unit's ext unit (put_wrapped, in CommitLog order, with the bitmaps of the
-            # filters registered at the time): not something the per-queue writers here reproduce
-            raise RebuildError(f"{self.root}: {EXT_REFUSED}")
-        self.aside: str | None = None
-        self._lock_fd: int | None = None
+        self._stage = StagedRebuild(root, config)
+        self.root = self._stage.root
+        self.config = self._stage.config
         self.batch_topics: set[str] = set()
         self.checkpoint = CP.Checkpoint()
-        self._had_abort = False
         self.started = time.perf_counter()
+
+    @property
+    def target(self) -> str:
+        """Where the pieces write the new files (a store root: consumequeue/, index/ ... under it)."""
+        return self._stage.staging
 
     # -- settings for the pieces
     @property
@@ -484,8 +472,13 @@ class RebuildRun:
 
     # -- the frame
     def __enter__(self) -> "RebuildRun":
-        self._take_lock()
+        if self._stage.config.enable_consume_queue_ext:
+            # reput writes each unit's ext unit (put_wrapped, in CommitLog order, with the bitmaps of the
+            # filters registered at the time): not something the per-queue writers here reproduce
+            raise RebuildError(f"{self.root}: {EXT_REFUSED}")
+        self._stage.__enter__()
         try:
+            self.config = self._stage.config      # sizes read from the files in place: the new ones keep them
             self.batch_topics = {t for t, cfg in TC.read_topic_configs(self.root).items()
                                  if TC.queue_type(cfg) == TC.BATCH_CQ}
             # a batch ConsumeQueue on disk makes its topic a batch topic for the store too
@@ -493,43 +486,15 @@ class RebuildRun:
             if os.path.isdir(bdir):
                 self.batch_topics |= {t for t in os.listdir(bdir) if os.path.isdir(os.path.join(bdir, t))}
             self.checkpoint = self._read_checkpoint()
-            self._move_aside()
-        except BaseException:
-            self._release_lock()
+        except BaseException as e:
+            self._stage.__exit__(type(e), e, e.__traceback__)
             raise
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        try:
-            if exc_type is not None:
-                self._put_back()
-            elif self.aside:
-                shutil.rmtree(self.aside, ignore_errors=True)
-        finally:
-            self._release_lock()
-
-    def _take_lock(self) -> None:
-        """MessageStore._take_lock's lock: FileChannel.tryLock(0, 1) on `lock`, and not open for writing in
-        this process either (fcntl locks do not exclude the same process)."""
-        from . import store as S
-        path = os.path.join(self.root, "lock")
-        with S._OPEN_LOCK:
-            if os.path.realpath(self.root) in S._OPEN_FOR_WRITING:
-                raise StoreLockedError(f"{path}: the store is open for writing in this process; close it first")
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
-            except OSError:
-                os.close(fd)
-                raise StoreLockedError(f"{path}: the store is open for writing by another process") from None
-        os.pwrite(fd, b"lock", 0)
-        os.fsync(fd)
-        self._lock_fd = fd
-
-    def _release_lock(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        if exc_type is not None and not self._stage.committed:
+            log.warning("%s: rebuild failed; the store is unchanged", self.root)
+        self._stage.__exit__(exc_type, exc, tb)
 
     def _read_checkpoint(self) -> CP.Checkpoint:
         path = os.path.join(self.root, "checkpoint")
@@ -538,38 +503,17 @@ class RebuildRun:
         with open(path, "rb") as fh:
             return CP.decode(fh.read(CP.FILE_SIZE))
 
-    def _move_aside(self) -> None:
-        self.aside = os.path.join(self.root, f".rebuild-{int(time.time() * 1000)}")
-        os.makedirs(self.aside)
-        for name in REBUILT + ("checkpoint", "abort"):
-            src = os.path.join(self.root, name)
-            if not os.path.exists(src):
-                continue
-            if name in REBUILT:
-                os.replace(src, os.path.join(self.aside, name))
-            else:   # kept in place (the store needs them), a copy kept to put back
-                shutil.copy2(src, os.path.join(self.aside, name))
-
-    def _put_back(self) -> None:
-        if not self.aside:
-            return
-        for name in REBUILT:
-            shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
-        for name in REBUILT + ("checkpoint", "abort"):
-            src = os.path.join(self.aside, name)
-            if os.path.exists(src):
-                os.replace(src, os.path.join(self.root, name))
-        shutil.rmtree(self.aside, ignore_errors=True)
-        log.warning("%s: rebuild failed; the old queue and index files are back", self.root)
-
     # -- the end
     def finish(self, queues: list[QueueWritten], index_files: list[dict]) -> dict:
-        """Make the store consistent and say what it holds now. The checkpoint gets the times reput would
-        have left in it (logics: the last unit's record; index: the last full file that another followed),
-        then the store is opened and closed: recovery settles the CommitLog's end (a torn tail is cut) and
-        the checkpoint's physical time and confirm offset, and finds nothing left to dispatch. It opens
-        without the index dispatcher: recovery may replay records past the last queue unit, and the
-        index must stay exactly as built (IndexService would index the last record's keys again)."""
+        """Make the staged files consistent, swap them in, and say what the store holds now. The checkpoint
+        gets the times reput would have left in it (logics: the last unit's record; index: the last full
+        file that another followed), then the staging store is opened and closed: recovery settles the
+        CommitLog's end (a torn tail is cut) and the checkpoint's physical time and confirm offset, and
+        finds nothing left to dispatch. It opens without the index dispatcher: recovery may replay records
+        past the last queue unit, and the index must stay exactly as built (IndexService would index the
+        last record's keys again). The staging store has no `abort` file: every record was checked and
+        dispatched above, up to where the log ends, so what is left to recovery is the normal case (an
+        abnormal recovery would drop index files newer than the checkpoint's index time)."""
         from .store import MessageStore
         cp = dataclasses.replace(self.checkpoint)
         written = [q for q in queues if q.last_phys >= 0]
@@ -577,21 +521,15 @@ class RebuildRun:
             cp.logics_msg_timestamp = max(written, key=lambda q: q.last_phys).last_store_ts
         if len(index_files) >= 2:
             cp.index_msg_timestamp = max(cp.index_msg_timestamp, index_files[-2]["end_timestamp"])
-        _write_checkpoint(self.root, cp)
-        # every record was checked and dispatched above, up to where the log ends: what is left to recovery
-        # is the normal case (cutting a torn tail), so no crash flag (abnormal recovery would drop index files
-        # newer than the checkpoint's index time)
-        abort = os.path.join(self.root, "abort")
-        if os.path.exists(abort):
-            os.unlink(abort)
+        _write_checkpoint(self.target, cp)
         final = dataclasses.replace(self.config, message_index_enable=False)
-        self._release_lock()      # this process re-takes it right away in MessageStore.open
-        with MessageStore.open(self.root, final) as s:
+        with MessageStore.open(self.target, final) as s:
             queues_now = s.all_consume_queues()
-            return {"store": s.root, "queues": len(queues_now),
-                    "messages": sum(max(cq.max_offset - max(cq.min_offset, 0), 0) for cq in queues_now),
-                    "indexFiles": len(s.index.files), "commitLogMaxOffset": s.max_physical_offset,
-                    "seconds": round(time.perf_counter() - self.started, 3)}
+            summary = {"store": self.root, "queues": len(queues_now),
+                       "messages": sum(max(cq.max_offset - max(cq.min_offset, 0), 0) for cq in queues_now),
+                       "indexFiles": len(s.index.files), "commitLogMaxOffset": s.max_physical_offset}
+        self._stage.commit()
+        return {**summary, "seconds": round(time.perf_counter() - self.started, 3)}
 
 
 def _write_checkpoint(root: str, cp: CP.Checkpoint) -> None:
@@ -623,7 +561,7 @@ def rebuild_serial(root: str, config: StoreConfig | None = None) -> dict:
         segments = [decode_segment(p, b, settings) for p, b in run.segments()]
         last = check_segments([s.summary() for s in segments]) if segments else -1
         segments = segments[:last + 1]
-        queues = [write_queue(run.root, t, q, t in run.batch_topics, run.queue_dir_size(t in run.batch_topics), cols)
+        queues = [write_queue(run.target, t, q, t in run.batch_topics, run.queue_dir_size(t in run.batch_topics), cols)
                   for (t, q), cols in sorted(queue_groups(segments).items())]
         files = []
         if settings.index_enabled:
@@ -654,7 +592,7 @@ def _write_index_serial(run: RebuildRun, segments: list[Segment]) -> list[dict]:
     hashes = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int32)
     phys = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
     stamps = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int64)
-    directory = os.path.join(run.root, "index")
+    directory = os.path.join(run.target, "index")
     os.makedirs(directory, exist_ok=True)
     out = []
     for i, name in enumerate(plan.names):

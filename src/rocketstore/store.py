@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import logging
 import os
 import threading
@@ -10,7 +9,7 @@ import time
 
 from .config import SYNC_FLUSH, StoreConfig
 from .config_files import write_checkpoint_file
-from .errors import CorruptDataError, StoreClosedError, StoreLockedError, StoreOpenError
+from .errors import CorruptDataError, StoreClosedError, StoreOpenError
 from .formats import checkpoint as CP
 from .formats import record as R
 from .formats.javahash import java_string_hash
@@ -26,6 +25,8 @@ from .message import GetResult, GetStatus, Message, PutBatchResult, PutResult, P
 from . import get_message
 from .consumer import Consumer, ConsumerOffsets
 from .put import MessageWriter
+from . import rebuild_swap
+from .store_lock import StoreLock
 from .services import recovery
 from .services.bulk_dispatch import props_info
 from .services.calc_bitmap import CalcBitMapDispatcher
@@ -42,9 +43,6 @@ from .validation import group_problem, topic_problem
 log = logging.getLogger("rocketstore")
 DEFAULT_QUEUES = 4
 SHARDING_KEY = "__SHARDINGKEY"
-# fcntl locks do not exclude a second open in the same process (Java's FileChannel.tryLock does): track them
-_OPEN_FOR_WRITING: set[str] = set()
-_OPEN_LOCK = threading.Lock()
 
 
 def _machine_memory() -> int:
@@ -151,7 +149,7 @@ class MessageStore:
         self.delay_levels = config.delay_levels()
         self.total_memory = config.total_physical_memory or _machine_memory()
         self._closed = False
-        self._lock_fd = None
+        self._lock: StoreLock | None = None     # the `lock` file, held while open for writing
         self._cqs: dict[tuple[str, int], ConsumeQueue | BatchConsumeQueue] = {}
         self.batch_topics: set[str] = set()   # topics whose queue.type is BatchCQ (RIP-26)
         self.topic_configs: dict[str, dict] = {}
@@ -221,15 +219,34 @@ class MessageStore:
         root = os.path.abspath(os.fspath(path))
         if read_only and not os.path.isdir(root):
             raise StoreOpenError(f"{root}: no store directory here")
+        lock = None
         if not read_only:
             if os.path.exists(root) and not os.path.isdir(root):
                 raise StoreOpenError(f"{root}: exists and is not a directory")
             try:
                 os.makedirs(root, exist_ok=True)
+                lock = StoreLock.take(root)
             except OSError as e:
                 raise _cannot_write(e) from e
-        config = resolve_file_sizes(root, config or StoreConfig())
-        store = cls(root, config, read_only)
+        try:
+            # before any file is read (sizes included): a rebuild killed while swapping its files in is
+            # finished, its leftovers removed; a reader cannot change the store, so it refuses that state
+            if lock is not None:
+                rebuild_swap.finish_interrupted(root)
+            else:
+                rebuild_swap.refuse_pending_swap(root)
+            config = resolve_file_sizes(root, config or StoreConfig())
+            store = cls(root, config, read_only)
+        except OSError as e:
+            if lock is not None:
+                lock.release()
+                raise _cannot_write(e) from e
+            raise
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        store._lock = lock
         store.check_commitlog = check_commitlog
         try:
             store._load(progress)
@@ -259,8 +276,6 @@ class MessageStore:
                  self.min_physical_offset, self.max_physical_offset, len(self._cqs))
 
     def _load_files(self, progress) -> None:
-        if not self.read_only:
-            self._take_lock()
         last_exit_ok = not os.path.exists(os.path.join(self.root, "abort"))
         self.commitlog.load()
         self._load_consume_queues()
@@ -277,24 +292,6 @@ class MessageStore:
             self.cleanup.check_disk_full()   # puts see a full disk from the first one (not 60 s later)
             self._next_disk_check = time.monotonic() + DISK_CHECK_INTERVAL_S
             _write_in_place(os.path.join(self.root, "abort"), str(os.getpid()).encode())  # a clean close removes it
-
-    def _take_lock(self) -> None:
-        path = os.path.join(self.root, "lock")
-        key = os.path.realpath(self.root)
-        with _OPEN_LOCK:
-            if key in _OPEN_FOR_WRITING:
-                raise StoreLockedError(f"{path}: the store is already open for writing in this process")
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)  # RocketMQ: FileChannel.tryLock(0, 1, false)
-            except OSError:
-                os.close(fd)
-                raise StoreLockedError(f"{path}: the store is open for writing by another process") from None
-            _OPEN_FOR_WRITING.add(key)
-        self._lock_key = key
-        self._lock_fd = fd   # (before the write, which a full disk can fail: _release lets go of both)
-        os.pwrite(fd, b"lock", 0)
-        os.fsync(fd)
 
     def _load_checkpoint(self) -> None:
         path = os.path.join(self.root, "checkpoint")
@@ -428,11 +425,8 @@ class MessageStore:
         for cq in self._cqs.values():
             cq.close()
         self.commitlog.close()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-            with _OPEN_LOCK:
-                _OPEN_FOR_WRITING.discard(self._lock_key)
+        if self._lock is not None:
+            self._lock.release()
 
     def __enter__(self):
         return self

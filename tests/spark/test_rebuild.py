@@ -12,6 +12,7 @@ import rocketstore.spark
 from rocketstore import MessageStore
 from tests.golden import goldens as G
 from tests.test_rebuild import (SMALL, assert_same_rebuild, index_contents, make_store, rebuild_locally, tree)
+from tests.test_rebuild_safety import assert_sizes_kept, make_sized_store
 
 OPTIONS = {"mappedFileSizeCommitLog": SMALL["mapped_file_size_commit_log"],
            "mappedFileSizeConsumeQueue": SMALL["mapped_file_size_consume_queue"],
@@ -85,3 +86,13 @@ def test_cli_rebuild_with_the_spark_engine(tmp_path):
     assert set(report) == {"store", "queues", "messages", "indexFiles", "commitLogMaxOffset", "seconds", "cut"}
     assert report["queues"] == len({os.path.dirname(k) for k in before}) and report["messages"] > 0
     assert tree(root, "consumequeue") == before    # RocketMQ's own files, rebuilt to the byte
+
+
+def test_sizes_not_given_are_kept(spark, tmp_path):
+    """Issue #17 point 3 on this engine: sizes not given are read from the files in place (non-default
+    ConsumeQueue, batch ConsumeQueue and index sizes), and the store opens with them after the rebuild."""
+    root = str(tmp_path / "store")
+    make_sized_store(root, 3_000, 600)
+    rocketstore.spark.rebuild(root, spark)
+    assert_sizes_kept(root, 3_000, 600)
+    assert not [n for n in os.listdir(root) if n.startswith(".rebuild-")]

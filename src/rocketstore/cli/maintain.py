@@ -1,31 +1,30 @@
 """`rocketstore rebuild | clean | recover`: the maintenance commands, the ones whose purpose is to write.
 
-rebuild drops the ConsumeQueues and index files and lets recovery dispatch every record of the CommitLog
-again (what RocketMQ does when those files are lost), or with --engine spark runs the parallel rebuild job
-(rocketstore.spark.rebuild, Spark in local mode); clean runs the expired-file cleanup now; recover opens
-the store, which recovers it, and reports what recovery cut. Each shows a progress bar over the CommitLog
-(recovery's progress callback) unless --json.
+rebuild makes the ConsumeQueues and index files again by letting recovery dispatch every record of the
+CommitLog (what RocketMQ does when those files are lost) in a staging store, swapped in once complete
+(rocketstore.rebuild_swap: a kill at any instant leaves the old files or the new ones), or with --engine
+spark runs the parallel rebuild job (rocketstore.spark.rebuild, Spark in local mode), staged the same way;
+clean runs the expired-file cleanup now; recover opens the store, which recovers it, and reports what
+recovery cut. Each shows a progress bar over the CommitLog (recovery's progress callback) unless --json.
 """
 from __future__ import annotations
 
 import json
 import logging
 import os
-import shutil
 import time
 
 import click
 
 from .. import MessageStore
 from ..errors import RocketStoreError
+from ..rebuild_swap import REBUILT, StagedRebuild
+from ..store_lock import StoreLock
 from . import main as M
 
 _store_arg = click.argument("store", type=click.Path(file_okay=False))
 _conf_opt = click.option("-c", "--conf", type=click.Path(dir_okay=False), help="A RocketMQ broker.conf.")
 _json_opt = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-# consumequeue_ext goes with the ConsumeQueues: recovery writes it again for every unit when the config enables
-# the ext (-c broker.conf with enableConsumeQueueExt=true); otherwise the rebuilt queues hold plain tagsCodes
-REBUILT = ("consumequeue", "batchconsumequeue", "index", "consumequeue_ext")
 
 
 class _Cuts(logging.Handler):
@@ -39,15 +38,16 @@ class _Cuts(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-def _open_with_progress(store: str, conf) -> tuple[MessageStore, list[str]]:
-    """Open (and so recover) the store for writing, with a progress bar; also what recovery says it cut."""
+def _open_with_progress(store: str, conf, config=None) -> tuple[MessageStore, list[str]]:
+    """Open (and so recover) the store for writing, with a progress bar; also what recovery says it cut.
+    `config` (already resolved) instead of -c's."""
     if not os.path.isdir(store):
         M._fail(f"{store}: no store directory here")
     cuts = _Cuts()
     logger = logging.getLogger("rocketstore")
     logger.addHandler(cuts)
     try:
-        return M.open_store(store, M._config(conf)), cuts.lines
+        return M.open_store(store, config or M._config(conf)), cuts.lines
     except RocketStoreError as e:
         M._fail(str(e))
     finally:
@@ -81,30 +81,41 @@ def rebuild(store, engine, yes, conf, as_json):
     if engine == "spark" and cfg.enable_consume_queue_ext:
         from ..rebuild import EXT_REFUSED
         M._fail(f"{store}: {EXT_REFUSED}")
-    present = [sub for sub in REBUILT if os.path.exists(os.path.join(store, sub))]
-    if not yes and not as_json:
-        click.confirm(f"drop {', '.join(present or REBUILT)} under {store} and rebuild them from the CommitLog?",
-                      abort=True)
     if engine == "spark":
+        try:      # fail on the lock before Spark starts; the job takes it for itself and stages the same way
+            StoreLock.take(os.path.abspath(store)).release()
+        except RocketStoreError as e:
+            M._fail(str(e))
+        if not yes and not as_json:
+            _confirm(store, [sub for sub in REBUILT if os.path.exists(os.path.join(store, sub))])
         _rebuild_with_spark(store, conf, as_json)
         return
-    # moved aside first: if the rebuild fails, the old files are still there to put back
-    aside = os.path.join(store, f".rebuild-{int(time.time() * 1000)}")
-    os.makedirs(aside)
-    for sub in REBUILT:
-        if os.path.exists(os.path.join(store, sub)):
-            os.replace(os.path.join(store, sub), os.path.join(aside, sub))
     t = time.perf_counter()
-    s, cuts = _open_with_progress(store, conf)
-    with s:
-        if not s.wait_dispatched(timeout_s=3600):
-            M._fail(f"{store}: dispatch did not catch up; the old files are kept in {aside}")
-        queues, messages = _queue_totals(s)
-        summary = {"store": s.root, "queues": queues, "messages": messages, "indexFiles": len(s.index.files),
-                   "commitLogMaxOffset": s.max_physical_offset, "seconds": round(time.perf_counter() - t, 3),
-                   "consumeQueueExt": _ext_outcome(cfg, "consumequeue_ext" in present)}
-    shutil.rmtree(aside, ignore_errors=True)
+    try:
+        # the lock first (nothing changes without it), the sizes read from the files in place, the new files
+        # made by recovery in a staging store and swapped in only once complete (rocketstore.rebuild_swap)
+        with StagedRebuild(store, cfg) as stage:
+            if not yes and not as_json:
+                _confirm(store, stage.present)
+            s, cuts = _open_with_progress(stage.staging, None, stage.config)
+            with s:
+                if not s.wait_dispatched(timeout_s=3600):
+                    M._fail(f"{store}: dispatch did not catch up; the store is unchanged")
+                queues, messages = _queue_totals(s)
+                summary = {"store": stage.root, "queues": queues, "messages": messages,
+                           "indexFiles": len(s.index.files), "commitLogMaxOffset": s.max_physical_offset,
+                           "seconds": 0.0, "consumeQueueExt": _ext_outcome(cfg, "consumequeue_ext" in stage.present)}
+            stage.commit()
+        cuts = [c.replace(stage.staging, stage.root) for c in cuts]   # recovery saw the CommitLog through the stage
+    except RocketStoreError as e:
+        M._fail(str(e))
+    summary["seconds"] = round(time.perf_counter() - t, 3)
     _report("rebuilt", summary, cuts, as_json)
+
+
+def _confirm(store: str, present: list[str]) -> None:
+    click.confirm(f"drop {', '.join(present or REBUILT)} under {store} and rebuild them from the CommitLog?",
+                  abort=True)
 
 
 def _ext_outcome(cfg, had_ext: bool) -> str:

@@ -10,7 +10,9 @@ orchestrates them:
    they fall in: one task writes each index file;
 4. the driver makes the store consistent (checkpoint, the CommitLog's end) and reports.
 
-The store's lock is held throughout, and the old files come back if any stage fails.
+The store's lock is held throughout; the stages write into a staging store that is swapped in only once
+complete (rocketstore.rebuild_swap), so a failure or a kill at any instant leaves the old files or the new
+ones.
 
 It runs on RDDs of numpy column chunks rather than DataFrames: mapInArrow / applyInArrow need pandas,
 which rocketstore does not depend on, and numpy chunks pickle compactly anyway.
@@ -41,7 +43,8 @@ def rebuild(store, spark, **options) -> dict:
     root = os.path.abspath(os.fspath(store))
     if not os.path.isdir(root):
         raise RB.RebuildError(f"{root}: no store directory here")
-    config = store_config(options, root)
+    # file sizes left open are read by RebuildRun, under the lock, from the files in place
+    config = store_config(options)
     if config.enable_consume_queue_ext:   # (RebuildRun refuses too; here before any Spark work)
         raise RB.RebuildError(f"{root}: {RB.EXT_REFUSED}")
     sc = spark.sparkContext
@@ -91,7 +94,7 @@ def _segment_summaries(decoded) -> list[RB.SegmentSummary]:
 
 # ---------------------------------------------------------------------------- 2. queues
 def _write_queues(decoded, run: RB.RebuildRun, parts: int) -> list[RB.QueueWritten]:
-    writer = _queue_writer(run.root, frozenset(run.batch_topics), run.queue_dir_size(False), run.queue_dir_size(True))
+    writer = _queue_writer(run.target, frozenset(run.batch_topics), run.queue_dir_size(False), run.queue_dir_size(True))
     return (decoded.filter(lambda x: x[0] == ROWS).flatMap(_units_by_queue)
             .groupByKey(parts).map(writer).collect())
 
@@ -128,7 +131,7 @@ def _write_index(decoded, run: RB.RebuildRun, summaries: list[RB.SegmentSummary]
     cfg = run.config
     plan = RB.plan_index(cfg.max_index_num, [(s.base, s.records, s.entries) for s in summaries],
                          RB.arrival_after_last_entry(summaries))
-    directory = os.path.join(run.root, "index")
+    directory = os.path.join(run.target, "index")
     os.makedirs(directory, exist_ok=True)
     with_entries = plan.files_with_entries
     written: dict[int, dict] = {}
