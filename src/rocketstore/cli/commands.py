@@ -174,7 +174,7 @@ def produce(store, topic, bodies, file_, from_stdin, tags, keys, props, queue, c
     if as_json:
         M._print(f"produce {topic}", header, rows, True)
     elif len(rows) <= SHOWN_PUTS:
-        M._print(f"produced {len(rows)} message(s) to {topic}", None, rows, False)
+        O.print_table(f"produced {len(rows)} message(s) to {topic}", rows, ["msgId", "uniqKey", "queueId", "queueOffset"])
     else:
         header["queues"] = ", ".join(f"{q}: {n}" for q, n in sorted(per_queue.items()))
         M._print(f"produce {topic}", header, [], False)
@@ -548,7 +548,7 @@ def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as
         M._print(f"query {what}", {"found": len(rows)}, rows, True)
     elif rows:
         O.print_table(f"query {what}: {len(rows)} found", rows,
-                      ["topic", "physicalOffset", *SHORT_COLUMNS] if topic is None else
+                      ["topic", *SHORT_COLUMNS] if topic is None else
                       ["physicalOffset", *SHORT_COLUMNS])
     else:
         O.console().print(f"query {what}: nothing found")

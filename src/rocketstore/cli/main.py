@@ -252,6 +252,8 @@ def _print_verify(report: dict) -> None:
 
 from .commands import register as _register_commands  # noqa: E402  produce, consume, query, topics, queues
 _register_commands(cli)
+from .admin import register as _register_admin  # noqa: E402  groups, group ..., topic ...
+_register_admin(cli)
 from .maintain import register as _register_maintenance  # noqa: E402  rebuild, clean, recover
 _register_maintenance(cli)
 
