@@ -7,7 +7,6 @@ committing `consume` open the store for writing (and so take its lock file); the
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import random
 import struct

@@ -8,9 +8,7 @@ import os
 import sys
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from .. import MessageStore, StoreConfig
 from ..errors import CorruptDataError, RocketStoreError
