@@ -23,9 +23,18 @@ def run_json(*args):
     return json.loads(out)
 
 
+def dump_json(*args):
+    """`dump --json` prints JSON Lines: an optional {"header": ...} line, then one object per record."""
+    code, out, err = run("dump", *args, "--json")
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    header = lines.pop(0)["header"] if lines and set(lines[0]) == {"header"} else None
+    return {"header": header, "rows": lines}
+
+
 def test_dump_checkpoint_decodes_rocketmqs_fields():
     G.require(BASIC)
-    got = run_json("dump", os.path.join(G.store_dir(BASIC), "checkpoint"))["header"]
+    got = dump_json(os.path.join(G.store_dir(BASIC), "checkpoint"))["header"]
     exp = G.manifest(BASIC)["checkpointFile"]
     assert got == {k: exp[k] for k in got}
     assert set(got) == {"physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp", "masterFlushedOffset",
@@ -34,7 +43,7 @@ def test_dump_checkpoint_decodes_rocketmqs_fields():
 
 def test_dump_commitlog_lists_every_record_then_the_blank():
     G.require(BASIC)
-    rows = run_json("dump", os.path.join(G.store_dir(BASIC), "commitlog", "00000000000000065536"))["rows"]
+    rows = dump_json(os.path.join(G.store_dir(BASIC), "commitlog", "00000000000000065536"))["rows"]
     derived = G.manifest(BASIC)["derived_by_postprocess_script"]
     expected = [[o, s, v] for o, s, v in derived["commitlogRecords_offset_size_magic"] if 65536 <= o < 131072]
     assert [[r["offset"], r["size"], r["kind"]] for r in rows[:-1]] == expected
@@ -47,10 +56,10 @@ def test_dump_consume_queue_and_index_headers():
     root = G.store_dir(BASIC)
     derived = G.manifest(BASIC)["derived_by_postprocess_script"]
     cq = derived["consumeQueueFiles"]["consumequeue/TopicA/0"][0]
-    rows = run_json("dump", os.path.join(root, "consumequeue", "TopicA", "0", cq["file"]))["rows"]
+    rows = dump_json(os.path.join(root, "consumequeue", "TopicA", "0", cq["file"]))["rows"]
     assert len(rows) == cq["nonZeroUnits"] and rows[-1]["queueOffset"] == cq["lastNonZeroUnit"]
     first = derived["indexFileHeaders"][0]
-    got = run_json("dump", os.path.join(root, "index", first["file"]))
+    got = dump_json(os.path.join(root, "index", first["file"]))
     assert {k: got["header"][k] for k in ("beginTimestamp", "endTimestamp", "beginPhyOffset", "endPhyOffset",
                                           "hashSlotCount", "indexCount")} == \
         {k: first[k] for k in ("beginTimestamp", "endTimestamp", "beginPhyOffset", "endPhyOffset",
@@ -88,7 +97,7 @@ def test_dump_reports_a_corrupt_record_and_stops(tmp_path):
     data = bytearray(seg.read_bytes())
     data[445 + 4] ^= 0xFF  # the second record's magic code
     seg.write_bytes(bytes(data))
-    rows = run_json("dump", str(seg))["rows"]
+    rows = dump_json(str(seg))["rows"]
     assert len(rows) == 2 and rows[0]["kind"] == "V1" and rows[1]["kind"] == "BAD"
     assert "magic" in rows[1]["problem"]
 

@@ -56,10 +56,36 @@ class ConsumerOffsets:
         return self.table.get(f"{topic}{SEPARATOR}{group}", {}).get(queue_id, -1)
 
     def commit(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        self._change(lambda: self.table.setdefault(f"{topic}{SEPARATOR}{group}", {}).update(offsets))
+
+    def groups(self) -> dict[str, list[str]]:
+        """group -> the topics it has offsets for (the table's `topic@group` keys)."""
+        out: dict[str, list[str]] = {}
+        for key in sorted(self.table):
+            topic, sep, group = key.rpartition(SEPARATOR)
+            if sep:
+                out.setdefault(group, []).append(topic)
+        return out
+
+    def remove_group(self, group: str) -> int:
+        """ConsumerOffsetManager.removeOffset: every topic's offsets of a group; how many topics it had."""
+        return self._remove(lambda topic, g: g == group)
+
+    def remove_topic(self, topic: str) -> int:
+        """ConsumerOffsetManager.cleanOffsetByTopic: every group's offsets for a topic."""
+        return self._remove(lambda t, group: t == topic)
+
+    def _remove(self, which) -> int:
+        keys = [k for k in self.table if SEPARATOR in k and which(*k.rsplit(SEPARATOR, 1))]
+        if keys:
+            self._change(lambda: [self.table.pop(k, None) for k in keys])
+        return len(keys)
+
+    def _change(self, edit) -> None:
         if not self.writable:
-            raise StoreOpenError(f"{self.root}: opened read-only; offsets cannot be committed")
+            raise StoreOpenError(f"{self.root}: opened read-only; offsets cannot be changed")
         with self._lock:
-            self.table.setdefault(f"{topic}{SEPARATOR}{group}", {}).update(offsets)
+            edit()
             self._counter += 1
             write_atomically(offsets_path(self.root), format_offsets(self.table, self._counter))
 
@@ -71,7 +97,7 @@ class Consumer:
     group got: call it after processing (at-least-once)."""
 
     def __init__(self, store, offsets: ConsumerOffsets, group: str, topic: str, tags=None, start: str = "earliest",
-                 sql: str | None = None):
+                 sql: str | None = None, queues: list[int] | None = None):
         if start not in ("earliest", "latest"):
             raise ValueError(f"start must be 'earliest' or 'latest', got {start!r}")
         self.store, self.offsets = store, offsets
@@ -80,9 +106,12 @@ class Consumer:
             raise ValueError("give tags or sql, not both: a subscription is by tag or by SQL92")
         self.positions: dict[int, int] = {}
         self._turn = 0
+        self.only = None if queues is None else sorted(set(queues))
 
     def queue_ids(self) -> list[int]:
-        """The topic's queues: those with data, and those its config declares."""
+        """The topic's queues: those with data, and those its config declares (or only those given)."""
+        if self.only is not None:
+            return list(self.only)
         ids = set(self.store.topics().get(self.topic, []))
         cfg = self.store.topic_configs.get(self.topic)
         if cfg:

@@ -41,7 +41,7 @@ from .services.reput import ReputService
 from .validation import group_problem, topic_problem
 
 log = logging.getLogger("rocketstore")
-DEFAULT_QUEUES = 4
+DEFAULT_QUEUES = 4   # a put to a topic with no config: a producer's defaultTopicQueueNums (DefaultMQProducer)
 SHARDING_KEY = "__SHARDINGKEY"
 
 
@@ -637,7 +637,8 @@ class MessageStore:
             time.sleep(0.001)
 
     # ---------------------------------------------------------------- topics
-    def create_topic(self, name: str, queues: int = 8, attributes: dict[str, str] | None = None) -> None:
+    def create_topic(self, name: str, queues: int = TC.DEFAULT_QUEUE_NUMS,
+                     attributes: dict[str, str] | None = None) -> None:
         """Create (or update) a topic in config/topics.json, RocketMQ's format. `attributes` may set
         `queue.type` to SimpleCQ or BatchCQ (RIP-26); like RocketMQ, a topic's queue type cannot change."""
         self._check_open()
@@ -670,6 +671,42 @@ class MessageStore:
                 self.batch_topics.add(name)
             self.writer.forget_topic(name)
 
+    def ensure_topic(self, name: str) -> None:
+        """Give a topic that has no config one (config/topics.json) with the default queue count, or as many
+        queues as it already has if more: what a broker's auto-create does for a new topic."""
+        if name not in self.topic_configs:
+            existing = [q for t, q in self._cqs if t == name]
+            self.create_topic(name, max(TC.DEFAULT_QUEUE_NUMS, max(existing, default=-1) + 1))
+
+    def delete_topic(self, name: str) -> bool:
+        """deleteTopic as RocketMQ's broker does it (deleteTopicInBroker): the topic's config, its queues
+        (ConsumeQueue, batch ConsumeQueue and ext files: messageStore.deleteTopics) and the groups' offsets
+        for it (cleanOffsetByTopic). Its CommitLog records stay until they expire, as in RocketMQ. False when
+        the store knows no such topic."""
+        self._check_open()
+        if self.read_only:
+            raise StoreOpenError(f"{self.root}: opened read-only")
+        with self.writer.lock:
+            queues = [(t, q) for t, q in self._cqs if t == name]
+            if name not in self.topic_configs and not queues:
+                return False
+            if name in self.topic_configs:
+                configs = {t: c for t, c in self.topic_configs.items() if t != name}
+                TC.write_topic_configs(self.root, configs, counter=len(configs))
+                self.topic_configs = configs
+            for key in queues:
+                self._cqs.pop(key).destroy()
+                self.writer.queue_offsets.pop(key, None)
+            for sub in ("consumequeue", "batchconsumequeue", "consumequeue_ext"):
+                directory = os.path.join(self.root, sub, name)
+                if os.path.isdir(directory) and not os.listdir(directory):
+                    os.rmdir(directory)
+            self.batch_topics.discard(name)
+            self.writer.forget_topic(name)
+            self._round_robin.pop(name, None)
+        self.consumer_offsets.remove_topic(name)
+        return True
+
     # ---------------------------------------------------------------- consumer groups
     @property
     def consumer_offsets(self) -> ConsumerOffsets:
@@ -678,17 +715,18 @@ class MessageStore:
             self._consumer_offsets = ConsumerOffsets(self.root, writable=not self.read_only)
         return self._consumer_offsets
 
-    def consumer(self, group: str, topic: str, tags=None, start: str = "earliest", sql: str | None = None) -> Consumer:
+    def consumer(self, group: str, topic: str, tags=None, start: str = "earliest", sql: str | None = None,
+                 queues: list[int] | None = None) -> Consumer:
         """A consumer of `topic` for `group`: poll(), iteration, follow(), lag(), commit(). `sql`: a SQL92
         subscription instead of tags; on a writable store it is registered for the group (register_filter),
-        so the bitmap dispatcher marks matching messages from now on."""
+        so the bitmap dispatcher marks matching messages from now on. `queues`: only these queue ids."""
         self._check_open()
         problem = group_problem(group) or topic_problem(topic)
         if problem:
             raise ValueError(problem)
         if sql is not None and not self.read_only:
             self.register_filter(group, topic, sql)
-        return Consumer(self, self.consumer_offsets, group, topic, tags, start, sql)
+        return Consumer(self, self.consumer_offsets, group, topic, tags, start, sql, queues)
 
     def wait_for_arrival(self, timeout_s: float) -> None:
         """Sleep until a new message is dispatched or the timeout passes (long polling)."""

@@ -14,6 +14,11 @@ SIMPLE_CQ = "SimpleCQ"
 BATCH_CQ = "BatchCQ"
 QUEUE_TYPES = (SIMPLE_CQ, BATCH_CQ)
 PERM_READ_WRITE = 6
+# queues of a topic created without a count: BrokerConfig.defaultTopicQueueNums (8), which is also what
+# mqadmin updateTopic gives (readQueueNums = writeQueueNums = 8). The one default every tool uses: the
+# store (create_topic, ensure_topic, a put's round robin), `rocketstore produce | topic create`, the Spark sink
+# and `serve`.
+DEFAULT_QUEUE_NUMS = 8
 
 
 def topics_path(root: str) -> str:

@@ -7,7 +7,6 @@ committing `consume` open the store for writing (and so take its lock file); the
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import random
 import struct
@@ -15,17 +14,15 @@ import sys
 import time
 
 import click
-from rich.console import Console
 
 from .. import Message, MessageStore
 from ..errors import RocketStoreError, StoreLockedError
 from ..formats import properties as P
-from ..formats.record import parse_msg_id
 from ..topics import queue_type
 from ..validation import group_problem, topic_problem
 from . import main as M
+from . import output as O
 
-DEFAULT_QUEUES = 4        # round robin over this many queues for a topic with no config and no queues
 SHOWN_PUTS = 20           # produce prints one row per message up to this many, else a summary
 FOLLOW_WAIT_MS = 1000     # --follow: long-poll this long, then look at the store again
 
@@ -51,6 +48,8 @@ def _open(store: str, conf: str | None, read_only: bool = True, create: bool = F
             M._fail(f"{store}: not a directory")
         if not create:
             M._fail(f"{store}: no store directory here" + ("" if read_only else " (give --create to make one)"))
+    elif not create:
+        M.require_store(store)
     cfg = M._config(conf)
     try:
         return M.open_store(store, cfg, read_only=read_only, check_commitlog=not trust_queues)
@@ -60,21 +59,26 @@ def _open(store: str, conf: str | None, read_only: bool = True, create: bool = F
         M._fail(f"{store}: {_one_line(e)}")
 
 
-def _body_text(body: bytes, as_hex: bool) -> str:
-    return body.hex() if as_hex else bytes(body).decode("utf-8", "replace")
+def _message_row(m, as_hex: bool = False, as_json: bool = False) -> dict:
+    """A message as a row: every field; the body as text or base64 (bodyEncoding) for JSON, as text or hex
+    for a table."""
+    row = {"topic": m.topic, "queueId": m.queue_id, "queueOffset": m.queue_offset,
+           "physicalOffset": m.physical_offset, "msgId": m.msg_id if hasattr(m, "msg_id") else None,
+           "uniqKey": m.unique_key, "tags": m.tags, "keys": " ".join(m.keys),
+           "storeTimestamp": m.store_timestamp, "bornTimestamp": m.born_timestamp,
+           "properties": dict(m.properties)}
+    row.update(O.body_json(m.body) if as_json else {"body": O.body_text(m.body, as_hex)})
+    return row
 
 
-def _message_row(m, as_hex: bool = False) -> dict:
-    return {"topic": m.topic, "queueId": m.queue_id, "queueOffset": m.queue_offset,
-            "physicalOffset": m.physical_offset, "msgId": m.msg_id if hasattr(m, "msg_id") else None,
-            "uniqKey": m.unique_key, "tags": m.tags, "keys": " ".join(m.keys),
-            "storeTimestamp": m.store_timestamp, "bornTimestamp": m.born_timestamp,
-            "properties": dict(m.properties), "body": _body_text(m.body, as_hex)}
+SHORT_COLUMNS = ["queueId", "queueOffset", "storeTimestamp", "tags", "keys", "body"]
 
 
-def _short_row(row: dict) -> dict:
-    """The columns a table shows of a message (--json shows every field)."""
-    return {k: row[k] for k in ("queueId", "queueOffset", "msgId", "tags", "keys", "body")}
+def _require_topic(s: MessageStore, topic: str) -> None:
+    """A topic the store does not know is an error (as `queues` says), not "no messages"."""
+    if topic not in s.topics() and topic not in s.topic_configs:
+        s.close()
+        M._fail(f"no topic {topic} in {s.root}")
 
 
 # ---------------------------------------------------------------- produce
@@ -104,13 +108,11 @@ def _parse_properties(items) -> dict[str, str]:
 
 
 def _write_queues(store: MessageStore, topic: str) -> list[int]:
-    cfg = store.topic_configs.get(topic)
-    if cfg:
-        n = int(cfg.get("writeQueueNums") or cfg.get("readQueueNums") or 0)
-        if n > 0:
-            return list(range(n))
-    existing = store.topics().get(topic) or []
-    return list(range(max([DEFAULT_QUEUES] + [q + 1 for q in existing])))
+    """The topic's write queues; a new topic is created first (config/topics.json), with the store's default
+    queue count as every tool gives it (topics.DEFAULT_QUEUE_NUMS)."""
+    store.ensure_topic(topic)
+    cfg = store.topic_configs[topic]
+    return list(range(int(cfg.get("writeQueueNums") or cfg.get("readQueueNums") or 1)))
 
 
 @click.command()
@@ -129,7 +131,7 @@ def _write_queues(store: MessageStore, topic: str) -> list[int]:
 def produce(store, topic, bodies, file_, from_stdin, tags, keys, props, queue, create, conf, as_json):
     """Put messages into a store: one per BODY argument, the content of --file, or one per line of --stdin.
     Each gets a UNIQ_KEY (as a RocketMQ producer assigns one). Without --queue, the messages go round robin
-    over the topic's write queues (from config/topics.json, else the queues that exist, else 4)."""
+    over the topic's write queues (config/topics.json; a new topic gets 8, RocketMQ's defaultTopicQueueNums)."""
     _check_topic(topic)
     sources = sum(1 for s in (bodies, file_, from_stdin) if s)
     if sources != 1:
@@ -149,7 +151,7 @@ def produce(store, topic, bodies, file_, from_stdin, tags, keys, props, queue, c
     rows, per_queue = [], {}
     try:
         queues = _write_queues(s, topic)
-        if queue is not None and (queue < 0 or (s.topic_configs.get(topic) and queue >= len(queues))):
+        if queue is not None and not 0 <= queue < len(queues):
             M._fail(f"--queue {queue} is out of range: topic {topic} has write queues 0..{len(queues) - 1}")
         # round robin from where the queues' totals say the last run stopped
         turn = sum(max(s.max_offset(topic, q), 0) for q in queues) % len(queues)
@@ -171,63 +173,148 @@ def produce(store, topic, bodies, file_, from_stdin, tags, keys, props, queue, c
     if as_json:
         M._print(f"produce {topic}", header, rows, True)
     elif len(rows) <= SHOWN_PUTS:
-        M._print(f"produced {len(rows)} message(s) to {topic}", None, rows, False)
+        O.print_table(f"produced {len(rows)} message(s) to {topic}", rows, ["msgId", "uniqKey", "queueId", "queueOffset"])
     else:
         header["queues"] = ", ".join(f"{q}: {n}" for q, n in sorted(per_queue.items()))
         M._print(f"produce {topic}", header, [], False)
 
 
 # ---------------------------------------------------------------- consume
-def _start_positions(s: MessageStore, c, start: str) -> None:
-    """--from earliest / latest / a time (ms): set every queue's position, ignoring committed offsets."""
+READER_GROUP = "rocketstore-cli"   # the group a consume without --group reads as (it commits nothing)
+FORMAT_TOKENS = "%t topic, %p queue id, %o queue offset, %k keys, %g tags, %s body (raw bytes), %S body length, " \
+                "%T store time (ms), %i msgId, %u UNIQ_KEY (the id clients print), %h properties, %%; \\n \\t"
+
+
+def _start_positions(s: MessageStore, c, start: str | None, offset: int | None, last: int | None) -> None:
+    """Where each queue starts: --offset N, --last N, --from earliest / latest / a time; else (committed)
+    the group's committed offsets, as the consumer finds them."""
     for q in c.queue_ids():
-        if start == "earliest":
-            c.positions[q] = max(s.min_offset(c.topic, q), 0)
+        lo, hi = max(s.min_offset(c.topic, q), 0), s.max_offset(c.topic, q)
+        if offset is not None:
+            c.positions[q] = min(max(offset, lo), hi)
+        elif last is not None:
+            c.positions[q] = max(hi - last, lo)
+        elif start == "earliest":
+            c.positions[q] = lo
         elif start == "latest":
-            c.positions[q] = s.max_offset(c.topic, q)
-        elif start.isdigit():
-            c.positions[q] = s.offset_by_time(c.topic, q, int(start))
+            c.positions[q] = hi
+        elif start not in (None, "committed"):
+            c.positions[q] = s.offset_by_time(c.topic, q, O.parse_time(start, "--from"))
 
 
-def _print_line(row: dict, as_json: bool, console: Console) -> None:
-    if as_json:
-        click.echo(json.dumps(row, ensure_ascii=False))
-    else:
-        console.print(f"{row['queueId']}\t{row['queueOffset']}\t{row['msgId']}\t{row['tags'] or ''}\t"
-                      f"{row['keys']}\t{row['body']}", markup=False, highlight=False, soft_wrap=True)
+def _formatter(fmt: str):
+    """A kcat-style format string -> a function of a message giving the bytes to write (the body raw)."""
+    fmt = fmt.replace("\\n", "\n").replace("\\t", "\t").replace("\\\\", "\\")
+    fields = {"t": lambda m: m.topic, "p": lambda m: str(m.queue_id), "o": lambda m: str(m.queue_offset),
+              "k": lambda m: " ".join(m.keys), "g": lambda m: m.tags or "", "S": lambda m: str(len(m.body)),
+              "T": lambda m: str(m.store_timestamp), "i": lambda m: getattr(m, "msg_id", "") or "",
+              "u": lambda m: m.unique_key or "", "%": lambda m: "%",
+              "h": lambda m: ",".join(f"{k}={v}" for k, v in m.properties.items())}
+    parts: list = []
+    i = 0
+    while i < len(fmt):
+        j = fmt.find("%", i)
+        if j < 0 or j + 1 >= len(fmt):
+            parts.append(fmt[i:].encode())
+            break
+        parts.append(fmt[i:j].encode())
+        token = fmt[j + 1]
+        if token == "s":
+            parts.append(lambda m: bytes(m.body))
+        elif token in fields:
+            get = fields[token]
+            parts.append(lambda m, get=get: get(m).encode("utf-8", "surrogateescape"))
+        else:
+            raise click.BadParameter(f"unknown token %{token} (tokens: {FORMAT_TOKENS})", param_hint="--format")
+        i = j + 2
+    return lambda m: b"".join(p if isinstance(p, bytes) else p(m) for p in parts)
+
+
+class _Printer:
+    """Writes consumed messages as they come: a format string or bodies (raw bytes, for pipes), JSON Lines
+    (--follow --json), or tables page by page."""
+
+    def __init__(self, fmt: str | None, as_json: bool, as_hex: bool, title: str):
+        self.format = _formatter(fmt) if fmt is not None else None
+        self.as_json, self.as_hex, self.title = as_json, as_hex, title
+        self.page: list[dict] = []
+        self.out = O.console()
+
+    def add(self, messages) -> None:
+        if self.format is not None:
+            out = sys.stdout.buffer
+            for m in messages:
+                out.write(self.format(m))
+            out.flush()
+        elif self.as_json:
+            for m in messages:
+                O.echo_json(_message_row(m, as_json=True))
+            sys.stdout.flush()
+        else:
+            self.page.extend(_message_row(m, self.as_hex) for m in messages)
+            if len(self.page) >= O.PAGE_ROWS:
+                self.flush()
+
+    def flush(self) -> None:
+        if self.page:
+            O.print_table(self.title, self.page, SHORT_COLUMNS, self.out)
+            self.title, self.page = None, []
 
 
 @click.command()
 @_store_arg
 @click.argument("topic")
-@click.option("--group", "-g", required=True, help="The consumer group.")
+@click.option("--group", "-g", default=None, help="The consumer group (default: read without a group, "
+              "committing nothing).")
 @click.option("--tags", default=None, help='A subscription: "*" (default) or "TagA || TagB".')
 @click.option("--sql", default=None, metavar="EXPR",
               help="A SQL92 subscription on the messages' properties instead of --tags, e.g. "
                    "\"region = 'eu' AND amount > 100\" (RocketMQ's grammar). A committing consume registers it "
                    "for the group (config/consumerFilter.json).")
-@click.option("--from", "start", default="committed", show_default=True, metavar="earliest|latest|committed|MS",
-              help="Where to start: the group's committed offsets (else the earliest), the earliest or latest "
-                   "offsets, or the first message stored at or after a time in milliseconds.")
-@click.option("--max", "max_count", type=int, default=None, help="Stop after this many messages.")
+@click.option("--from", "start", default=None, metavar="committed|earliest|latest|TIME",
+              help="Where to start: the group's committed offsets (the default with --group; else the "
+                   "earliest), the earliest or latest offsets, or the first message stored at or after a time "
+                   "(ms since the epoch or ISO, e.g. 2026-11-22T08:00:00Z).")
+@click.option("--queue", "-q", "queue", type=click.IntRange(min=0), default=None,
+              help="Only this queue (kcat -p).")
+@click.option("--offset", type=click.IntRange(min=0), default=None,
+              help="Start at this queue offset (kcat -o N), in --queue or in every queue.")
+@click.option("--last", type=click.IntRange(min=1), default=None,
+              help="The last N messages of each queue (kcat -o -N).")
+@click.option("--max", "max_count", type=click.IntRange(min=1), default=None, help="Stop after this many messages.")
 @click.option("--follow", is_flag=True, help="Wait for new messages until Ctrl-C (long polling).")
 @click.option("--commit/--no-commit", default=True, show_default=True,
-              help="Commit how far the group got at the end (opens the store for writing).")
-@click.option("--hex", "as_hex", is_flag=True, help="Bodies in hex instead of UTF-8.")
+              help="With --group: commit how far the group got at the end (opens the store for writing).")
+@click.option("--format", "-f", "fmt", default=None, metavar="FMT",
+              help=f"Print each message by a kcat-style format instead of a table: {FORMAT_TOKENS}.")
+@click.option("--body-only", is_flag=True, help="Only the bodies, as they are, one per line (--format '%s\\n').")
+@click.option("--hex", "as_hex", is_flag=True, help="Bodies in hex in tables (else text when they are UTF-8).")
 @_conf_opt
 @_json_opt
-def consume(store, topic, group, tags, sql, start, max_count, follow, commit, as_hex, conf, as_json):
-    """Read a topic as a consumer group: every queue in turn, from the group's committed offsets (or
-    --from), filtered by --tags or by a SQL92 expression (--sql); commits the group's offsets at the end unless --no-commit. With --follow
-    the store is read read-only (a producer may write meanwhile) and the offsets are committed on Ctrl-C."""
+def consume(store, topic, group, tags, sql, start, queue, offset, last, max_count, follow, commit, fmt, body_only,
+            as_hex, conf, as_json):
+    """Read a topic: every queue in turn (or one, --queue), from the group's committed offsets or where
+    --from, --offset or --last say, filtered by --tags or by a SQL92 expression (--sql). With --group the
+    group's offsets are committed at the end unless --no-commit. With --follow the store is read read-only
+    (a producer may write meanwhile) and the offsets are committed on Ctrl-C. Messages print as they come."""
     _check_topic(topic)
-    problem = group_problem(group)
-    if problem:
-        M._fail(problem)
-    if start not in ("earliest", "latest", "committed") and not start.isdigit():
-        M._fail(f"--from {start!r}: expected earliest, latest, committed or a time in milliseconds")
-    if max_count is not None and max_count <= 0:
-        M._fail(f"--max {max_count}: must be positive")
+    if group is not None:
+        problem = group_problem(group)
+        if problem:
+            M._fail(problem)
+    elif start == "committed":
+        M._fail("--from committed needs --group")
+    commit = commit and group is not None
+    if start not in (None, "earliest", "latest", "committed"):
+        O.parse_time(start, "--from")
+    if sum(x is not None for x in (start, offset, last)) > 1:
+        M._fail("give one of --from, --offset, --last")
+    if body_only:
+        if fmt is not None:
+            M._fail("give --format or --body-only, not both")
+        fmt = "%s\\n"
+    if fmt is not None and as_json:
+        M._fail("give --format (or --body-only) or --json, not both")
     if sql is not None:
         if tags is not None:
             M._fail("give --tags or --sql, not both: a subscription is by tag or by SQL92")
@@ -235,14 +322,24 @@ def consume(store, topic, group, tags, sql, start, max_count, follow, commit, as
     # reading with the lock held only when committing and not following: a follower must let producers write
     s = _open(store, conf, read_only=follow or not commit,
               locked_hint=" (committing needs the lock: read with --no-commit)")
-    console = Console()
+    _require_topic(s, topic)
+    if queue is not None and queue not in _topic_queue_ids(s, topic):
+        ids = _topic_queue_ids(s, topic)
+        s.close()
+        M._fail(f"--queue {queue}: topic {topic} has queues {ids[0]}..{ids[-1]}" if ids else
+                f"--queue {queue}: topic {topic} has no queues")
+    title = f"{topic}" + (f" as {group}" if group else "")
+    printer = _Printer(fmt, as_json and follow, as_hex, title)
     rows: list[dict] = []
     seen = 0
     try:
-        c = s.consumer(group, topic, tags, "latest" if start == "latest" else "earliest", sql=sql)
-        _start_positions(s, c, start)
+        c = s.consumer(group or READER_GROUP, topic, tags, "latest" if start == "latest" else "earliest", sql=sql,
+                       queues=None if queue is None else [queue])
+        if group is None and start is None and offset is None and last is None:
+            start = "earliest"
+        _start_positions(s, c, start, offset, last)
         if follow:
-            s, c, seen = _follow(store, conf, s, c, tags, max_count, as_hex, as_json, console, sql)
+            s, c, seen = _follow(store, conf, s, c, tags, max_count, printer, sql)
         else:
             while max_count is None or seen < max_count:
                 got = c.poll(max_count=32 if max_count is None else min(32, max_count - seen))
@@ -252,7 +349,11 @@ def consume(store, topic, group, tags, sql, start, max_count, follow, commit, as
                     got = got[:max_count - seen]
                     c.positions[got[-1].queue_id] = got[-1].queue_offset + 1
                 seen += len(got)
-                rows.extend(_message_row(m, as_hex) for m in got)
+                if as_json:
+                    rows.extend(_message_row(m, as_json=True) for m in got)
+                else:
+                    printer.add(got)
+            printer.flush()
         positions = dict(c.positions)
         lag = c.lag()
         if commit and not follow:
@@ -268,19 +369,12 @@ def consume(store, topic, group, tags, sql, start, max_count, follow, commit, as
               "consumed": seen, "committed": commit,
               "positions": {str(q): o for q, o in sorted(positions.items())},
               "lag": {str(q): n for q, n in sorted(lag.items())}}
-    if follow:
-        if not as_json:
-            Console(stderr=True).print(f"consumed {seen} message(s){', committed' if commit else ''}",
-                                       highlight=False)
-        return
-    if as_json:
-        M._print(f"consume {topic} as {group}", header, rows, True)
-    elif rows:
-        M._print(f"consumed {seen} message(s) of {topic} as {group}"
-                 f"{' (committed)' if commit else ' (not committed)'}", None,
-                 [_short_row(r) for r in rows], False)
-    else:
-        console.print(f"no new messages in {topic} for {group}", highlight=False)
+    if as_json and not follow:
+        M._print(f"consume {topic}" + (f" as {group}" if group else ""), header, rows, True)
+    elif fmt is None and not as_json:
+        what = "committed" if commit else "not committed" if group else "no group"
+        left = sum(lag.values())
+        O.console(stderr=follow).print(f"{seen} message(s) of {title} ({what}); {left} left after them")
 
 
 def _check_sql(sql: str) -> None:
@@ -292,7 +386,7 @@ def _check_sql(sql: str) -> None:
         M._fail(f"--sql {sql!r}: line {e.line}, column {e.column}: {_one_line(e.reason)}")
 
 
-def _follow(store, conf, s, c, tags, max_count, as_hex, as_json, console, sql=None):
+def _follow(store, conf, s, c, tags, max_count, printer, sql=None):
     """Print messages as they come until Ctrl-C or --max. A read-only store sees only what was there when
     it was opened, so when a long poll finds nothing the store is opened again (positions kept), trusting
     its ConsumeQueues: no CommitLog recovery, so a look costs the queues' loading, not a scan of the log."""
@@ -301,22 +395,22 @@ def _follow(store, conf, s, c, tags, max_count, as_hex, as_json, console, sql=No
         while max_count is None or seen < max_count:
             got = c.poll(max_count=32, wait_ms=FOLLOW_WAIT_MS)
             if not got:
+                printer.flush()
                 positions, turn = dict(c.positions), c._turn
                 s.close()
                 s = _open(store, conf, read_only=True, trust_queues=True)
-                c = s.consumer(c.group, c.topic, tags, c.start, sql=sql)
+                c = s.consumer(c.group, c.topic, tags, c.start, sql=sql, queues=c.only)
                 c.positions.update(positions)
                 c._turn = turn
                 continue
             if max_count is not None and seen + len(got) > max_count:
                 got = got[:max_count - seen]
                 c.positions[got[-1].queue_id] = got[-1].queue_offset + 1
-            for m in got:
-                _print_line(_message_row(m, as_hex), as_json, console)
-            sys.stdout.flush()
+            printer.add(got)      # a table page shows when full, or when the queues go quiet
             seen += len(got)
     except KeyboardInterrupt:
         pass
+    printer.flush()
     return s, c, seen
 
 
@@ -333,52 +427,106 @@ def _commit_later(store, conf, group, topic, positions) -> None:
 
 
 # ---------------------------------------------------------------- query
+def _all_topics(s: MessageStore, topic: str | None) -> list[str]:
+    return [topic] if topic is not None else sorted(set(s.topics()) | set(s.topic_configs))
+
+
+def _by_key(s: MessageStore, topics: list[str], key: str, max_count: int, begin: int, end: int | None) -> list:
+    found = []
+    for t in topics:
+        found.extend(s.query(t, key, max_count, begin, end))
+    return sorted(found, key=lambda m: m.physical_offset)[:max_count]
+
+
+def _by_unique_key(s: MessageStore, topics: list[str], key: str) -> list:
+    """The messages whose UNIQ_KEY is `key`, in any of the topics (mqadmin's queryMsgByUniqueKey)."""
+    found = []
+    for t in topics:
+        found.extend(m for m in s.query(t, key, s.config.max_msgs_num_batch) if m.unique_key == key)
+    return found
+
+
+def _by_id(s: MessageStore, topics: list[str], msg_id: str) -> list:
+    """mqadmin queryMsgById: an offset msgId (store host + physical offset) if it decodes to a message,
+    else the id a producer gave the message (UNIQ_KEY: what RocketMQ 5 clients print, 34 characters, and
+    what 4.x clients print as msgId) searched across the topics."""
+    try:
+        m = s.by_msg_id(msg_id)
+    except ValueError:
+        m = None
+    if m is not None and (len(topics) != 1 or m.topic == topics[0]):
+        return [m]
+    return _by_unique_key(s, topics, msg_id)
+
+
+def _by_time(s: MessageStore, topics: list[str], begin: int, end: int | None, max_count: int) -> list:
+    """Messages stored within [begin, end], the first max_count by store time: each queue from its offset
+    for `begin` (the ConsumeQueue's time lookup) until a message stored after `end`."""
+    found = []
+    end = end if end is not None else (1 << 63) - 1
+    for t in topics:
+        for q in _topic_queue_ids(s, t):
+            off, hi, taken = s.offset_by_time(t, q, begin), s.max_offset(t, q), 0
+            while off < hi and taken < max_count:
+                r = s.get(READER_GROUP, t, q, off, 32)
+                if not r.messages:
+                    break
+                got = r.unpacked()
+                fresh = [m for m in got if begin <= m.store_timestamp <= end]
+                found.extend(fresh)
+                taken += len(fresh)
+                if any(m.store_timestamp > end for m in got) or r.next_begin_offset <= off:
+                    break
+                off = r.next_begin_offset
+    return sorted(found, key=lambda m: (m.store_timestamp, m.physical_offset))[:max_count]
+
+
 @click.command()
 @_store_arg
-@click.option("--topic", "-t", help="The topic (with --key and --unique-key).")
+@click.option("--topic", "-t", help="Only this topic (default: every topic).")
 @click.option("--key", help="Messages whose KEYS hold this key (the index).")
+@click.option("--msg-id", "--id", "msg_id", help="A message id as clients and `produce` print it: an offset "
+              "msgId (store host + physical offset), or the id a producer gave it (UNIQ_KEY; RocketMQ 5 "
+              "clients print 34 characters), as mqadmin queryMsgById.")
 @click.option("--unique-key", help="The message with this UNIQ_KEY (the id its producer assigned).")
-@click.option("--msg-id", help="The message an offset msgId names (store host + physical offset).")
-@click.option("--offset", "phys", type=int, help="The message whose record starts at this CommitLog offset.")
-@click.option("--begin", type=int, default=0, help="With --key: stored at or after (ms).")
-@click.option("--end", type=int, default=None, help="With --key: stored at or before (ms).")
-@click.option("--max", "max_count", type=int, default=32, show_default=True, help="With --key: at most this many.")
-@click.option("--hex", "as_hex", is_flag=True, help="Bodies in hex instead of UTF-8.")
+@click.option("--offset", "phys", type=click.IntRange(min=0), help="The message whose record starts at this "
+              "CommitLog offset.")
+@click.option("--begin", default=None, metavar="TIME", help="Stored at or after (ms or ISO, e.g. "
+              "2026-11-22T08:00:00Z). Alone (or with --end): every message of the time range.")
+@click.option("--end", default=None, metavar="TIME", help="Stored at or before (ms or ISO).")
+@click.option("--max", "max_count", type=click.IntRange(min=1), default=32, show_default=True,
+              help="With --key or a time range: at most this many.")
+@click.option("--hex", "as_hex", is_flag=True, help="Bodies in hex in tables (else text when they are UTF-8).")
 @_conf_opt
 @_json_opt
-def query(store, topic, key, unique_key, msg_id, phys, begin, end, max_count, as_hex, conf, as_json):
-    """Find messages by key (--key K --topic T), by unique key (--unique-key U --topic T), by msgId
-    (--msg-id) or by physical offset (--offset). Opens the store read-only."""
+def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as_hex, conf, as_json):
+    """Find messages by key (--key), by id (--msg-id: an offset msgId or a producer's id), by unique key
+    (--unique-key), by physical offset (--offset) or by time range (--begin/--end alone), in --topic or in
+    every topic. Opens the store read-only."""
     given = [n for n, v in (("--key", key), ("--unique-key", unique_key), ("--msg-id", msg_id),
                             ("--offset", phys)) if v is not None]
-    if len(given) != 1:
-        M._fail("give exactly one of --key, --unique-key, --msg-id, --offset")
-    if (key is not None or unique_key is not None) and topic is None:
-        M._fail(f"{given[0]} needs --topic")
+    if len(given) > 1 or (not given and begin is None and end is None):
+        M._fail("give one of --key, --msg-id, --unique-key, --offset, or a time range (--begin/--end)")
     if topic is not None:
         _check_topic(topic)
-    if msg_id is not None:
-        try:
-            parse_msg_id(msg_id)
-        except ValueError as e:
-            M._fail(f"bad msgId: {_one_line(e)}")
-    if max_count <= 0:
-        M._fail(f"--max {max_count}: must be positive")
+    begin_ms = O.parse_time(begin, "--begin") if begin is not None else 0
+    end_ms = O.parse_time(end, "--end") if end is not None else None
     s = _open(store, conf, read_only=True)
+    if topic is not None:
+        _require_topic(s, topic)
+    topics = _all_topics(s, topic)
+    where = f" in {topic}" if topic else ""
     try:
         if key is not None:
-            found = list(s.query(topic, key, max_count, begin, end))
-            what = f"key {key} in {topic}"
+            found, what = _by_key(s, topics, key, max_count, begin_ms, end_ms), f"key {key}{where}"
         elif unique_key is not None:
-            m = s.by_unique_key(topic, unique_key)
-            found = [m] if m else []
-            what = f"unique key {unique_key} in {topic}"
+            found, what = _by_unique_key(s, topics, unique_key), f"unique key {unique_key}{where}"
         elif msg_id is not None:
-            m = s.by_msg_id(msg_id)
-            if m is None:
-                M._fail(f"msgId {msg_id}: no such message in {s.root}")
-            found, what = [m], f"msgId {msg_id}"
-        else:
+            found, what = _by_id(s, topics, msg_id), f"id {msg_id}{where}"
+            if not found:
+                M._fail(f"id {msg_id}: no such message in {s.root} (neither an offset msgId nor a "
+                        f"producer's id{where or ' in any topic'})")
+        elif phys is not None:
             lo, hi = s.min_physical_offset, s.max_physical_offset
             if not lo <= phys < hi:
                 M._fail(f"offset {phys} is out of range: the CommitLog holds [{lo}, {hi})")
@@ -386,7 +534,11 @@ def query(store, topic, key, unique_key, msg_id, phys, begin, end, max_count, as
             if m is None or m.physical_offset != phys:
                 M._fail(f"offset {phys}: no message record starts there")
             found, what = [m], f"offset {phys}"
-        rows = [_message_row(m, as_hex) for m in found]
+        else:
+            found = _by_time(s, topics, begin_ms, end_ms, max_count)
+            what = (f"stored {O.iso_time(begin_ms)} .. {O.iso_time(end_ms) if end_ms is not None else 'now'}"
+                    f"{where}")
+        rows = [_message_row(m, as_hex, as_json) for m in found]
     except (RocketStoreError, ValueError, OSError) as e:
         M._fail(_one_line(e))
     finally:
@@ -394,10 +546,11 @@ def query(store, topic, key, unique_key, msg_id, phys, begin, end, max_count, as
     if as_json:
         M._print(f"query {what}", {"found": len(rows)}, rows, True)
     elif rows:
-        M._print(f"query {what}: {len(rows)} found", None,
-                 [{"physicalOffset": r["physicalOffset"], **_short_row(r)} for r in rows], False)
+        O.print_table(f"query {what}: {len(rows)} found", rows,
+                      ["topic", *SHORT_COLUMNS] if topic is None else
+                      ["physicalOffset", *SHORT_COLUMNS])
     else:
-        Console().print(f"query {what}: nothing found", highlight=False)
+        O.console().print(f"query {what}: nothing found")
 
 
 # ---------------------------------------------------------------- topics and queues
@@ -440,7 +593,7 @@ def topics(store, conf, as_json):
     if rows or as_json:
         M._print(f"topics of {s.root}", None, rows, as_json)
     else:
-        Console().print(f"{s.root}: no topics", highlight=False)
+        O.console().print(f"{s.root}: no topics")
 
 
 @click.command()
@@ -488,7 +641,7 @@ def queues(store, topic, conf, as_json):
     if flat:
         M._print(title, None, flat, False)
     else:
-        Console().print(f"{title}: no queues", highlight=False)
+        O.console().print(f"{title}: no queues")
 
 
 COMMANDS = (produce, consume, query, topics, queues)

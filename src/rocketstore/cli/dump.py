@@ -21,8 +21,18 @@ from ..formats import cq as CQ
 from ..formats import cq_ext as X
 from ..formats import index as IX
 from ..formats import record as R
+from . import output as O
 
 KINDS = ("commitlog", "consumequeue", "consumequeue_ext", "batchconsumequeue", "index", "checkpoint")
+# the columns a table shows by default (fits 80 columns); --wide and --json give every field
+TABLE_COLUMNS = {
+    "commitlog": ["offset", "size", "kind", "topic", "queueId", "queueOffset", "storeTimestamp", "tags"],
+    "index": ["entry", "keyHash", "slot", "phyOffset", "storeTimestamp", "prevEntry"],
+}
+COMMITLOG_FIELDS = ["offset", "size", "kind", "topic", "queueId", "queueOffset", "sysFlag", "storeTimestamp",
+                    "bornTimestamp", "bodyLength", "bodyCRC", "tags", "keys", "uniqKey", "msgId", "physicalOffsetField",
+                    "problem"]
+UNITS_PER_CHUNK = 1 << 16   # queue units decoded this many at a time: a file of any size in bounded memory
 
 
 def kind_of(path: str) -> str | None:
@@ -50,8 +60,31 @@ def _start_offset(path: str) -> int:
     return int(name) if name.isdigit() and len(name) == 20 else 0
 
 
-def commitlog_rows(path: str):
-    """Every record from the start of a segment, until the BLANK filler, zeros or a bad record."""
+def json_body(row: dict) -> dict:
+    """A row for --json: a body (bytes) as text or base64, with bodyEncoding."""
+    if "body" in row:
+        row = {**row, **O.body_json(row["body"])}
+    return row
+
+
+def text_body(row: dict) -> dict:
+    """A row for a table: a body (bytes) as text when it is, else hex."""
+    if "body" in row:
+        row = {**row, "body": O.body_text(row["body"])}
+    return row
+
+
+def _units(units_of, buf):
+    """A queue file's units as tuples, a chunk at a time (tolist() of a whole 1 GiB file would hold
+    hundreds of millions of Python ints)."""
+    arr = units_of(buf)
+    for start in range(0, len(arr), UNITS_PER_CHUNK):
+        yield from arr[start:start + UNITS_PER_CHUNK].tolist()
+
+
+def commitlog_rows(path: str, bodies: bool = False):
+    """Every record from the start of a segment, until the BLANK filler, zeros or a bad record. `offset` is
+    where the record sits; its PHYSICALOFFSET field is shown only when it says otherwise."""
     buf = _map(path)
     base = _start_offset(path)
     pos = 0
@@ -67,11 +100,16 @@ def commitlog_rows(path: str):
         except CorruptDataError as e:
             yield {"offset": base + pos, "size": size, "kind": "BAD", "problem": e.reason}
             break
-        yield {"offset": base + pos, "size": m.size, "kind": f"V{m.version}", "topic": m.topic,
-               "queueId": m.queue_id, "queueOffset": m.queue_offset, "physicalOffset": m.physical_offset,
+        row = {"offset": base + pos, "size": m.size, "kind": f"V{m.version}", "topic": m.topic,
+               "queueId": m.queue_id, "queueOffset": m.queue_offset,
                "sysFlag": m.sys_flag, "storeTimestamp": m.store_timestamp, "bornTimestamp": m.born_timestamp,
                "bodyLength": len(m.body), "bodyCRC": m.body_crc, "tags": m.tags, "keys": " ".join(m.keys),
                "uniqKey": m.unique_key, "msgId": m.msg_id}
+        if m.physical_offset != base + pos:
+            row["physicalOffsetField"] = m.physical_offset
+        if bodies:
+            row["body"] = m.body
+        yield row
         pos += m.size
 
 
@@ -82,7 +120,7 @@ def consumequeue_rows(path: str):
     buf = _map(path)
     first = _start_offset(path) // CQ.UNIT_SIZE
     ext = None
-    for i, (pos, size, tags) in enumerate(CQ.units(buf).tolist()):
+    for i, (pos, size, tags) in enumerate(_units(CQ.units, buf)):
         if not CQ.is_valid_unit(pos, size):
             break
         row = {"queueOffset": first + i, "physicalOffset": pos, "size": size, "tagsCode": tags,
@@ -166,7 +204,7 @@ def consumequeue_ext_rows(path: str):
 
 def batchconsumequeue_rows(path: str):
     buf = _map(path)
-    for i, u in enumerate(BCQ.units(buf).tolist()):
+    for i, u in enumerate(_units(BCQ.units, buf)):
         pos, size, tags, store_time, base, batch, compacted, _reserved = u
         if not BCQ.is_valid_unit(pos, size, base, batch):
             break

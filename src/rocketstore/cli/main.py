@@ -8,14 +8,13 @@ import os
 import sys
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from .. import MessageStore, StoreConfig
 from ..errors import CorruptDataError, RocketStoreError
 from ..formats import index as IX
 from . import dump as D
+from . import output as O
 from .inspect_store import inspect_store
 
 
@@ -34,7 +33,7 @@ def _config(conf: str | None) -> StoreConfig:
 def open_store(path: str, cfg: StoreConfig, read_only: bool = False, check_commitlog: bool = True) -> MessageStore:
     """MessageStore.open with a progress bar over recovery on a terminal (a crashed store re-checks every
     record since its checkpoint, which can take a while)."""
-    console = Console(stderr=True)
+    console = O.console(stderr=True)
     columns = (TextColumn("recovering the CommitLog"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task("", total=None)
@@ -44,28 +43,53 @@ def open_store(path: str, cfg: StoreConfig, read_only: bool = False, check_commi
 
 def _print(title: str, header: dict | None, rows: list[dict], as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps({"title": title, "header": header, "rows": rows}, ensure_ascii=False))
+        O.echo_json({"title": title, "header": header, "rows": rows})
         return
-    console = Console()
+    out = O.console()
     if header:
-        t = Table(title=title, show_header=False)
-        for k, v in header.items():
-            t.add_row(k, str(v))
-        console.print(t)
+        O.print_header(title, header, out)
         title = None
     if rows:
-        columns = list(dict.fromkeys(k for r in rows for k in r))
-        t = Table(title=title)
-        for c in columns:
-            t.add_column(c, overflow="fold")
-        for r in rows:
-            t.add_row(*("" if r.get(c) is None else str(r.get(c)) for c in columns))
-        console.print(t)
+        O.print_table(title, rows, list(dict.fromkeys(k for r in rows for k in r)), out)
     elif not header:
-        console.print(f"{title}: nothing written")
+        out.print(f"{title}: nothing written")
 
 
-@click.group()
+STORE_ENTRIES = ("commitlog", "consumequeue", "batchconsumequeue", "index", "checkpoint", "config")
+
+
+def require_store(path: str) -> None:
+    """A directory holding none of a store's files is not a store: say so, naming what a store has, rather
+    than answer "no topics" or "the store is sound" about /etc."""
+    if not os.path.isdir(path):
+        _fail(f"{path}: " + ("not a directory" if os.path.exists(path) else "no store directory here"))
+    if not any(os.path.exists(os.path.join(path, e)) for e in STORE_ENTRIES):
+        _fail(f"{path}: not a RocketMQ store: it has none of commitlog/, consumequeue/, batchconsumequeue/, "
+              "index/, config/ or checkpoint")
+
+
+class _Cli(click.Group):
+    """The command group: -h as well as --help, and usage errors as one line (the README's promise):
+    "rocketstore: error: ...", exit status 2 (click's status for usage errors)."""
+
+    def main(self, *args, **kwargs):
+        kwargs["standalone_mode"] = False
+        try:
+            rv = super().main(*args, **kwargs)
+        except click.exceptions.Abort:
+            click.echo("rocketstore: aborted", err=True)
+            sys.exit(1)
+        except click.ClickException as e:
+            hint = ""
+            ctx = getattr(e, "ctx", None)
+            if isinstance(e, click.UsageError) and ctx is not None:
+                hint = f" (see '{ctx.command_path} -h')"
+            click.echo(f"rocketstore: error: {' '.join(e.format_message().split())}{hint}", err=True)
+            sys.exit(e.exit_code)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="rocketstore")
 def cli():
     """Tools for Apache RocketMQ store directories (rocketstore)."""
@@ -74,20 +98,29 @@ def cli():
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--kind", type=click.Choice(D.KINDS), help="The file's kind, when its place does not say it.")
-@click.option("--limit", type=int, default=None, help="At most this many rows.")
-@click.option("--skip", type=int, default=0, help="Skip this many rows first.")
-@click.option("--hash-slots", type=int, default=None, help="maxHashSlotNum of an index file "
+@click.option("--limit", type=click.IntRange(min=0), default=None, help="At most this many rows.")
+@click.option("--skip", type=click.IntRange(min=0), default=0, help="Skip this many rows first.")
+@click.option("--wide", is_flag=True, help="Every field as a column (by default a table shows the columns that "
+              "fit a terminal; --json always has every field).")
+@click.option("--bodies", "--print-data-log", "bodies", is_flag=True,
+              help="CommitLog records' bodies too: text when they are UTF-8, else hex (tables) or base64 "
+                   "(--json, with bodyEncoding).")
+@click.option("--hash-slots", type=click.IntRange(min=1), default=None, help="maxHashSlotNum of an index file "
               "(default: from broker.conf, else inferred when maxIndexNum = 4 x maxHashSlotNum).")
 @click.option("-c", "--conf", type=click.Path(dir_okay=False), help="A RocketMQ broker.conf.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-def dump(file, kind, limit, skip, hash_slots, conf, as_json):
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines: one object per record (a header first, for "
+              "index files and the checkpoint, as {\"header\": ...}).")
+def dump(file, kind, limit, skip, wide, bodies, hash_slots, conf, as_json):
     """Decode one store file: a CommitLog segment, a ConsumeQueue or batch ConsumeQueue file, an index
-    file or the checkpoint, with offsets (like Kafka's kafka-dump-log)."""
+    file or the checkpoint, with offsets (like Kafka's kafka-dump-log). Rows are printed as they are
+    decoded: tables page by page, --json as JSON Lines."""
     if not os.path.isfile(file):
         _fail(f"{file}: no such file")
     kind = kind or D.kind_of(file)
     if kind is None:
         _fail(f"{file}: cannot tell what kind of store file this is; say it with --kind")
+    if bodies and kind != "commitlog":
+        _fail("--bodies is for CommitLog segments (the other files hold no bodies)")
     header = None
     try:
         if kind == "checkpoint":
@@ -95,12 +128,32 @@ def dump(file, kind, limit, skip, hash_slots, conf, as_json):
         elif kind == "index":
             slots = hash_slots or _hash_slots(file, _config(conf) if conf else None)
             header, rows = D.index_header(file, slots), D.index_rows(file, slots)
+        elif kind == "commitlog":
+            rows = D.commitlog_rows(file, bodies=bodies)
         else:
             rows = getattr(D, f"{kind}_rows")(file)
-        rows = list(itertools.islice(rows, skip, None if limit is None else skip + limit))
+        rows = itertools.islice(rows, skip, None if limit is None else skip + limit)
+        if as_json:
+            if header is not None:
+                O.echo_json({"header": header})
+            O.print_json_lines(D.json_body(r) for r in rows)
+        else:
+            out = O.console()
+            title = f"{kind} {file}"
+            if header is not None:
+                O.print_header(title, header, out)
+                title = None
+            columns = None if wide else D.TABLE_COLUMNS.get(kind)
+            if bodies:
+                n = O.print_records(title, (D.text_body(r) for r in rows),
+                                    [*(columns or D.COMMITLOG_FIELDS), "body"], out)
+            else:
+                n = O.print_table(title, (D.text_body(r) for r in rows), columns, out)
+            if n == 0 and header is None:
+                out.print(f"{title}: nothing written")
     except (CorruptDataError, OSError, ValueError) as e:
+        sys.stdout.flush()
         _fail(f"{file}: {e}")
-    _print(f"{kind} {file}", header, rows, as_json)
 
 
 def _hash_slots(path: str, cfg: StoreConfig | None) -> int:
@@ -122,8 +175,7 @@ def _hash_slots(path: str, cfg: StoreConfig | None) -> int:
 def inspect(store, conf, as_json):
     """A whole store at a glance: topics and queues, files and their fill, disk use, the checkpoint, the
     abort state and how far dispatch is behind. Opens the store read-only."""
-    if not os.path.isdir(store):
-        _fail(f"{store}: no store directory here")
+    require_store(store)
     try:
         with open_store(store, _config(conf), read_only=True) as s:
             report = inspect_store(s)
@@ -148,15 +200,13 @@ def verify(store, conf, as_json):
     ConsumeQueue unit against its record, every index entry and the checkpoint. Reads the files directly,
     changing nothing. Exit status 0 when the store is sound, 1 when problems were found."""
     from . import verify as V
+    require_store(store)
     try:
         cfg = StoreConfig.from_properties(conf) if conf else StoreConfig()
     except (OSError, ValueError) as e:
         raise click.BadParameter(str(e), param_hint="-c/--conf") from None
     try:
-        if as_json or V.segment_count(store) < PROGRESS_SEGMENTS:
-            report = V.verify_store(store, cfg)
-        else:
-            report = _verify_with_progress(V, store, cfg)
+        report = _verify_with_progress(V, store, cfg)
     except (OSError, RocketStoreError) as e:
         _fail(f"{store}: {e}")
     if as_json:
@@ -166,14 +216,14 @@ def verify(store, conf, as_json):
     sys.exit(0 if report["ok"] else 1)
 
 
-PROGRESS_SEGMENTS = 16  # a progress bar from this many CommitLog segments on
-
-
 def _verify_with_progress(V, store, cfg):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    with Progress(TextColumn("verifying {task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("commitlog", total=V.segment_count(store))
+    """verify_store with a bar on stderr when it is a terminal, by bytes of CommitLog checked (then the
+    queues and the index), whatever the store's size: a small store takes seconds too."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+    err = O.console(stderr=True)
+    with Progress(TextColumn("verifying {task.description}"), BarColumn(), DownloadColumn(),
+                  TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal) as bar:
+        task = bar.add_task("commitlog", total=None)
 
         def progress(kind, done, total):
             if kind == "commitlog":
@@ -184,16 +234,13 @@ def _verify_with_progress(V, store, cfg):
 
 
 def _print_verify(report: dict) -> None:
-    console = Console()
-    t = Table(title=f"verify {report['root']}", show_header=False)
-    for k, v in report["checked"].items():
-        t.add_row(k, str(v))
-    t.add_row("commitLogMinOffset", str(report["commitLog"]["minOffset"]))
-    t.add_row("commitLogMaxOffset", str(report["commitLog"]["maxOffset"]))
-    t.add_row("problems", str(len(report["problems"])))
-    console.print(t)
+    console = O.console()
+    O.print_header(f"verify {report['root']}", {**report["checked"],
+                   "commitLogMinOffset": report["commitLog"]["minOffset"],
+                   "commitLogMaxOffset": report["commitLog"]["maxOffset"],
+                   "problems": len(report["problems"])}, console)
     for n in report["notes"]:
-        console.print(f"note: {n}", highlight=False, markup=False, soft_wrap=True)
+        console.print(f"note: {n}", soft_wrap=True)
     if report["problems"]:
         _print("problems", None, report["problems"], False)
         console.print(f"{len(report['problems'])} problem(s) found", style="bold red")
@@ -203,6 +250,8 @@ def _print_verify(report: dict) -> None:
 
 from .commands import register as _register_commands  # noqa: E402  produce, consume, query, topics, queues
 _register_commands(cli)
+from .admin import register as _register_admin  # noqa: E402  groups, group ..., topic ...
+_register_admin(cli)
 from .maintain import register as _register_maintenance  # noqa: E402  rebuild, clean, recover
 _register_maintenance(cli)
 

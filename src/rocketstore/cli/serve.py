@@ -10,8 +10,9 @@ from ..errors import RocketStoreError
 
 
 @click.command()
-@click.option("--store", "store", required=True, type=click.Path(file_okay=False),
-              help="The store directory (created if missing), opened for writing.")
+@click.argument("store_arg", metavar="[STORE]", required=False, type=click.Path(file_okay=False))
+@click.option("--store", "store", type=click.Path(file_okay=False),
+              help="The store directory (created if missing), opened for writing; or give it as STORE.")
 @click.option("--listen", default="127.0.0.1:8081", show_default=True, help="HOST:PORT to listen on.")
 @click.option("-c", "--conf", type=click.Path(exists=True, dir_okay=False),
               help="A broker.conf: the store's settings, and the proxy's (brokerName, maxMessageSize, "
@@ -24,12 +25,15 @@ from ..errors import RocketStoreError
 @click.option("--access-keys-file", type=click.Path(exists=True, dir_okay=False),
               help="Require authentication: access keys from a file, JSON ({\"AK\": \"SK\", ...} or "
                    "[{\"accessKey\": .., \"secretKey\": ..}]) or properties (AK=SK per line).")
-def serve(store, listen, conf, access_keys, secret_keys, access_keys_file):
+def serve(store_arg, store, listen, conf, access_keys, secret_keys, access_keys_file):
     """Serve a store to RocketMQ 5 clients over gRPC (QueryRoute, Heartbeat, Telemetry, SendMessage,
     ReceiveMessage, AckMessage, ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue,
     NotifyClientTermination). Unacked messages come back through %RETRY%<group>_<topic> and end in
     %DLQ%<group> after the max attempts. With access keys, requests that do not verify (RocketMQ 5's
     HMAC-SHA1 signature) are refused as UNAUTHORIZED. Stops cleanly on SIGINT/SIGTERM."""
+    if (store_arg is None) == (store is None):
+        raise click.UsageError("give the store directory once: as STORE (like every command) or --store")
+    store = store or store_arg
     try:
         from ..serve.server import parse_listen, serve_forever
     except ImportError as e:

@@ -47,6 +47,7 @@ from ..services.dispatch import gets_queue_unit, tags_code_for
 from ..store import resolve_file_sizes
 
 PRE_BLANK_SIZE = 0x7FFFFFFF
+PROGRESS_STEP = 4 << 20     # progress("commitlog", bytes done, bytes total) every this many bytes
 
 
 def _segments(directory: str) -> list[str]:
@@ -210,13 +211,16 @@ class Verifier:
         last_written = max((i for i, w in enumerate(written) if w), default=-1)
         self.max_offset = self.min_offset
         crc_wanted = self.config.enabled_append_prop_crc
+        # progress in bytes of the segments that hold data, reported every few MiB within a segment too
+        total = sum(os.path.getsize(os.path.join(directory, n)) for n in names[:last_written + 1])
+        done = 0
         for i, n in enumerate(names):
             path = os.path.join(directory, n)
             rel = self._rel(path)
             base = int(n)
             self.checked["commitLogSegments"] += 1
             if self.progress:
-                self.progress("commitlog", i, len(names))
+                self.progress("commitlog", done, total)
             if i > 0 and base != int(names[i - 1]) + size:
                 self.problem(rel, 0, f"segment name follows {names[i - 1]} but is not {size} bytes after it",
                              physicalOffset=base)
@@ -238,7 +242,11 @@ class Verifier:
             pos = 0
             end = len(buf)
             ended = False
+            report_at = PROGRESS_STEP
             while pos + 8 <= end:
+                if pos >= report_at and self.progress:
+                    self.progress("commitlog", done + pos, total)
+                    report_at = pos + PROGRESS_STEP
                 rsize = R.I32.unpack_from(buf, pos)[0]
                 if rsize == 0 and R.I32.unpack_from(buf, pos + 4)[0] == 0:
                     break  # the end of the written data
@@ -258,8 +266,9 @@ class Verifier:
                 self.problem(rel, pos, "segment data ends without a BLANK filler, but a later segment holds data",
                              physicalOffset=base + pos)
             self.max_offset = base + pos
+            done += end
         if self.progress:
-            self.progress("commitlog", len(names), len(names))
+            self.progress("commitlog", total, total)
 
     def _check_record(self, buf, pos: int, base: int, rel: str, crc_wanted: bool) -> bool:
         phys = base + pos

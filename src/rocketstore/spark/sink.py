@@ -226,6 +226,8 @@ class Appender:
         for part in sorted((p for p in parts if p.path), key=lambda p: p.partition_id):
             with pa.memory_map(part.path) as source:
                 table = pa.ipc.open_file(source).read_all()
+            for topic in set(table.column("topic").to_pylist()):   # new topics: the store's default queue count
+                self.store.ensure_topic(topic)
             plans = plan_puts(table, self.store, self.limits, number)
             number += len(plans)
             self._put(table, plans, total)

@@ -1,0 +1,303 @@
+"""`rocketstore groups | group ... | topic ...`: consumer groups and topics, as mqadmin administers them.
+
+The verbs follow mqadmin's where it has one, in this command's style: a plural lists (`topics`, `groups`,
+as mqadmin topicList / consumerProgress without a group), a singular takes one thing and a verb
+(`topic create|update|delete`: updateTopic, deleteTopic; `group progress|reset-offset|delete`:
+consumerProgress -g, resetOffsetByTime, deleteSubGroup), like kafka-consumer-groups' --describe,
+--reset-offsets and --delete. Listing opens the store read-only; the rest take its lock.
+"""
+from __future__ import annotations
+
+import click
+
+from .. import topics as TC
+from ..errors import RocketStoreError
+from ..validation import group_problem
+from . import main as M
+from . import output as O
+from .commands import _check_topic, _conf_opt, _json_opt, _one_line, _open, _queue_range, _require_topic, \
+    _store_arg, _topic_queue_ids
+
+MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")   # TopicMessageType, attribute message.type
+MESSAGE_TYPE = "message.type"
+
+
+def _check_group(group: str) -> None:
+    problem = group_problem(group)
+    if problem:
+        M._fail(problem)
+
+
+def _progress_rows(s, group: str, topics: list[str]) -> list[dict]:
+    """consumerProgress: per queue the broker's max offset, the group's committed offset, the difference and
+    the store time of the last consumed message."""
+    rows = []
+    for t in topics:
+        for q in _topic_queue_ids(s, t):
+            committed = s.consumer_offsets.query(group, t, q)
+            hi = s.max_offset(t, q)
+            last = s.store_timestamp_at(t, q, committed - 1) if committed > 0 else -1
+            rows.append({"topic": t, "queueId": q, "brokerOffset": hi,
+                         "consumerOffset": committed if committed >= 0 else None,
+                         "lag": max(hi - max(committed, 0), 0),
+                         "lastTimestamp": last if last > 0 else None})
+    return rows
+
+
+@click.command()
+@_store_arg
+@_conf_opt
+@_json_opt
+def groups(store, conf, as_json):
+    """Every consumer group with committed offsets (config/consumerOffset.json): its topics and total lag.
+    Opens the store read-only."""
+    s = _open(store, conf, read_only=True)
+    try:
+        rows = []
+        for g, topics in s.consumer_offsets.groups().items():
+            progress = _progress_rows(s, g, topics)
+            rows.append({"group": g, "topics": " ".join(topics), "queues": len(progress),
+                         "lag": sum(r["lag"] for r in progress)})
+    except (RocketStoreError, ValueError, OSError) as e:
+        M._fail(_one_line(e))
+    finally:
+        s.close()
+    if as_json:
+        M._print(f"groups of {s.root}", None, rows, True)
+    elif rows:
+        O.print_table(f"groups of {s.root}", rows)
+    else:
+        O.console().print(f"{s.root}: no consumer groups")
+
+
+@click.group()
+def group():
+    """One consumer group: progress, reset-offset, delete."""
+
+
+@group.command()
+@_store_arg
+@click.argument("name", metavar="GROUP")
+@click.option("--topic", "-t", default=None, help="Only this topic.")
+@_conf_opt
+@_json_opt
+def progress(store, name, topic, conf, as_json):
+    """A group's progress per queue (mqadmin consumerProgress): the queue's max offset, the committed
+    offset, the lag and when the last consumed message was stored; the total lag. Read-only."""
+    _check_group(name)
+    s = _open(store, conf, read_only=True)
+    try:
+        known = s.consumer_offsets.groups().get(name)
+        if known is None:
+            M._fail(f"no consumer group {name} in {s.root} (no committed offsets)")
+        if topic is not None:
+            _require_topic(s, topic)
+        rows = _progress_rows(s, name, [topic] if topic else known)
+    except (RocketStoreError, ValueError, OSError) as e:
+        M._fail(_one_line(e))
+    finally:
+        s.close()
+    total = sum(r["lag"] for r in rows)
+    if as_json:
+        M._print(f"progress of {name}", {"group": name, "lag": total}, rows, True)
+        return
+    O.print_table(f"progress of {name} in {s.root}", rows)
+    O.console().print(f"total lag: {total}")
+
+
+@group.command(name="reset-offset")
+@_store_arg
+@click.argument("name", metavar="GROUP")
+@click.option("--topic", "-t", required=True, help="The topic whose offsets to reset.")
+@click.option("--to-time", default=None, metavar="TIME", help="The first message stored at or after this time "
+              "(ms or ISO, e.g. 2026-11-22T08:00:00Z; 'now' for the end), as mqadmin resetOffsetByTime.")
+@click.option("--to-offset", type=click.IntRange(min=0), default=None, help="This queue offset (clamped to "
+              "each queue's range).")
+@click.option("--to-earliest", is_flag=True, help="Each queue's first offset.")
+@click.option("--to-latest", is_flag=True, help="Each queue's end (skip everything stored so far).")
+@click.option("--queue", "-q", type=click.IntRange(min=0), default=None, help="Only this queue.")
+@_conf_opt
+@_json_opt
+def reset_offset(store, name, topic, to_time, to_offset, to_earliest, to_latest, queue, conf, as_json):
+    """Set a group's committed offsets for a topic (mqadmin resetOffsetByTime, kafka-consumer-groups
+    --reset-offsets): to a time, an offset, the earliest or the latest. Takes the store's lock."""
+    _check_group(name)
+    _check_topic(topic)
+    if sum((to_time is not None, to_offset is not None, to_earliest, to_latest)) != 1:
+        M._fail("give one of --to-time, --to-offset, --to-earliest, --to-latest")
+    when = None
+    if to_time is not None and to_time != "now":
+        when = O.parse_time(to_time, "--to-time")
+    s = _open(store, conf, read_only=False, locked_hint=" (a reset writes config/consumerOffset.json)")
+    try:
+        _require_topic(s, topic)
+        ids = _topic_queue_ids(s, topic)
+        if queue is not None:
+            if queue not in ids:
+                M._fail(f"--queue {queue}: topic {topic} has queues 0..{len(ids) - 1}")
+            ids = [queue]
+        rows, new = [], {}
+        for q in ids:
+            lo, hi = max(s.min_offset(topic, q), 0), s.max_offset(topic, q)
+            if to_offset is not None:
+                off = min(max(to_offset, lo), hi)
+            elif to_earliest:
+                off = lo
+            elif to_latest or to_time == "now":
+                off = hi
+            else:
+                off = s.offset_by_time(topic, q, when)
+            old = s.consumer_offsets.query(name, topic, q)
+            new[q] = off
+            rows.append({"topic": topic, "queueId": q, "before": old if old >= 0 else None, "after": off})
+        s.consumer_offsets.commit(name, topic, new)
+    except (RocketStoreError, ValueError, OSError) as e:
+        M._fail(_one_line(e))
+    finally:
+        if not s._closed:
+            s.close()
+    M._print(f"reset {name} on {topic}", None, rows, as_json)
+
+
+@group.command(name="delete")
+@_store_arg
+@click.argument("name", metavar="GROUP")
+@_conf_opt
+@_json_opt
+def delete_group(store, name, conf, as_json):
+    """Delete a group (mqadmin deleteSubGroup with its offsets): its committed offsets for every topic and
+    its SQL92 filter registration. Takes the store's lock."""
+    _check_group(name)
+    s = _open(store, conf, read_only=False, locked_hint=" (a delete writes config/consumerOffset.json)")
+    try:
+        topics = s.consumer_offsets.groups().get(name, [])
+        registered = any(name in groups for groups in s.filters.by_topic.values())
+        if not topics and not registered:
+            M._fail(f"no consumer group {name} in {s.root}")
+        s.consumer_offsets.remove_group(name)
+        if registered:
+            s.unregister_filter(name)
+    except (RocketStoreError, ValueError, OSError) as e:
+        M._fail(_one_line(e))
+    finally:
+        if not s._closed:
+            s.close()
+    summary = {"group": name, "deleted": True, "topics": topics}
+    if as_json:
+        O.echo_json(summary)
+    else:
+        O.console().print(f"deleted group {name} (offsets for {', '.join(topics) or 'no topic'})")
+
+
+# ---------------------------------------------------------------- topics
+@click.group()
+def topic():
+    """One topic: create, update, delete (config/topics.json, as mqadmin updateTopic / deleteTopic)."""
+
+
+def _attributes(batch_cq: bool, message_type: str | None, current: dict | None) -> dict:
+    attrs = dict((current or {}).get("attributes") or {})
+    if batch_cq:
+        attrs[TC.QUEUE_TYPE] = TC.BATCH_CQ
+    if message_type is not None:
+        attrs[MESSAGE_TYPE] = message_type
+    return attrs
+
+
+_queues_opt = click.option("--queues", type=click.IntRange(1, 1024), default=None,
+                           help=f"Read and write queues (default {TC.DEFAULT_QUEUE_NUMS}, RocketMQ's "
+                                "defaultTopicQueueNums).")
+_type_opt = click.option("--message-type", type=click.Choice(MESSAGE_TYPES, case_sensitive=False), default=None,
+                         help="The topic's message.type attribute (RocketMQ 5).")
+
+
+@topic.command(name="create")
+@_store_arg
+@click.argument("name", metavar="TOPIC")
+@_queues_opt
+@click.option("--batch-cq", is_flag=True, help="A batch ConsumeQueue topic (queue.type=BatchCQ, RIP-26).")
+@_type_opt
+@click.option("--create", is_flag=True, help="Make the store directory when it does not exist.")
+@_conf_opt
+@_json_opt
+def create_topic(store, name, queues, batch_cq, message_type, create, conf, as_json):
+    """Create a topic in config/topics.json (mqadmin updateTopic for a new topic)."""
+    _check_topic(name)
+    s = _open(store, conf, read_only=False, create=create)
+    try:
+        if name in s.topic_configs or name in s.topics():
+            M._fail(f"topic {name} already exists in {s.root} (change it with `rocketstore topic update`)")
+        s.create_topic(name, queues or TC.DEFAULT_QUEUE_NUMS,
+                       _attributes(batch_cq, message_type and message_type.upper(), None))
+        cfg = s.topic_configs[name]
+    except (RocketStoreError, ValueError, OSError) as e:
+        M._fail(_one_line(e))
+    finally:
+        if not s._closed:
+            s.close()
+    M._print(f"created topic {name}", cfg, [], as_json)
+
+
+@topic.command(name="update")
+@_store_arg
+@click.argument("name", metavar="TOPIC")
+@_queues_opt
+@_type_opt
+@_conf_opt
+@_json_opt
+def update_topic(store, name, queues, message_type, conf, as_json):
+    """Change a topic's queue count or message type (mqadmin updateTopic); its queue type cannot change."""
+    _check_topic(name)
+    if queues is None and message_type is None:
+        M._fail("give --queues or --message-type")
+    s = _open(store, conf, read_only=False)
+    try:
+        _require_topic(s, name)
+        current = s.topic_configs.get(name)
+        n = queues or int((current or {}).get("writeQueueNums") or len(_topic_queue_ids(s, name)))
+        s.create_topic(name, n, _attributes(False, message_type and message_type.upper(), current))
+        cfg = s.topic_configs[name]
+    except (RocketStoreError, ValueError, OSError) as e:
+        M._fail(_one_line(e))
+    finally:
+        if not s._closed:
+            s.close()
+    M._print(f"updated topic {name}", cfg, [], as_json)
+
+
+@topic.command(name="delete")
+@_store_arg
+@click.argument("name", metavar="TOPIC")
+@click.option("--yes", is_flag=True, help="Do not ask first.")
+@_conf_opt
+@_json_opt
+def delete_topic(store, name, yes, conf, as_json):
+    """Delete a topic as mqadmin deleteTopic does in a broker: its topics.json entry, its queues and the
+    groups' offsets for it. Its CommitLog records stay until they expire (as in RocketMQ)."""
+    _check_topic(name)
+    s = _open(store, conf, read_only=False)
+    try:
+        _require_topic(s, name)
+        messages = sum(_queue_range(s, name, q)[2] for q in _topic_queue_ids(s, name))
+        if not yes and not as_json:
+            click.confirm(f"delete topic {name} ({messages} message(s) in its queues) from {s.root}?", abort=True)
+        s.delete_topic(name)
+    except (RocketStoreError, ValueError, OSError) as e:
+        M._fail(_one_line(e))
+    finally:
+        if not s._closed:
+            s.close()
+    summary = {"topic": name, "deleted": True, "messages": messages}
+    if as_json:
+        O.echo_json(summary)
+    else:
+        O.console().print(f"deleted topic {name} ({messages} message(s) in its queues; the CommitLog keeps "
+                          "their records until they expire)")
+
+
+COMMANDS = (groups, group, topic)
+
+
+def register(cli: click.Group) -> None:
+    for command in COMMANDS:
+        cli.add_command(command)
