@@ -446,6 +446,8 @@ class Verifier:
                     self.problem(rel, 0, f"file name follows {names[k - 1]} but is not {unit_file} bytes after it")
                 if actual != unit_file:
                     self.problem(rel, actual, f"file is {actual} bytes, batch ConsumeQueue files are {unit_file}")
+                if actual % BCQ.UNIT_SIZE:
+                    self.problem(rel, actual - actual % BCQ.UNIT_SIZE, "file ends inside a unit")
                 arr = BCQ.units(_map(path))
                 for i, u in enumerate(arr.tolist()):
                     phys, size, tags, _st, base, batch, _comp, _res = u
