@@ -196,7 +196,8 @@ class MessageStore:
         inline = config.dispatch_in_put_path and ((not self._sync_flush and not pooled) or config.read_uncommitted)
         self.writer = MessageWriter(config, self.commitlog,
                                     self._dispatch_put if inline else None,
-                                    self._dispatch_put_batch, lambda topic: topic in self.batch_topics)
+                                    self._dispatch_put_batch, lambda topic: topic in self.batch_topics,
+                                    self._configured_queues)
         self._arrival = threading.Condition(threading.Lock())
         self._waiters = 0
 
@@ -690,6 +691,14 @@ class MessageStore:
             return int(cfg["writeQueueNums"])
         existing = [q for t, q in self._cqs if t == topic]
         return max(max(existing, default=-1) + 1, DEFAULT_QUEUES)
+
+    def _configured_queues(self, topic: str) -> int | None:
+        """The queue ids a put may name for a topic with a config: below max(writeQueueNums, readQueueNums),
+        as the broker's msgCheck requires; None (any int32) for a topic without one."""
+        cfg = self.topic_configs.get(topic)
+        if not cfg or (cfg.get("writeQueueNums") is None and cfg.get("readQueueNums") is None):
+            return None
+        return max(cfg.get("writeQueueNums") or 0, cfg.get("readQueueNums") or 0)
 
     def pick_queue(self, msg: Message) -> int:
         """A queue for a message sent without one: by its sharding key (`__SHARDINGKEY`, as RocketMQ's
