@@ -21,7 +21,6 @@ rocketstore.spark.rebuild_job runs the same pieces as a Spark job.
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import logging
 import mmap
 import os
@@ -34,7 +33,8 @@ import numpy as np
 
 from . import topics as TC
 from .config import StoreConfig
-from .errors import RocketStoreError, StoreLockedError
+from .errors import RocketStoreError
+from .files.writer_lock import WriterLock
 from .formats import checkpoint as CP
 from .formats import index as I
 from .formats import properties as P
@@ -461,7 +461,7 @@ class RebuildRun:
             # filters registered at the time): not something the per-queue writers here reproduce
             raise RebuildError(f"{self.root}: {EXT_REFUSED}")
         self.aside: str | None = None
-        self._lock_fd: int | None = None
+        self._lock: WriterLock | None = None
         self.batch_topics: set[str] = set()
         self.checkpoint = CP.Checkpoint()
         self._had_abort = False
@@ -508,27 +508,14 @@ class RebuildRun:
             self._release_lock()
 
     def _take_lock(self) -> None:
-        """MessageStore._take_lock's lock: FileChannel.tryLock(0, 1) on `lock`, and not open for writing in
-        this process either (fcntl locks do not exclude the same process)."""
-        from . import store as S
-        path = os.path.join(self.root, "lock")
-        with S._OPEN_LOCK:
-            if os.path.realpath(self.root) in S._OPEN_FOR_WRITING:
-                raise StoreLockedError(f"{path}: the store is open for writing in this process; close it first")
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
-            except OSError:
-                os.close(fd)
-                raise StoreLockedError(f"{path}: the store is open for writing by another process") from None
-        os.pwrite(fd, b"lock", 0)
-        os.fsync(fd)
-        self._lock_fd = fd
+        """MessageStore's lock (files.writer_lock): the `lock` file, and not open for writing in this
+        process either."""
+        self._lock = WriterLock.acquire(self.root, "; close it first")
 
     def _release_lock(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def _read_checkpoint(self) -> CP.Checkpoint:
         path = os.path.join(self.root, "checkpoint")

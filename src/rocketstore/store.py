@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import logging
 import os
 import threading
 import time
 
 from .config import SYNC_FLUSH, StoreConfig
-from .errors import CorruptDataError, StoreClosedError, StoreLockedError, StoreOpenError
+from .errors import CorruptDataError, StoreClosedError, StoreOpenError
 from .formats import checkpoint as CP
 from .formats import record as R
 from .formats.javahash import java_string_hash
@@ -33,6 +32,7 @@ from .filter.bloom import BloomFilter
 from .filter.manager import ConsumerFilterManager
 from .services.dispatch import ConsumeQueueDispatcher, DispatchRequest
 from .files.transient_pool import TransientStorePool
+from .files.writer_lock import WriterLock
 from .services.flush import FlushServices
 from .services.index_service import LONG_MAX, IndexDispatcher, IndexService
 from .services.reput import ReputService
@@ -41,9 +41,6 @@ from .validation import group_problem, topic_problem
 log = logging.getLogger("rocketstore")
 DEFAULT_QUEUES = 4
 SHARDING_KEY = "__SHARDINGKEY"
-# fcntl locks do not exclude a second open in the same process (Java's FileChannel.tryLock does): track them
-_OPEN_FOR_WRITING: set[str] = set()
-_OPEN_LOCK = threading.Lock()
 
 
 def _machine_memory() -> int:
@@ -149,7 +146,7 @@ class MessageStore:
         self.delay_levels = config.delay_levels()
         self.total_memory = config.total_physical_memory or _machine_memory()
         self._closed = False
-        self._lock_fd = None
+        self._writer_lock: WriterLock | None = None
         self._cqs: dict[tuple[str, int], ConsumeQueue | BatchConsumeQueue] = {}
         self.batch_topics: set[str] = set()   # topics whose queue.type is BatchCQ (RIP-26)
         self.topic_configs: dict[str, dict] = {}
@@ -257,22 +254,7 @@ class MessageStore:
                  self.min_physical_offset, self.max_physical_offset, len(self._cqs))
 
     def _take_lock(self) -> None:
-        path = os.path.join(self.root, "lock")
-        key = os.path.realpath(self.root)
-        with _OPEN_LOCK:
-            if key in _OPEN_FOR_WRITING:
-                raise StoreLockedError(f"{path}: the store is already open for writing in this process")
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)  # RocketMQ: FileChannel.tryLock(0, 1, false)
-            except OSError:
-                os.close(fd)
-                raise StoreLockedError(f"{path}: the store is open for writing by another process") from None
-            _OPEN_FOR_WRITING.add(key)
-        self._lock_key = key
-        os.pwrite(fd, b"lock", 0)
-        os.fsync(fd)
-        self._lock_fd = fd
+        self._writer_lock = WriterLock.acquire(self.root)
 
     def _load_checkpoint(self) -> None:
         path = os.path.join(self.root, "checkpoint")
@@ -398,11 +380,9 @@ class MessageStore:
         for cq in self._cqs.values():
             cq.close()
         self.commitlog.close()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-            with _OPEN_LOCK:
-                _OPEN_FOR_WRITING.discard(self._lock_key)
+        if self._writer_lock is not None:
+            self._writer_lock.release()
+            self._writer_lock = None
 
     def __enter__(self):
         return self
