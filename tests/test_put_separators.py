@@ -128,3 +128,13 @@ def test_a_configured_topic_takes_only_its_queues(tmp_path):
         assert s.max_physical_offset == before
         s.create_topic("C", queues=4)     # more queues: the new one is accepted at once
         assert s.put(Message("C", b"x"), 3).ok
+
+
+@pytest.mark.parametrize("topic", [["T"], None, 5, ""])
+def test_a_topic_that_is_not_a_name(tmp_path, topic):
+    with store(tmp_path) as s:
+        before = s.max_physical_offset
+        for q in (0, None):
+            assert s.put(Message(topic, b"x"), q).status is ILLEGAL
+            assert s.put_batch([Message(topic, b"x")], q).status is ILLEGAL
+        assert s.max_physical_offset == before

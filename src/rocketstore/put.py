@@ -194,7 +194,10 @@ class MessageWriter:
 
     # -- one message
     def put(self, msg: Message, queue_id: int) -> PutResult:
-        t = self._topics.get(msg.topic)
+        try:
+            t = self._topics.get(msg.topic)
+        except TypeError:   # an unhashable topic: _put refuses it
+            t = None
         if (t is not None and t.fast and type(msg.body) is bytes and msg.raw_properties is None
                 and not msg.properties and not msg.keys and not msg.sys_flag and msg.born_host is None
                 and msg.store_host is None and type(queue_id) is int and 0 <= queue_id < t.queues):

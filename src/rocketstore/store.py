@@ -683,6 +683,8 @@ class MessageStore:
     def pick_queue(self, msg: Message) -> int:
         """A queue for a message sent without one: by its sharding key (`__SHARDINGKEY`, as RocketMQ's
         SelectMessageQueueByHash: |hashCode % n|), else round robin over the topic's queues."""
+        if not isinstance(msg.topic, str):
+            return 0    # the put refuses the topic
         n = self.queue_count(msg.topic)
         key = (msg.properties or {}).get(SHARDING_KEY) if msg.raw_properties is None else \
             parse_properties(msg.raw_properties).get(SHARDING_KEY)
