@@ -163,22 +163,18 @@ class MessageWriter:
         if msg.raw_properties is None and not msg.properties:
             # the common case, without building a dict: KEYS then TAGS, as property_map orders them
             keys, tags = msg.keys, msg.tags
-            try:
-                if keys and not isinstance(keys, str):
+            if keys and type(keys) is not str:
+                try:
                     keys = P.KEY_SEPARATOR.join(keys)
+                except TypeError:
+                    keys = False    # not strings: text_problem below says so
+            if ((keys is None or type(keys) is str and "\x01" not in keys and "\x02" not in keys)
+                    and (tags is None or type(tags) is str and "\x01" not in tags and "\x02" not in tags)):
                 # Java's getBytes(UTF_8) writes "?" for an unpaired surrogate; so does "replace"
                 if keys:
-                    raw = (f"KEYS\x01{keys}\x02TAGS\x01{tags}\x02" if tags
-                           else f"KEYS\x01{keys}\x02").encode("utf-8", "replace")
-                else:
-                    raw = f"TAGS\x01{tags}\x02".encode("utf-8", "replace") if tags else b""
-            except TypeError:
-                raw = None
-            # each pair has one separator of each kind: any more came from inside a tag or key
-            pairs = (1 if keys else 0) + (1 if tags else 0)
-            if (raw is not None and raw.count(1) == pairs and raw.count(2) == pairs
-                    and (not tags or isinstance(tags, str)) and (not keys or isinstance(keys, str))):
-                return raw
+                    return (f"KEYS\x01{keys}\x02TAGS\x01{tags}\x02" if tags
+                            else f"KEYS\x01{keys}\x02").encode("utf-8", "replace")
+                return f"TAGS\x01{tags}\x02".encode("utf-8", "replace") if tags else b""
         problem = msg.text_problem()
         if problem is not None:
             log.warning("put refused: %s", problem)
