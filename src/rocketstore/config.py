@@ -126,6 +126,9 @@ class StoreConfig:
         cq = self.mapped_file_size_consume_queue
         if cq is not None and cq % 20:
             raise ValueError(f"mapped_file_size_consume_queue must be a multiple of 20, got {cq}")
+        bcq = self.mapped_file_size_batch_consume_queue
+        if bcq is not None and bcq % 46:
+            raise ValueError(f"mapped_file_size_batch_consume_queue must be a multiple of 46, got {bcq}")
 
     @classmethod
     def from_properties(cls, source: Mapping[str, object] | str | os.PathLike, **overrides) -> "StoreConfig":

@@ -12,7 +12,7 @@ import re
 import threading
 import time
 
-from .config_files import read_with_backup, write_atomically
+from .config_files import JAVA_INT, as_int, as_object, load_json, read_config, write_atomically
 from .errors import StoreOpenError
 from .formats.record import INNER_BATCH_FLAG
 from .message import GetStatus
@@ -26,8 +26,21 @@ def offsets_path(root: str) -> str:
 
 
 def parse_offsets(text: str) -> dict[str, dict[int, int]]:
-    table = json.loads(_UNQUOTED_INT_KEY.sub(r'\1"\2"\3', text)).get("offsetTable") or {}
-    return {key: {int(q): int(o) for q, o in queues.items()} for key, queues in table.items()}
+    """offsetTable: `topic@group` -> queue id (a Java int) -> committed offset (a Java long); ValueError for
+    any other shape."""
+    doc = as_object(load_json(_UNQUOTED_INT_KEY.sub(r'\1"\2"\3', text)), "the file", optional=False)
+    table = as_object(doc.get("offsetTable"), "offsetTable")
+    out: dict[str, dict[int, int]] = {}
+    for key, queues in table.items():
+        offsets = out[key] = {}
+        for q, o in as_object(queues, f"offsetTable[{key!r}]", optional=False).items():
+            try:
+                qid = int(q, 10)
+            except ValueError:
+                raise ValueError(f"offsetTable[{key!r}]: queue id {q!r} is not an integer") from None
+            as_int(qid, f"offsetTable[{key!r}]: queue id", (0, JAVA_INT[1]))
+            offsets[qid] = as_int(o, f"offsetTable[{key!r}][{q}]")
+    return out
 
 
 def format_offsets(table: dict[str, dict[int, int]], counter: int) -> str:
@@ -45,9 +58,7 @@ class ConsumerOffsets:
         self.root = root
         self.writable = writable
         self._lock = threading.Lock()
-        table, problems = read_with_backup(offsets_path(root), parse_offsets)
-        if table is None and problems:
-            raise StoreOpenError("cannot read the consumer offsets: " + "; ".join(problems))
+        table = read_config(offsets_path(root), parse_offsets, "the consumer offsets")
         self.table: dict[str, dict[int, int]] = table or {}
         self._counter = 0
 

@@ -57,6 +57,30 @@ class Message:
     raw_properties: str | bytes | None = None
     store_host: str | None = None   # this message's STOREHOST, when not the store's own (replays, proxies)
 
+    def text_problem(self) -> str | None:
+        """None when the tags, keys and property names and values can be stored as given (strings without
+        the separators \x01 and \x02, see properties.storable_text), else what is wrong. raw_properties is
+        the exact stored string and is not checked."""
+        if self.raw_properties is not None:
+            return None
+        if self.tags is not None and not P.storable_text(self.tags):
+            return f"tags {self.tags!r} must be a string without \\x01 or \\x02"
+        keys = self.keys
+        if keys is not None:
+            if not isinstance(keys, (str, list, tuple)):
+                return f"keys must be a string or a list of strings, not {type(keys).__name__}"
+            for k in ((keys,) if isinstance(keys, str) else keys):
+                if not P.storable_text(k):
+                    return f"key {k!r} must be a string without \\x01 or \\x02"
+        props = self.properties
+        if props is not None:
+            if not isinstance(props, dict):
+                return f"properties must be a dict, not {type(props).__name__}"
+            for k, v in props.items():
+                if not P.storable_text(k) or not (v is None or P.storable_text(v)):
+                    return f"property {k!r}={v!r}: names and values must be strings without \\x01 or \\x02"
+        return None
+
     def property_map(self) -> dict[str, str]:
         if self.raw_properties is not None:
             return P.parse_properties(self.raw_properties)

@@ -48,21 +48,28 @@ def _flags_fit(flags: list) -> bool:
 class _Topic:
     """What the put path needs of a topic, computed once: its bytes, its record version, whether the
     plain-message fast path applies, and the record tails of the tags seen so far."""
-    __slots__ = ("name", "tail", "v2", "tlen", "magic", "fast", "tag_tails")
+    __slots__ = ("name", "tail", "v2", "tlen", "magic", "fast", "tag_tails", "queues")
 
-    def __init__(self, name: str, v2: bool, fast: bool):
+    def __init__(self, name: str, v2: bool, fast: bool, queues: int = _I32_MAX + 1):
         raw = name.encode("utf-8")
         self.name, self.v2, self.tlen = name, v2, len(raw)
+        self.queues = queues    # queue ids below this are accepted (a Java int; fewer with a topic config)
         self.tail = R.topic_tail(raw, v2)
         self.magic = R.MAGIC_V2 if v2 else R.MAGIC_V1
         self.fast = fast
         self.tag_tails: dict[str | None, tuple[bytes, int, int, bytes]] = {}
 
-    def tag_tail(self, tags: str | None) -> tuple[bytes, int, int, bytes]:
+    def tag_tail(self, tags: str | None) -> tuple[bytes, int, int, bytes] | None:
         """(tail = TOPIC + PROPERTIES for a message with only these tags, its length, tagsCode, the
-        properties alone)."""
-        got = self.tag_tails.get(tags)
+        properties alone); None for tags that cannot be stored (not a string, or holding a separator)."""
+        try:
+            got = self.tag_tails.get(tags)
+        except TypeError:   # unhashable: not a string
+            return None
         if got is None:
+            if tags is not None and not P.storable_text(tags):
+                log.warning("put refused: tags %r must be a string without \\x01 or \\x02", tags)
+                return None
             props = f"TAGS\x01{tags}\x02".encode("utf-8", "replace") if tags else b""
             tail = self.tail + R.U16.pack(len(props) & 0xFFFF) + props
             # the tagsCode of what is stored (a separator cuts the tag; an unpaired surrogate became "?")
@@ -73,10 +80,12 @@ class _Topic:
 
 
 class MessageWriter:
-    def __init__(self, config, commitlog: CommitLog, dispatch, dispatch_batch=None, is_batch_topic=None):
+    def __init__(self, config, commitlog: CommitLog, dispatch, dispatch_batch=None, is_batch_topic=None,
+                 queue_limit=None):
         """`dispatch(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props, end)`
         builds the queues for each record as it is written, under the put lock; None leaves it to reput.
-        `dispatch_batch` does the same for a producer batch, with lists in place of the per-record values."""
+        `dispatch_batch` does the same for a producer batch, with lists in place of the per-record values.
+        `queue_limit(topic)`: the number of queues a topic's config gives it, None without one."""
         self.config = config
         self.commitlog = commitlog
         self.dispatch = dispatch
@@ -91,6 +100,7 @@ class MessageWriter:
         self.max_record = config.max_message_size + 64 * 1024  # MessageExtEncoder reserves 64 KiB
         self._topics: dict[str, _Topic | str] = {}
         self.is_batch_topic = is_batch_topic or (lambda topic: False)
+        self.queue_limit = queue_limit or (lambda topic: None)
         # the plain-message fast path writes IPv4 store hosts and no appended CRC
         self._fast_ok = len(self.store_host) == 8 and not self.append_crc
         self._fixed_v4 = R.fixed_part(8, 8)
@@ -119,8 +129,10 @@ class MessageWriter:
             if problem:
                 log.warning("put refused: %s", problem)
                 return None
+            limit = self.queue_limit(topic)
             t = _Topic(topic, self.config.auto_message_version_on_topic_len and len(topic) > R.MAX_TOPIC_BYTES_V1,
-                       self._fast_ok and topic != SCHEDULE_TOPIC and not self.is_batch_topic(topic))
+                       self._fast_ok and topic != SCHEDULE_TOPIC and not self.is_batch_topic(topic),
+                       _I32_MAX + 1 if limit is None else min(limit, _I32_MAX + 1))
             if len(self._topics) < 100_000:
                 self._topics[topic] = t
         return t
@@ -136,17 +148,37 @@ class MessageWriter:
         return born, flags, store
 
     @staticmethod
-    def _props(msg: Message, drop_crc: bool) -> bytes:
+    def _queue_ok(t: _Topic, queue_id) -> bool:
+        """A queue id the record's int32 field holds and the topic's config has (the broker's msgCheck:
+        queueId < max(writeQueueNums, readQueueNums))."""
+        if type(queue_id) is int and 0 <= queue_id < t.queues:
+            return True
+        log.warning("put refused: queue id %r is not one of topic %s's queues (0..%d)", queue_id, t.name,
+                    t.queues - 1)
+        return False
+
+    @staticmethod
+    def _props(msg: Message, drop_crc: bool) -> bytes | None:
+        """The PROPERTIES bytes, None when a tag, key or property cannot be stored (Message.text_problem)."""
         if msg.raw_properties is None and not msg.properties:
             # the common case, without building a dict: KEYS then TAGS, as property_map orders them
-            keys = msg.keys
-            if keys and not isinstance(keys, str):
-                keys = P.KEY_SEPARATOR.join(keys)
-            # Java's getBytes(UTF_8) writes "?" for an unpaired surrogate; so does "replace"
-            if keys:
-                return (f"KEYS\x01{keys}\x02TAGS\x01{msg.tags}\x02" if msg.tags
-                        else f"KEYS\x01{keys}\x02").encode("utf-8", "replace")
-            return f"TAGS\x01{msg.tags}\x02".encode("utf-8", "replace") if msg.tags else b""
+            keys, tags = msg.keys, msg.tags
+            if keys and type(keys) is not str:
+                try:
+                    keys = P.KEY_SEPARATOR.join(keys)
+                except TypeError:
+                    keys = False    # not strings: text_problem below says so
+            if ((keys is None or type(keys) is str and "\x01" not in keys and "\x02" not in keys)
+                    and (tags is None or type(tags) is str and "\x01" not in tags and "\x02" not in tags)):
+                # Java's getBytes(UTF_8) writes "?" for an unpaired surrogate; so does "replace"
+                if keys:
+                    return (f"KEYS\x01{keys}\x02TAGS\x01{tags}\x02" if tags
+                            else f"KEYS\x01{keys}\x02").encode("utf-8", "replace")
+                return f"TAGS\x01{tags}\x02".encode("utf-8", "replace") if tags else b""
+        problem = msg.text_problem()
+        if problem is not None:
+            log.warning("put refused: %s", problem)
+            return None
         return msg.properties_bytes(drop_crc=drop_crc)
 
     def _tags_code(self, msg: Message, topic: str, props: bytes, store_ts: int, sys_flag: int) -> int:
@@ -158,10 +190,13 @@ class MessageWriter:
 
     # -- one message
     def put(self, msg: Message, queue_id: int) -> PutResult:
-        t = self._topics.get(msg.topic)
+        try:
+            t = self._topics.get(msg.topic)
+        except TypeError:   # an unhashable topic: _put refuses it
+            t = None
         if (t is not None and t.fast and type(msg.body) is bytes and msg.raw_properties is None
                 and not msg.properties and not msg.keys and not msg.sys_flag and msg.born_host is None
-                and msg.store_host is None and type(queue_id) is int and queue_id >= 0):
+                and msg.store_host is None and type(queue_id) is int and 0 <= queue_id < t.queues):
             if not _fields_fit(msg):
                 return PutResult(PutStatus.MESSAGE_ILLEGAL)
             return self._put_plain(msg, queue_id, t)
@@ -175,7 +210,10 @@ class MessageWriter:
         body = msg.body
         if body is None or len(body) > self.max_body:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
-        tail, tail_len, code, props = t.tag_tail(msg.tags)
+        got = t.tag_tail(msg.tags)
+        if got is None:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        tail, tail_len, code, props = got
         if len(props) > MAX_PROPERTIES:
             return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
         blen = len(body)
@@ -213,7 +251,7 @@ class MessageWriter:
     def _put(self, msg: Message, queue_id: int) -> PutResult:
         t = self._topic(msg.topic)
         body = msg.body
-        if t is None or type(queue_id) is not int or queue_id < 0 or body is None or len(body) > self.max_body:
+        if t is None or not self._queue_ok(t, queue_id) or body is None or len(body) > self.max_body:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
         if self.is_batch_topic(t.name):
             return put_batch_topic.put(self, msg, queue_id, t)
@@ -221,6 +259,8 @@ class MessageWriter:
         if sys_flag & R.INNER_BATCH_FLAG:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)  # inner batches need a BatchCQ topic
         props = self._props(msg, self.append_crc)
+        if props is None:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
         if b"INNER_NUM\x01" in props and P.INNER_NUM in P.parse_properties(props):
             return PutResult(PutStatus.MESSAGE_ILLEGAL)  # RocketMQ: INNER_NUM without INNER_BATCH_FLAG
         stored = R.encode_properties(props, self.append_crc, single=True) if self.append_crc else props
@@ -274,7 +314,7 @@ class MessageWriter:
             return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
         first = msgs[0]
         t = self._topic(first.topic)
-        if t is None or type(queue_id) is not int or queue_id < 0:
+        if t is None or not self._queue_ok(t, queue_id):
             return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
         if self.is_batch_topic(t.name):
             return put_batch_topic.put_batch(self, msgs, queue_id, t)
@@ -301,6 +341,8 @@ class MessageWriter:
         if max(blens) > self.max_body:
             return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
         props_list, uniform = self._batch_props(msgs, append_crc)
+        if None in props_list:
+            return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)   # a tag, key or property cannot be stored
         for props in (props_list[:1] if uniform else props_list):
             if b"DELAY\x01" in props and P.parse_properties(props).get(P.DELAY, "0").strip() not in ("", "0"):
                 return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)  # RocketMQ refuses delayed batches

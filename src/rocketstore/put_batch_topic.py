@@ -38,6 +38,10 @@ def put(writer, msg: Message, queue_id: int, topic) -> PutResult:
     body = msg.body
     if body is None or len(body) > writer.max_body:
         return PutResult(PutStatus.MESSAGE_ILLEGAL)
+    problem = msg.text_problem()
+    if problem is not None:
+        log.warning("put refused: %s", problem)
+        return PutResult(PutStatus.MESSAGE_ILLEGAL)
     inner = bool(msg.sys_flag & R.INNER_BATCH_FLAG)
     tran = msg.sys_flag & R.TRANSACTION_ROLLBACK_TYPE
     takes_offset = tran == R.TRANSACTION_NOT_TYPE or tran == R.TRANSACTION_COMMIT_TYPE
@@ -97,6 +101,10 @@ def put(writer, msg: Message, queue_id: int, topic) -> PutResult:
 def put_batch(writer, msgs: list[Message], queue_id: int, topic) -> PutBatchResult:
     """A producer batch to a batch-CQ topic: one inner-batch record holding every message."""
     if any(m.topic != topic.name or m.body is None for m in msgs):
+        return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
+    problems = [p for p in map(Message.text_problem, msgs) if p is not None]
+    if problems:
+        log.warning("put refused: %s", problems[0])
         return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
     first = msgs[0]
     body = IB.encode_messages((m.body, m.properties_bytes(drop_crc=True), m.flag) for m in msgs)

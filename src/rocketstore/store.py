@@ -52,16 +52,40 @@ def _machine_memory() -> int:
         return 8 * 1024 ** 3
 
 
-def _segment_size(directory: str) -> int | None:
-    """The size of the first segment file found under `directory` (recursively), if any."""
+def _first_segment(directory: str) -> str | None:
+    """The path of the first segment file found under `directory` (recursively), if any."""
     if not os.path.isdir(directory):
         return None
     for dirpath, dirnames, filenames in os.walk(directory):
         dirnames.sort()
         for n in sorted(filenames):
             if len(n) == 20 and n.isdigit():
-                return os.path.getsize(os.path.join(dirpath, n))
+                return os.path.join(dirpath, n)
     return None
+
+
+# the files whose size is inferred from disk: (directory, what they are, their unit, RocketMQ's setting)
+_INFERRED_SIZES = {
+    "mapped_file_size_commit_log": ("commitlog", "CommitLog", 1, "mappedFileSizeCommitLog"),
+    "mapped_file_size_consume_queue": ("consumequeue", "ConsumeQueue", 20, "mappedFileSizeConsumeQueue"),
+    "mapped_file_size_batch_consume_queue": ("batchconsumequeue", "batch ConsumeQueue", 46,
+                                             "mapperFileSizeBatchConsumeQueue"),
+    "mapped_file_size_consume_queue_ext": ("consumequeue_ext", "ConsumeQueueExt", 1, "mappedFileSizeConsumeQueueExt"),
+}
+
+
+def _inferred_size(root: str, name: str) -> int | None:
+    """A file size the config leaves open, from the first segment on disk: it must hold whole units (a file
+    cut inside a unit cannot say what size its queue's files have)."""
+    sub, what, unit, setting = _INFERRED_SIZES[name]
+    path = _first_segment(os.path.join(root, sub))
+    if path is None:
+        return None
+    size = os.path.getsize(path)
+    if size and size % unit:
+        raise StoreOpenError(f"{path}: {what} file is {size} bytes, not a whole number of {unit}-byte units "
+                             f"(cut short or damaged; {setting} cannot be taken from it)")
+    return size or None
 
 
 def _index_sizes(root: str, slots: int | None, entries: int | None) -> tuple[int, int]:
@@ -84,19 +108,18 @@ def _index_sizes(root: str, slots: int | None, entries: int | None) -> tuple[int
 
 def resolve_file_sizes(root: str, config: StoreConfig) -> StoreConfig:
     """Fill in file sizes the config leaves open: from the files on disk, else RocketMQ's defaults."""
-    def pick(value, sub, default):
+    def pick(name, default):
+        value = getattr(config, name)
         if value is not None:
             return value
-        return _segment_size(os.path.join(root, sub)) or default
+        return _inferred_size(root, name) or default
     return dataclasses.replace(
         config,
-        mapped_file_size_commit_log=pick(config.mapped_file_size_commit_log, "commitlog",
-                                         StoreConfig.DEFAULT_COMMIT_LOG_SIZE),
-        mapped_file_size_consume_queue=pick(config.mapped_file_size_consume_queue, "consumequeue",
-                                            StoreConfig.DEFAULT_CONSUME_QUEUE_SIZE),
-        mapped_file_size_batch_consume_queue=pick(config.mapped_file_size_batch_consume_queue,
-                                                  "batchconsumequeue", StoreConfig.DEFAULT_BATCH_CONSUME_QUEUE_SIZE),
-        mapped_file_size_consume_queue_ext=pick(config.mapped_file_size_consume_queue_ext, "consumequeue_ext",
+        mapped_file_size_commit_log=pick("mapped_file_size_commit_log", StoreConfig.DEFAULT_COMMIT_LOG_SIZE),
+        mapped_file_size_consume_queue=pick("mapped_file_size_consume_queue", StoreConfig.DEFAULT_CONSUME_QUEUE_SIZE),
+        mapped_file_size_batch_consume_queue=pick("mapped_file_size_batch_consume_queue",
+                                                  StoreConfig.DEFAULT_BATCH_CONSUME_QUEUE_SIZE),
+        mapped_file_size_consume_queue_ext=pick("mapped_file_size_consume_queue_ext",
                                                 StoreConfig.DEFAULT_CONSUME_QUEUE_EXT_SIZE),
         **dict(zip(("max_hash_slot_num", "max_index_num"),
                    _index_sizes(root, config.max_hash_slot_num, config.max_index_num))))
@@ -198,7 +221,8 @@ class MessageStore:
         inline = config.dispatch_in_put_path and ((not self._sync_flush and not pooled) or config.read_uncommitted)
         self.writer = MessageWriter(config, self.commitlog,
                                     self._dispatch_put if inline else None,
-                                    self._dispatch_put_batch, lambda topic: topic in self.batch_topics)
+                                    self._dispatch_put_batch, lambda topic: topic in self.batch_topics,
+                                    self._configured_queues)
         self._arrival = threading.Condition(threading.Lock())
         self._waiters = 0
 
@@ -782,9 +806,19 @@ class MessageStore:
         existing = [q for t, q in self._cqs if t == topic]
         return max(max(existing, default=-1) + 1, DEFAULT_QUEUES)
 
+    def _configured_queues(self, topic: str) -> int | None:
+        """The queue ids a put may name for a topic with a config: below max(writeQueueNums, readQueueNums),
+        as the broker's msgCheck requires; None (any int32) for a topic without one."""
+        cfg = self.topic_configs.get(topic)
+        if not cfg or (cfg.get("writeQueueNums") is None and cfg.get("readQueueNums") is None):
+            return None
+        return max(cfg.get("writeQueueNums") or 0, cfg.get("readQueueNums") or 0)
+
     def pick_queue(self, msg: Message) -> int:
         """A queue for a message sent without one: by its sharding key (`__SHARDINGKEY`, as RocketMQ's
         SelectMessageQueueByHash: |hashCode % n|), else round robin over the topic's queues."""
+        if not isinstance(msg.topic, str):
+            return 0    # the put refuses the topic
         n = self.queue_count(msg.topic)
         key = (msg.properties or {}).get(SHARDING_KEY) if msg.raw_properties is None else \
             parse_properties(msg.raw_properties).get(SHARDING_KEY)

@@ -6,8 +6,7 @@ import json
 import os
 import time
 
-from .config_files import read_with_backup, write_atomically
-from .errors import StoreOpenError
+from .config_files import JAVA_INT, as_int, as_object, as_str, load_json, read_config, write_atomically
 
 QUEUE_TYPE = "queue.type"
 SIMPLE_CQ = "SimpleCQ"
@@ -25,19 +24,32 @@ def topics_path(root: str) -> str:
     return os.path.join(root, "config", "topics.json")
 
 
+def parse_topic_configs(text: str) -> dict[str, dict]:
+    """topicConfigTable of a topics.json, each TopicConfig checked for the fields rocketstore reads having
+    TopicConfig's types (ValueError otherwise)."""
+    doc = as_object(load_json(text), "the file", optional=False)
+    table = as_object(doc.get("topicConfigTable"), "topicConfigTable")
+    for name, cfg in table.items():
+        cfg = as_object(cfg, f"topic {name!r}", optional=False)
+        for key in _INT_FIELDS:
+            if cfg.get(key) is not None:
+                as_int(cfg[key], f"topic {name!r}: {key}", (0, JAVA_INT[1]))
+        if cfg.get("topicName") is not None:
+            as_str(cfg["topicName"], f"topic {name!r}: topicName")
+        for k, v in as_object(cfg.get("attributes"), f"topic {name!r}: attributes").items():
+            as_str(v, f"topic {name!r}: attribute {k!r}")
+        kind = queue_type(cfg)
+        if kind not in QUEUE_TYPES:
+            raise ValueError(f"topic {name!r}: unknown {QUEUE_TYPE} {kind!r}")
+    return dict(table)
+
+
+_INT_FIELDS = ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")   # Java ints in TopicConfig
+
+
 def read_topic_configs(root: str) -> dict[str, dict]:
     """topic -> its TopicConfig (as JSON); no file at all means no topic configs."""
-    def parse(text: str) -> dict[str, dict]:
-        table = json.loads(text).get("topicConfigTable") or {}
-        for name, cfg in table.items():
-            kind = queue_type(cfg)
-            if kind not in QUEUE_TYPES:
-                raise ValueError(f"topic {name}: unknown {QUEUE_TYPE} {kind!r}")
-        return dict(table)
-    configs, problems = read_with_backup(topics_path(root), parse)
-    if configs is None and problems:
-        raise StoreOpenError("cannot read the topic configs: " + "; ".join(problems))
-    return configs or {}
+    return read_config(topics_path(root), parse_topic_configs, "the topic configs") or {}
 
 
 def queue_type(cfg: dict | None) -> str:

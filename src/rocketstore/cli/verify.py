@@ -455,6 +455,8 @@ class Verifier:
                     self.problem(rel, 0, f"file name follows {names[k - 1]} but is not {unit_file} bytes after it")
                 if actual != unit_file:
                     self.problem(rel, actual, f"file is {actual} bytes, batch ConsumeQueue files are {unit_file}")
+                if actual % BCQ.UNIT_SIZE:
+                    self.problem(rel, actual - actual % BCQ.UNIT_SIZE, "file ends inside a unit")
                 arr = BCQ.units(_map(path))
                 for i, u in enumerate(arr.tolist()):
                     phys, size, tags, _st, base, batch, _comp, _res = u
@@ -566,7 +568,24 @@ class Verifier:
         if len(data) != CP.FILE_SIZE:
             self.problem("checkpoint", len(data), f"checkpoint is {len(data)} bytes, RocketMQ's is {CP.FILE_SIZE}")
 
+    # ------------------------------------------------------------------ config files
+    def check_config_files(self) -> None:
+        """The config files an open reads: one that neither it nor its .bak can be read from stops the store
+        from opening (RocketMQ's ConfigManager.load / loadBak); a fallback to the .bak is a note."""
+        from ..config_files import read_with_backup
+        from ..consumer import offsets_path, parse_offsets
+        from ..filter.manager import FILE as FILTERS_FILE, parse_filters
+        from ..topics import parse_topic_configs, topics_path
+        for path, parse in ((topics_path(self.root), parse_topic_configs), (offsets_path(self.root), parse_offsets),
+                            (os.path.join(self.root, FILTERS_FILE), parse_filters)):
+            value, problems = read_with_backup(path, parse)
+            if value is None and problems:
+                self.problem(self._rel(path), 0, "neither the file nor its .bak can be read: " + "; ".join(problems))
+            elif problems:
+                self.notes.append(f"{problems[0]}: the store reads {self._rel(path)}.bak instead")
+
     def run(self) -> dict:
+        self.check_config_files()
         self.check_commitlog()
         self.check_consume_queues()
         self.check_batch_consume_queues()

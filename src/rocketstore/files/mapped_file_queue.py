@@ -24,11 +24,12 @@ def _sync_directory(path: str) -> None:
 
 
 class MappedFileQueue:
-    def __init__(self, directory: str, file_size: int, *, writable: bool):
+    def __init__(self, directory: str, file_size: int, *, writable: bool, unit: int = 1):
         if file_size <= 0:
             raise ValueError(f"mapped file size must be positive, got {file_size}")
         self.directory = directory
         self.file_size = file_size
+        self.unit = unit           # the size of one entry (a ConsumeQueue's 20 bytes), for error messages
         self.writable = writable
         self.files: list[MappedFile] = []
         self.flushed_where = 0
@@ -49,9 +50,23 @@ class MappedFileQueue:
             if int(n) % self.file_size:
                 raise StoreOpenError(f"{path}: segment start {int(n)} is not a multiple of the file size "
                                      f"{self.file_size}")
+            self._check_length(path)
             mf = MappedFile(path, self.file_size, writable=self.writable)
             mf.set_positions(self.file_size)  # recovery brings the last ones back to their real end
             self.files.append(mf)
+
+    def _check_length(self, path: str) -> None:
+        """MappedFileQueue.doLoad: a file whose length is not the mapped file size fails the load ("length not
+        matched message store config value, please check it manually")."""
+        actual = os.path.getsize(path)
+        if actual == self.file_size:
+            return
+        text = f"{path}: file is {actual} bytes, the store expects {self.file_size}"
+        if self.unit > 1:
+            text += f" ({self.file_size // self.unit} units of {self.unit} bytes)"
+            if actual % self.unit:
+                text += f"; {actual} bytes end inside a unit"
+        raise StoreOpenError(text)
 
     # -- lookups
     def first(self) -> MappedFile | None:

@@ -14,8 +14,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from ..config_files import read_with_backup, write_atomically
-from ..errors import CorruptDataError
+from ..config_files import JAVA_INT, JAVA_LONG, as_int, as_object, as_str, load_json, read_config, write_atomically
 from .bloom import BloomFilter, BloomFilterData
 from .sql92 import Filter, compile as compile_sql
 
@@ -53,12 +52,34 @@ class ConsumerFilterData:
                 "expression": self.expression, "expressionType": self.expression_type, "topic": self.topic}
 
     @classmethod
-    def from_json(cls, d: dict) -> "ConsumerFilterData":
-        b = d.get("bloomFilterData") or {}
-        return cls(d["consumerGroup"], d["topic"], d["expression"],
-                   BloomFilterData(tuple(b.get("bitPos") or ()), int(b.get("bitNum") or 0)),
-                   int(d.get("bornTime") or 0), int(d.get("deadTime") or 0), int(d.get("clientVersion") or 0),
-                   d.get("expressionType") or SQL92)
+    def from_json(cls, d, what: str = "filter") -> "ConsumerFilterData":
+        """One ConsumerFilterData as fastjson writes it; ValueError when a field has the wrong type."""
+        d = as_object(d, what, optional=False)
+        b = as_object(d.get("bloomFilterData"), f"{what}: bloomFilterData")
+        bit_pos = b.get("bitPos") or []
+        if not isinstance(bit_pos, list):
+            raise ValueError(f"{what}: bitPos must be a JSON array")
+
+        def number(key: str, bounds=JAVA_LONG) -> int:
+            return 0 if d.get(key) is None else as_int(d[key], f"{what}: {key}", bounds)
+        return cls(as_str(d.get("consumerGroup"), f"{what}: consumerGroup"), as_str(d.get("topic"), f"{what}: topic"),
+                   as_str(d.get("expression"), f"{what}: expression"),
+                   BloomFilterData(tuple(as_int(p, f"{what}: bitPos", JAVA_INT) for p in bit_pos),
+                                   0 if b.get("bitNum") is None else as_int(b["bitNum"], f"{what}: bitNum", JAVA_INT)),
+                   number("bornTime"), number("deadTime"), number("clientVersion"),
+                   as_str(d.get("expressionType") or SQL92, f"{what}: expressionType"))
+
+
+def parse_filters(text: str) -> dict[str, dict[str, ConsumerFilterData]]:
+    """consumerFilter.json: topic -> group -> its filter; ValueError for any other shape."""
+    doc = as_object(load_json(text), "the file", optional=False)
+    out: dict[str, dict[str, ConsumerFilterData]] = {}
+    for topic, entry in as_object(doc.get("filterDataByTopic"), "filterDataByTopic").items():
+        groups = as_object(as_object(entry, f"filterDataByTopic[{topic!r}]").get("groupFilterData"),
+                           f"filterDataByTopic[{topic!r}]: groupFilterData")
+        out[topic] = {group: ConsumerFilterData.from_json(d, f"filter of {group!r} on {topic!r}")
+                      for group, d in groups.items()}
+    return out
 
 
 class ConsumerFilterManager:
@@ -75,20 +96,19 @@ class ConsumerFilterManager:
         """decode(): filters whose bloom data no longer fits this bloom filter are all dropped (their bits
         mean nothing now); every loaded filter is taken as dead since 30 s ago until its group registers
         again (nobody has been consuming while the store was closed)."""
-        if not self.path or not os.path.exists(self.path):
+        if not self.path:
             return
-        doc, problems = read_with_backup(self.path, json.loads)
-        if doc is None:
-            raise CorruptDataError(f"{self.path}: cannot be read ({'; '.join(problems)})")
+        by_topic = read_config(self.path, parse_filters, "the consumer filters")
+        if by_topic is None:
+            return
         loaded: dict[str, dict[str, ConsumerFilterData]] = {}
-        for topic, entry in (doc.get("filterDataByTopic") or {}).items():
-            for group, d in ((entry or {}).get("groupFilterData") or {}).items():
-                data = ConsumerFilterData.from_json(d)
+        for topic, groups in by_topic.items():
+            for group, data in groups.items():
                 if not self.bloom.is_valid(data.bloom):
                     return
                 try:
                     data.compiled = compile_sql(data.expression)
-                except ValueError:
+                except (ValueError, RecursionError):   # not compilable now: the group registers it again
                     data.compiled = None
                 if data.dead_time == 0:
                     data.dead_time = max(self.clock() - DEAD_ON_LOAD_MS, data.born_time)

@@ -35,6 +35,13 @@ def parse_properties(raw: bytes | str) -> dict[str, str]:
     return out
 
 
+def storable_text(value) -> bool:
+    """A tag, key, property name or value the properties string carries as it is: a str holding neither
+    separator. With one, the record would read back as other properties (a tag "a\x02UNIQ_KEY\x01x" is a
+    forged UNIQ_KEY); RocketMQ's proxy refuses control characters in all of them (GrpcValidator)."""
+    return isinstance(value, str) and NAME_VALUE_SEPARATOR not in value and PROPERTY_SEPARATOR not in value
+
+
 def format_properties(props: dict[str, str]) -> str:
     """messageProperties2String: every pair followed by \\x02; None values skipped."""
     return "".join(f"{k}\x01{v}\x02" for k, v in props.items() if v is not None)

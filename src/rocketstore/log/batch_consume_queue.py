@@ -63,7 +63,7 @@ class BatchConsumeQueue:
         self.file_size = file_size
         self.search_by_cache = search_by_cache  # MessageStoreConfig.searchBcqByCacheEnable (default true)
         self.directory = os.path.join(root, "batchconsumequeue", topic, str(queue_id))
-        self.files = MappedFileQueue(self.directory, file_size, writable=writable)
+        self.files = MappedFileQueue(self.directory, file_size, writable=writable, unit=UNIT)
         # maxMsgPhyOffsetInCommitLog: the START of the last unit's record (a plain CQ keeps its end), which
         # is why the put guard below is `offset <= max`, not `offset + size <= max`.
         self.max_physic_offset = -1

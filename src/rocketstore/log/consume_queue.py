@@ -32,9 +32,9 @@ class ConsumeQueue:
         # whoever flushes cq.files (the flush service, store.flush) covers both.
         self.ext = ext
         if ext is None:
-            self.files = MappedFileQueue(self.directory, file_size, writable=writable)
+            self.files = MappedFileQueue(self.directory, file_size, writable=writable, unit=UNIT)
         else:
-            self.files = _FilesWithExt(self.directory, file_size, writable=writable)
+            self.files = _FilesWithExt(self.directory, file_size, writable=writable, unit=UNIT)
             self.files.ext = ext
         self.max_physic_offset = -1
         self.min_logic_offset = 0

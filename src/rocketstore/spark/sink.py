@@ -282,12 +282,32 @@ def sink_tag(sink_id: str) -> str:
     return hashlib.sha1(sink_id.encode("utf-8")).hexdigest()[:12]
 
 
+def parse_state(text: str) -> dict:
+    """sparkSinks.json: {"sinks": {sinkId: {"committed": n, "intent": {"batchId": n, "startOffset": n},
+    "queryId": s}}}; ValueError for any other shape (the commit would otherwise fail half-way)."""
+    from ..config_files import as_int, as_object, as_str, load_json
+    state = as_object(load_json(text), "the file", optional=False)
+    sinks = state["sinks"] = as_object(state.get("sinks"), "sinks")
+    for sink_id, sink in sinks.items():
+        what = f"sink {sink_id!r}"
+        sink = as_object(sink, what, optional=False)
+        if "committed" in sink:
+            as_int(sink["committed"], f"{what}: committed")
+        if sink.get("queryId") is not None:
+            as_str(sink["queryId"], f"{what}: queryId")
+        if sink.get("intent") is not None:
+            intent = as_object(sink["intent"], f"{what}: intent", optional=False)
+            as_int(intent.get("batchId"), f"{what}: intent batchId")
+            as_int(intent.get("startOffset"), f"{what}: intent startOffset", (0, 2 ** 63 - 1))
+    return state
+
+
 def load_state(root: str) -> dict:
     from ..config_files import read_with_backup
-    state, problems = read_with_backup(os.path.join(root, STATE_FILE), json.loads)
+    state, problems = read_with_backup(os.path.join(root, STATE_FILE), parse_state)
     if state is None and problems:
         raise SinkError(f"rocketstore sink: cannot read the sink record: {'; '.join(problems)}")
-    return state if isinstance(state, dict) else {"sinks": {}}
+    return state if state is not None else {"sinks": {}}
 
 
 def save_state(root: str, state: dict) -> None:
