@@ -314,10 +314,6 @@ class MessageStore:
             raise self._dispatch_error
         if not self.read_only:
             self.cleanup.check_disk_full()   # puts see a full disk from the first one (not 60 s later)
-            # a cleanup killed between deleting CommitLog files and the queue and index files they held: its
-            # queue pass now (RocketMQ's first CleanConsumeQueueService pass would do it 10 s after start), so
-            # min offsets never point at deleted records
-            self.cleanup.consume_queues.run(sleep=lambda _s: None)
             self._next_disk_check = time.monotonic() + DISK_CHECK_INTERVAL_S
             _write_in_place(os.path.join(self.root, "abort"), str(os.getpid()).encode())  # a clean close removes it
 
