@@ -48,12 +48,14 @@ def acks(lines: list[str]) -> dict[tuple[str, int, int], str]:
 def read_queue(s: MessageStore, topic: str, q: int, cleaned: bool) -> dict[int, str]:
     """Every message of one queue from its min offset, unpacking batch-ConsumeQueue batches. After a kill
     between a cleanup's CommitLog and queue passes the first units may point at deleted records: RocketMQ
-    answers MESSAGE_WAS_REMOVING there (and moves the min offset on its next cleanup pass), so do we."""
+    answers MESSAGE_WAS_REMOVING or OFFSET_FOUND_NULL there, with the offset to go on from (and moves the
+    min offset on its next cleanup pass), so do we."""
     got, off = {}, s.min_offset(topic, q)
     end = s.max_offset(topic, q)
     while off < end:
         g = s.get("fault-check", topic, q, off, 32)
-        if cleaned and not got and g.status is GetStatus.MESSAGE_WAS_REMOVING and g.next_begin_offset > off:
+        gone = (GetStatus.MESSAGE_WAS_REMOVING, GetStatus.OFFSET_FOUND_NULL)
+        if cleaned and not got and g.status in gone and g.next_begin_offset > off:
             off = g.next_begin_offset
             continue
         assert g.status is GetStatus.FOUND, (topic, q, off, g.status)
