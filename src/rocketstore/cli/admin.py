@@ -154,8 +154,7 @@ def reset_offset(store, name, topic, to_time, to_offset, to_earliest, to_latest,
     except (RocketStoreError, ValueError, OSError) as e:
         M._fail(_one_line(e))
     finally:
-        if not s._closed:
-            s.close()
+        s.close()   # idempotent
     M._print(f"reset {name} on {topic}", None, rows, as_json)
 
 
@@ -180,8 +179,7 @@ def delete_group(store, name, conf, as_json):
     except (RocketStoreError, ValueError, OSError) as e:
         M._fail(_one_line(e))
     finally:
-        if not s._closed:
-            s.close()
+        s.close()   # idempotent
     summary = {"group": name, "deleted": True, "topics": topics}
     if as_json:
         O.echo_json(summary)
@@ -233,8 +231,7 @@ def create_topic(store, name, queues, batch_cq, message_type, create, conf, as_j
     except (RocketStoreError, ValueError, OSError) as e:
         M._fail(_one_line(e))
     finally:
-        if not s._closed:
-            s.close()
+        s.close()   # idempotent
     M._print(f"created topic {name}", cfg, [], as_json)
 
 
@@ -260,8 +257,7 @@ def update_topic(store, name, queues, message_type, conf, as_json):
     except (RocketStoreError, ValueError, OSError) as e:
         M._fail(_one_line(e))
     finally:
-        if not s._closed:
-            s.close()
+        s.close()   # idempotent
     M._print(f"updated topic {name}", cfg, [], as_json)
 
 
@@ -285,8 +281,7 @@ def delete_topic(store, name, yes, conf, as_json):
     except (RocketStoreError, ValueError, OSError) as e:
         M._fail(_one_line(e))
     finally:
-        if not s._closed:
-            s.close()
+        s.close()   # idempotent
     summary = {"topic": name, "deleted": True, "messages": messages}
     if as_json:
         O.echo_json(summary)

@@ -166,8 +166,7 @@ def produce(store, topic, bodies, file_, from_stdin, tags, keys, props, queue, c
             rows.append({"msgId": r.msg_id, "uniqKey": msg_props[P.UNIQ_KEY], "queueId": q,
                          "queueOffset": r.queue_offset, "physicalOffset": r.physical_offset, "size": r.size})
     finally:
-        if not s._closed:
-            s.close()
+        s.close()   # idempotent
     header = {"store": s.root, "topic": topic, "messages": len(rows),
               "queues": {str(q): n for q, n in sorted(per_queue.items())}}
     if as_json:
@@ -361,8 +360,7 @@ def consume(store, topic, group, tags, sql, start, queue, offset, last, max_coun
     except (RocketStoreError, ValueError, OSError) as e:
         M._fail(_one_line(e))
     finally:
-        if not s._closed:
-            s.close()
+        s.close()   # idempotent
     if commit and follow:
         _commit_later(store, conf, group, topic, positions)
     header = {"group": group, "topic": topic, **({"sql": sql} if sql is not None else {}),
