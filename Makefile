@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml requirements-test.txt
 	touch $(STAMP)
 
 run: setup
-	$(PY) -m rocketstore.mainjob --store work/store --messages 300000
+	$(PY) examples/mainjob.py --store work/store --messages 300000
 
 test: setup
 	$(PY) -m pytest

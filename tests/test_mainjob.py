@@ -1,5 +1,10 @@
-"""The main job (`make run`) says when it removes an earlier run's store, and never removes anything else."""
-from rocketstore.mainjob import main
+"""The main job (`make run`, examples/mainjob.py) says when it removes an earlier run's store, and never removes
+anything else."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from mainjob import main  # noqa: E402
 
 
 def test_main_job_says_it_replaces_its_own_store_and_leaves_other_files_alone(tmp_path, capsys):

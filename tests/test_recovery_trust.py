@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rocketstore import GetStatus, Message, MessageStore, PutStatus, StoreConfig
-from rocketstore.cli.verify import verify_store
+from rocketstore.verify import verify_store
 from rocketstore.files import mapped_file
 
 SEG = 4096

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from rocketstore import GetStatus, MessageStore
-from rocketstore.cli.verify import verify_store
+from rocketstore.verify import verify_store
 
 from . import workload as W
 

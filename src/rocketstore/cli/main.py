@@ -199,7 +199,7 @@ def verify(store, conf, as_json):
     """Check every CommitLog record (structure, CRCs, BLANK fillers), every ConsumeQueue and batch
     ConsumeQueue unit against its record, every index entry and the checkpoint. Reads the files directly,
     changing nothing. Exit status 0 when the store is sound, 1 when problems were found."""
-    from . import verify as V
+    from .. import verify as V
     require_store(store)
     try:
         cfg = StoreConfig.from_properties(conf) if conf else StoreConfig()

@@ -27,8 +27,8 @@ def _queue_digest(root: str) -> str:
 
 
 def run(store: str, topics, tags, n: int, parquet_dir: str) -> int:
-    from . import rebuild, session
-    from ..cli.verify import verify_store
+    from rocketstore.spark import rebuild, session
+    from rocketstore.verify import verify_store
     t0 = time.perf_counter()
     spark = session("local[*]", "rocketstore-mainjob")
     try:

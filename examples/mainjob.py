@@ -1,7 +1,7 @@
 """The main job: write, reopen, read back and check a few hundred thousand messages on a fresh store, then
 read, export and rebuild it with Spark.
 
-    python -m rocketstore.mainjob --store work/store --messages 300000
+    python examples/mainjob.py --store work/store --messages 300000
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import shutil
 import sys
 import time
 
-from . import GetStatus, Message, MessageStore, StoreConfig
-from .cli.verify import verify_store
+from rocketstore import GetStatus, Message, MessageStore, StoreConfig
+from rocketstore.verify import verify_store
 
 TOPICS = ("Orders", "Payments")
 QUEUES = 4
@@ -160,7 +160,7 @@ def main(argv=None) -> int:
             print(f"the Spark stage needs {' and '.join(missing)} (pip install 'rocketstore[spark]'), or run "
                   f"with --no-spark", file=sys.stderr)
             return 1
-        from .spark.mainjob_stage import run as spark_stage
+        from mainjob_spark import run as spark_stage
         if spark_stage(args.store, TOPICS, TAGS, n, parquet):
             return 1
     print("OK")

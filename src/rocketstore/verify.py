@@ -34,17 +34,17 @@ import os
 
 import numpy as np
 
-from ..config import StoreConfig
-from ..errors import CorruptDataError
-from ..formats import batch_cq as BCQ
-from ..formats import checkpoint as CP
-from ..formats import cq as CQ
-from ..formats import cq_ext as X
-from ..formats import index as IX
-from ..formats import properties as P
-from ..formats import record as R
-from ..services.dispatch import gets_queue_unit, tags_code_for
-from ..store import resolve_file_sizes
+from .config import StoreConfig
+from .errors import CorruptDataError
+from .formats import batch_cq as BCQ
+from .formats import checkpoint as CP
+from .formats import cq as CQ
+from .formats import cq_ext as X
+from .formats import index as IX
+from .formats import properties as P
+from .formats import record as R
+from .services.dispatch import gets_queue_unit, tags_code_for
+from .store import resolve_file_sizes
 
 PRE_BLANK_SIZE = 0x7FFFFFFF
 PROGRESS_STEP = 4 << 20     # progress("commitlog", bytes done, bytes total) every this many bytes
@@ -572,10 +572,10 @@ class Verifier:
     def check_config_files(self) -> None:
         """The config files an open reads: one that neither it nor its .bak can be read from stops the store
         from opening (RocketMQ's ConfigManager.load / loadBak); a fallback to the .bak is a note."""
-        from ..config_files import read_with_backup
-        from ..consumer import offsets_path, parse_offsets
-        from ..filter.manager import FILE as FILTERS_FILE, parse_filters
-        from ..topics import parse_topic_configs, topics_path
+        from .config_files import read_with_backup
+        from .consumer import offsets_path, parse_offsets
+        from .filter.manager import FILE as FILTERS_FILE, parse_filters
+        from .topics import parse_topic_configs, topics_path
         for path, parse in ((topics_path(self.root), parse_topic_configs), (offsets_path(self.root), parse_offsets),
                             (os.path.join(self.root, FILTERS_FILE), parse_filters)):
             value, problems = read_with_backup(path, parse)
