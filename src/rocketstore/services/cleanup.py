@@ -26,6 +26,8 @@ import os
 import threading
 import time
 
+from .service_thread import ServiceThread
+
 log = logging.getLogger("rocketstore.cleanup")
 
 MAX_MANUAL_DELETE_FILE_TIMES = 20
@@ -186,17 +188,18 @@ class CleanConsumeQueueService:
         return total
 
 
-class CleanupService:
+class CleanupService(ServiceThread):
     """Both services, run in one pass by the store's cleanup thread (or by hand: run_once)."""
+    name = "rocketstore-cleanup"
+    wakeable = False
 
     def __init__(self, store, disk_usage=None):
+        super().__init__()
         self.store = store
         self.commitlog = CleanCommitLogService(store, disk_usage)
         self.consume_queues = CleanConsumeQueueService(store)
         self.first_run_delay_ms = FIRST_RUN_DELAY_MS
         self._pass_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     @property
     def disk_usage(self):
@@ -242,23 +245,10 @@ class CleanupService:
         return total
 
     # -- the periodic thread
-    def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="rocketstore-cleanup", daemon=True)
-        self._thread.start()
+    @property
+    def initial_delay_s(self) -> float:
+        return self.first_run_delay_ms / 1000.0
 
-    def _loop(self) -> None:
-        wait_s = self.first_run_delay_ms / 1000.0
-        while not self._stop.wait(wait_s):
-            self.run_once()
-            wait_s = max(self.store.config.clean_resource_interval, 1) / 1000.0
-
-    def stop(self) -> None:
-        t = self._thread
-        if t is None:
-            return
-        self._stop.set()
-        t.join()
-        self._thread = None
+    def do_round(self) -> float:
+        self.run_once()
+        return max(self.store.config.clean_resource_interval, 1) / 1000.0

@@ -41,6 +41,7 @@ import time
 
 from ..config import SYNC_FLUSH
 from ..message import PutStatus
+from .service_thread import ServiceThread
 
 log = logging.getLogger("rocketstore.flush")
 
@@ -52,36 +53,15 @@ def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-class _Service:
+class _Service(ServiceThread):
+    """A flush service: a ServiceThread over the store, pausing `interval_ms` between rounds (and after a
+    failed round: RocketMQ logs and goes on at its interval)."""
     name = "rocketstore-flush"
 
-    def __init__(self, store):
+    def __init__(self, store, interval_ms: int):
+        super().__init__()
         self.store = store
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        t = self._thread
-        if t is None:
-            return
-        self._stop.set()
-        self._wake.set()
-        t.join()
-        self._thread = None
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    def _loop(self) -> None:
-        raise NotImplementedError
+        self.initial_delay_s = self.error_delay_s = interval_ms / 1000.0
 
 
 class CommitLogFlushService(_Service):
@@ -89,7 +69,9 @@ class CommitLogFlushService(_Service):
     name = "rocketstore-flush-commitlog"
 
     def __init__(self, store):
-        super().__init__(store)
+        super().__init__(store, store.config.flush_interval_commit_log)
+        # flushCommitLogTimed: the interval is slept out; else a wakeup may cut it short
+        self.wakeable = not store.config.flush_commit_log_timed
         self.last_flush_timestamp = 0
         self.flushes = 0
 
@@ -115,22 +97,12 @@ class CommitLogFlushService(_Service):
         if files.store_timestamp > 0:
             self.store.checkpoint.physic_msg_timestamp = files.store_timestamp
 
-    def _loop(self) -> None:
-        cfg = self.store.config
-        while not self._stop.is_set():
-            # flushCommitLogTimed: sleep the interval; else a wakeup may cut it short
-            if cfg.flush_commit_log_timed:
-                self._stop.wait(cfg.flush_interval_commit_log / 1000.0)
-            else:
-                self._wake.wait(cfg.flush_interval_commit_log / 1000.0)
-                self._wake.clear()
-            if self._stop.is_set():
-                break
-            try:
-                self.flush_once()
-            except Exception:  # RocketMQ logs and goes on; the flushed offset has not moved
-                log.exception("CommitLog flush failed")
-        # normal shutdown: flush everything before leaving (until a flush moves nothing)
+    def do_round(self) -> float:
+        self.flush_once()
+        return self.initial_delay_s
+
+    def on_stop(self) -> None:
+        """Normal shutdown: flush everything before leaving (until a flush moves nothing)."""
         for _ in range(RETRY_TIMES_OVER):
             if not self.store.writeable:
                 break
@@ -149,8 +121,10 @@ class CommitService(_Service):
     see only what is committed."""
     name = "rocketstore-commit-commitlog"
 
+    wakeable = False
+
     def __init__(self, store, flush: _Service):
-        super().__init__(store)
+        super().__init__(store, store.config.commit_interval_commit_log)
         self.flush = flush
         self.last_commit_timestamp = 0
         self.commits = 0
@@ -168,14 +142,11 @@ class CommitService(_Service):
             self.flush.wake()
             self.store.reput.wake()
 
-    def _loop(self) -> None:
-        cfg = self.store.config
-        while not self._stop.is_set():
-            self._stop.wait(cfg.commit_interval_commit_log / 1000.0)
-            try:
-                self.commit_once()
-            except Exception:
-                log.exception("CommitLog commit failed")
+    def do_round(self) -> float:
+        self.commit_once()
+        return self.initial_delay_s
+
+    def on_stop(self) -> None:
         self.store.commitlog.files.commit_all()  # shutdown: everything into the file before the last flush
 
 
@@ -193,7 +164,7 @@ class GroupCommitService(_Service):
     name = "rocketstore-group-commit"
 
     def __init__(self, store):
-        super().__init__(store)
+        super().__init__(store, 10)
         self._lock = threading.Lock()
         self._requests: list[_Request] = []
         self.commits = 0          # flush rounds that served at least one request
@@ -206,10 +177,10 @@ class GroupCommitService(_Service):
             return PutStatus.PUT_OK
         req = _Request(next_offset)
         with self._lock:
-            if self._thread is None:   # stopped (closing): nobody would answer
+            if not self.running:   # stopped (closing): nobody would answer
                 return PutStatus.FLUSH_DISK_TIMEOUT
             self._requests.append(req)
-        self._wake.set()
+        self.wake()
         if not req.done.wait(self.store.config.sync_flush_timeout / 1000.0):
             log.error("group commit: the flush up to %d did not come within %d ms", next_offset,
                       self.store.config.sync_flush_timeout)
@@ -245,30 +216,19 @@ class GroupCommitService(_Service):
             r.status = PutStatus.PUT_OK if where >= r.next_offset else PutStatus.FLUSH_DISK_TIMEOUT
             r.done.set()
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(0.01)
-            self._wake.clear()
-            try:
-                self.do_commit()
-            except Exception:
-                log.exception("group commit failed")
-        # shutdown: answer what came in meanwhile
-        time.sleep(0.01)
-        try:
-            self.do_commit()
-        except Exception:
-            log.exception("group commit on shutdown failed")
+    def do_round(self) -> float:
+        self.do_commit()
+        return self.initial_delay_s
+
+    def on_stop(self) -> None:
+        time.sleep(0.01)     # shutdown: answer what came in meanwhile
+        self.do_commit()
 
     def stop(self) -> None:
-        t = self._thread
-        if t is None:
+        if not self.running:
             return
-        self._stop.set()
-        self._wake.set()
-        t.join()
+        super().stop()
         with self._lock:
-            self._thread = None
             reqs, self._requests = self._requests, []
         for r in reqs:  # came in after the last round: unconfirmed
             r.status = PutStatus.FLUSH_DISK_TIMEOUT
@@ -280,7 +240,7 @@ class ConsumeQueueFlushService(_Service):
     name = "rocketstore-flush-consumequeue"
 
     def __init__(self, store):
-        super().__init__(store)
+        super().__init__(store, store.config.flush_interval_consume_queue)
         self.last_flush_timestamp = 0
         self.checkpoints_written = 0
 
@@ -310,21 +270,12 @@ class ConsumeQueueFlushService(_Service):
             store.write_checkpoint()
             self.checkpoints_written += 1
 
-    def _loop(self) -> None:
-        cfg = self.store.config
-        while not self._stop.is_set():
-            self._wake.wait(cfg.flush_interval_consume_queue / 1000.0)
-            self._wake.clear()
-            if self._stop.is_set():
-                break
-            try:
-                self.do_flush(1)
-            except Exception:
-                log.exception("ConsumeQueue flush failed")
-        try:
-            self.do_flush(CQ_RETRY_TIMES_OVER)
-        except Exception:
-            log.exception("ConsumeQueue flush on shutdown failed")
+    def do_round(self) -> float:
+        self.do_flush(1)
+        return self.initial_delay_s
+
+    def on_stop(self) -> None:
+        self.do_flush(CQ_RETRY_TIMES_OVER)
 
 
 class FlushServices:

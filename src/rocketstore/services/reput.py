@@ -4,22 +4,21 @@ reput offset itself, so this thread only has work for records written any other 
 from __future__ import annotations
 
 import logging
-import threading
 
 from .bulk_dispatch import dispatch_run
 from .dispatch import BLANK, OK, check_record
+from .service_thread import ServiceThread
 
 log = logging.getLogger("rocketstore.reput")
 
 
-class ReputService:
+class ReputService(ServiceThread):
+    name = "rocketstore-reput"
+
     def __init__(self, store):
+        super().__init__()
         self.store = store
         self.reput_from_offset = 0
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.interval_s = 0.001
 
     def advance_to(self, offset: int) -> None:
         """The put path dispatched everything up to `offset` itself (called under the put lock)."""
@@ -99,30 +98,15 @@ class ReputService:
                 return n, False
         return n, True
 
-    def wake(self) -> None:
-        self._wake.set()
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="rocketstore-reput", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                if self.do_reput() == 0:
-                    # after a failed write, retry once a second (RocketMQ's dispatch retries sleep 1 s)
-                    self._wake.wait(0.05 if self.store._dispatch_error is None else 1.0)
-                    self._wake.clear()
-            except Exception:  # keep the service alive; the error is logged with its traceback
-                log.exception("reput failed")
-                self._stop.wait(1.0)
+    def do_round(self) -> float:
+        if self.do_reput():
+            return 0.0
+        # after a failed write, retry once a second (RocketMQ's dispatch retries sleep 1 s)
+        return 0.05 if self.store._dispatch_error is None else 1.0
 
     def stop(self, drain: bool = True) -> None:
-        if self._thread is None:
+        if not self.running:
             return
         if drain:
             self.do_reput()
-        self._stop.set()
-        self._wake.set()
-        self._thread.join()
-        self._thread = None
+        super().stop()
