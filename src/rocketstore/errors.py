@@ -36,5 +36,9 @@ class StoreLockedError(StoreOpenError):
     """Another process holds the store's `lock` file for writing."""
 
 
+class StoreNotWritableError(RocketStoreError, OSError):
+    """The store takes no more writes (a CommitLog sync failed: RocketMQ's NOT_WRITEABLE) until reopened."""
+
+
 class StoreClosedError(RocketStoreError):
     """The store was used after close()."""

@@ -9,7 +9,7 @@ import time
 
 from .config import SYNC_FLUSH, StoreConfig
 from .config_files import write_checkpoint_file
-from .errors import CorruptDataError, StoreClosedError, StoreOpenError
+from .errors import CorruptDataError, StoreClosedError, StoreNotWritableError, StoreOpenError
 from .formats import checkpoint as CP
 from .formats import record as R
 from .formats.javahash import java_string_hash
@@ -391,8 +391,8 @@ class MessageStore:
             return
         with self.writer.lock:
             if self._not_writeable:
-                raise OSError(f"{self.root}: a CommitLog sync failed earlier; the store takes no more writes "
-                              f"and flushes nothing until it is reopened")
+                raise StoreNotWritableError(f"{self.root}: a CommitLog sync failed earlier; the store takes no "
+                                            f"more writes and flushes nothing until it is reopened")
             self.commitlog.files.commit_all()
             self.commitlog.files.flush_all()
             if self.commitlog.max_offset() > 0:

@@ -144,10 +144,6 @@ class MappedFileQueue:
         if self.files:
             self._drop(self.files.pop())
 
-    def delete_first(self) -> None:
-        if self.files:
-            self._drop(self.files.pop(0))
-
     def _drop(self, mf: MappedFile) -> None:
         if self.writable:
             log.info("deleting segment %s", mf.path)

@@ -13,6 +13,8 @@ import errno
 import logging
 import os
 
+from ..errors import RocketStoreError
+
 log = logging.getLogger("rocketstore.files")
 
 # file systems that answer "not supported" to fallocate: glibc emulates it itself; elsewhere we do
@@ -20,7 +22,7 @@ _UNSUPPORTED = {errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
 _unreservable_devices: set[int] = set()   # devices where a reservation does not stick (warned once)
 
 
-class NoSpaceError(OSError):
+class NoSpaceError(RocketStoreError, OSError):
     """ENOSPC while reserving a file's blocks; str() names the file and says what ran out."""
 
     def __init__(self, path: str, size: int):

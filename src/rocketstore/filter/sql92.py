@@ -515,16 +515,6 @@ def _constant(value: Any, tag: str | None, pos, text, *, literal=False, boolean=
                  const=True, value=value)
 
 
-def _java_repr(value: Any, tag: str | None) -> str:
-    if value is None:
-        return "NULL"
-    if tag == "Z":
-        return "TRUE" if value else "FALSE"
-    if tag == "S":
-        return "'" + value.replace("'", "''") + "'"
-    return repr(value)
-
-
 def _decode_string(image: str) -> str:
     return image[1:-1].replace("''", "'")
 

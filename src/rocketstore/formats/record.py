@@ -96,10 +96,6 @@ def host_from_bytes(data: bytes) -> str:
     return f"{groups}:{port}"
 
 
-def is_ipv6_host(host_bytes: bytes) -> bool:
-    return len(host_bytes) == 20
-
-
 def make_msg_id(store_host_bytes: bytes, physical_offset: int) -> str:
     """Offset msgId: store host (ip + port) + physical offset, upper-case hex (32 or 56 chars)."""
     return (store_host_bytes + I64.pack(physical_offset)).hex().upper()
@@ -267,13 +263,6 @@ class StoredMessage:
     _store = property(lambda self: self._f[11])
     reconsume_times = property(lambda self: self._f[12])
     prepared_transaction_offset = property(lambda self: self._f[13])
-
-    @classmethod
-    def from_fields(cls, fixed: tuple, body: bytes | None, topic: str, props_raw: bytes) -> "StoredMessage":
-        """A message from fixed_part's fields (TOTALSIZE .. BODYLEN, hosts as raw bytes) and the rest."""
-        m = cls()
-        m._f, m.body, m.topic, m._props_raw, m._props = fixed, body, topic, props_raw, None
-        return m
 
     FIELDS = ("topic", "queue_id", "queue_offset", "physical_offset", "size", "msg_id", "tags", "keys",
               "properties", "body", "flag", "sys_flag", "born_timestamp", "born_host", "store_timestamp",

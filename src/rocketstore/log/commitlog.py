@@ -4,13 +4,14 @@ from __future__ import annotations
 import logging
 import os
 
+from ..errors import RocketStoreError
 from ..files.mapped_file_queue import MappedFileQueue
 from ..formats import record as R
 
 log = logging.getLogger("rocketstore.commitlog")
 
 
-class DoesNotFit(Exception):
+class DoesNotFit(RocketStoreError):
     """A record (or a whole batch) larger than a segment can ever hold."""
 
 
