@@ -119,6 +119,14 @@ class Consumer:
         self._turn = 0
         self.only = None if queues is None else sorted(set(queues))
 
+    def on(self, store) -> "Consumer":
+        """This consumer (group, subscription, positions, whose turn it is) over another handle of the same
+        store, e.g. one opened again to see what a writer added since."""
+        c = store.consumer(self.group, self.topic, self.tags, self.start, sql=self.sql, queues=self.only)
+        c.positions.update(self.positions)
+        c._turn = self._turn  # noqa: SLF001  (the same class)
+        return c
+
     def queue_ids(self) -> list[int]:
         """The topic's queues: those with data, and those its config declares (or only those given)."""
         if self.only is not None:

@@ -25,7 +25,7 @@ MESSAGE_TYPE = "message.type"
 def _check_group(group: str) -> None:
     problem = group_problem(group)
     if problem:
-        M._fail(problem)
+        M.fail(problem)
 
 
 def _progress_rows(s, group: str, topics: list[str]) -> list[dict]:
@@ -59,11 +59,11 @@ def groups(store, conf, as_json):
             rows.append({"group": g, "topics": " ".join(topics), "queues": len(progress),
                          "lag": sum(r["lag"] for r in progress)})
     except (RocketStoreError, ValueError, OSError) as e:
-        M._fail(_one_line(e))
+        M.fail(_one_line(e))
     finally:
         s.close()
     if as_json:
-        M._print(f"groups of {s.root}", None, rows, True)
+        M.print_result(f"groups of {s.root}", None, rows, True)
     elif rows:
         O.print_table(f"groups of {s.root}", rows)
     else:
@@ -89,17 +89,17 @@ def progress(store, name, topic, conf, as_json):
     try:
         known = s.consumer_offsets.groups().get(name)
         if known is None:
-            M._fail(f"no consumer group {name} in {s.root} (no committed offsets)")
+            M.fail(f"no consumer group {name} in {s.root} (no committed offsets)")
         if topic is not None:
             _require_topic(s, topic)
         rows = _progress_rows(s, name, [topic] if topic else known)
     except (RocketStoreError, ValueError, OSError) as e:
-        M._fail(_one_line(e))
+        M.fail(_one_line(e))
     finally:
         s.close()
     total = sum(r["lag"] for r in rows)
     if as_json:
-        M._print(f"progress of {name}", {"group": name, "lag": total}, rows, True)
+        M.print_result(f"progress of {name}", {"group": name, "lag": total}, rows, True)
         return
     O.print_table(f"progress of {name} in {s.root}", rows)
     O.console().print(f"total lag: {total}")
@@ -124,7 +124,7 @@ def reset_offset(store, name, topic, to_time, to_offset, to_earliest, to_latest,
     _check_group(name)
     _check_topic(topic)
     if sum((to_time is not None, to_offset is not None, to_earliest, to_latest)) != 1:
-        M._fail("give one of --to-time, --to-offset, --to-earliest, --to-latest")
+        M.fail("give one of --to-time, --to-offset, --to-earliest, --to-latest")
     when = None
     if to_time is not None and to_time != "now":
         when = O.parse_time(to_time, "--to-time")
@@ -134,7 +134,7 @@ def reset_offset(store, name, topic, to_time, to_offset, to_earliest, to_latest,
         ids = _topic_queue_ids(s, topic)
         if queue is not None:
             if queue not in ids:
-                M._fail(f"--queue {queue}: topic {topic} has queues 0..{len(ids) - 1}")
+                M.fail(f"--queue {queue}: topic {topic} has queues 0..{len(ids) - 1}")
             ids = [queue]
         rows, new = [], {}
         for q in ids:
@@ -152,10 +152,10 @@ def reset_offset(store, name, topic, to_time, to_offset, to_earliest, to_latest,
             rows.append({"topic": topic, "queueId": q, "before": old if old >= 0 else None, "after": off})
         s.consumer_offsets.commit(name, topic, new)
     except (RocketStoreError, ValueError, OSError) as e:
-        M._fail(_one_line(e))
+        M.fail(_one_line(e))
     finally:
         s.close()   # idempotent
-    M._print(f"reset {name} on {topic}", None, rows, as_json)
+    M.print_result(f"reset {name} on {topic}", None, rows, as_json)
 
 
 @group.command(name="delete")
@@ -172,12 +172,12 @@ def delete_group(store, name, conf, as_json):
         topics = s.consumer_offsets.groups().get(name, [])
         registered = any(name in groups for groups in s.filters.by_topic.values())
         if not topics and not registered:
-            M._fail(f"no consumer group {name} in {s.root}")
+            M.fail(f"no consumer group {name} in {s.root}")
         s.consumer_offsets.remove_group(name)
         if registered:
             s.unregister_filter(name)
     except (RocketStoreError, ValueError, OSError) as e:
-        M._fail(_one_line(e))
+        M.fail(_one_line(e))
     finally:
         s.close()   # idempotent
     summary = {"group": name, "deleted": True, "topics": topics}
@@ -224,15 +224,15 @@ def create_topic(store, name, queues, batch_cq, message_type, create, conf, as_j
     s = _open(store, conf, read_only=False, create=create)
     try:
         if name in s.topic_configs or name in s.topics():
-            M._fail(f"topic {name} already exists in {s.root} (change it with `rocketstore topic update`)")
+            M.fail(f"topic {name} already exists in {s.root} (change it with `rocketstore topic update`)")
         s.create_topic(name, queues or TC.DEFAULT_QUEUE_NUMS,
                        _attributes(batch_cq, message_type and message_type.upper(), None))
         cfg = s.topic_configs[name]
     except (RocketStoreError, ValueError, OSError) as e:
-        M._fail(_one_line(e))
+        M.fail(_one_line(e))
     finally:
         s.close()   # idempotent
-    M._print(f"created topic {name}", cfg, [], as_json)
+    M.print_result(f"created topic {name}", cfg, [], as_json)
 
 
 @topic.command(name="update")
@@ -246,7 +246,7 @@ def update_topic(store, name, queues, message_type, conf, as_json):
     """Change a topic's queue count or message type (mqadmin updateTopic); its queue type cannot change."""
     _check_topic(name)
     if queues is None and message_type is None:
-        M._fail("give --queues or --message-type")
+        M.fail("give --queues or --message-type")
     s = _open(store, conf, read_only=False)
     try:
         _require_topic(s, name)
@@ -255,10 +255,10 @@ def update_topic(store, name, queues, message_type, conf, as_json):
         s.create_topic(name, n, _attributes(False, message_type and message_type.upper(), current))
         cfg = s.topic_configs[name]
     except (RocketStoreError, ValueError, OSError) as e:
-        M._fail(_one_line(e))
+        M.fail(_one_line(e))
     finally:
         s.close()   # idempotent
-    M._print(f"updated topic {name}", cfg, [], as_json)
+    M.print_result(f"updated topic {name}", cfg, [], as_json)
 
 
 @topic.command(name="delete")
@@ -279,7 +279,7 @@ def delete_topic(store, name, yes, conf, as_json):
             click.confirm(f"delete topic {name} ({messages} message(s) in its queues) from {s.root}?", abort=True)
         s.delete_topic(name)
     except (RocketStoreError, ValueError, OSError) as e:
-        M._fail(_one_line(e))
+        M.fail(_one_line(e))
     finally:
         s.close()   # idempotent
     summary = {"topic": name, "deleted": True, "messages": messages}

@@ -38,25 +38,25 @@ def _one_line(e: BaseException | str) -> str:
 def _check_topic(topic: str) -> None:
     problem = topic_problem(topic)
     if problem:
-        M._fail(problem)
+        M.fail(problem)
 
 
 def _open(store: str, conf: str | None, read_only: bool = True, create: bool = False,
           locked_hint: str = "", trust_queues: bool = False) -> MessageStore:
     if not os.path.isdir(store):
         if os.path.exists(store):
-            M._fail(f"{store}: not a directory")
+            M.fail(f"{store}: not a directory")
         if not create:
-            M._fail(f"{store}: no store directory here" + ("" if read_only else " (give --create to make one)"))
+            M.fail(f"{store}: no store directory here" + ("" if read_only else " (give --create to make one)"))
     elif not create:
         M.require_store(store)
-    cfg = M._config(conf)
+    cfg = M.load_config(conf)
     try:
         return M.open_store(store, cfg, read_only=read_only, check_commitlog=not trust_queues)
     except StoreLockedError as e:
-        M._fail(_one_line(e) + locked_hint)
+        M.fail(_one_line(e) + locked_hint)
     except (RocketStoreError, OSError, ValueError) as e:
-        M._fail(f"{store}: {_one_line(e)}")
+        M.fail(f"{store}: {_one_line(e)}")
 
 
 def _message_row(m, as_hex: bool = False, as_json: bool = False) -> dict:
@@ -78,7 +78,7 @@ def _require_topic(s: MessageStore, topic: str) -> None:
     """A topic the store does not know is an error (as `queues` says), not "no messages"."""
     if topic not in s.topics() and topic not in s.topic_configs:
         s.close()
-        M._fail(f"no topic {topic} in {s.root}")
+        M.fail(f"no topic {topic} in {s.root}")
 
 
 # ---------------------------------------------------------------- produce
@@ -100,9 +100,9 @@ def _parse_properties(items) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            M._fail(f"--property {item!r}: expected KEY=VALUE")
+            M.fail(f"--property {item!r}: expected KEY=VALUE")
         if any(c in key + value for c in (P.NAME_VALUE_SEPARATOR, P.PROPERTY_SEPARATOR)):
-            M._fail(f"--property {item!r}: contains a control character RocketMQ uses as a separator")
+            M.fail(f"--property {item!r}: contains a control character RocketMQ uses as a separator")
         props[key] = value
     return props
 
@@ -135,14 +135,14 @@ def produce(store, topic, bodies, file_, from_stdin, tags, keys, props, queue, c
     _check_topic(topic)
     sources = sum(1 for s in (bodies, file_, from_stdin) if s)
     if sources != 1:
-        M._fail("give the bodies as arguments, or --file F, or --stdin (exactly one of them)")
+        M.fail("give the bodies as arguments, or --file F, or --stdin (exactly one of them)")
     properties = _parse_properties(props)
     if file_ is not None:
         try:
             with open(file_, "rb") as fh:
                 payloads = iter([fh.read()])
         except OSError as e:
-            M._fail(f"{file_}: {e.strerror or e}")
+            M.fail(f"{file_}: {e.strerror or e}")
     elif from_stdin:
         payloads = (line.rstrip(b"\r\n") for line in sys.stdin.buffer)
     else:
@@ -152,7 +152,7 @@ def produce(store, topic, bodies, file_, from_stdin, tags, keys, props, queue, c
     try:
         queues = _write_queues(s, topic)
         if queue is not None and not 0 <= queue < len(queues):
-            M._fail(f"--queue {queue} is out of range: topic {topic} has write queues 0..{len(queues) - 1}")
+            M.fail(f"--queue {queue} is out of range: topic {topic} has write queues 0..{len(queues) - 1}")
         # round robin from where the queues' totals say the last run stopped
         turn = sum(max(s.max_offset(topic, q), 0) for q in queues) % len(queues)
         for i, body in enumerate(payloads):
@@ -161,7 +161,7 @@ def produce(store, topic, bodies, file_, from_stdin, tags, keys, props, queue, c
             msg_props.setdefault(P.UNIQ_KEY, new_unique_key())
             r = s.put(Message(topic, body, tags=tags or None, keys=keys or None, properties=msg_props), q)
             if not r.ok:
-                M._fail(f"put into {topic}/{q} failed: {r.status.name}")
+                M.fail(f"put into {topic}/{q} failed: {r.status.name}")
             per_queue[q] = per_queue.get(q, 0) + 1
             rows.append({"msgId": r.msg_id, "uniqKey": msg_props[P.UNIQ_KEY], "queueId": q,
                          "queueOffset": r.queue_offset, "physicalOffset": r.physical_offset, "size": r.size})
@@ -170,12 +170,12 @@ def produce(store, topic, bodies, file_, from_stdin, tags, keys, props, queue, c
     header = {"store": s.root, "topic": topic, "messages": len(rows),
               "queues": {str(q): n for q, n in sorted(per_queue.items())}}
     if as_json:
-        M._print(f"produce {topic}", header, rows, True)
+        M.print_result(f"produce {topic}", header, rows, True)
     elif len(rows) <= SHOWN_PUTS:
         O.print_table(f"produced {len(rows)} message(s) to {topic}", rows, ["msgId", "uniqKey", "queueId", "queueOffset"])
     else:
         header["queues"] = ", ".join(f"{q}: {n}" for q, n in sorted(per_queue.items()))
-        M._print(f"produce {topic}", header, [], False)
+        M.print_result(f"produce {topic}", header, [], False)
 
 
 # ---------------------------------------------------------------- consume
@@ -300,23 +300,23 @@ def consume(store, topic, group, tags, sql, start, queue, offset, last, max_coun
     if group is not None:
         problem = group_problem(group)
         if problem:
-            M._fail(problem)
+            M.fail(problem)
     elif start == "committed":
-        M._fail("--from committed needs --group")
+        M.fail("--from committed needs --group")
     commit = commit and group is not None
     if start not in (None, "earliest", "latest", "committed"):
         O.parse_time(start, "--from")
     if sum(x is not None for x in (start, offset, last)) > 1:
-        M._fail("give one of --from, --offset, --last")
+        M.fail("give one of --from, --offset, --last")
     if body_only:
         if fmt is not None:
-            M._fail("give --format or --body-only, not both")
+            M.fail("give --format or --body-only, not both")
         fmt = "%s\\n"
     if fmt is not None and as_json:
-        M._fail("give --format (or --body-only) or --json, not both")
+        M.fail("give --format (or --body-only) or --json, not both")
     if sql is not None:
         if tags is not None:
-            M._fail("give --tags or --sql, not both: a subscription is by tag or by SQL92")
+            M.fail("give --tags or --sql, not both: a subscription is by tag or by SQL92")
         _check_sql(sql)
     # reading with the lock held only when committing and not following: a follower must let producers write
     s = _open(store, conf, read_only=follow or not commit,
@@ -325,7 +325,7 @@ def consume(store, topic, group, tags, sql, start, queue, offset, last, max_coun
     if queue is not None and queue not in _topic_queue_ids(s, topic):
         ids = _topic_queue_ids(s, topic)
         s.close()
-        M._fail(f"--queue {queue}: topic {topic} has queues {ids[0]}..{ids[-1]}" if ids else
+        M.fail(f"--queue {queue}: topic {topic} has queues {ids[0]}..{ids[-1]}" if ids else
                 f"--queue {queue}: topic {topic} has no queues")
     title = f"{topic}" + (f" as {group}" if group else "")
     printer = _Printer(fmt, as_json and follow, as_hex, title)
@@ -358,7 +358,7 @@ def consume(store, topic, group, tags, sql, start, queue, offset, last, max_coun
         if commit and not follow:
             c.commit()
     except (RocketStoreError, ValueError, OSError) as e:
-        M._fail(_one_line(e))
+        M.fail(_one_line(e))
     finally:
         s.close()   # idempotent
     if commit and follow:
@@ -368,7 +368,7 @@ def consume(store, topic, group, tags, sql, start, queue, offset, last, max_coun
               "positions": {str(q): o for q, o in sorted(positions.items())},
               "lag": {str(q): n for q, n in sorted(lag.items())}}
     if as_json and not follow:
-        M._print(f"consume {topic}" + (f" as {group}" if group else ""), header, rows, True)
+        M.print_result(f"consume {topic}" + (f" as {group}" if group else ""), header, rows, True)
     elif fmt is None and not as_json:
         what = "committed" if commit else "not committed" if group else "no group"
         left = sum(lag.values())
@@ -381,7 +381,7 @@ def _check_sql(sql: str) -> None:
     try:
         compile_sql(sql)
     except FilterSyntaxError as e:
-        M._fail(f"--sql {sql!r}: line {e.line}, column {e.column}: {_one_line(e.reason)}")
+        M.fail(f"--sql {sql!r}: line {e.line}, column {e.column}: {_one_line(e.reason)}")
 
 
 def _follow(store, conf, s, c, tags, max_count, printer, sql=None):
@@ -394,12 +394,9 @@ def _follow(store, conf, s, c, tags, max_count, printer, sql=None):
             got = c.poll(max_count=32, wait_ms=FOLLOW_WAIT_MS)
             if not got:
                 printer.flush()
-                positions, turn = dict(c.positions), c._turn
                 s.close()
                 s = _open(store, conf, read_only=True, trust_queues=True)
-                c = s.consumer(c.group, c.topic, tags, c.start, sql=sql, queues=c.only)
-                c.positions.update(positions)
-                c._turn = turn
+                c = c.on(s)
                 continue
             if max_count is not None and seen + len(got) > max_count:
                 got = got[:max_count - seen]
@@ -416,12 +413,12 @@ def _commit_later(store, conf, group, topic, positions) -> None:
     if not positions:
         return
     try:
-        with M.open_store(store, M._config(conf)) as w:
+        with M.open_store(store, M.load_config(conf)) as w:
             w.consumer_offsets.commit(group, topic, positions)
     except StoreLockedError as e:
-        M._fail(f"{_one_line(e)}: the offsets were not committed ({positions})")
+        M.fail(f"{_one_line(e)}: the offsets were not committed ({positions})")
     except (RocketStoreError, OSError) as e:
-        M._fail(f"{store}: {_one_line(e)}: the offsets were not committed")
+        M.fail(f"{store}: {_one_line(e)}: the offsets were not committed")
 
 
 # ---------------------------------------------------------------- query
@@ -504,7 +501,7 @@ def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as
     given = [n for n, v in (("--key", key), ("--unique-key", unique_key), ("--msg-id", msg_id),
                             ("--offset", phys)) if v is not None]
     if len(given) > 1 or (not given and begin is None and end is None):
-        M._fail("give one of --key, --msg-id, --unique-key, --offset, or a time range (--begin/--end)")
+        M.fail("give one of --key, --msg-id, --unique-key, --offset, or a time range (--begin/--end)")
     if topic is not None:
         _check_topic(topic)
     begin_ms = O.parse_time(begin, "--begin") if begin is not None else 0
@@ -522,15 +519,15 @@ def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as
         elif msg_id is not None:
             found, what = _by_id(s, topics, msg_id), f"id {msg_id}{where}"
             if not found:
-                M._fail(f"id {msg_id}: no such message in {s.root} (neither an offset msgId nor a "
+                M.fail(f"id {msg_id}: no such message in {s.root} (neither an offset msgId nor a "
                         f"producer's id{where or ' in any topic'})")
         elif phys is not None:
             lo, hi = s.min_physical_offset, s.max_physical_offset
             if not lo <= phys < hi:
-                M._fail(f"offset {phys} is out of range: the CommitLog holds [{lo}, {hi})")
+                M.fail(f"offset {phys} is out of range: the CommitLog holds [{lo}, {hi})")
             m = s.look(phys)
             if m is None or m.physical_offset != phys:
-                M._fail(f"offset {phys}: no message record starts there")
+                M.fail(f"offset {phys}: no message record starts there")
             found, what = [m], f"offset {phys}"
         else:
             found = _by_time(s, topics, begin_ms, end_ms, max_count)
@@ -538,11 +535,11 @@ def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as
                     f"{where}")
         rows = [_message_row(m, as_hex, as_json) for m in found]
     except (RocketStoreError, ValueError, OSError) as e:
-        M._fail(_one_line(e))
+        M.fail(_one_line(e))
     finally:
         s.close()
     if as_json:
-        M._print(f"query {what}", {"found": len(rows)}, rows, True)
+        M.print_result(f"query {what}", {"found": len(rows)}, rows, True)
     elif rows:
         O.print_table(f"query {what}: {len(rows)} found", rows,
                       ["topic", *SHORT_COLUMNS] if topic is None else
@@ -585,11 +582,11 @@ def topics(store, conf, as_json):
                          "queueType": queue_type(cfg) if cfg else ("BatchCQ" if t in s.batch_topics else "SimpleCQ"),
                          "messages": sum(_queue_range(s, t, q)[2] for q in ids)})
     except (RocketStoreError, ValueError, OSError) as e:
-        M._fail(_one_line(e))
+        M.fail(_one_line(e))
     finally:
         s.close()
     if rows or as_json:
-        M._print(f"topics of {s.root}", None, rows, as_json)
+        M.print_result(f"topics of {s.root}", None, rows, as_json)
     else:
         O.console().print(f"{s.root}: no topics")
 
@@ -608,7 +605,7 @@ def queues(store, topic, conf, as_json):
     try:
         known = set(s.topics()) | set(s.topic_configs)
         if topic is not None and topic not in known:
-            M._fail(f"no topic {topic} in {s.root}")
+            M.fail(f"no topic {topic} in {s.root}")
         table = s.consumer_offsets.table
         rows = []
         for t in sorted(known) if topic is None else [topic]:
@@ -622,12 +619,12 @@ def queues(store, topic, conf, as_json):
                                         "lag": None if committed is None else max(hi - committed, 0)}
                 rows.append(row)
     except (RocketStoreError, ValueError, OSError) as e:
-        M._fail(_one_line(e))
+        M.fail(_one_line(e))
     finally:
         s.close()
     title = f"queues of {topic or 'every topic'} in {s.root}"
     if as_json:
-        M._print(title, None, rows, True)
+        M.print_result(title, None, rows, True)
         return
     flat = []
     for r in rows:
@@ -637,7 +634,7 @@ def queues(store, topic, conf, as_json):
             f[f"{g} lag"] = "-" if v["lag"] is None else v["lag"]
         flat.append(f)
     if flat:
-        M._print(title, None, flat, False)
+        M.print_result(title, None, flat, False)
     else:
         O.console().print(f"{title}: no queues")
 

@@ -72,7 +72,8 @@ def inspect_store(store) -> dict:
     segs = store.commitlog.files.files
     last = segs[-1] if segs else None
     queues = []
-    for (topic, qid), cq in sorted(store._cqs.items()):
+    for cq in sorted(store.all_consume_queues(), key=lambda q: (q.topic, q.queue_id)):
+        topic, qid = cq.topic, cq.queue_id
         lo, hi = cq.min_offset, cq.max_offset
         row = {"topic": topic, "queueId": qid, "type": cq.cq_type, "minOffset": lo, "maxOffset": hi,
                "messages": max(hi - max(lo, 0), 0), "files": len(cq.files.files)}

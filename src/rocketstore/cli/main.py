@@ -18,16 +18,16 @@ from . import output as O
 from .inspect_store import inspect_store
 
 
-def _fail(message: str) -> None:
+def fail(message: str) -> None:
     click.echo(f"rocketstore: error: {message}", err=True)
     sys.exit(1)
 
 
-def _config(conf: str | None) -> StoreConfig:
+def load_config(conf: str | None) -> StoreConfig:
     try:
         return StoreConfig.from_properties(conf) if conf else StoreConfig()
     except (OSError, ValueError) as e:
-        _fail(f"{conf}: {e}")
+        fail(f"{conf}: {e}")
 
 
 def open_store(path: str, cfg: StoreConfig, read_only: bool = False, check_commitlog: bool = True) -> MessageStore:
@@ -41,7 +41,7 @@ def open_store(path: str, cfg: StoreConfig, read_only: bool = False, check_commi
                                  progress=lambda done, total: bar.update(task, completed=done, total=total))
 
 
-def _print(title: str, header: dict | None, rows: list[dict], as_json: bool) -> None:
+def print_result(title: str, header: dict | None, rows: list[dict], as_json: bool) -> None:
     if as_json:
         O.echo_json({"title": title, "header": header, "rows": rows})
         return
@@ -62,9 +62,9 @@ def require_store(path: str) -> None:
     """A directory holding none of a store's files is not a store: say so, naming what a store has, rather
     than answer "no topics" or "the store is sound" about /etc."""
     if not os.path.isdir(path):
-        _fail(f"{path}: " + ("not a directory" if os.path.exists(path) else "no store directory here"))
+        fail(f"{path}: " + ("not a directory" if os.path.exists(path) else "no store directory here"))
     if not any(os.path.exists(os.path.join(path, e)) for e in STORE_ENTRIES):
-        _fail(f"{path}: not a RocketMQ store: it has none of commitlog/, consumequeue/, batchconsumequeue/, "
+        fail(f"{path}: not a RocketMQ store: it has none of commitlog/, consumequeue/, batchconsumequeue/, "
               "index/, config/ or checkpoint")
 
 
@@ -115,18 +115,18 @@ def dump(file, kind, limit, skip, wide, bodies, hash_slots, conf, as_json):
     file or the checkpoint, with offsets (like Kafka's kafka-dump-log). Rows are printed as they are
     decoded: tables page by page, --json as JSON Lines."""
     if not os.path.isfile(file):
-        _fail(f"{file}: no such file")
+        fail(f"{file}: no such file")
     kind = kind or D.kind_of(file)
     if kind is None:
-        _fail(f"{file}: cannot tell what kind of store file this is; say it with --kind")
+        fail(f"{file}: cannot tell what kind of store file this is; say it with --kind")
     if bodies and kind != "commitlog":
-        _fail("--bodies is for CommitLog segments (the other files hold no bodies)")
+        fail("--bodies is for CommitLog segments (the other files hold no bodies)")
     header = None
     try:
         if kind == "checkpoint":
             header, rows = D.checkpoint_header(file), iter(())
         elif kind == "index":
-            slots = hash_slots or _hash_slots(file, _config(conf) if conf else None)
+            slots = hash_slots or _hash_slots(file, load_config(conf) if conf else None)
             header, rows = D.index_header(file, slots), D.index_rows(file, slots)
         elif kind == "commitlog":
             rows = D.commitlog_rows(file, bodies=bodies)
@@ -153,19 +153,19 @@ def dump(file, kind, limit, skip, wide, bodies, hash_slots, conf, as_json):
                 out.print(f"{title}: nothing written")
     except (CorruptDataError, OSError, ValueError) as e:
         sys.stdout.flush()
-        _fail(f"{file}: {e}")
+        fail(f"{file}: {e}")
 
 
 def _hash_slots(path: str, cfg: StoreConfig | None) -> int:
     size = os.path.getsize(path)
     if cfg is not None and cfg.max_hash_slot_num is not None and cfg.max_index_num is not None:
         if IX.file_size(cfg.max_hash_slot_num, cfg.max_index_num) != size:
-            _fail(f"{path}: {size} bytes does not match maxHashSlotNum={cfg.max_hash_slot_num}, "
+            fail(f"{path}: {size} bytes does not match maxHashSlotNum={cfg.max_hash_slot_num}, "
                   f"maxIndexNum={cfg.max_index_num}")
         return cfg.max_hash_slot_num
     if size > IX.HEADER_SIZE and (size - IX.HEADER_SIZE) % 84 == 0:
         return (size - IX.HEADER_SIZE) // 84
-    _fail(f"{path}: cannot infer the index sizes from {size} bytes; give --hash-slots or -c broker.conf")
+    fail(f"{path}: cannot infer the index sizes from {size} bytes; give --hash-slots or -c broker.conf")
 
 
 @cli.command()
@@ -177,17 +177,17 @@ def inspect(store, conf, as_json):
     abort state and how far dispatch is behind. Opens the store read-only."""
     require_store(store)
     try:
-        with open_store(store, _config(conf), read_only=True) as s:
+        with open_store(store, load_config(conf), read_only=True) as s:
             report = inspect_store(s)
     except RocketStoreError as e:
-        _fail(str(e))
+        fail(str(e))
     if as_json:
         click.echo(json.dumps(report, ensure_ascii=False))
         return
-    _print(f"store {report['root']}", report["summary"], [], False)
-    _print("files", None, report["files"], False)
-    _print("queues", None, report["queues"], False)
-    _print("checkpoint", report["checkpoint"], [], False)
+    print_result(f"store {report['root']}", report["summary"], [], False)
+    print_result("files", None, report["files"], False)
+    print_result("queues", None, report["queues"], False)
+    print_result("checkpoint", report["checkpoint"], [], False)
 
 
 @cli.command()
@@ -208,7 +208,7 @@ def verify(store, conf, as_json):
     try:
         report = _verify_with_progress(V, store, cfg)
     except (OSError, RocketStoreError) as e:
-        _fail(f"{store}: {e}")
+        fail(f"{store}: {e}")
     if as_json:
         click.echo(json.dumps(report, ensure_ascii=False))
     else:
@@ -242,7 +242,7 @@ def _print_verify(report: dict) -> None:
     for n in report["notes"]:
         console.print(f"note: {n}", soft_wrap=True)
     if report["problems"]:
-        _print("problems", None, report["problems"], False)
+        print_result("problems", None, report["problems"], False)
         console.print(f"{len(report['problems'])} problem(s) found", style="bold red")
     else:
         console.print("the store is sound", style="bold green")

@@ -42,14 +42,14 @@ def _open_with_progress(store: str, conf, config=None) -> tuple[MessageStore, li
     """Open (and so recover) the store for writing, with a progress bar; also what recovery says it cut.
     `config` (already resolved) instead of -c's."""
     if not os.path.isdir(store):
-        M._fail(f"{store}: no store directory here")
+        M.fail(f"{store}: no store directory here")
     cuts = _Cuts()
     logger = logging.getLogger("rocketstore")
     logger.addHandler(cuts)
     try:
-        return M.open_store(store, config or M._config(conf)), cuts.lines
+        return M.open_store(store, config or M.load_config(conf)), cuts.lines
     except RocketStoreError as e:
-        M._fail(str(e))
+        M.fail(str(e))
     finally:
         logger.removeHandler(cuts)
 
@@ -58,7 +58,7 @@ def _report(title: str, summary: dict, cuts: list[str], as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({**summary, "cut": cuts}, ensure_ascii=False))
         return
-    M._print(title, summary, [{"what recovery cut": c} for c in cuts], False)
+    M.print_result(title, summary, [{"what recovery cut": c} for c in cuts], False)
 
 
 def _queue_totals(s: MessageStore) -> tuple[int, int]:
@@ -76,16 +76,16 @@ def _queue_totals(s: MessageStore) -> tuple[int, int]:
 def rebuild(store, engine, yes, conf, as_json):
     """Rebuild every ConsumeQueue, batch ConsumeQueue and index file from the CommitLog."""
     if not os.path.isdir(os.path.join(store, "commitlog")):
-        M._fail(f"{store}: no CommitLog here to rebuild from")
-    cfg = M._config(conf)
+        M.fail(f"{store}: no CommitLog here to rebuild from")
+    cfg = M.load_config(conf)
     if engine == "spark" and cfg.enable_consume_queue_ext:
         from ..rebuild import EXT_REFUSED
-        M._fail(f"{store}: {EXT_REFUSED}")
+        M.fail(f"{store}: {EXT_REFUSED}")
     if engine == "spark":
         try:      # fail on the lock before Spark starts; the job takes it for itself and stages the same way
             StoreLock.take(os.path.abspath(store)).release()
         except RocketStoreError as e:
-            M._fail(str(e))
+            M.fail(str(e))
         if not yes and not as_json:
             _confirm(store, [sub for sub in REBUILT if os.path.exists(os.path.join(store, sub))])
         _rebuild_with_spark(store, conf, as_json)
@@ -100,7 +100,7 @@ def rebuild(store, engine, yes, conf, as_json):
             s, cuts = _open_with_progress(stage.staging, None, stage.config)
             with s:
                 if not s.wait_dispatched(timeout_s=3600):
-                    M._fail(f"{store}: dispatch did not catch up; the store is unchanged")
+                    M.fail(f"{store}: dispatch did not catch up; the store is unchanged")
                 queues, messages = _queue_totals(s)
                 summary = {"store": stage.root, "queues": queues, "messages": messages,
                            "indexFiles": len(s.index.files), "commitLogMaxOffset": s.max_physical_offset,
@@ -108,7 +108,7 @@ def rebuild(store, engine, yes, conf, as_json):
             stage.commit()
         cuts = [c.replace(stage.staging, stage.root) for c in cuts]   # recovery saw the CommitLog through the stage
     except RocketStoreError as e:
-        M._fail(str(e))
+        M.fail(str(e))
     summary["seconds"] = round(time.perf_counter() - t, 3)
     _report("rebuilt", summary, cuts, as_json)
 
@@ -135,7 +135,7 @@ def _rebuild_with_spark(store: str, conf, as_json: bool) -> None:
     try:
         import rocketstore.spark as rs
     except ImportError as e:
-        M._fail(f"the Spark engine needs pyspark ({e}); use --engine local")
+        M.fail(f"the Spark engine needs pyspark ({e}); use --engine local")
     options = {"brokerConf": os.path.abspath(conf)} if conf else {}
     cuts = _Cuts()
     logger = logging.getLogger("rocketstore")
@@ -145,7 +145,7 @@ def _rebuild_with_spark(store: str, conf, as_json: bool) -> None:
         spark = rs.session()
         summary = rs.rebuild(store, spark, **options)
     except (RocketStoreError, ValueError, OSError) as e:
-        M._fail(str(e))
+        M.fail(str(e))
     finally:
         logger.removeHandler(cuts)
         if spark is not None:
