@@ -1,6 +1,7 @@
 """What an operator meets running `rocketstore serve`: the address routes hand out (--advertise, wildcard
 listen addresses), the request log (-v), a port already in use, the queues of topics it creates, and the
 invisible-time limits (ProxyConfig's minInvisibleTimeMillsForRecv / maxInvisibleTimeMills)."""
+import importlib.util
 import ipaddress
 import logging
 import os
@@ -15,12 +16,18 @@ import pytest
 from rocketstore import MessageStore
 from rocketstore.config import StoreConfig
 from rocketstore.serve import address
-from rocketstore.serve.protocol import definition_pb2 as pb, service_pb2 as spb, service_pb2_grpc as sgrpc
+from rocketstore.serve.protocol import definition_pb2 as pb
+from rocketstore.serve.protocol import service_pb2 as spb
+from rocketstore.serve.protocol import service_pb2_grpc as sgrpc
 from rocketstore.serve.request_log import MAX_CLIENT_LINES, RequestLog
 from rocketstore.serve.server import ListenError, Server
 
-from conftest import ServeProcess
-
+# tests/serve/conftest.py by its path: a bare `import conftest` may find tests/conftest.py
+_spec = importlib.util.spec_from_file_location("serve_conftest_operator",
+                                               os.path.join(os.path.dirname(__file__), "conftest.py"))
+_conftest = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_conftest)
+ServeProcess = _conftest.ServeProcess
 Code = pb.Code
 SMALL = {"mappedFileSizeCommitLog": "10485760", "brokerName": "broker-test"}
 
@@ -255,7 +262,7 @@ def test_invisible_time_limits(tmp_path):
             answers = {}
             for ms in (9_999, 12 * 3600 * 1000 + 1):
                 req.invisible_duration.FromMilliseconds(ms)
-                answers[ms] = list(stub.ReceiveMessage(req, metadata=md, timeout=10))[0].status
+                answers[ms] = next(iter(stub.ReceiveMessage(req, metadata=md, timeout=10))).status
             assert (answers[9_999].code, answers[9_999].message) == (
                 Code.ILLEGAL_INVISIBLE_TIME, "the invisibleTime is too small. min is 10000")
             assert answers[12 * 3600 * 1000 + 1].message == "the invisibleTime is too large. max is 43200000"

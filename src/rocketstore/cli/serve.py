@@ -56,8 +56,8 @@ def serve(store_arg, store, listen, advertise, verbose, log_level, log_interval,
     # GRPC_VERBOSITY=ERROR or debug in the environment brings them back
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     try:
-        from ..serve.server import parse_listen, serve_forever
         from ..serve.address import parse_advertise
+        from ..serve.server import parse_listen, serve_forever
     except ImportError as e:
         click.echo(f"rocketstore: error: serve needs grpcio, protobuf and rocketmq-python-client: {e}", err=True)
         sys.exit(1)

@@ -12,7 +12,6 @@ import threading
 
 import grpc
 import grpc.aio
-from .protocol import service_pb2_grpc as sgrpc
 
 from ..config import StoreConfig
 from ..store import MessageStore
@@ -20,6 +19,7 @@ from . import address
 from .address import ListenError
 from .aio_service import AsyncMessagingService
 from .auth import AuthInterceptor, keys_from_broker_conf
+from .protocol import service_pb2_grpc as sgrpc
 from .request_log import RequestLog, describe_client
 from .service import MessagingService, ServeConfig
 
