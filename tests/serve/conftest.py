@@ -38,6 +38,7 @@ class ServeProcess:
         self.proc = None
         self.lines: list[str] = []
         self.args: list[str] = []          # more `rocketstore serve` arguments
+        self.listen: str | None = None     # --listen, when not the clients' endpoint (a wildcard)
 
     def env(self):
         return dict(os.environ, HOME=str(self.home), PYTHONUNBUFFERED="1")
@@ -45,7 +46,7 @@ class ServeProcess:
     def start(self):
         self.lines = []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rocketstore.cli", "serve", "--store", self.store, "--listen", self.endpoint,
+            [sys.executable, "-m", "rocketstore.cli", "serve", "--store", self.store, "--listen", self.listen or self.endpoint,
              "-c", str(self.conf), *self.args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env=self.env())
         ready = threading.Event()
@@ -58,7 +59,7 @@ class ServeProcess:
             ready.set()
         threading.Thread(target=pump, daemon=True).start()
         assert ready.wait(30), "the server did not start"
-        assert any(f"listening on {self.endpoint}" in x for x in self.lines), "".join(self.lines)
+        assert any(f"listening on {self.listen or self.endpoint}" in x for x in self.lines), "".join(self.lines)
         return self
 
     def stop(self, sig=signal.SIGTERM) -> int:

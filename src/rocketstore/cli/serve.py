@@ -1,6 +1,8 @@
 """`rocketstore serve STORE`: a gRPC endpoint (apache.rocketmq.v2.MessagingService) over one store."""
 from __future__ import annotations
 
+import logging
+import os
 import sys
 
 import click
@@ -13,7 +15,19 @@ from ..errors import RocketStoreError
 @click.argument("store_arg", metavar="[STORE]", required=False, type=click.Path(file_okay=False))
 @click.option("--store", "store", type=click.Path(file_okay=False),
               help="The store directory (created if missing), opened for writing; or give it as STORE.")
-@click.option("--listen", default="127.0.0.1:8081", show_default=True, help="HOST:PORT to listen on.")
+@click.option("--listen", default="127.0.0.1:8081", show_default=True, metavar="HOST:PORT",
+              help="HOST:PORT to listen on (0.0.0.0:PORT or [::]:PORT: every interface).")
+@click.option("--advertise", metavar="HOST:PORT",
+              help="The address QueryRoute gives clients to send and receive at (like brokerIP1 and "
+                   "grpcServerPort): default the --listen address; for a wildcard one, this machine's address, "
+                   "with a warning.")
+@click.option("-v", "--verbose", count=True,
+              help="-v: the request log (each client when it appears, its calls by kind every --log-interval) "
+                   "and other INFO lines on stderr; -vv: DEBUG.")
+@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+              help="The level of rocketstore's log on stderr (default WARNING; overrides -v).")
+@click.option("--log-interval", type=click.FloatRange(min=0.1), default=60.0, show_default=True, metavar="SECONDS",
+              help="How often the request log sums up each client's calls.")
 @click.option("-c", "--conf", type=click.Path(exists=True, dir_okay=False),
               help="A broker.conf: the store's settings, and the proxy's (brokerName, maxMessageSize, "
                    "minInvisibleTimeMillsForRecv, grpcClientConsumerMin/MaxLongPollingTimeoutMillis, retryMaxTimes, "
@@ -25,22 +39,32 @@ from ..errors import RocketStoreError
 @click.option("--access-keys-file", type=click.Path(exists=True, dir_okay=False),
               help="Require authentication: access keys from a file, JSON ({\"AK\": \"SK\", ...} or "
                    "[{\"accessKey\": .., \"secretKey\": ..}]) or properties (AK=SK per line).")
-def serve(store_arg, store, listen, conf, access_keys, secret_keys, access_keys_file):
+def serve(store_arg, store, listen, advertise, verbose, log_level, log_interval, conf, access_keys, secret_keys,
+          access_keys_file):
     """Serve a store to RocketMQ 5 clients over gRPC (QueryRoute, Heartbeat, Telemetry, SendMessage,
     ReceiveMessage, AckMessage, ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue,
     NotifyClientTermination). Unacked messages come back through %RETRY%<group>_<topic> and end in
-    %DLQ%<group> after the max attempts. With access keys, requests that do not verify (RocketMQ 5's
-    HMAC-SHA1 signature) are refused as UNAUTHORIZED. Stops cleanly on SIGINT/SIGTERM."""
+    %DLQ%<group> after the max attempts. ReceiveMessage needs an invisible time of at least
+    minInvisibleTimeMillsForRecv (10 s; auto_renew receives get defaultInvisibleTimeMills). With access keys,
+    requests that do not verify (RocketMQ 5's HMAC-SHA1 signature) are refused as UNAUTHORIZED. Stops cleanly
+    on SIGINT/SIGTERM."""
     if (store_arg is None) == (store is None):
         raise click.UsageError("give the store directory once: as STORE (like every command) or --store")
     store = store or store_arg
+    _logging(log_level or ("DEBUG" if verbose >= 2 else "INFO" if verbose == 1 else "WARNING"))
+    # gRPC's C core logs its own failures (a port in use: "E... add_port.cc ...") before the error we give;
+    # GRPC_VERBOSITY=ERROR or debug in the environment brings them back
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     try:
+        from ..serve.address import parse_advertise
         from ..serve.server import parse_listen, serve_forever
     except ImportError as e:
         click.echo(f"rocketstore: error: serve needs grpcio, protobuf and rocketmq-python-client: {e}", err=True)
         sys.exit(1)
     try:
         parse_listen(listen)
+        if advertise:
+            parse_advertise(advertise)
         cfg = StoreConfig.from_properties(conf) if conf else StoreConfig()
         keys = _access_keys(access_keys, secret_keys, access_keys_file)
         from ..serve.auth import keys_from_broker_conf
@@ -49,10 +73,21 @@ def serve(store_arg, store, listen, conf, access_keys, secret_keys, access_keys_
         click.echo(f"rocketstore: error: {e}", err=True)
         sys.exit(1)
     try:
-        serve_forever(store, listen, cfg, echo=click.echo, access_keys=keys)
+        serve_forever(store, listen, cfg, echo=click.echo, access_keys=keys, advertise=advertise,
+                      request_log_interval=log_interval)
     except (OSError, RocketStoreError, RuntimeError) as e:
         click.echo(f"rocketstore: error: {e}", err=True)
         sys.exit(1)
+
+
+def _logging(level: str) -> None:
+    """rocketstore's log (the request log, warnings) to stderr, one line per record."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("rocketstore")
+    logger.setLevel(level.upper())
+    logger.addHandler(handler)
+    logger.propagate = False
 
 
 def _access_keys(access_keys, secret_keys, path) -> dict[str, str]:

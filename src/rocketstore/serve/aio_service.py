@@ -28,6 +28,7 @@ from .pop import now_ms
 from .protocol import definition_pb2 as pb
 from .protocol import service_pb2 as spb
 from .protocol import service_pb2_grpc as sgrpc
+from .request_log import RequestLog
 from .retry import retry_topic
 
 log = logging.getLogger("rocketstore.serve")
@@ -117,8 +118,9 @@ class Wakeups:
 
 
 class AsyncMessagingService(sgrpc.MessagingServiceServicer):
-    def __init__(self, core, loop: asyncio.AbstractEventLoop):
+    def __init__(self, core, loop: asyncio.AbstractEventLoop, requests: RequestLog | None = None):
         self.core = core
+        self.requests = requests or RequestLog()     # the request log (request_log.py), at INFO
         self.config = core.config
         self.loop = loop
         self.unary_pool = ThreadPoolExecutor(self.config.grpc_threads, thread_name_prefix="grpc")
@@ -145,14 +147,21 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
     async def _unary(self, name: str, request, context):
         response_class = getattr(spb, _METHODS[name].output_type.name)
         if self.waiting_unary >= self.config.grpc_threads + self.config.grpc_queue_capacity:
-            return response_class(status=pb.Status(code=Code.TOO_MANY_REQUESTS, message="flow limit"))
-        self.waiting_unary += 1
-        try:
-            return await self.loop.run_in_executor(
-                self.unary_pool, functools.partial(_call, getattr(self.core, name), request, CallContext(context),
-                                                   response_class, name))
-        finally:
-            self.waiting_unary -= 1
+            response = response_class(status=pb.Status(code=Code.TOO_MANY_REQUESTS, message="flow limit"))
+        else:
+            self.waiting_unary += 1
+            try:
+                response = await self.loop.run_in_executor(
+                    self.unary_pool, functools.partial(_call, getattr(self.core, name), request,
+                                                       CallContext(context), response_class, name))
+            finally:
+                self.waiting_unary -= 1
+        self._log(context, name, response.status.code)
+        return response
+
+    def _log(self, context, kind: str, code: int | None) -> None:
+        if self.requests.enabled():
+            self.requests.record(context.invocation_metadata(), context.peer(), kind, code)
 
     def _unary_method(name):
         async def method(self, request, context):
@@ -177,6 +186,7 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
     del _unary_method
 
     async def PullMessage(self, request, context):
+        self._log(context, "PullMessage", Code.NOT_IMPLEMENTED)
         yield spb.PullMessageResponse(status=pb.Status(
             code=Code.NOT_IMPLEMENTED, message="PullMessage is not implemented by rocketstore serve yet"))
 
@@ -187,12 +197,14 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
             for response in core.receive_finish(Code.TOO_MANY_REQUESTS, f"polling full: {self.polls} receive "
                                                 f"calls are polling (maxPopPollingSize)"):
                 yield response
+            self._log(context, "ReceiveMessage", Code.TOO_MANY_REQUESTS)
             return
         self.polls += 1           # from arrival on: the place is taken while the request is checked
         try:
             responses = await self._long_poll(request, context)
         finally:
             self.polls -= 1
+        self._log(context, "ReceiveMessage", responses[0].status.code)
         for response in responses:
             yield response
 
@@ -232,6 +244,7 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                                 f"too many Telemetry streams: {self.streams} open (maxTelemetryStreams)")
         self.streams += 1
+        self._log(context, "Telemetry", None)
         reader = None
         try:
             core = self.core

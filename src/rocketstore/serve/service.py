@@ -15,6 +15,7 @@ from .protocol import service_pb2 as spb
 from .protocol import service_pb2_grpc as sgrpc
 
 from ..formats.javahash import java_string_hash
+from ..topics import DEFAULT_QUEUE_NUMS
 from ..errors import RocketStoreError
 from ..filter import FilterSyntaxError
 from . import convert as C
@@ -60,7 +61,7 @@ class ServeConfig:
     enable_topic_message_type_check: bool = True              # enableTopicMessageTypeCheck
     retry_max_times: int = 16                                 # SubscriptionGroupConfig.retryMaxTimes
     auto_create_topic_enable: bool = True                     # autoCreateTopicEnable
-    default_topic_queue_nums: int = 8                         # defaultTopicQueueNums
+    default_topic_queue_nums: int = DEFAULT_QUEUE_NUMS        # defaultTopicQueueNums (the library's one default)
     # capacity (aio_service.py): streams and long polls are coroutines, unary calls and poll attempts run on
     # two separate thread pools, so no number of open streams or polls can take the unary calls' threads
     grpc_threads: int = 16 + 2 * (os.cpu_count() or 1)        # grpcThreadPoolNums: threads for unary calls
@@ -528,9 +529,14 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         if refusal:
             return spb.ChangeInvisibleDurationResponse(status=_status(*refusal))
         invisible = request.invisible_duration.ToMilliseconds()
-        if invisible < 0 or (self.config.max_invisible_ms > 0 and invisible > self.config.max_invisible_ms):
+        # GrpcValidator.validateInvisibleTime(invisibleTime): no minimum here (minInvisibleTimeMillsForRecv is
+        # ReceiveMessage's), maxInvisibleTimeMills
+        if invisible < 0:
             return spb.ChangeInvisibleDurationResponse(status=_status(
-                Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime must be between 0 and {self.config.max_invisible_ms}"))
+                Code.ILLEGAL_INVISIBLE_TIME, "the invisibleTime is too small. min is 0"))
+        if self.config.max_invisible_ms > 0 and invisible > self.config.max_invisible_ms:
+            return spb.ChangeInvisibleDurationResponse(status=_status(
+                Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too large. max is {self.config.max_invisible_ms}"))
         try:   # an auto-renewed message: its newest handle, no longer renewed
             h = Handle.decode(self.renew.take(group, request.message_id, request.receipt_handle)
                               or request.receipt_handle)
