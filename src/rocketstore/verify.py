@@ -34,6 +34,7 @@ import os
 
 import numpy as np
 
+from . import layout as L
 from .config import StoreConfig
 from .errors import CorruptDataError
 from .formats import batch_cq as BCQ
@@ -48,12 +49,6 @@ from .store import resolve_file_sizes
 
 PRE_BLANK_SIZE = 0x7FFFFFFF
 PROGRESS_STEP = 4 << 20     # progress("commitlog", bytes done, bytes total) every this many bytes
-
-
-def _segments(directory: str) -> list[str]:
-    if not os.path.isdir(directory):
-        return []
-    return sorted(n for n in os.listdir(directory) if len(n) == 20 and n.isdigit())
 
 
 def _map(path: str):
@@ -78,7 +73,7 @@ class _ExtQueue:
     def __init__(self, verifier: "Verifier", directory: str):
         self.v = verifier
         self.directory = directory
-        self.names = _segments(directory)
+        self.names = L.segment_names(directory)
         self.start_list = [int(n) for n in self.names]
         sizes = [os.path.getsize(os.path.join(directory, n)) for n in self.names]
         # the ext's file size: what the files on disk have (the first one), else the config's
@@ -153,7 +148,7 @@ class _ExtQueue:
             v.problem(cq_rel, cq_off, f"tagsCode is the ext address of offset {real}, in no file of "
                                       f"{v._rel(self.directory)}", extOffset=real, **ctx)
             return None
-        rel = v._rel(os.path.join(self.directory, f"{start:020d}"))
+        rel = v._rel(os.path.join(self.directory, L.segment_name(start)))
         pos = real - start
         if pos not in self.starts[start]:
             where = ("past the units the walk of the file found" if pos >= self.walked[start]
@@ -171,6 +166,7 @@ class _ExtQueue:
 class Verifier:
     def __init__(self, root: str, config: StoreConfig, progress=None):
         self.root = os.path.abspath(root)
+        self.layout = L.StoreLayout(self.root)
         self.config = resolve_file_sizes(self.root, config)
         self.delay_levels = self.config.delay_levels()
         self.progress = progress  # callable(kind, done, total) or None
@@ -196,8 +192,8 @@ class Verifier:
 
     # ------------------------------------------------------------------ CommitLog
     def check_commitlog(self) -> None:
-        directory = os.path.join(self.root, "commitlog")
-        names = _segments(directory)
+        directory = self.layout.commitlog
+        names = L.segment_names(directory)
         size = self.config.mapped_file_size_commit_log
         if not names:
             self.notes.append("no CommitLog segments")
@@ -315,19 +311,6 @@ class Verifier:
         return True
 
     # ------------------------------------------------------------------ ConsumeQueues
-    def _queue_dirs(self, sub: str):
-        base = os.path.join(self.root, sub)
-        if not os.path.isdir(base):
-            return
-        for topic in sorted(os.listdir(base)):
-            tdir = os.path.join(base, topic)
-            if not os.path.isdir(tdir):
-                continue
-            for q in sorted(os.listdir(tdir)):
-                qdir = os.path.join(tdir, q)
-                if os.path.isdir(qdir) and q.isdigit():
-                    yield topic, int(q), qdir
-
     def _record_for(self, rel: str, offset: int, phys: int, size: int, **ctx) -> _Record | None:
         """The record a unit points at, or None (after reporting why, unless it is expired)."""
         if phys < self.min_offset:
@@ -369,7 +352,7 @@ class Verifier:
             return
         real = X.undecorate(address)
         start = ext.file_of(real)
-        ext_rel = self._rel(os.path.join(ext.directory, f"{start:020d}"))
+        ext_rel = self._rel(os.path.join(ext.directory, L.segment_name(start)))
         if r.tags_code is not None and unit.tags_code != r.tags_code:
             self.problem(ext_rel, real - start, f"ext unit tagsCode {unit.tags_code} but the record's tags give "
                                                 f"{r.tags_code} ({rel} offset {off})", extOffset=real,
@@ -381,11 +364,11 @@ class Verifier:
 
     def check_consume_queues(self) -> None:
         unit_file = self.config.mapped_file_size_consume_queue
-        for topic, qid, qdir in self._queue_dirs("consumequeue"):
+        for topic, qid, qdir in self.layout.queue_dirs(L.CONSUMEQUEUE):
             self.checked["consumeQueues"] += 1
-            ext_dir = os.path.join(self.root, "consumequeue_ext", topic, str(qid))
-            ext = _ExtQueue(self, ext_dir) if _segments(ext_dir) else None
-            names = _segments(qdir)
+            ext_dir = self.layout.ext_dir(topic, qid)
+            ext = _ExtQueue(self, ext_dir) if L.segment_names(ext_dir) else None
+            names = L.segment_names(qdir)
             seen_real = False
             ended_at = None
             for k, n in enumerate(names):
@@ -436,16 +419,16 @@ class Verifier:
                 ext.close()
             if self.progress:
                 self.progress("consumequeue", 0, 0)
-        with_cq = {(t, q) for t, q, _ in self._queue_dirs("consumequeue")}
-        for topic, qid, _ in self._queue_dirs("consumequeue_ext"):
+        with_cq = {(t, q) for t, q, _ in self.layout.queue_dirs(L.CONSUMEQUEUE)}
+        for topic, qid, _ in self.layout.queue_dirs(L.CONSUMEQUEUE_EXT):
             if (topic, qid) not in with_cq:
                 self.notes.append(f"consumequeue_ext/{topic}/{qid} has no ConsumeQueue: nothing refers to its units")
 
     def check_batch_consume_queues(self) -> None:
         unit_file = self.config.mapped_file_size_batch_consume_queue
-        for topic, qid, qdir in self._queue_dirs("batchconsumequeue"):
+        for topic, qid, qdir in self.layout.queue_dirs(L.BATCH_CONSUMEQUEUE):
             self.checked["batchConsumeQueues"] += 1
-            names = _segments(qdir)
+            names = L.segment_names(qdir)
             next_base = None
             for k, n in enumerate(names):
                 path = os.path.join(qdir, n)
@@ -499,7 +482,7 @@ class Verifier:
 
     # ------------------------------------------------------------------ index
     def check_index(self) -> None:
-        directory = os.path.join(self.root, "index")
+        directory = self.layout.index
         if not os.path.isdir(directory):
             return
         slots, num = self.config.max_hash_slot_num, self.config.max_index_num
@@ -599,7 +582,7 @@ class Verifier:
 
 
 def segment_count(root: str) -> int:
-    return len(_segments(os.path.join(root, "commitlog")))
+    return len(L.segment_names(L.StoreLayout(root).commitlog))
 
 
 def verify_store(root: str, config: StoreConfig | None = None, progress=None) -> dict:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import mmap
 import os
 
+from .. import layout as L
 from ..errors import CorruptDataError
 from ..formats import batch_cq as BCQ
 from ..formats import checkpoint as CP
@@ -57,7 +58,7 @@ def _map(path: str):
 
 def _start_offset(path: str) -> int:
     name = os.path.basename(path)
-    return int(name) if name.isdigit() and len(name) == 20 else 0
+    return int(name) if L.is_segment_name(name) else 0
 
 
 def json_body(row: dict) -> dict:
@@ -150,8 +151,7 @@ class _ExtFiles:
 
     def __init__(self, directory: str | None):
         self.directory = directory
-        names = sorted(n for n in os.listdir(directory) if n.isdigit() and len(n) == 20) \
-            if directory and os.path.isdir(directory) else []
+        names = L.segment_names(directory) if directory else []
         self.starts = [int(n) for n in names]
         self.bufs: dict[int, object] = {}
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 
+from .. import layout as L
 from .. import topics as TC
 
 
@@ -22,24 +23,19 @@ def _queues_end_on_disk(root: str) -> int:
     dispatched when they were last written; a read-only open re-dispatches the rest only in memory)."""
     from . import dump as D
     end = -1
-    for sub, rows in (("consumequeue", D.consumequeue_rows), ("batchconsumequeue", D.batchconsumequeue_rows)):
-        base = os.path.join(root, sub)
-        if not os.path.isdir(base):
-            continue
-        for topic in os.listdir(base):
-            for q in os.listdir(os.path.join(base, topic)):
-                qdir = os.path.join(base, topic, q)
-                names = sorted(n for n in os.listdir(qdir) if n.isdigit())
-                last = None
-                for last in rows(os.path.join(qdir, names[-1])) if names else ():
-                    pass
-                if last is not None and last.get("size", 0) != 0x7FFFFFFF:
-                    end = max(end, last["physicalOffset"] + last["size"])
+    for sub, rows in ((L.CONSUMEQUEUE, D.consumequeue_rows), (L.BATCH_CONSUMEQUEUE, D.batchconsumequeue_rows)):
+        for _topic, _q, qdir in L.StoreLayout(root).queue_dirs(sub):
+            names = L.segment_names(qdir)
+            last = None
+            for last in rows(os.path.join(qdir, names[-1])) if names else ():
+                pass
+            if last is not None and last.get("size", 0) != 0x7FFFFFFF:
+                end = max(end, last["physicalOffset"] + last["size"])
     return end
 
 
 def _ext_usage(root: str, topic: str, queue_id: int) -> tuple[int, int]:
-    path = os.path.join(root, "consumequeue_ext", topic, str(queue_id))
+    path = L.StoreLayout(root).ext_dir(topic, queue_id)
     return _dir_usage(path) if os.path.isdir(path) else (0, 0)
 
 

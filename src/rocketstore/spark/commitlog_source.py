@@ -18,6 +18,7 @@ from struct import Struct
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from .. import layout as L
 from ..formats import record as R
 from ..formats.record_scan import chain
 from . import options as O
@@ -55,7 +56,7 @@ class CommitLogReader(DataSourceReader):
         self.options = dict(opts)
         root = O.store_path(self.options)
         O.store_config(self.options, root)          # unknown or bad settings fail here, named
-        self.directory = os.path.join(root, "commitlog")
+        self.directory = L.StoreLayout(root).commitlog
         listed, pattern = O.get(self.options, "topics"), O.get(self.options, "topicPattern")
         if listed and pattern:
             raise O.OptionError("give at most one of the options 'topics' and 'topicPattern'")
@@ -67,8 +68,7 @@ class CommitLogReader(DataSourceReader):
         self.fail = O.boolean(self.options, "failOnDataLoss", True)
 
     def partitions(self):
-        names = sorted(n for n in os.listdir(self.directory) if len(n) == 20 and n.isdigit()) \
-            if os.path.isdir(self.directory) else []
+        names = L.segment_names(self.directory)
         return [SegmentPartition(os.path.join(self.directory, n), n == names[-1], self.topics, self.pattern,
                                  self.batch_rows, self.fail) for n in names]
 

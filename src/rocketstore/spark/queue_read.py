@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..formats import cq as CQ
+from .. import layout as L
 from ..formats import cq_ext as X
 from . import record_batch as RB
 from .errors import DataLossError
@@ -55,12 +56,12 @@ class ReadSpec:
 def _units(spec: ReadSpec, r: QueueRange) -> np.ndarray:
     """The ConsumeQueue units of [start, end), read from the files (a copy: files may be cleaned meanwhile)."""
     per_file = spec.cq_size // CQ.UNIT_SIZE
-    directory = os.path.join(spec.root, "consumequeue", r.topic, str(r.queue_id))
+    directory = L.StoreLayout(spec.root).queue_dir(r.topic, r.queue_id)
     parts = []
     at = r.start
     while at < r.end:
         first = at - at % per_file
-        path = os.path.join(directory, f"{first * CQ.UNIT_SIZE:020d}")
+        path = os.path.join(directory, L.segment_name(first * CQ.UNIT_SIZE))
         n = min(r.end, first + per_file) - at
         try:
             arr = np.fromfile(path, dtype=CQ.DTYPE, count=n, offset=(at - first) * CQ.UNIT_SIZE)
@@ -93,7 +94,7 @@ class _Segments:
     def get(self, start: int):
         if start != self.start:
             self.close()
-            path = os.path.join(self.spec.root, "commitlog", f"{start:020d}")
+            path = L.StoreLayout(self.spec.root).commitlog_segment(start)
             try:
                 with open(path, "rb") as fh:
                     self.buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
@@ -148,10 +149,9 @@ def _ext_tags(spec: ReadSpec, r: QueueRange, tags: np.ndarray, ext: np.ndarray) 
     """`tags` with each ext address (where `ext`) replaced by the tagsCode of its ext unit, read from the
     queue's consumequeue_ext/{topic}/{queueId}/ files (formats.cq_ext layout: size 2 | tagsCode 8 | ...).
     An address whose unit cannot be read (file gone, past the file, no unit there) is left as it is."""
-    directory = os.path.join(spec.root, "consumequeue_ext", r.topic, str(r.queue_id))
-    try:
-        names = sorted(n for n in os.listdir(directory) if len(n) == 20 and n.isdigit())
-    except FileNotFoundError:
+    directory = L.StoreLayout(spec.root).ext_dir(r.topic, r.queue_id)
+    names = L.segment_names(directory)
+    if not names:
         log.warning("no ConsumeQueue ext files in %s: ext-addressed units go to the exact tag check", directory)
         return tags
     if not names:

@@ -11,16 +11,14 @@ zeroes are not units), a few reads per queue; topics and queues are the director
 """
 from __future__ import annotations
 
-import mmap
 import os
 import re
 
-import numpy as np
 from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
-from ..formats import batch_cq as BCQ
-from ..formats import cq as CQ
+from .. import layout as L
+from ..readers import queue_end
 from ..validation import topic_problem
 from . import options as O
 from . import plan as PL
@@ -28,61 +26,8 @@ from . import queue_read as QR
 from .source import RangesPartition, read_partition
 
 
-def _last_file(directory: str) -> str | None:
-    names = sorted(n for n in os.listdir(directory) if len(n) == 20 and n.isdigit()) if os.path.isdir(directory) \
-        else []
-    return os.path.join(directory, names[-1]) if names else None
-
-
-def _written_units(path: str, dtype: np.dtype) -> tuple[int, np.ndarray | None]:
-    """(units written in the file, the last one): the first unit with size <= 0 ends them."""
-    size = os.path.getsize(path)
-    if size < dtype.itemsize:
-        return 0, None
-    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        units = np.frombuffer(mm, dtype=dtype, count=size // dtype.itemsize)
-        lo, hi = 0, len(units)          # invariant: units[:lo] written, units[hi:] not
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if units[mid]["size"] > 0 and units[mid]["pos"] >= 0:
-                lo = mid + 1
-            else:
-                hi = mid
-        last = units[lo - 1].copy() if lo else None
-        del units
-    return lo, last
-
-
-def queue_end(root: str, topic: str, queue_id: int, batch_cq: bool) -> int:
-    """The queue's max offset (one past its last message) as its files say now."""
-    sub = "batchconsumequeue" if batch_cq else "consumequeue"
-    path = _last_file(os.path.join(root, sub, topic, str(queue_id)))
-    if path is None:
-        return 0
-    dtype = BCQ.DTYPE if batch_cq else CQ.DTYPE
-    n, last = _written_units(path, dtype)
-    if batch_cq:
-        if last is None:   # an empty newest file: the previous one's end (a fresh queue: 0)
-            return _batch_end_before(root, topic, queue_id, path)
-        return int(last["base_offset"]) + int(last["batch_size"])
-    return int(os.path.basename(path)) // CQ.UNIT_SIZE + n
-
-
-def _batch_end_before(root: str, topic: str, queue_id: int, newest: str) -> int:
-    directory = os.path.dirname(newest)
-    names = sorted(n for n in os.listdir(directory) if len(n) == 20 and n.isdigit())
-    for name in reversed(names[:-1]):
-        _, last = _written_units(os.path.join(directory, name), BCQ.DTYPE)
-        if last is not None:
-            return int(last["base_offset"]) + int(last["batch_size"])
-    return 0
-
-
 def _queues(root: str, sub: str, topic: str) -> list[int]:
-    directory = os.path.join(root, sub, topic)
-    if not os.path.isdir(directory):
-        return []
-    return sorted(int(q) for q in os.listdir(directory) if q.isdigit())
+    return L.queue_ids(os.path.join(root, sub, topic))
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -105,7 +50,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _topics(self) -> dict[str, bool]:
         """topic -> keeps a batch ConsumeQueue, for the topics this query reads."""
         found = {}
-        for sub, batch in (("consumequeue", False), ("batchconsumequeue", True)):
+        for sub, batch in ((L.CONSUMEQUEUE, False), (L.BATCH_CONSUMEQUEUE, True)):
             directory = os.path.join(self.root, sub)
             names = os.listdir(directory) if os.path.isdir(directory) else []
             for t in names:
@@ -119,7 +64,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _ends(self) -> dict[str, dict[str, int]]:
         ends: dict[str, dict[str, int]] = {}
         for topic, batch in self._topics().items():
-            sub = "batchconsumequeue" if batch else "consumequeue"
+            sub = L.BATCH_CONSUMEQUEUE if batch else L.CONSUMEQUEUE
             ends[topic] = {str(q): queue_end(self.root, topic, q, batch) for q in _queues(self.root, sub, topic)}
         return ends
 
@@ -153,7 +98,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict):
         ranges = []
         for topic, qs in end.items():
-            batch = topic in self.batch_topics or os.path.isdir(os.path.join(self.root, "batchconsumequeue", topic))
+            batch = topic in self.batch_topics or os.path.isdir(os.path.join(self.root, L.BATCH_CONSUMEQUEUE, topic))
             for q, stop in qs.items():
                 # a queue new since the last batch starts at its beginning (Kafka: new partitions, earliest)
                 begin = start.get(topic, {}).get(q, 0)
