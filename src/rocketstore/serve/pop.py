@@ -19,6 +19,7 @@ import os
 import threading
 import time
 
+from ..errors import RocketStoreError
 from ..message import GetStatus
 from .journal import JournaledState
 
@@ -35,8 +36,8 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class HandleError(ValueError):
-    pass
+class HandleError(RocketStoreError, ValueError):
+    """A receipt handle that cannot be parsed."""
 
 
 class Handle:
