@@ -1,4 +1,6 @@
-"""How serve is built (issue #14): its errors are RocketStoreErrors."""
+"""How serve is built (issue #14): its errors are RocketStoreErrors, no module reaches into another object's
+private names, and its background loops are ServiceThreads."""
+import ast
 import os
 
 import pytest
@@ -43,3 +45,33 @@ def test_every_exception_class_of_serve_is_a_rocketstore_error():
                 found.append(cls)
                 assert issubclass(cls, RocketStoreError), f"{cls.__module__}.{cls.__name__}"
     assert {c.__name__ for c in found} >= {"AuthError", "HandleError", "ConvertError"}
+
+
+# ---------------------------------------------------------------- private names
+def _private_reaches(path: str) -> list[str]:
+    """`x._name` where x is not self or cls (ruff's SLF001): a module reaching into another object's
+    private names."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        name = node.attr
+        if not name.startswith("_") or (name.startswith("__") and name.endswith("__")):
+            continue
+        owner = node.value
+        if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+            continue
+        if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super":
+            continue
+        out.append(f"{os.path.basename(path)}:{node.lineno}: {ast.unparse(node)}")
+    return out
+
+
+def test_no_serve_module_reaches_into_another_objects_private_names():
+    reaches = []
+    for f in sorted(os.listdir(SERVE_SRC)):
+        if f.endswith(".py"):
+            reaches += _private_reaches(os.path.join(SERVE_SRC, f))
+    assert reaches == []

@@ -133,12 +133,10 @@ class RequestLog:
 
 
 def describe_client(service):
-    """What a client said it is in its Telemetry settings (service._clients): "PRODUCER of TopicA",
+    """What a client said it is in its Telemetry settings (service.client_settings): "PRODUCER of TopicA",
     "SIMPLE_CONSUMER of group g1"."""
     def describe(client_id: str) -> str:
-        with service._clients_lock:
-            c = service._clients.get(client_id)
-            settings = c.settings if c is not None else None
+        settings = service.client_settings(client_id)
         if settings is None:
             return ""
         kind = pb.ClientType.Name(settings.client_type) if settings.client_type in pb.ClientType.values() else ""

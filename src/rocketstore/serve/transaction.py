@@ -73,20 +73,6 @@ class _Half:
     last_check_ms: int = 0
 
 
-def producers_of(service):
-    """For a topic, the Telemetry outboxes of the clients whose settings publish it (newest first)."""
-    def find(topic: str) -> list:
-        with service._clients_lock:
-            clients = list(service._clients.values())
-        out = []
-        for c in sorted(clients, key=lambda c: c.last_seen, reverse=True):
-            s = c.settings
-            if s is not None and s.HasField("publishing") and any(t.name == topic for t in s.publishing.topics):
-                out.append(c.outbox)
-        return out
-    return find
-
-
 class Transactions:
     """The half messages of one store and their checks. Thread-safe."""
 
