@@ -75,3 +75,76 @@ def test_no_serve_module_reaches_into_another_objects_private_names():
         if f.endswith(".py"):
             reaches += _private_reaches(os.path.join(SERVE_SRC, f))
     assert reaches == []
+
+
+# ---------------------------------------------------------------- background loops
+def _store(tmp_path):
+    from rocketstore import MessageStore
+    from rocketstore.config import StoreConfig
+    return MessageStore.open(str(tmp_path / "store"), StoreConfig(mapped_file_size_commit_log=1 << 20))
+
+
+def test_serve_background_loops_are_service_threads_joined_at_stop(tmp_path):
+    import threading
+
+    from rocketstore.serve.service import MessagingService, ServeConfig
+    from rocketstore.services.service_thread import ServiceThread
+
+    names = {"transaction-check", "delay-delivery", "renewal"}
+    with _store(tmp_path) as store:
+        svc = MessagingService(store, ServeConfig())
+        try:
+            for service in (svc.tx, svc.delay, svc.renew):
+                assert isinstance(service, ServiceThread) and service.running
+            assert names <= {t.name for t in threading.enumerate()}
+        finally:
+            svc.stop()
+        assert not names & {t.name for t in threading.enumerate()}     # stop() waited for each thread
+        assert not any(s.running for s in (svc.tx, svc.delay, svc.renew))
+
+
+def test_a_failing_transaction_check_round_is_logged_and_checking_goes_on(tmp_path, caplog):
+    import queue
+
+    from rocketstore.formats import record as R
+    from rocketstore.message import Message
+    from rocketstore.serve.transaction import Transactions
+
+    outbox = queue.Queue()
+    calls = []
+
+    def producers(topic):            # the client registry fails the first time it is asked
+        calls.append(topic)
+        if len(calls) == 1:
+            raise RuntimeError("registry unavailable")
+        return [outbox]
+
+    extra = {"transactionTimeOut": "0", "transactionCheckInterval": "0"}
+    with _store(tmp_path) as store:
+        tx = Transactions(store, producers, extra)
+        m = Message(topic="T", body=b"t", sys_flag=R.TRANSACTION_PREPARED_TYPE,
+                    properties={"UNIQ_KEY": "ID0", "PGROUP": "T", "TRAN_MSG": "true"}, born_timestamp=1)
+        assert tx.prepare(m, 0).ok
+        tx.start()
+        try:
+            cmd = outbox.get(timeout=30).recover_orphaned_transaction_command   # a later round got through
+        finally:
+            tx.stop()
+    assert cmd.transaction_id == "ID0" and len(calls) >= 2
+    assert any("registry unavailable" in (r.exc_text or "") for r in caplog.records)
+
+
+def test_stopping_renewal_clears_every_registered_message():
+    from rocketstore.serve.pop import Handle
+    from rocketstore.serve.renew import RenewManager
+    from rocketstore.serve.service import ServeConfig
+
+    changed = []
+    config = ServeConfig()
+    rm = RenewManager(lambda group, topic, h, ms: changed.append((group, topic, h.offset, ms)),
+                      lambda client: True, config)
+    far = Handle(7, 2 ** 60, 60_000, 0, "0", "b", 0, 7).encode()       # not due for renewal
+    rm.add("c1", "g", "T", "MSGID", far, 0)
+    rm.start()
+    rm.stop()
+    assert changed == [("g", "T", 7, config.invisible_ms_when_clear)] and rm.count() == 0
