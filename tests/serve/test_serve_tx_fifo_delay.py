@@ -181,7 +181,6 @@ def _store(tmp_path):
 
 def test_pop_orderly_blocks_redelivers_and_dead_letters(tmp_path):
     from rocketstore.message import Message
-    from rocketstore.serve.fifo import pop_orderly
     from rocketstore.serve.pop import PopState
 
     with _store(tmp_path) as store:
@@ -191,7 +190,7 @@ def test_pop_orderly_blocks_redelivers_and_dead_letters(tmp_path):
         store.wait_dispatched(5)
         ps = PopState(store, "b")
         dead = []
-        pop = lambda: pop_orderly(ps, "g", "F", [0], 2, 1000, max_attempts=2, dead_letter=dead.append)  # noqa: E731
+        pop = lambda: ps.pop_orderly("g", "F", [0], 2, 1000, max_attempts=2, dead_letter=dead.append)  # noqa: E731
         first = pop()
         assert [p.message.body for p in first] == [b"m0", b"m1"] and [p.attempt for p in first] == [1, 1]
         assert pop() == []                                  # in flight: the queue gives nothing more

@@ -248,7 +248,7 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
         reader = None
         try:
             core = self.core
-            client = core._client(CallContext(context))
+            client = core.client_of(CallContext(context))
             outbox = LoopOutbox(self.loop)
             if client is not None:
                 client.outbox = outbox   # server-initiated commands (transaction checks) go to the newest stream

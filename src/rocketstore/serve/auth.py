@@ -17,6 +17,7 @@ import logging
 
 import grpc
 
+from ..errors import RocketStoreError
 from .protocol import definition_pb2 as pb
 from .protocol import service_pb2 as spb
 
@@ -24,8 +25,8 @@ log = logging.getLogger("rocketstore.serve")
 SERVICE = "apache.rocketmq.v2.MessagingService"
 
 
-class AuthError(Exception):
-    pass
+class AuthError(RocketStoreError):
+    """A request whose authorization does not verify (answered with Code.UNAUTHORIZED)."""
 
 
 def sign(secret_key: str, date_time: str) -> str:

@@ -7,6 +7,7 @@ import time
 
 from .protocol import definition_pb2 as pb
 
+from ..errors import RocketStoreError
 from ..formats import properties as P
 from ..message import Message
 from . import rules as R
@@ -44,7 +45,7 @@ SYSTEM_PROPERTIES = frozenset([
 ])
 
 
-class ConvertError(Exception):
+class ConvertError(RocketStoreError):
     """A message the proxy would refuse: `code` is the v2 Code to answer."""
 
     def __init__(self, code: int, message: str):

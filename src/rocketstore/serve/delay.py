@@ -23,6 +23,7 @@ import time
 
 from ..config_files import read_with_backup, write_atomically
 from ..message import GetStatus, Message, PutResult
+from ..services.service_thread import ServiceThread
 from .protocol import definition_pb2 as pb
 from . import convert as C
 
@@ -56,18 +57,19 @@ def deliver_ms(props: dict) -> int | None:
     return None
 
 
-class DelayService:
-    """Timer messages of one store: put() takes delay messages in, a thread delivers them at their time."""
+class DelayService(ServiceThread):
+    """Timer messages of one store: put() takes delay messages in, a thread delivers them at their time (it
+    pauses until the earliest one's time, a second at most; a put wakes it)."""
+    name = "delay-delivery"
 
     def __init__(self, store, extra: dict | None = None):
+        super().__init__()
         extra = extra or {}
         self.store = store
         self.max_delay_ms = int(extra.get("maxDelayTimeMills", 24 * 3600 * 1000))   # ProxyConfig.maxDelayTimeMills
         self.path = os.path.join(store.root, "config", STATE_FILE)
-        self._cond = threading.Condition(threading.RLock())
+        self._lock = threading.RLock()
         self._heap: list[tuple[int, int, int]] = []    # (deliver ms, timer queue offset, commit log offset)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         state, problems = read_with_backup(self.path, json.loads)
         if state is None and problems:
             raise ValueError("cannot read the timer state: " + "; ".join(problems))
@@ -115,51 +117,32 @@ class DelayService:
         props[REAL_TOPIC] = msg.topic
         props[REAL_QID] = str(queue_id)
         timer = dataclasses.replace(msg, topic=TIMER_TOPIC, properties=props)
-        with self._cond:
+        with self._lock:
             r = self.store.put(timer, 0)
             if r.ok:
                 heapq.heappush(self._heap, (due, r.queue_offset, r.physical_offset))
-                self._cond.notify_all()
+        if r.ok:
+            self.wake()          # it may be due before the one the thread waits for
         return r
 
     # ------------------------------------------------------------------ delivery
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="delay-delivery", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        with self._cond:
-            self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(5)
-
     def waiting(self) -> int:
-        with self._cond:
+        with self._lock:
             return len(self._heap)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            with self._cond:
-                now = _now()
-                if not self._heap or self._heap[0][0] > now:
-                    left = (self._heap[0][0] - now) / 1000.0 if self._heap else 1.0
-                    self._cond.wait(min(max(left, 0.001), 1.0))
-                    continue
-                try:
-                    self.deliver_due(now)
-                except Exception:   # noqa: BLE001
-                    if self._stop.is_set():
-                        return
-                    log.exception("delay delivery failed")
-                    self._cond.wait(1.0)
+    def do_round(self) -> float:
+        """What is due delivered; then a pause until the next one's time (a second at most)."""
+        self.deliver_due()
+        with self._lock:
+            left = (self._heap[0][0] - _now()) / 1000.0 if self._heap else 1.0
+        return min(max(left, 0.001), 1.0)
 
     def deliver_due(self, now: int | None = None) -> int:
         """Deliver every timer message whose time has come; how many were."""
         now = _now() if now is None else now
         done = 0
-        with self._cond:
-            while self._heap and self._heap[0][0] <= now and not self._stop.is_set():
+        with self._lock:
+            while self._heap and self._heap[0][0] <= now and not self.stopped:
                 due, off, phys = self._heap[0]
                 m = self.store.look(phys)
                 if m is not None and m.topic == TIMER_TOPIC:

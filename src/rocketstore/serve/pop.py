@@ -19,6 +19,7 @@ import os
 import threading
 import time
 
+from ..errors import RocketStoreError
 from ..message import GetStatus
 from .journal import JournaledState
 
@@ -35,8 +36,8 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class HandleError(ValueError):
-    pass
+class HandleError(RocketStoreError, ValueError):
+    """A receipt handle that cannot be parsed."""
 
 
 class Handle:
@@ -150,6 +151,30 @@ class PopState:
         return qs
 
     # ------------------------------------------------------------------ pop
+    def _order(self, group: str, topic: str, queue_ids: list[int]) -> list[int]:
+        """The queues in this call's order: each call starts one queue further (round robin over calls)."""
+        start = self._rr.get((group, topic), 0)
+        self._rr[(group, topic)] = start + 1
+        return [queue_ids[(start + i) % len(queue_ids)] for i in range(len(queue_ids))] if queue_ids else []
+
+    def _deliver_again(self, group, topic, q, qs, off, now, invisible_ms, out, max_attempts=0,
+                       dead_letter=None) -> None:
+        """An in-flight message whose invisible time ended, delivered again (attempt + 1, a new handle, appended
+        to `out`); no longer in flight when it is gone from the store (expired files) or when its attempt
+        would pass `max_attempts` (> 0: then handed to `dead_letter`)."""
+        entry = qs["inflight"][str(off)]
+        msg = self._read(group, topic, q, off)
+        if msg is None:
+            del qs["inflight"][str(off)]
+            return
+        attempt = entry[2] + 1
+        if max_attempts > 0 and dead_letter is not None and attempt > max_attempts:
+            dead_letter(msg)
+            del qs["inflight"][str(off)]
+            return
+        qs["inflight"][str(off)] = [now, invisible_ms, attempt, msg.physical_offset]
+        out.append(Popped(msg, self._handle(off, now, invisible_ms, q, msg.physical_offset), attempt, invisible_ms))
+
     def pop(self, group: str, topic: str, queue_ids: list[int], batch: int, invisible_ms: int,
             tags=None, sql: str | None = None) -> list[Popped]:
         """Up to `batch` messages: in-flight ones whose invisible time ended first (attempt + 1), then new ones
@@ -158,9 +183,7 @@ class PopState:
         now = now_ms()
         with self._lock:
             touched = False
-            start = self._rr.get((group, topic), 0)
-            self._rr[(group, topic)] = start + 1
-            order = [queue_ids[(start + i) % len(queue_ids)] for i in range(len(queue_ids))] if queue_ids else []
+            order = self._order(group, topic, queue_ids)
             # 1. redeliveries
             for q in order:
                 qs = self._queue(group, topic, q)
@@ -168,16 +191,8 @@ class PopState:
                 for off in due:
                     if len(out) >= batch:
                         break
-                    entry = qs["inflight"][str(off)]
-                    msg = self._read(group, topic, q, off)
                     touched = True
-                    if msg is None:        # gone (expired files): nothing left to deliver
-                        del qs["inflight"][str(off)]
-                        continue
-                    attempt = entry[2] + 1
-                    qs["inflight"][str(off)] = [now, invisible_ms, attempt, msg.physical_offset]
-                    out.append(Popped(msg, self._handle(off, now, invisible_ms, q, msg.physical_offset), attempt,
-                                      invisible_ms))
+                    self._deliver_again(group, topic, q, qs, off, now, invisible_ms, out)
             # 2. new messages
             for q in order:
                 if len(out) >= batch:
@@ -190,6 +205,58 @@ class PopState:
                     touched = touched or step != STOP
                     if step not in (FOUND, SKIPPED):
                         break
+            if touched:
+                self._save({(group, topic)})
+        return out
+
+    def pop_topics(self, group: str, sources: list[tuple[str, list[int]]], batch: int, invisible_ms: int,
+                   tags=None, sql: str | None = None) -> list[tuple[str, Popped]]:
+        """pop() over several (topic, queue ids) in turn, as one step, up to `batch` messages in all; each with
+        the topic it came from (a retry topic's messages are answered under their original topic)."""
+        out: list[tuple[str, Popped]] = []
+        with self._lock:
+            for topic, queue_ids in sources:
+                if len(out) >= batch:
+                    break
+                out.extend((topic, p) for p in self.pop(group, topic, queue_ids, batch - len(out), invisible_ms,
+                                                         tags=tags, sql=sql))
+        return out
+
+    def pop_orderly(self, group: str, topic: str, queue_ids: list[int], batch: int, invisible_ms: int,
+                    tags=None, sql: str | None = None, max_attempts: int = 0, dead_letter=None) -> list[Popped]:
+        """Orderly pop for a FIFO group (fifo.py): up to `batch` messages, queue by queue (round robin over
+        calls). A queue with a message in flight gives nothing (ConsumerOrderInfoManager.checkBlock); one whose
+        in-flight messages all became visible again gives them again (attempt + 1, queue order) and nothing
+        newer; a queue with nothing in flight gives its next messages.
+
+        A message due again whose delivery attempt would pass `max_attempts` (> 0) is handed to `dead_letter`
+        (the stored message) and done with instead (PopMessageResultFilterImpl's TO_DLQ), so its queue moves on."""
+        out: list[Popped] = []
+        now = now_ms()
+        with self._lock:
+            touched = False
+            for q in self._order(group, topic, queue_ids):
+                if len(out) >= batch:
+                    break
+                qs = self._queue(group, topic, q)
+                inflight = qs["inflight"]
+                if inflight:
+                    if any(e[0] + e[1] > now for e in inflight.values()):
+                        continue                      # blocked: part of it is still being consumed
+                    for off in sorted(int(o) for o in inflight):
+                        if len(out) >= batch:
+                            break
+                        touched = True
+                        self._deliver_again(group, topic, q, qs, off, now, invisible_ms, out, max_attempts,
+                                            dead_letter)
+                    continue
+                for _ in range(8):                    # a filtered get may find nothing in one scan
+                    if len(out) >= batch:
+                        break
+                    step = self.take_new(group, topic, q, qs, batch - len(out), invisible_ms, now, out, tags, sql)
+                    touched = touched or step != STOP
+                    if step != SKIPPED:
+                        break                         # one run of a queue per pop: its order is kept
             if touched:
                 self._save({(group, topic)})
         return out
@@ -260,6 +327,47 @@ class PopState:
             self._save({(group, topic)})
         return Handle(handle.start_offset, now, invisible_ms, handle.revive_queue, handle.topic_type,
                       handle.broker_name, handle.queue_id, handle.offset, handle.commitlog_offset)
+
+    def release_due(self, group: str, topic: str, release, now: int | None = None) -> int:
+        """Every in-flight message of group/topic whose invisible time ended is done with, as one step: those
+        still in the store are first handed to `release(message, retrieve_time)` (the revive into the retry
+        topic). Returns how many were handed over."""
+        now = now_ms() if now is None else now
+        count = 0
+        with self._lock:
+            queues = self.table.get(f"{topic}@{group}")
+            if not queues:
+                return 0
+            touched = False
+            for q, qs in queues.items():
+                for off in sorted(int(o) for o, e in qs["inflight"].items() if e[0] + e[1] <= now):
+                    entry = qs["inflight"][str(off)]
+                    msg = self._read(group, topic, int(q), off)
+                    if msg is not None:
+                        release(msg, entry[0])
+                        count += 1
+                    del qs["inflight"][str(off)]
+                    touched = True
+            if touched:
+                self._save({(group, topic)})
+        return count
+
+    def ack_after(self, group: str, topic: str, handle: Handle, first) -> str:
+        """The message of a live handle handed to `first` (ForwardMessageToDeadLetterQueue: into the DLQ), then
+        acked, as one step. '' when done, else why not (expired, acked or superseded, gone from the store)."""
+        with self._lock:
+            if handle.expired():
+                return "receipt handle is expired"
+            qs = self.table.get(f"{topic}@{group}", {}).get(str(handle.queue_id))
+            entry = qs["inflight"].get(str(handle.offset)) if qs else None
+            if entry is None or entry[0] != handle.retrieve_time:
+                return "receipt handle is acked or superseded"
+            msg = self._read(group, topic, handle.queue_id, handle.offset)
+            if msg is None:
+                return "the message is gone from the store"
+            first(msg)
+            self.ack(group, topic, handle)
+        return ""
 
     def inflight_count(self, group: str, topic: str) -> int:
         with self._lock:

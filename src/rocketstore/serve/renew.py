@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from ..services.service_thread import ServiceThread
 from .pop import Handle, HandleError, now_ms
 
 log = logging.getLogger("rocketstore.serve")
@@ -56,47 +57,34 @@ def _key(group: str, msg_id: str, h: Handle) -> tuple:
     return group, msg_id, h.topic_type, h.queue_id, h.offset
 
 
-class RenewManager:
+class RenewManager(ServiceThread):
     """The receipt handle manager of one service. `change(group, topic, handle, invisible_ms)` changes an
     in-flight message's invisible time (a new Handle, or None when the handle is no longer valid);
-    `is_alive(client_id)` says whether the client is still there."""
+    `is_alive(client_id)` says whether the client is still there. Its thread scans every
+    renewSchedulePeriodMillis; stopped, it clears every registered message (the proxy's clearAllHandle)."""
+    name = "renewal"
 
     def __init__(self, change, is_alive, config):
+        super().__init__()
         self.change = change
         self.is_alive = is_alive
         self.config = config
         self._entries: dict[tuple, _Entry] = {}
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.initial_delay_s = self.error_delay_s = max(config.renew_schedule_period_ms, 10) / 1000.0
         self.renewals = 0       # how many renewals were done (for tests and logs)
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self) -> None:
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name="renewal", daemon=True)
-            self._thread.start()
+    def do_round(self) -> float:
+        self.scan()
+        return self.initial_delay_s
 
-    def stop(self, clear: bool = True) -> None:
-        """Stop the renewal thread; then (clear) clear every registered message, as the proxy's shutdown."""
-        self._stop.set()
-        t, self._thread = self._thread, None
-        if t is not None:
-            t.join(10)
-        if clear:
-            with self._lock:
-                entries = list(self._entries.values())
-            for e in entries:
-                self._finish(e, self.config.invisible_ms_when_clear, "clear")
-
-    def _run(self) -> None:
-        period = max(self.config.renew_schedule_period_ms, 10) / 1000.0
-        while not self._stop.wait(period):
-            try:
-                self.scan()
-            except Exception:   # keep renewing whatever one pass met
-                log.exception("renewal scan failed")
+    def on_stop(self) -> None:
+        """Every registered message cleared, as the proxy's shutdown: it comes back soon."""
+        with self._lock:
+            entries = list(self._entries.values())
+        for e in entries:
+            self._finish(e, self.config.invisible_ms_when_clear, "clear")
 
     # ------------------------------------------------------------------ registry
     def add(self, client_id: str, group: str, topic: str, msg_id: str, handle_str: str, reconsume_times: int) -> None:
@@ -152,7 +140,7 @@ class RenewManager:
         gone: set[str] = set()
         alive: set[str] = set()
         for e in entries:
-            if self._stop.is_set():
+            if self.stopped:
                 return
             cid = e.client_id
             if cid not in alive and cid not in gone:

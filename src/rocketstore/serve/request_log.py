@@ -17,6 +17,7 @@ import threading
 import time
 from collections import Counter
 
+from ..services.service_thread import ServiceThread
 from .protocol import definition_pb2 as pb
 
 log = logging.getLogger("rocketstore.serve.requests")
@@ -46,8 +47,12 @@ class _Caller:
         self.refused.clear()
 
 
-class RequestLog:
+class RequestLog(ServiceThread):
+    """The request log; its thread writes a summary every interval_s, and the last one when stopped."""
+    name = "request-log"
+
     def __init__(self, interval_s: float = 60.0, idle_s: float = 120.0, describe=None, clock=time.monotonic):
+        super().__init__()
         self.interval_s = interval_s
         self.idle_s = idle_s
         self.describe = describe or (lambda client: "")   # client id -> what it is ("PRODUCER", ...)
@@ -55,8 +60,7 @@ class RequestLog:
         self._callers: dict[str, _Caller] = {}
         self._lock = threading.Lock()
         self._last_summary = clock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.initial_delay_s = self.error_delay_s = interval_s
 
     @staticmethod
     def enabled() -> bool:
@@ -115,30 +119,25 @@ class RequestLog:
             log.info("and %d more client(s): %d call(s)", len(rest), rest_calls)
 
     def start(self) -> None:
-        if self._thread is None and self.enabled():
-            self._thread = threading.Thread(target=self._run, name="request-log", daemon=True)
-            self._thread.start()
+        """The summary thread, when the log is on (`rocketstore serve -v`)."""
+        if self.enabled():
+            super().start()
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self.summarize()
+    def do_round(self) -> float:
+        self.summarize()
+        return self.interval_s
 
-    def stop(self) -> None:
+    def on_stop(self) -> None:
         """The last summary, at shutdown."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5)
         if self.enabled():
             self.summarize()
 
 
 def describe_client(service):
-    """What a client said it is in its Telemetry settings (service._clients): "PRODUCER of TopicA",
+    """What a client said it is in its Telemetry settings (service.client_settings): "PRODUCER of TopicA",
     "SIMPLE_CONSUMER of group g1"."""
     def describe(client_id: str) -> str:
-        with service._clients_lock:
-            c = service._clients.get(client_id)
-            settings = c.settings if c is not None else None
+        settings = service.client_settings(client_id)
         if settings is None:
             return ""
         kind = pb.ClientType.Name(settings.client_type) if settings.client_type in pb.ClientType.values() else ""

@@ -55,7 +55,7 @@ def _copy(stored, topic: str, props: dict, reconsume: int) -> Message:
 
 class RetryManager:
     """Revives expired in-flight messages into the retry topic, pops the retry topic with the topic, and
-    moves messages to the dead-letter topic. Works on one PopState (under its lock)."""
+    moves messages to the dead-letter topic. Works on one PopState (each step one of its operations)."""
 
     def __init__(self, store, pop: PopState):
         self.store = store
@@ -97,25 +97,10 @@ class RetryManager:
         """Move the group's in-flight messages of `topic` (and of its retry topic) whose invisible time ended
         into the retry topic. Returns how many were revived."""
         now = now_ms() if now is None else now
-        ps = self.pop_state
         count = 0
-        with ps._lock:
-            for t in (topic, retry_topic(group, topic)):
-                queues = ps.table.get(f"{t}@{group}")
-                if not queues:
-                    continue
-                touched = False
-                for q, qs in queues.items():
-                    for off in sorted(int(o) for o, e in qs["inflight"].items() if e[0] + e[1] <= now):
-                        entry = qs["inflight"][str(off)]
-                        msg = ps._read(group, t, int(q), off)
-                        if msg is not None:
-                            self._put(self._revived(msg, group, t, entry[0]))
-                            count += 1
-                        del qs["inflight"][str(off)]
-                        touched = True
-                if touched:
-                    ps._save({(group, t)})
+        for t in (topic, retry_topic(group, topic)):
+            count += self.pop_state.release_due(
+                group, t, lambda msg, pop_time, t=t: self._put(self._revived(msg, group, t, pop_time)), now)
         return count
 
     # ------------------------------------------------------------------ pop
@@ -125,39 +110,28 @@ class RetryManager:
         `fifo`: redeliver in place (no revive into the retry topic), as orderly pop does."""
         ps = self.pop_state
         rt = retry_topic(group, topic)
-        with ps._lock:
-            if not fifo:
-                self.revive_due(group, topic)
-            has_retry = rt in self.store.topic_configs or rt in self.store.topics()
-            out: list[Popped] = []
-
-            def from_retry():
-                if has_retry and len(out) < batch:
-                    got = ps.pop(group, rt, [0], batch - len(out), invisible_ms, tags=tags, sql=sql)
-                    for p in got:
-                        p.handle.topic_type = RETRY_TOPIC_TYPE
-                    out.extend(got)
-
-            retry_first = random.randrange(100) < POP_FROM_RETRY_PROBABILITY
-            if retry_first:
-                from_retry()
-            if len(out) < batch:
-                out.extend(ps.pop(group, topic, queue_ids, batch - len(out), invisible_ms, tags=tags, sql=sql))
-            if not retry_first:
-                from_retry()
-            result = []
-            for p in out:
-                # the delivery attempt counts the revivals (the record's reconsume times) too
-                p.attempt = p.message.reconsume_times + p.attempt
-                if max_attempts > 0 and p.message.reconsume_times >= max_attempts:
-                    self._to_dlq(group, topic, p.message)
-                    ps.ack(group, self.topic_of(group, topic, p.handle), p.handle)
-                    continue
-                result.append(p)
-            return result
+        if not fifo:
+            self.revive_due(group, topic)
+        sources = [(topic, queue_ids)]
+        retry_first = random.randrange(100) < POP_FROM_RETRY_PROBABILITY
+        if rt in self.store.topic_configs or rt in self.store.topics():
+            sources.insert(0 if retry_first else 1, (rt, [0]))
+        result = []
+        for t, p in ps.pop_topics(group, sources, batch, invisible_ms, tags=tags, sql=sql):
+            if t == rt:
+                p.handle.topic_type = RETRY_TOPIC_TYPE
+            # the delivery attempt counts the revivals (the record's reconsume times) too
+            p.attempt = p.message.reconsume_times + p.attempt
+            if max_attempts > 0 and p.message.reconsume_times >= max_attempts:
+                self.to_dlq(group, topic, p.message)
+                ps.ack(group, self.topic_of(group, topic, p.handle), p.handle)
+                continue
+            result.append(p)
+        return result
 
     # ------------------------------------------------------------------ dead letter
-    def _to_dlq(self, group: str, origin_topic: str, stored) -> None:
+    def to_dlq(self, group: str, origin_topic: str, stored) -> None:
+        """A stored message of `origin_topic` (or of its retry topic) put into %DLQ%group."""
         props = dict(stored.properties)
         props.setdefault(RETRY_TOPIC_PROPERTY, stored.topic)
         props.setdefault(ORIGIN_MESSAGE_ID, stored.properties.get(C.UNIQ_KEY) or stored.msg_id)
@@ -170,18 +144,6 @@ class RetryManager:
     def forward_to_dlq(self, group: str, topic: str, handle: Handle) -> tuple[bool, str]:
         """ForwardMessageToDeadLetterQueue: the message of a live receipt handle into %DLQ%group, then acked.
         (ok, problem)."""
-        ps = self.pop_state
         t = self.topic_of(group, topic, handle)
-        with ps._lock:
-            if handle.expired():
-                return False, "receipt handle is expired"
-            qs = ps.table.get(f"{t}@{group}", {}).get(str(handle.queue_id))
-            entry = qs["inflight"].get(str(handle.offset)) if qs else None
-            if entry is None or entry[0] != handle.retrieve_time:
-                return False, "receipt handle is acked or superseded"
-            msg = ps._read(group, t, handle.queue_id, handle.offset)
-            if msg is None:
-                return False, "the message is gone from the store"
-            self._to_dlq(group, topic, msg)
-            ps.ack(group, t, handle)
-        return True, ""
+        problem = self.pop_state.ack_after(group, t, handle, lambda msg: self.to_dlq(group, topic, msg))
+        return not problem, problem

@@ -24,9 +24,9 @@ from .pop import HandleError, Handle, PopState, now_ms
 from . import assignment as _assignment
 from .retry import RetryManager
 from .renew import RenewManager
-from .transaction import Transactions, producers_of
+from .transaction import Transactions
 from .delay import DelayService
-from .fifo import SubscriptionGroups, pop_orderly
+from .fifo import SubscriptionGroups
 
 log = logging.getLogger("rocketstore.serve")
 Code = pb.Code
@@ -160,7 +160,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self._clients_lock = threading.Lock()
         self.stopping = threading.Event()
         extra = getattr(store.config, "extra", None) or {}
-        self.tx = Transactions(store, producers_of(self), extra)     # half messages, checks (transaction.py)
+        self.tx = Transactions(store, self.producer_outboxes, extra)     # half messages, checks (transaction.py)
         self.delay = DelayService(store, extra)                     # delivery timestamps (delay.py)
         self.groups = SubscriptionGroups(store.root)                # FIFO groups (fifo.py)
         self.tx.start()
@@ -181,7 +181,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     def _metadata(context) -> dict[str, str]:
         return {k: v for k, v in (context.invocation_metadata() or ())}
 
-    def _client(self, context) -> _Client | None:
+    def client_of(self, context) -> _Client | None:
+        """The calling client (by its x-mq-client-id; registered on its first call), heard of now; None for a
+        call without a client id."""
         cid = self._metadata(context).get("x-mq-client-id")
         if not cid:
             return None
@@ -191,6 +193,24 @@ class MessagingService(sgrpc.MessagingServiceServicer):
                 c = self._clients[cid] = _Client(cid)
             c.last_seen = time.monotonic()
             return c
+
+    def client_settings(self, client_id: str) -> pb.Settings | None:
+        """The settings a client sent on its Telemetry stream, or None (unknown client, or none sent yet)."""
+        with self._clients_lock:
+            c = self._clients.get(client_id)
+            return c.settings if c is not None else None
+
+    def producer_outboxes(self, topic: str) -> list:
+        """The Telemetry outboxes of the clients whose settings publish `topic`, newest first: where a
+        transaction check goes."""
+        with self._clients_lock:
+            clients = list(self._clients.values())
+        out = []
+        for c in sorted(clients, key=lambda c: c.last_seen, reverse=True):
+            s = c.settings
+            if s is not None and s.HasField("publishing") and any(t.name == topic for t in s.publishing.topics):
+                out.append(c.outbox)
+        return out
 
     def _endpoints(self) -> pb.Endpoints:
         host = self.config.host
@@ -266,7 +286,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
 
     # ------------------------------------------------------------------ client lifecycle
     def Heartbeat(self, request, context):
-        self._client(context)
+        self.client_of(context)
         return spb.HeartbeatResponse(status=_status(Code.OK))
 
     def NotifyClientTermination(self, request, context):
@@ -457,7 +477,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         batch = request.batch_size if request.batch_size > 0 else cfg.long_polling_batch_size
         r, _, perm = self._queue_nums(topic)
         queue_ids = list(range(r)) if perm & PERM_READ else []
-        client = self._client(context) if renewing else None
+        client = self.client_of(context) if renewing else None
         return ReceivePlan(group, topic, queue_ids, batch, invisible, tags, sql, polling,
                            client.client_id if client is not None else None)
 
@@ -467,9 +487,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         cfg = self.config
         group, topic = plan.group, plan.topic
         try:
-            popped = pop_orderly(self.pop, group, topic, plan.queue_ids, plan.batch, plan.invisible, tags=plan.tags,
-                                 sql=plan.sql, max_attempts=cfg.retry_max_times + 1,
-                                 dead_letter=lambda m: self.retry._to_dlq(group, topic, m)) \
+            popped = self.pop.pop_orderly(group, topic, plan.queue_ids, plan.batch, plan.invisible, tags=plan.tags,
+                                          sql=plan.sql, max_attempts=cfg.retry_max_times + 1,
+                                          dead_letter=lambda m: self.retry.to_dlq(group, topic, m)) \
                 if self.groups.is_fifo(group) else \
                 self.retry.pop(group, topic, plan.queue_ids, plan.batch, plan.invisible, tags=plan.tags,
                                sql=plan.sql, max_attempts=cfg.retry_max_times + 1)

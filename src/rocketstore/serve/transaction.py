@@ -34,6 +34,7 @@ import time
 
 from ..formats import record as R
 from ..message import GetStatus, Message, PutResult
+from ..services.service_thread import ServiceThread
 from .protocol import definition_pb2 as pb
 from .protocol import service_pb2 as spb
 from . import convert as C
@@ -73,24 +74,13 @@ class _Half:
     last_check_ms: int = 0
 
 
-def producers_of(service):
-    """For a topic, the Telemetry outboxes of the clients whose settings publish it (newest first)."""
-    def find(topic: str) -> list:
-        with service._clients_lock:
-            clients = list(service._clients.values())
-        out = []
-        for c in sorted(clients, key=lambda c: c.last_seen, reverse=True):
-            s = c.settings
-            if s is not None and s.HasField("publishing") and any(t.name == topic for t in s.publishing.topics):
-                out.append(c.outbox)
-        return out
-    return find
-
-
-class Transactions:
-    """The half messages of one store and their checks. Thread-safe."""
+class Transactions(ServiceThread):
+    """The half messages of one store and their checks (TransactionalMessageCheckService: a round of checks
+    every tick, a second at most). Thread-safe."""
+    name = "transaction-check"
 
     def __init__(self, store, producers, extra: dict | None = None, on_change=None):
+        super().__init__()
         extra = extra or {}
         self.store = store
         self.producers = producers       # topic -> [outbox queue]
@@ -101,9 +91,10 @@ class Transactions:
         self.pending: dict[int, _Half] = {}      # half offset -> half
         self.by_tx: dict[str, list[int]] = {}    # transaction id -> its pending half offsets (a resend adds one)
         self._ops: list[tuple[int, list[int]]] = []   # (op offset, half offsets it ends), from the op scan start
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._rr = 0
+        # the pause before each round (and after one that failed): a check falls due within it
+        tick_ms = min(self.check_interval_ms, self.timeout_ms, 1000)
+        self.initial_delay_s = self.error_delay_s = max(0.05, tick_ms / 1000.0)
         self._rebuild()
 
     # ------------------------------------------------------------------ state
@@ -232,24 +223,9 @@ class Transactions:
         return r.ok
 
     # ------------------------------------------------------------------ checks
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="transaction-check", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5)
-
-    def _run(self) -> None:
-        tick = max(0.05, min(self.check_interval_ms, self.timeout_ms, 1000) / 1000.0)
-        while not self._stop.wait(tick):
-            try:
-                self.check_once()
-            except Exception:   # noqa: BLE001 - keep checking; a closed store ends the loop via stop()
-                if self._stop.is_set():
-                    return
-                log.exception("transaction check failed")
+    def do_round(self) -> float:
+        self.check_once()
+        return self.initial_delay_s
 
     def check_once(self, now: int | None = None) -> int:
         """One pass over the pending half messages: those past their immunity and not checked within the check
