@@ -12,7 +12,7 @@ ASYNC_FLUSH = "ASYNC_FLUSH"
 SYNC_FLUSH = "SYNC_FLUSH"
 
 # RocketMQ spells a few names its own way; map them onto ours.
-_ALIASES = {
+ALIASES = {
     "mapperFileSizeBatchConsumeQueue": "mapped_file_size_batch_consume_queue",
     "mappedFileSizeBatchConsumeQueue": "mapped_file_size_batch_consume_queue",
     "enabledAppendPropCRC": "enabled_append_prop_crc",
@@ -141,7 +141,7 @@ class StoreConfig:
         kwargs: dict = {}
         extra: dict = {}
         for key, raw in source.items():
-            name = _ALIASES.get(key) or _snake(key)
+            name = ALIASES.get(key) or _snake(key)
             f = fields.get(name)
             if f is None or name in ("clock", "extra"):
                 extra[key] = raw

@@ -137,7 +137,7 @@ class MessageWriter:
                 self._topics[topic] = t
         return t
 
-    def _hosts(self, msg: Message) -> tuple[bytes, int, bytes] | None:
+    def hosts(self, msg: Message) -> tuple[bytes, int, bytes] | None:
         try:
             born = R.host_to_bytes(msg.born_host) if msg.born_host else self.store_host
             store = R.host_to_bytes(msg.store_host) if msg.store_host else self.store_host
@@ -267,7 +267,7 @@ class MessageWriter:
         plen = len(stored)
         if plen > MAX_PROPERTIES:
             return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
-        hosts = self._hosts(msg)
+        hosts = self.hosts(msg)
         if hosts is None:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
         born, hflags, store_host = hosts
@@ -320,7 +320,7 @@ class MessageWriter:
             return put_batch_topic.put_batch(self, msgs, queue_id, t)
         if first.sys_flag & (R.TRANSACTION_ROLLBACK_TYPE | R.INNER_BATCH_FLAG):
             return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)  # batches carry no transactions
-        hosts = self._hosts(first)
+        hosts = self.hosts(first)
         if hosts is None:
             return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
         born, hflags, store_host = hosts

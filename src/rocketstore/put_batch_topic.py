@@ -53,7 +53,7 @@ def put(writer, msg: Message, queue_id: int, topic) -> PutResult:
     if batch is None:
         return PutResult(PutStatus.MESSAGE_ILLEGAL)
     count = max(batch, 1)
-    hosts = writer._hosts(msg)
+    hosts = writer.hosts(msg)
     if hosts is None:
         return PutResult(PutStatus.MESSAGE_ILLEGAL)
     born, hflags, store_host = hosts

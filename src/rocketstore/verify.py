@@ -88,7 +88,7 @@ class _ExtQueue:
     def _walk(self, k: int, name: str, actual: int) -> None:
         v = self.v
         path = os.path.join(self.directory, name)
-        rel = v._rel(path)
+        rel = v.rel(path)
         start = int(name)
         v.checked["consumeQueueExtFiles"] += 1
         if k > 0 and start != int(self.names[k - 1]) + self.file_size:
@@ -146,9 +146,9 @@ class _ExtQueue:
         start = self.file_of(real)
         if start is None or real - start >= self.file_size:
             v.problem(cq_rel, cq_off, f"tagsCode is the ext address of offset {real}, in no file of "
-                                      f"{v._rel(self.directory)}", extOffset=real, **ctx)
+                                      f"{v.rel(self.directory)}", extOffset=real, **ctx)
             return None
-        rel = v._rel(os.path.join(self.directory, L.segment_name(start)))
+        rel = v.rel(os.path.join(self.directory, L.segment_name(start)))
         pos = real - start
         if pos not in self.starts[start]:
             where = ("past the units the walk of the file found" if pos >= self.walked[start]
@@ -187,7 +187,7 @@ class Verifier:
         p.update(context)
         self.problems.append(p)
 
-    def _rel(self, path: str) -> str:
+    def rel(self, path: str) -> str:
         return os.path.relpath(path, self.root)
 
     # ------------------------------------------------------------------ CommitLog
@@ -212,7 +212,7 @@ class Verifier:
         done = 0
         for i, n in enumerate(names):
             path = os.path.join(directory, n)
-            rel = self._rel(path)
+            rel = self.rel(path)
             base = int(n)
             self.checked["commitLogSegments"] += 1
             if self.progress:
@@ -352,7 +352,7 @@ class Verifier:
             return
         real = X.undecorate(address)
         start = ext.file_of(real)
-        ext_rel = self._rel(os.path.join(ext.directory, L.segment_name(start)))
+        ext_rel = self.rel(os.path.join(ext.directory, L.segment_name(start)))
         if r.tags_code is not None and unit.tags_code != r.tags_code:
             self.problem(ext_rel, real - start, f"ext unit tagsCode {unit.tags_code} but the record's tags give "
                                                 f"{r.tags_code} ({rel} offset {off})", extOffset=real,
@@ -373,7 +373,7 @@ class Verifier:
             ended_at = None
             for k, n in enumerate(names):
                 path = os.path.join(qdir, n)
-                rel = self._rel(path)
+                rel = self.rel(path)
                 start = int(n)
                 actual = os.path.getsize(path)
                 if k > 0 and start != int(names[k - 1]) + unit_file:
@@ -432,7 +432,7 @@ class Verifier:
             next_base = None
             for k, n in enumerate(names):
                 path = os.path.join(qdir, n)
-                rel = self._rel(path)
+                rel = self.rel(path)
                 actual = os.path.getsize(path)
                 if k > 0 and int(n) != int(names[k - 1]) + unit_file:
                     self.problem(rel, 0, f"file name follows {names[k - 1]} but is not {unit_file} bytes after it")
@@ -491,7 +491,7 @@ class Verifier:
             path = os.path.join(directory, n)
             if not os.path.isfile(path) or n.startswith("."):
                 continue
-            rel = self._rel(path)
+            rel = self.rel(path)
             self.checked["indexFiles"] += 1
             actual = os.path.getsize(path)
             if actual != want:
@@ -563,9 +563,9 @@ class Verifier:
                             (os.path.join(self.root, FILTERS_FILE), parse_filters)):
             value, problems = read_with_backup(path, parse)
             if value is None and problems:
-                self.problem(self._rel(path), 0, "neither the file nor its .bak can be read: " + "; ".join(problems))
+                self.problem(self.rel(path), 0, "neither the file nor its .bak can be read: " + "; ".join(problems))
             elif problems:
-                self.notes.append(f"{problems[0]}: the store reads {self._rel(path)}.bak instead")
+                self.notes.append(f"{problems[0]}: the store reads {self.rel(path)}.bak instead")
 
     def run(self) -> dict:
         self.check_config_files()

@@ -443,7 +443,7 @@ def decode_record(buf, pos: int = 0, end: int | None = None, with_body: bool = T
     if body_len < 0 or p + body_len + 3 > size:
         raise _corrupt(f"body length {body_len} overruns the record of {size} bytes", pos)
     m = StoredMessage()
-    m._f = f
+    m._f = f  # noqa: SLF001  (this module defines StoredMessage and builds it here, the hot path)
     m.body = rec[p:p + body_len] if with_body else None
     p += body_len
     if magic == MAGIC_V2:
@@ -467,8 +467,8 @@ def decode_record(buf, pos: int = 0, end: int | None = None, with_body: bool = T
         plen = 0  # Java reads a negative short and skips the properties
     if p + plen != size:
         raise _corrupt(f"record size {size} does not match its fields ({p + plen} bytes)", pos)
-    m._props_raw = rec[p:]
-    m._props = None
+    m._props_raw = rec[p:]  # noqa: SLF001
+    m._props = None  # noqa: SLF001
     m.topic = topic
     return m
 

@@ -10,7 +10,7 @@ import json
 import os
 import re
 
-from ..config import StoreConfig, _ALIASES, read_properties_file
+from ..config import ALIASES, StoreConfig, read_properties_file
 from ..store import resolve_file_sizes
 from .errors import OptionError
 
@@ -32,12 +32,12 @@ def _config_names() -> dict[str, str]:
         if f.name not in ("clock", "extra"):
             camel = _camel(f.name)
             names[camel.lower()] = camel
-    for alias in _ALIASES:
+    for alias in ALIASES:
         names[alias.lower()] = alias
     return names
 
 
-_CONFIG_NAMES = _config_names()
+CONFIG_NAMES = _config_names()
 _OWN = {o.lower(): o for o in READ_OPTIONS}
 _SPARKS = {"checkpointlocation", "queryname"}   # Spark's own, passed along with ours
 
@@ -72,8 +72,8 @@ def store_config(options, root: str | None = None) -> StoreConfig:
     unknown = []
     for key, value in options.items():
         lower = key.lower()
-        if lower in _CONFIG_NAMES:
-            props[_CONFIG_NAMES[lower]] = value
+        if lower in CONFIG_NAMES:
+            props[CONFIG_NAMES[lower]] = value
         elif lower not in _OWN and lower not in _SPARKS and not lower.startswith("spark."):
             unknown.append(key)
     if unknown:

@@ -28,7 +28,7 @@ def read_spec(opts, store: MessageStore, tags=None) -> ReadSpec:
     from ..formats.javahash import java_string_hash
     wanted = tags if tags is not None else _tags_option(opts)
     # the executors rebuild the store's settings from these (brokerConf and MessageStoreConfig names)
-    settings = {k: v for k, v in opts.items() if k.lower() in O._CONFIG_NAMES or k.lower() == "brokerconf"}
+    settings = {k: v for k, v in opts.items() if k.lower() in O.CONFIG_NAMES or k.lower() == "brokerconf"}
     return ReadSpec(root=store.root, commitlog_size=store.config.mapped_file_size_commit_log,
                     cq_size=store.config.mapped_file_size_consume_queue, options=settings,
                     tags=frozenset(wanted) if wanted is not None else None,
