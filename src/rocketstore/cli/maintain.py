@@ -12,6 +12,7 @@ line per phase when stderr is not a terminal (none with --json).
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -112,7 +113,7 @@ def rebuild(store, engine, yes, conf, as_json):
                 shown.phase("rebuilding queues and index from the CommitLog")
                 s, cuts = _open_with_progress(stage.staging, None, stage.config, shown)
                 with s:
-                    shown.phase("writing the last index entries")
+                    shown.phase("flushing the new queue and index files")
                     if not s.wait_dispatched(timeout_s=3600):
                         M._fail(f"{store}: dispatch did not catch up; the store is unchanged")
                     queues, messages = _queue_totals(s)
@@ -120,7 +121,6 @@ def rebuild(store, engine, yes, conf, as_json):
                                "indexFiles": len(s.index.files), "commitLogMaxOffset": s.max_physical_offset,
                                "seconds": 0.0,
                                "consumeQueueExt": _ext_outcome(cfg, "consumequeue_ext" in stage.present)}
-                    shown.phase("flushing the new queue and index files")
                 shown.phase("swapping the new files in")
                 stage.commit()
         cuts = [c.replace(stage.staging, stage.root) for c in cuts]   # recovery saw the CommitLog through the stage
@@ -153,13 +153,8 @@ SPARK_MASTER = "local[*]"
 def _rebuild_with_spark(store: str, conf, as_json: bool) -> None:
     """The Spark job (rocketstore.spark.rebuild) in local mode; the same report as the local engine. What it
     is doing is said from the start, before Spark's seconds of starting up."""
-    try:
-        import pyspark  # noqa: F401  (fail at once, before anything is said)
-
-        import rocketstore.spark as rs
-        from rocketstore.spark import rebuild_job
-    except ImportError as e:
-        M._fail(f"the Spark engine needs pyspark ({e}); use --engine local")
+    if importlib.util.find_spec("pyspark") is None:     # without importing it: that alone takes a while
+        M._fail("the Spark engine needs pyspark (not installed); use --engine local")
     options = {"brokerConf": os.path.abspath(conf)} if conf else {}
     cuts = _Cuts()
     logger = logging.getLogger("rocketstore")
@@ -168,9 +163,13 @@ def _rebuild_with_spark(store: str, conf, as_json: bool) -> None:
     with Phases(lines=not as_json) as shown:
         try:
             shown.phase(f"starting Spark ({SPARK_MASTER})...")
+            import rocketstore.spark as rs
+            from rocketstore.spark import rebuild_job
             spark = rs.session(SPARK_MASTER)
             with SparkTasks(spark.sparkContext, shown):
                 summary = rebuild_job.rebuild(store, spark, progress=_spark_phases(shown), **options)
+        except ImportError as e:
+            M._fail(f"the Spark engine needs pyspark ({e}); use --engine local")
         except (RocketStoreError, ValueError, OSError) as e:
             M._fail(str(e))
         finally:
