@@ -46,10 +46,10 @@ def test_progress_after_a_crash_walks_every_segment(tmp_path, caplog):
         with MessageStore.open(root, config(), progress=lambda d, t: calls.append((d, t))) as s:
             assert s.max_physical_offset == end
             assert s.max_offset("T", 0) + s.max_offset("T", 1) == 400
-    total = len(segs) * FILE
-    # (0, total), then one call per segment, the last reaching the total
-    assert calls == [(0, total)] + [(min((i + 1) * FILE, total), total) for i in range(len(segs) - 1)] + \
-        [(total, total)]
+    # in bytes of data, not of segments (each is FILE bytes on disk, the last one mostly zeros): (0, end),
+    # then one call at each segment's end, the last at the log's end. The total is where the data ends from
+    # the first call on (the last record's last byte is not zero, and nothing is written after it)
+    assert calls == [(0, end)] + [((i + 1) * FILE, end) for i in range(len(segs) - 1)] + [(end, end)]
     done = [c[0] for c in calls]
     assert done == sorted(done)
     lines = [r.getMessage() for r in caplog.records
@@ -69,15 +69,15 @@ def test_progress_after_a_crash_walks_every_segment(tmp_path, caplog):
 
 def test_progress_after_a_clean_close_starts_at_a_safe_segment(tmp_path):
     root = str(tmp_path / "s")
-    fill(root)
-    n = len(segments(root))
+    end = fill(root)
     calls = []
     with MessageStore.open(root, config(), progress=lambda d, t: calls.append((d, t))):
         pass
-    assert calls[0][0] == 0 and calls[-1][0] == calls[-1][1] == calls[0][1]
-    assert 0 < calls[0][1] <= n * FILE and calls[0][1] % FILE == 0
-    assert len(calls) == calls[0][1] // FILE + 1
-    assert all(t == calls[0][1] for _, t in calls)
+    total = calls[-1][1]
+    start = end - total                      # the segment recovery started at
+    assert 0 < total <= end and start % FILE == 0
+    walked = (end - 1) // FILE - start // FILE + 1
+    assert calls == [(0, total)] + [((i + 1) * FILE, total) for i in range(walked - 1)] + [(total, total)]
 
 
 def test_progress_on_an_empty_store_and_read_only(tmp_path):
@@ -86,12 +86,12 @@ def test_progress_on_an_empty_store_and_read_only(tmp_path):
     with MessageStore.open(root, config(), progress=lambda d, t: calls.append((d, t))):
         pass
     assert calls == [(0, 0)]
-    fill(root, n=50)
+    end = fill(root, n=50)
     crash(root)
     calls.clear()
     with MessageStore.open(root, config(), read_only=True, progress=lambda d, t: calls.append((d, t))) as s:
         assert s.max_offset("T", 0) == 25
-    assert calls == [(0, FILE), (FILE, FILE)]
+    assert end < FILE and calls == [(0, end), (end, end)]
 
 
 def test_a_failing_progress_callback_fails_the_open(tmp_path):
@@ -173,3 +173,52 @@ def test_confirm_phy_offset_is_what_recovery_found_and_the_flush_services_write_
         assert sum(s.max_offset("T", q) for q in range(4)) == 232  # puts without a queue id: round robin
         s.flush()
         assert read_cp(root).confirm_phy_offset == last3
+
+
+# ---------------------------------------------------------------- within a segment (issue #16, point 7)
+BIG = 16 << 20
+STEP = 4 << 20          # recovery tells its progress at least every this many bytes (and a record's length)
+
+
+def big_store(root, n=10_000, body=1000):
+    """About 10 MiB of records in one 16 MiB segment, and a crash: recovery checks and dispatches them all."""
+    cfg = StoreConfig(mapped_file_size_commit_log=BIG)
+    with MessageStore.open(root, cfg) as s:
+        for i in range(n):
+            assert s.put(Message("T", bytes([65 + i % 26]) * body, properties={"KEYS": f"k{i}"}), i % 4).ok
+        end = s.max_physical_offset
+    crash(root)
+    return cfg, end
+
+
+def test_progress_moves_within_one_segment_and_counts_data_bytes(tmp_path):
+    root = str(tmp_path / "s")
+    cfg, end = big_store(root)
+    assert len(segments(root)) == 1 and os.path.getsize(os.path.join(root, "commitlog", segments(root)[0])) == BIG
+    calls = []
+    with MessageStore.open(root, cfg, progress=lambda d, t: calls.append((d, t))) as s:
+        assert sum(s.max_offset("T", q) for q in range(4)) == 10_000
+    assert calls[0] == (0, end) and calls[-1] == (end, end)      # bytes of data, not the segment's 16 MiB
+    done = [d for d, _ in calls]
+    assert done == sorted(set(done))
+    assert len([d for d in done if 0 < d < end]) >= end // STEP - 1
+    assert all(b - a <= STEP + 1200 for a, b in zip(done, done[1:]))
+
+
+def test_the_total_is_the_data_also_when_the_segment_tail_is_written_zeros(tmp_path):
+    """A segment copied without holes (cp --sparse=never): the file system reports every byte as data, and
+    the estimate looks back over the zeros."""
+    root = str(tmp_path / "s")
+    cfg, end = big_store(root, n=2000)
+    path = os.path.join(root, "commitlog", segments(root)[0])
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        for at in range(end, BIG, 1 << 20):
+            os.pwrite(fd, bytes(min(1 << 20, BIG - at)), at)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    calls = []
+    with MessageStore.open(root, cfg, progress=lambda d, t: calls.append((d, t))):
+        pass
+    assert calls[0] == (0, end) and calls[-1] == (end, end)

@@ -504,7 +504,7 @@ class RebuildRun:
             return CP.decode(fh.read(CP.FILE_SIZE))
 
     # -- the end
-    def finish(self, queues: list[QueueWritten], index_files: list[dict]) -> dict:
+    def finish(self, queues: list[QueueWritten], index_files: list[dict], progress=None) -> dict:
         """Make the staged files consistent, swap them in, and say what the store holds now. The checkpoint
         gets the times reput would have left in it (logics: the last unit's record; index: the last full
         file that another followed), then the staging store is opened and closed: recovery settles the
@@ -513,7 +513,8 @@ class RebuildRun:
         past the last queue unit, and the index must stay exactly as built (IndexService would index the
         last record's keys again). The staging store has no `abort` file: every record was checked and
         dispatched above, up to where the log ends, so what is left to recovery is the normal case (an
-        abnormal recovery would drop index files newer than the checkpoint's index time)."""
+        abnormal recovery would drop index files newer than the checkpoint's index time). `progress(done,
+        total)`: that recovery's progress in bytes (MessageStore.open's)."""
         from .store import MessageStore
         cp = dataclasses.replace(self.checkpoint)
         written = [q for q in queues if q.last_phys >= 0]
@@ -523,7 +524,7 @@ class RebuildRun:
             cp.index_msg_timestamp = max(cp.index_msg_timestamp, index_files[-2]["end_timestamp"])
         _write_checkpoint(self.target, cp)
         final = dataclasses.replace(self.config, message_index_enable=False)
-        with MessageStore.open(self.target, final) as s:
+        with MessageStore.open(self.target, final, progress=progress) as s:
             queues_now = s.all_consume_queues()
             summary = {"store": self.root, "queues": len(queues_now),
                        "messages": sum(max(cq.max_offset - max(cq.min_offset, 0), 0) for cq in queues_now),

@@ -82,6 +82,7 @@ def test_cli_rebuild_with_the_spark_engine(tmp_path):
                         "--yes", "-c", broker_conf(tmp_path, "store-txn")], capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0, p.stderr
+    assert "planning" not in p.stderr and "decoding" not in p.stderr   # --json, not a terminal: no phase lines
     report = json.loads(p.stdout.strip().splitlines()[-1])
     assert set(report) == {"store", "queues", "messages", "indexFiles", "commitLogMaxOffset", "seconds", "cut"}
     assert report["queues"] == len({os.path.dirname(k) for k in before}) and report["messages"] > 0

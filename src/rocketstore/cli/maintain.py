@@ -5,10 +5,14 @@ CommitLog (what RocketMQ does when those files are lost) in a staging store, swa
 (rocketstore.rebuild_swap: a kill at any instant leaves the old files or the new ones), or with --engine
 spark runs the parallel rebuild job (rocketstore.spark.rebuild, Spark in local mode), staged the same way;
 clean runs the expired-file cleanup now; recover opens the store, which recovers it, and reports what
-recovery cut. Each shows a progress bar over the CommitLog (recovery's progress callback) unless --json.
+recovery cut. On a terminal each shows what it is doing on stderr (rocketstore.cli.progress): a bar over the
+bytes of CommitLog data recovery checks and dispatches, then its later phases by name; the Spark engine
+says what it is doing from the start (Spark takes seconds to start), by phase and Spark tasks, also as one
+line per phase when stderr is not a terminal (none with --json).
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -21,6 +25,7 @@ from ..errors import RocketStoreError
 from ..rebuild_swap import REBUILT, StagedRebuild
 from ..store_lock import StoreLock
 from . import main as M
+from .progress import Phases, SparkTasks
 
 _store_arg = click.argument("store", type=click.Path(file_okay=False))
 _conf_opt = click.option("-c", "--conf", type=click.Path(dir_okay=False), help="A RocketMQ broker.conf.")
@@ -38,16 +43,21 @@ class _Cuts(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-def _open_with_progress(store: str, conf, config=None) -> tuple[MessageStore, list[str]]:
-    """Open (and so recover) the store for writing, with a progress bar; also what recovery says it cut.
-    `config` (already resolved) instead of -c's."""
+def _open_with_progress(store: str, conf, config=None, shown: Phases | None = None) -> tuple[MessageStore, list[str]]:
+    """Open (and so recover) the store for writing, with a bar over the bytes recovery checks (on `shown`, or
+    a bar of its own); also what recovery says it cut. `config` (already resolved) instead of -c's."""
     if not os.path.isdir(store):
         M.fail(f"{store}: no store directory here")
+    cfg = config or M.load_config(conf)
     cuts = _Cuts()
     logger = logging.getLogger("rocketstore")
     logger.addHandler(cuts)
     try:
-        return M.open_store(store, config or M.load_config(conf)), cuts.lines
+        if shown is not None:
+            return MessageStore.open(store, cfg, progress=shown.bytes), cuts.lines
+        with Phases() as own:
+            own.phase("recovering the CommitLog")
+            return MessageStore.open(store, cfg, progress=own.bytes), cuts.lines
     except RocketStoreError as e:
         M.fail(str(e))
     finally:
@@ -97,15 +107,22 @@ def rebuild(store, engine, yes, conf, as_json):
         with StagedRebuild(store, cfg) as stage:
             if not yes and not as_json:
                 _confirm(store, stage.present)
-            s, cuts = _open_with_progress(stage.staging, None, stage.config)
-            with s:
-                if not s.wait_dispatched(timeout_s=3600):
-                    M.fail(f"{store}: dispatch did not catch up; the store is unchanged")
-                queues, messages = _queue_totals(s)
-                summary = {"store": stage.root, "queues": queues, "messages": messages,
-                           "indexFiles": len(s.index.files), "commitLogMaxOffset": s.max_physical_offset,
-                           "seconds": 0.0, "consumeQueueExt": _ext_outcome(cfg, "consumequeue_ext" in stage.present)}
-            stage.commit()
+            with Phases() as shown:
+                # recovery dispatches every record into the staging store: the queues and, a run at a
+                # time, the index (the bulk of the work, by bytes of CommitLog data)
+                shown.phase("rebuilding queues and index from the CommitLog")
+                s, cuts = _open_with_progress(stage.staging, None, stage.config, shown)
+                with s:
+                    shown.phase("flushing the new queue and index files")
+                    if not s.wait_dispatched(timeout_s=3600):
+                        M.fail(f"{store}: dispatch did not catch up; the store is unchanged")
+                    queues, messages = _queue_totals(s)
+                    summary = {"store": stage.root, "queues": queues, "messages": messages,
+                               "indexFiles": len(s.index.files), "commitLogMaxOffset": s.max_physical_offset,
+                               "seconds": 0.0,
+                               "consumeQueueExt": _ext_outcome(cfg, "consumequeue_ext" in stage.present)}
+                shown.phase("swapping the new files in")
+                stage.commit()
         cuts = [c.replace(stage.staging, stage.root) for c in cuts]   # recovery saw the CommitLog through the stage
     except RocketStoreError as e:
         M.fail(str(e))
@@ -130,27 +147,59 @@ def _ext_outcome(cfg, had_ext: bool) -> str:
 SUMMARY_KEYS = ("store", "queues", "messages", "indexFiles", "commitLogMaxOffset", "seconds")
 
 
+SPARK_MASTER = "local[*]"
+
+
 def _rebuild_with_spark(store: str, conf, as_json: bool) -> None:
-    """The Spark job (rocketstore.spark.rebuild) in local mode; the same report as the local engine."""
-    try:
-        import rocketstore.spark as rs
-    except ImportError as e:
-        M.fail(f"the Spark engine needs pyspark ({e}); use --engine local")
+    """The Spark job (rocketstore.spark.rebuild) in local mode; the same report as the local engine. What it
+    is doing is said from the start, before Spark's seconds of starting up."""
+    if importlib.util.find_spec("pyspark") is None:     # without importing it: that alone takes a while
+        M.fail("the Spark engine needs pyspark (not installed); use --engine local")
     options = {"brokerConf": os.path.abspath(conf)} if conf else {}
     cuts = _Cuts()
     logger = logging.getLogger("rocketstore")
     logger.addHandler(cuts)
     spark = None
-    try:
-        spark = rs.session()
-        summary = rs.rebuild(store, spark, **options)
-    except (RocketStoreError, ValueError, OSError) as e:
-        M.fail(str(e))
-    finally:
-        logger.removeHandler(cuts)
-        if spark is not None:
-            spark.stop()
+    with Phases(lines=not as_json) as shown:
+        try:
+            shown.phase(f"starting Spark ({SPARK_MASTER})...")
+            import rocketstore.spark as rs
+            from rocketstore.spark import rebuild_job
+            spark = rs.session(SPARK_MASTER)
+            with SparkTasks(spark.sparkContext, shown):
+                summary = rebuild_job.rebuild(store, spark, progress=_spark_phases(shown), **options)
+        except ImportError as e:
+            M.fail(f"the Spark engine needs pyspark ({e}); use --engine local")
+        except (RocketStoreError, ValueError, OSError) as e:
+            M.fail(str(e))
+        finally:
+            logger.removeHandler(cuts)
+            if spark is not None:
+                shown.phase("stopping Spark")
+                spark.stop()
     _report("rebuilt", {k: summary[k] for k in SUMMARY_KEYS}, cuts.lines, as_json)
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what[:-1] + 'ies' if what.endswith('y') else what + 's'}"
+
+
+def _spark_phases(shown: Phases):
+    """rebuild_job's progress(phase, **counts) as phase labels (and the final recovery's bytes)."""
+    labels = {"planning": lambda c: "planning",
+              "decoding": lambda c: f"decoding {_count(c['segments'], 'CommitLog segment')}",
+              "queues": lambda c: f"writing queues ({_count(c['records'], 'record')})",
+              "index": lambda c: f"writing {_count(c['files'], 'index file')} ({_count(c['entries'], 'entry')})",
+              "finishing": lambda c: "swapping in (checking the CommitLog's end)"}
+    current = [None]
+
+    def progress(phase, **counts):
+        if phase != current[0]:
+            current[0] = phase
+            shown.phase(labels[phase](counts))
+        if phase == "finishing":
+            shown.bytes(counts["done"], counts["total"])
+    return progress
 
 
 @click.command()

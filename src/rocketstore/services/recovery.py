@@ -4,20 +4,28 @@ valid record. Works the same read-only, where truncation only moves positions in
 from __future__ import annotations
 
 import logging
+import os
 import time
+
+import numpy as np
 
 from .bulk_dispatch import dispatch_run
 from .dispatch import BLANK, OK, check_record
 from .queue_check import check_tails, redispatch_damaged
 
 log = logging.getLogger("rocketstore.recovery")
+PROGRESS_STEP = 4 << 20     # progress(done, total) every this many bytes within a segment (and runs end there)
+ZERO_SCAN = 64 << 20        # _data_end looks back over at most this many zero bytes
+ZERO_CHUNK = 1 << 20
 
 
 def recover(store, last_exit_ok: bool, progress=None) -> None:
-    """`progress(done_bytes, total_bytes)`, when given, is called as the CommitLog recovery goes: once with
-    done_bytes 0 before the first segment, then after each segment recovered; the last call has done_bytes
-    == total_bytes (total_bytes: the size of the segments recovery walks, from the one it starts at to the
-    last; with no CommitLog file, one call (0, 0)). An exception from it propagates (the open fails)."""
+    """`progress(done_bytes, total_bytes)`, when given, is called as the CommitLog recovery goes, in bytes of
+    the log from the segment recovery starts at: (0, total) first, then every PROGRESS_STEP bytes within a
+    segment and at each segment's end; the last call has done_bytes == total_bytes == where the log ends
+    (with no CommitLog file, one call (0, 0)). Segments are preallocated, so their sizes say nothing about
+    how much they hold: total_bytes is first an estimate of where the data ends (`_data_end`), and becomes
+    exact when recovery gets there. An exception from it propagates (the open fails)."""
     for cq in store.all_consume_queues():
         cq.recover()
     if not store.check_commitlog:
@@ -36,18 +44,32 @@ def recover(store, last_exit_ok: bool, progress=None) -> None:
 
 
 class _Progress:
-    """Per-segment reporting: a log line (file, records, bytes, elapsed) and the caller's callback."""
+    """Reporting as recovery goes: a log line per segment (file, records, bytes, elapsed), and the caller's
+    callback in bytes of the log since `start` (the first segment's offset), against `end`, where the data
+    is thought to end until recovery finds where it does."""
 
-    def __init__(self, segments: int, file_size: int, callback):
-        self.total = segments * file_size
-        self.file_size = file_size
+    def __init__(self, start: int, end: int, callback):
+        self.start = start
+        self.total = max(end - start, 0)
         self.callback = callback
-        self.done = 0
+        self.report_at = start + PROGRESS_STEP
         self.started = time.monotonic()
         self.records = 0
         self.total_records = 0
         if callback is not None:
             callback(0, self.total)
+
+    def at(self, offset: int) -> None:
+        """Recovery has got to physical offset `offset`: told once it is at `report_at` or past it, which then
+        moves PROGRESS_STEP bytes on."""
+        if offset >= self.report_at:
+            self.report_at = offset + PROGRESS_STEP
+            self._tell(offset - self.start)
+
+    def _tell(self, done: int) -> None:
+        self.total = max(self.total, done)      # the estimate was short (data ending with zero bytes)
+        if self.callback is not None:
+            self.callback(done, self.total)
 
     def segment_done(self, mf, valid_bytes: int, last: bool) -> None:
         now = time.monotonic()
@@ -56,9 +78,42 @@ class _Progress:
         self.total_records += self.records
         self.records = 0
         self.started = now
-        self.done = self.total if last else min(self.done + self.file_size, self.total)
-        if self.callback is not None:
-            self.callback(self.done, self.total)
+        if last:                                # where the log ends: the total is no longer an estimate
+            self.total = mf.file_from_offset + valid_bytes - self.start
+            self._tell(self.total)
+        else:
+            end = mf.file_from_offset + mf.file_size
+            self.report_at = end + PROGRESS_STEP
+            self._tell(end - self.start)
+
+
+def _data_end(mfs: list, file_size: int) -> int:
+    """Where the CommitLog's data is thought to end (physical offset), without reading it: the start of the
+    last segment that holds any, plus how much of it the file system says is written (SEEK_HOLE: a
+    preallocated segment's unused tail is unwritten or a hole), less the zero bytes before that, looked at
+    backwards up to ZERO_SCAN bytes. An estimate for a progress bar: a record may end with zero bytes, a
+    file system may report its whole extent as data."""
+    last = next((mf for mf in reversed(mfs) if any(mf.buf[0:8])), None)
+    if last is None:
+        return mfs[0].file_from_offset
+    end = file_size
+    if hasattr(os, "SEEK_HOLE"):
+        try:
+            fd = os.open(last.path, os.O_RDONLY)
+            try:
+                end = min(os.lseek(fd, 0, os.SEEK_HOLE), file_size)
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+    at, floor = end, max(end - ZERO_SCAN, 0)
+    while at > floor:
+        a = max(at - ZERO_CHUNK, floor)
+        nonzero = np.flatnonzero(np.frombuffer(last.buf[a:at], dtype=np.uint8))
+        if len(nonzero):
+            return last.file_from_offset + a + int(nonzero[-1]) + 1
+        at = a
+    return last.file_from_offset + end       # zeros as far as it looked: the file system's answer
 
 
 def _first_record_matches(store, mf, dispatch_from: int, normal: bool, repair_from: int = -1) -> bool:
@@ -103,18 +158,22 @@ def recover_commitlog(store, dispatch_from: int, normal: bool, progress=None, re
     pos = 0
     last_valid = store.checkpoint.confirm_phy_offset if normal else process
     log.info("recovering the CommitLog %s from %s", "normally" if normal else "after a crash", mf.path)
-    report = _Progress(len(mfs) - index, cl.file_size, progress)
-    # runs of plain records are checked (and re-dispatched) in bulk; anything else goes one at a time
+    report = _Progress(process, _data_end(mfs[index:], cl.file_size) if progress is not None else process,
+                       progress)
+    # runs of plain records are checked (and re-dispatched) in bulk; anything else goes one at a time. A run
+    # ends by the next progress report's offset, so progress is told within a segment too (the record across
+    # that offset goes one at a time)
     bulk = not cfg.force_verify_prop_crc and len(store.dispatchers) == store._builtin_dispatchers
     while True:
         if bulk:
-            done, after, last = dispatch_run(store, mf.buf, pos, cl.file_size,
+            done, after, last = dispatch_run(store, mf.buf, pos, min(cl.file_size, report.report_at - process),
                                              check_crc=cfg.check_crc_on_recover,
                                              dispatch_after=dispatch_from if normal else -1)
             if done:
                 last_valid = process + last
                 pos = after
                 report.records += done
+                report.at(process + pos)
                 continue
         kind, size, req, problem = check_record(mf.buf, pos, cl.file_size, check_crc=cfg.check_crc_on_recover,
                                                 force_verify_prop_crc=cfg.force_verify_prop_crc,
@@ -125,6 +184,7 @@ def recover_commitlog(store, dispatch_from: int, normal: bool, progress=None, re
             report.records += 1
             if not normal or req.commit_log_offset > dispatch_from:
                 store.do_dispatch(req)
+            report.at(process + pos)
         elif kind == BLANK:
             index += 1
             report.segment_done(mf, pos, index >= len(mfs))

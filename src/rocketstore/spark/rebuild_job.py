@@ -33,12 +33,18 @@ QUEUE_COLUMNS = ("phys", "size", "tags_code", "queue_offset", "store_ts", "base"
 ENTRY_COLUMNS = ("g", "hash", "phy", "ts", "prev")
 
 
-def rebuild(store, spark, **options) -> dict:
+def rebuild(store, spark, progress=None, **options) -> dict:
     """Rebuild `store`'s ConsumeQueues, batch ConsumeQueues and index files from its CommitLog with `spark`.
     Options: the store's settings (brokerConf, MessageStoreConfig names), as the rocketstore formats take
     them. A config that enables the ConsumeQueue extension (enableConsumeQueueExt) is refused (RebuildError):
     this job does not write ext units; the local engine (recovery's dispatch) does. Returns a summary: store, queues, messages, indexFiles, commitLogMaxOffset, seconds, and the
-    job's own counts (segments, records, indexEntries)."""
+    job's own counts (segments, records, indexEntries).
+
+    `progress(phase, **counts)`, when given, is told each phase as it starts, in the driver: "planning"
+    (under the store's lock), "decoding" (segments=), "queues" (records=: those decoded), "index" (files=,
+    entries=), then "finishing" (done=, total=: bytes of the staging store's recovery, repeatedly) before
+    the new files are swapped in."""
+    tell = progress or (lambda phase, **counts: None)
     from pyspark import StorageLevel
     root = os.path.abspath(os.fspath(store))
     if not os.path.isdir(root):
@@ -49,22 +55,28 @@ def rebuild(store, spark, **options) -> dict:
         raise RB.RebuildError(f"{root}: {RB.EXT_REFUSED}")
     sc = spark.sparkContext
     with RB.RebuildRun(root, config) as run:
+        tell("planning")
         segments = run.segments()
+
+        def finishing(done, total):
+            tell("finishing", done=done, total=total)
         if not segments:
-            return {**run.finish([], []), "segments": 0, "records": 0, "indexEntries": 0}
+            return {**run.finish([], [], finishing), "segments": 0, "records": 0, "indexEntries": 0}
+        tell("decoding", segments=len(segments))
         decoded = _decode(sc, segments, run.settings).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             summaries = _segment_summaries(decoded)
             last = RB.check_segments(summaries)
             summaries = summaries[:last + 1]
             parts = max(sc.defaultParallelism, 1) * 2
+            tell("queues", records=sum(s.records for s in summaries))
             queues = _write_queues(decoded, run, parts)
             files, entries = [], 0
             if run.config.message_index_enable:
-                files, entries = _write_index(decoded, run, summaries, parts)
+                files, entries = _write_index(decoded, run, summaries, parts, tell)
         finally:
             decoded.unpersist()
-        summary = run.finish(queues, files)
+        summary = run.finish(queues, files, finishing)
     return {**summary, "segments": len(summaries), "records": sum(s.records for s in summaries),
             "indexEntries": entries}
 
@@ -127,10 +139,11 @@ def _queue_writer(root: str, batch_topics: frozenset, cq_size: int, bcq_size: in
 
 # ---------------------------------------------------------------------------- 3. index
 def _write_index(decoded, run: RB.RebuildRun, summaries: list[RB.SegmentSummary],
-                 parts: int) -> tuple[list[dict], int]:
+                 parts: int, tell) -> tuple[list[dict], int]:
     cfg = run.config
     plan = RB.plan_index(cfg.max_index_num, [(s.base, s.records, s.entries) for s in summaries],
                          RB.arrival_after_last_entry(summaries))
+    tell("index", files=len(plan.names), entries=plan.total_entries)
     directory = os.path.join(run.target, "index")
     os.makedirs(directory, exist_ok=True)
     with_entries = plan.files_with_entries
