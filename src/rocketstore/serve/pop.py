@@ -11,8 +11,9 @@ old CK does nothing in RocketMQ) and an expired one is refused (ReceiptHandle.is
 The state lives in <store>/config/popState.json plus its journal (serve/journal.py: every change is synced
 before any answer that depends on it), and each queue's lowest unacked offset is committed to
 consumerOffset.json as the group's offset (every few seconds and at close), so a restart of the server keeps
-acked messages acked and in-flight ones in flight (redelivered once their time ends). Redelivery happens in place (the same queue offset delivered again), not yet through a
-%RETRY%group_topic topic; dead-lettering after the maximum attempts is not done yet."""
+acked messages acked and in-flight ones in flight (redelivered once their time ends). Messages whose time
+ends are handed to the retry topic %RETRY%group_topic (release_due, then serve/retry.py), and to %DLQ%group
+after the maximum attempts (ack_after); FIFO groups are redelivered in place (pop_orderly)."""
 from __future__ import annotations
 
 import os
