@@ -1,5 +1,4 @@
 import os
-import sys
 
 # Keep hypothesis quick and deterministic in CI.
 from hypothesis import settings

@@ -4,7 +4,6 @@ import os
 import threading
 import time
 
-import pytest
 
 from rocketstore import GetStatus, Message, MessageStore, PutStatus, StoreConfig
 from rocketstore.services import cleanup as C

@@ -309,7 +309,7 @@ def test_recovery_cuts_ext_units_no_consume_queue_unit_refers_to(tmp_path):
 def test_truncated_commitlog_cuts_the_queue_and_leaves_the_ext_as_rocketmq(tmp_path):
     live = tmp_path / "live"
     with MessageStore.open(live, ext_config()) as s:
-        puts = fill(s, 10, queues=1)
+        fill(s, 10, queues=1)
         s.flush()
         last_phys = s.consume_queue("T", 0).get_unit(9)[0]
         ext_end = s.consume_queue("T", 0).ext.max_address()

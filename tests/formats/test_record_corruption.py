@@ -196,7 +196,6 @@ def test_wrong_total_size_is_always_corrupt(rec, size, pad):
 @pytest.mark.parametrize("field", ["size", "body", "topic", "props"])
 def test_length_field_extremes(rec, field):
     pos, fmt = field_positions(rec)[field]
-    width = struct.calcsize(fmt)
     lo, hi = {"b": (-128, 127), "B": (0, 255), "h": (-2**15, 2**15 - 1), "H": (0, 2**16 - 1),
               "i": (-2**31, 2**31 - 1)}[fmt[-1]]
     orig = struct.unpack_from(fmt, rec, pos)[0]

@@ -4,7 +4,6 @@ stores RocketMQ left after doing the same."""
 import hashlib
 import shutil
 
-import pytest
 
 from rocketstore import MessageStore
 
