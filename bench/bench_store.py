@@ -16,7 +16,8 @@ Rows (each the best of --runs, default 3; --quick: 100,000 messages, 1 run):
                autocommit      one INSERT per message
                read LIMIT 32   SELECT ... WHERE id > ? ORDER BY id LIMIT 32, looped over the whole table
                read cursor     one SELECT over the whole table, iterated
-Info rows (no target): put_batch with dispatch_in_put_path=False (the fill of the held-back reput row), and
+Info rows (no target): reput (held back) with the ConsumeQueue ext and SQL92 bitmaps on and a filter
+registered on the topic (every record's bitmap computed), put_batch with dispatch_in_put_path=False (the fill of the held-back reput row), and
 close() after N messages (msync of the CommitLog and ConsumeQueue, checkpoint).
 
 MB/s counts message bodies only (N * body bytes / s, 1 MB = 10^6 B); the stored bytes per message of each
@@ -60,6 +61,7 @@ LABELS = {
     "rs_get": "rocketstore get(32)",
     "rs_reput_open": "rocketstore reput (open)",
     "rs_reput_held": "rocketstore reput (held back)",
+    "rs_reput_bitmap": "rs reput (held), SQL92 bitmaps",
     "rs_batch_nodisp": "rs put_batch, no put-path CQ",
     "rs_close": "rocketstore close()",
     "sq_batch": "SQLite executemany/txn",
@@ -68,11 +70,11 @@ LABELS = {
     "sq_cursor": "SQLite read cursor",
 }
 ORDER = ["rs_put", "sq_auto", "rs_batch", "sq_batch", "rs_get", "sq_read32", "sq_cursor",
-         "rs_reput_open", "rs_reput_held", "rs_batch_nodisp", "rs_close"]
+         "rs_reput_open", "rs_reput_held", "rs_reput_bitmap", "rs_batch_nodisp", "rs_close"]
 GROUPS = {  # --only names -> what to run
     "put": {"rs_put"}, "put_batch": {"rs_batch"}, "get": {"rs_batch", "rs_get"},
-    "reput": {"rs_batch", "rs_reput_open", "rs_reput_held"}, "sqlite": {"sq_batch", "sq_auto", "sq_read32"},
-    "rocketstore": {"rs_put", "rs_batch", "rs_get", "rs_reput_open", "rs_reput_held"},
+    "reput": {"rs_batch", "rs_reput_open", "rs_reput_held", "rs_reput_bitmap"}, "sqlite": {"sq_batch", "sq_auto", "sq_read32"},
+    "rocketstore": {"rs_put", "rs_batch", "rs_get", "rs_reput_open", "rs_reput_held", "rs_reput_bitmap"},
 }
 
 
@@ -177,11 +179,19 @@ def rs_batch_get_reput(batches, n, base, res: Results | None, want: set[str]) ->
         shutil.rmtree(d, ignore_errors=True)
 
 
-def rs_reput_held(batches, n, base, res: Results | None) -> None:
-    """dispatch_in_put_path=False, reput thread stopped while putting; then one full in-process reput."""
+BITMAP_SQL = "region = 'eu' OR TAGS = 'TagA'"   # true for every message: each one gets its filter bits
+
+
+def rs_reput_held(batches, n, base, res: Results | None, bitmaps: bool = False) -> None:
+    """dispatch_in_put_path=False, reput thread stopped while putting; then one full in-process reput.
+    With `bitmaps`: the ConsumeQueue ext and SQL92 bitmaps on, one consumer group's filter registered on the
+    topic (the bitmap dispatcher evaluates it on every record's properties)."""
     d = new_dir(base, "rs-reput-")
+    extra = dict(enable_consume_queue_ext=True, enable_calc_filter_bit_map=True) if bitmaps else {}
     try:
-        with MessageStore.open(d, config=rs_config(dispatch_in_put_path=False)) as store:
+        with MessageStore.open(d, config=rs_config(dispatch_in_put_path=False, **extra)) as store:
+            if bitmaps:
+                store.register_filter(GROUP, TOPIC, BITMAP_SQL)
             store.reput.stop(drain=False)  # hold the background reput back (as Java's "reput held back")
             put_batch = store.put_batch
             t0 = time.perf_counter()
@@ -197,7 +207,9 @@ def rs_reput_held(batches, n, base, res: Results | None) -> None:
             t = time.perf_counter() - t0
             if store.max_offset(TOPIC, QUEUE) != n:
                 raise RuntimeError(f"reput dispatched {store.max_offset(TOPIC, QUEUE)} of {n}")
-        if res is not None:
+        if res is not None and bitmaps:
+            res.add("rs_reput_bitmap", t)
+        elif res is not None:
             res.add("rs_batch_nodisp", t_fill)
             res.add("rs_reput_held", t)
     finally:
@@ -309,6 +321,8 @@ def run_round(inputs, n, base, res, want) -> None:
         sq_batch_and_read(row_batches, n, base, res, want)
     if "rs_reput_held" in want:
         rs_reput_held(batches, n, base, res)
+    if "rs_reput_bitmap" in want:
+        rs_reput_held(batches, n, base, res, bitmaps=True)
 
 
 def fmt_rate(v: float) -> str:

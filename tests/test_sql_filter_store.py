@@ -108,3 +108,42 @@ def test_filters_persist_as_rocketmq_writes_them_and_survive_reopen(tmp_path):
             assert _read_all(s, q, sql=SQL) == [i for i in range(q, 200, 2) if wanted(i)]
     with MessageStore.open(root, read_only=True) as s:     # a read-only open reads them, writes nothing
         assert s.filters.get("Shop", "g1").expression == SQL
+
+
+def _assert_ext_bitmaps(root, positions, count):
+    """Queue 0's ext units: the filter's bits exactly for the messages the predicate wants."""
+    cq = CQ.units(open(os.path.join(root, "consumequeue", "Shop", "0", "0" * 20), "rb").read())
+    ext_dir = os.path.join(root, "consumequeue_ext", "Shop", "0")
+    ext = open(os.path.join(ext_dir, sorted(os.listdir(ext_dir))[0]), "rb").read()
+    for k, i in enumerate(range(0, count, 2)):
+        unit = X.decode_unit(ext, X.undecorate(int(cq[k]["tags"])))
+        hit = all(unit.filter_bit_map[p // 8] >> (p % 8) & 1 for p in positions)
+        assert hit == wanted(i), i
+        assert sum(bin(b).count("1") for b in unit.filter_bit_map) == (len(set(positions)) if wanted(i) else 0)
+
+
+@pytest.mark.parametrize("how", ["reput", "recovery"])
+def test_bitmaps_keep_reput_and_recovery_on_the_bulk_path(tmp_path, monkeypatch, how):
+    """With SQL92 bitmaps on, reput (the put path not dispatching) and recovery (the queues deleted) still
+    dispatch runs of records through the bulk decoder: the careful one-record decoder is asked only about
+    the few records at a run's edges, not once per record; and the ext bitmaps are the filter's bits."""
+    import rocketstore.services.recovery as recovery_module
+    import rocketstore.services.reput as reput_module
+    module = reput_module if how == "reput" else recovery_module
+    careful = []
+    real = module.check_record
+    monkeypatch.setattr(module, "check_record", lambda *a, **kw: careful.append(a[1]) or real(*a, **kw))
+    root = str(tmp_path / "s")
+    with MessageStore.open(root, _config(dispatch_in_put_path=how == "recovery")) as s:
+        positions = s.register_filter("g1", "Shop", SQL).bloom.bit_pos
+        _put(s, 0, N)
+        assert s.wait_dispatched(30)
+    if how == "recovery":
+        import shutil
+        shutil.rmtree(os.path.join(root, "consumequeue"))
+        shutil.rmtree(os.path.join(root, "consumequeue_ext"))
+        careful.clear()
+        with MessageStore.open(root, _config()) as s:
+            assert s.max_offset("Shop", 0) == N // 2
+    assert len(careful) < 10, len(careful)     # one per record (600) when runs are refused
+    _assert_ext_bitmaps(root, positions, N)

@@ -24,7 +24,6 @@ from .validation import topic_problem
 
 log = logging.getLogger("rocketstore.put")
 MAX_PROPERTIES = 32767
-_COUNTS = (R.TRANSACTION_NOT_TYPE, R.TRANSACTION_COMMIT_TYPE)  # only these take a queue offset
 _crc32 = zlib.crc32
 _BYTES = (bytes, bytearray, memoryview)
 _BYTES_TYPES = frozenset(_BYTES)
@@ -281,7 +280,7 @@ class MessageWriter:
         fixed = R.fixed_part(len(born), len(store_host))
         tail = t.tail + R.U16.pack(plen) + stored
         magic = R.MAGIC_V2 if t.v2 else R.MAGIC_V1
-        counts = (sys_flag & R.TRANSACTION_ROLLBACK_TYPE) in _COUNTS
+        counts = R.gets_queue_unit(sys_flag)   # only these take a queue offset
         key = (t.name, queue_id)
         append_crc = self.append_crc
         with self.lock:

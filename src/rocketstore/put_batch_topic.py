@@ -43,8 +43,7 @@ def put(writer, msg: Message, queue_id: int, topic) -> PutResult:
         log.warning("put refused: %s", problem)
         return PutResult(PutStatus.MESSAGE_ILLEGAL)
     inner = bool(msg.sys_flag & R.INNER_BATCH_FLAG)
-    tran = msg.sys_flag & R.TRANSACTION_ROLLBACK_TYPE
-    takes_offset = tran == R.TRANSACTION_NOT_TYPE or tran == R.TRANSACTION_COMMIT_TYPE
+    takes_offset = R.gets_queue_unit(msg.sys_flag)
     props = msg.property_map()
     props.pop(P.CRC32, None)
     if P.INNER_NUM in props and not inner:

@@ -26,7 +26,6 @@ import logging
 import mmap
 import os
 import time
-import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,15 +35,13 @@ from .config import StoreConfig
 from .config_files import write_checkpoint_file
 from .formats import checkpoint as CP
 from .formats import index as I
-from .formats import properties as P
 from .formats import record as R
-from .formats.record_scan import chain, scan
 from .log.batch_consume_queue import BatchConsumeQueue
 from .log.consume_queue import ConsumeQueue
 from .log.index_file import IndexFile
 from .rebuild_swap import REBUILT, RebuildError, StagedRebuild  # noqa: F401  (REBUILT: part of this API)
-from .services.bulk_dispatch import RUN, props_info
-from .services.dispatch import BLANK, OK, SCHEDULE_TOPIC, check_record, tags_code_for
+from .services.bulk_dispatch import decode_run
+from .services.dispatch import BLANK, OK, check_record
 from .services.index_service import file_name_at, name_after
 
 log = logging.getLogger("rocketstore.rebuild")
@@ -170,10 +167,7 @@ def entry_count(keys: str, uniq, sys_flag: int) -> int:
     return n
 
 
-def gets_unit(sys_flag: np.ndarray) -> np.ndarray:
-    """Which records get a queue unit: plain and committed transactional ones (not prepared, not rolled back)."""
-    tran = sys_flag & _ROLLBACK
-    return (tran == R.TRANSACTION_NOT_TYPE) | (tran == R.TRANSACTION_COMMIT_TYPE)
+gets_unit = R.gets_queue_unit    # which records get a queue unit (a numpy array of sysFlags in, bools out)
 
 
 def decode_segment(path: str, base: int, settings: DecodeSettings) -> Segment:
@@ -200,12 +194,10 @@ def _decode(buf, path: str, base: int, settings: DecodeSettings) -> Segment:
     seg = Segment(path, base)
     while True:
         if bulk:
-            positions, sizes = chain(buf, pos, limit, RUN)
-            if positions:
-                done = _take_run(buf, positions, sizes, out, settings)
-                if done:
-                    pos = positions[done - 1] + sizes[done - 1]
-                    continue
+            after = _take_run(buf, pos, limit, out, settings)
+            if after != pos:
+                pos = after
+                continue
         kind, rsize, req, problem = check_record(buf, pos, limit, check_crc=settings.check_crc,
                                                  force_verify_prop_crc=settings.force_verify_prop_crc,
                                                  delay_levels=settings.delay_levels)
@@ -222,53 +214,24 @@ def _decode(buf, path: str, base: int, settings: DecodeSettings) -> Segment:
     return seg
 
 
-def _take_run(buf, positions, sizes, out: _Collector, settings: DecodeSettings) -> int:
-    """Dispatch columns of a run of plain records (bulk_dispatch.dispatch_run's checks); returns how many
-    were taken. It stops before a record needing the careful path (CRC mismatch, inner batch, DELAY of
-    SCHEDULE_TOPIC that is not a number), which check_record then judges."""
-    c = scan(buf, positions, sizes)
-    n = c.count
-    if not n:
-        return 0
-    tpos, tlen, ppos, plen = c.topic_pos.tolist(), c.topic_len.tolist(), c.props_pos.tolist(), c.props_len.tolist()
-    stamps, flags = c.store_ts.tolist(), c.sys_flag.tolist()
-    check_crc = settings.check_crc
-    if check_crc:
-        bpos, blen, crcs = c.body_pos.tolist(), c.body_len.tolist(), c.crc.tolist()
-    topics, keys, uniqs, codes = [], [], [], []
-    topic_cache: dict[bytes, str] = {}
-    for i in range(n):
-        if check_crc and blen[i] > 0 and zlib.crc32(buf[bpos[i]:bpos[i] + blen[i]]) & 0x7FFFFFFF != crcs[i]:
-            n = i
-            break
-        raw_topic = bytes(buf[tpos[i]:tpos[i] + tlen[i]])
-        topic = topic_cache.get(raw_topic)
-        if topic is None:
-            topic = topic_cache[raw_topic] = raw_topic.decode("utf-8", "replace")
-        raw = bytes(buf[ppos[i]:ppos[i] + plen[i]])
-        info = props_info(raw)
-        if info is None:
-            n = i
-            break
-        code, k, u, has_delay = info
-        if has_delay and topic == SCHEDULE_TOPIC:
-            try:
-                code = tags_code_for(topic, P.parse_properties(raw), stamps[i], flags[i], settings.delay_levels)
-            except ValueError:
-                n = i
-                break
-        topics.append(topic)
-        keys.append(k)
-        uniqs.append(u)
-        codes.append(code)
-    if not n:
-        return 0
-    qoff = c.queue_offset[:n].astype(np.int64)
-    out.add_run({"phys": c.phys[:n], "size": c.size[:n], "queue_id": c.queue_id[:n], "queue_offset": qoff,
-                 "tags_code": np.array(codes, dtype=np.int64), "store_ts": c.store_ts[:n],
-                 "sys_flag": c.sys_flag[:n], "base": qoff, "batch_size": np.ones(n, dtype=np.int32)},
-                topics, keys, uniqs)
-    return n
+def _take_run(buf, pos: int, limit: int, out: _Collector, settings: DecodeSettings) -> int:
+    """Dispatch columns of a run of plain records, from the bulk decoder reput and recovery use
+    (bulk_dispatch.decode_run); returns where the run ends (pos: none taken). It stops before a record
+    needing the careful path (CRC mismatch, inner batch, DELAY of SCHEDULE_TOPIC that is not a number),
+    which check_record then judges."""
+    done, after, _, cols = decode_run(buf, pos, limit, settings.check_crc, settings.delay_levels)
+    if not done:
+        return pos
+    n = cols.count
+    qoff = np.array(cols.queue_offset, dtype=np.int64)
+    out.add_run({"phys": np.array(cols.phys, dtype=np.int64), "size": np.array(cols.size, dtype=np.int32),
+                 "queue_id": np.array(cols.queue_id, dtype=np.int32), "queue_offset": qoff,
+                 "tags_code": np.array(cols.tags_code, dtype=np.int64),
+                 "store_ts": np.array(cols.store_ts, dtype=np.int64),
+                 "sys_flag": np.array(cols.sys_flag, dtype=np.int32), "base": qoff,
+                 "batch_size": np.ones(n, dtype=np.int32)},
+                cols.topic, cols.keys, cols.uniq)
+    return after
 
 
 def check_segments(segments: list[SegmentSummary]) -> int:

@@ -28,15 +28,15 @@ from .put import MessageWriter
 from . import rebuild_swap
 from .store_lock import StoreLock
 from .services import recovery
-from .services.bulk_dispatch import props_info
 from .services.calc_bitmap import CalcBitMapDispatcher
 from .services.cleanup import DISK_CHECK_INTERVAL_S, CleanupService
 from .filter.bloom import BloomFilter
 from .filter.manager import ConsumerFilterManager
-from .services.dispatch import ConsumeQueueDispatcher, DispatchRequest
+from .services.cq_dispatch import ConsumeQueueDispatcher
+from .services.pipeline import DispatchPipeline
 from .files.transient_pool import TransientStorePool
 from .services.flush import FlushServices
-from .services.index_service import LONG_MAX, IndexDispatcher, IndexService
+from .services.index_service import LONG_MAX, IndexService
 from .services.reput import ReputService
 from .validation import group_problem, topic_problem
 
@@ -182,24 +182,19 @@ class MessageStore:
         self.checkpoint = CP.Checkpoint()
         self.index = IndexService(root, config.max_hash_slot_num, config.max_index_num, writable=not read_only,
                                   on_full_flushed=self._index_file_flushed,
-                                  background_flush=not read_only, on_error=self.dispatch_failed)
-        self.dispatchers: list = [ConsumeQueueDispatcher(self)]
-        self._index_in_put_path = config.message_index_enable
-        if config.message_index_enable:
-            self.dispatchers.append(IndexDispatcher(self.index))
-        self._builtin_dispatchers = len(self.dispatchers)
-        # dispatchers added with add_dispatcher(..., first=True) (RocketMQ's dispatcherList.addFirst, as the
-        # broker adds CommitLogDispatcherCalcBitMap): they run before the ConsumeQueue dispatcher and may
-        # fill request.bit_map for the ext unit; with any of them every record is dispatched as a
-        # DispatchRequest through the whole list (do_dispatch), the put path included
-        self._front_dispatchers = 0
+                                  background_flush=not read_only)
+        # the dispatchers every record goes through (services/pipeline.py): the ConsumeQueue one, the index
+        # one; dispatchers added with add_dispatcher(..., first=True) (RocketMQ's dispatcherList.addFirst, as
+        # the broker adds CommitLogDispatcherCalcBitMap) run before them and may fill request.bit_map
+        self.pipeline = DispatchPipeline(ConsumeQueueDispatcher(self._cqs, self._new_cq, self.checkpoint),
+                                         self.index, config.message_index_enable, self._notify_waiters, root)
+        self.index.on_error = self.pipeline.failed
         # consumer groups' SQL92 filters; with bitmaps on, the bitmap dispatcher runs first (addFirst)
         self.filters = ConsumerFilterManager(root, BloomFilter(config.max_error_rate_of_bloom_filter,
                                                                config.expect_consumer_num_use_filter),
                                              clock=config.clock, writable=not read_only)
         if config.enable_calc_filter_bit_map and config.enable_consume_queue_ext:
             self.add_dispatcher(CalcBitMapDispatcher(self.filters), first=True)
-        self.reput = ReputService(self)
         self.cleanup = CleanupService(self)   # expired-file cleanup and the disk-full flag
         self._next_disk_check = 0.0           # time.monotonic() of the put path's next disk measure
         # the transient store pool (seed 002): ASYNC_FLUSH masters only, as RocketMQ enables it
@@ -215,14 +210,16 @@ class MessageStore:
         # commit runs reput right after each flush, so a put answered PUT_OK is readable (services/flush.py)
         self._sync_flush = config.flush_disk_type == SYNC_FLUSH
         self._not_writeable = False   # RunningFlags' NOT_WRITEABLE: a CommitLog sync failed
-        self._dispatch_error: OSError | None = None   # WRITE_LOGICS_QUEUE_ERROR / WRITE_INDEX_FILE_ERROR
         # with the pool, a record is readable only once committed: reput (reading committed bytes) dispatches
         pooled = self.commitlog.files.pool is not None
         inline = config.dispatch_in_put_path and ((not self._sync_flush and not pooled) or config.read_uncommitted)
         self.writer = MessageWriter(config, self.commitlog,
-                                    self._dispatch_put if inline else None,
-                                    self._dispatch_put_batch, lambda topic: topic in self.batch_topics,
+                                    self.pipeline.put if inline else None,
+                                    self.pipeline.put_batch, lambda topic: topic in self.batch_topics,
                                     self._configured_queues)
+        self.reput = ReputService(self.commitlog, self.pipeline, self.writer.lock, self.reput_end_offset,
+                                  self.delay_levels)
+        self.pipeline.reput = self.reput
         self._arrival = threading.Condition(threading.Lock())
         self._waiters = 0
 
@@ -310,8 +307,8 @@ class MessageStore:
         self.index.load(last_exit_ok, self.checkpoint.index_msg_timestamp)
         recovery.recover(self, last_exit_ok, progress)
         self.index.build()
-        if self._dispatch_error is not None:   # recovery's index entries found no file to go to
-            raise self._dispatch_error
+        if self.pipeline.error is not None:   # recovery's index entries found no file to go to
+            raise self.pipeline.error
         if not self.read_only:
             self.cleanup.check_disk_full()   # puts see a full disk from the first one (not 60 s later)
             self._next_disk_check = time.monotonic() + DISK_CHECK_INTERVAL_S
@@ -323,7 +320,10 @@ class MessageStore:
             with open(path, "rb") as fh:
                 data = fh.read(CP.FILE_SIZE)
             try:
-                self.checkpoint = CP.decode(data)
+                loaded = CP.decode(data)
+                # in place: the ConsumeQueue dispatcher holds this object
+                for f in dataclasses.fields(loaded):
+                    setattr(self.checkpoint, f.name, getattr(loaded, f.name))
             except CorruptDataError as e:
                 raise e.in_file(path)
         self.commitlog.confirm_offset = self.checkpoint.confirm_phy_offset   # loadCheckPoint: setConfirmOffset
@@ -427,7 +427,7 @@ class MessageStore:
                 # valid record) and when the log is truncated, never on a put, a flush or the shutdown, so
                 # the checkpoint every flush writes carries what the last recovery found (0 on a new store)
                 self.flush()
-                if self.reput.behind() <= 0 and self._dispatch_error is None:
+                if self.reput.behind() <= 0 and self.pipeline.error is None:
                     os.unlink(os.path.join(self.root, "abort"))
                 else:
                     log.error("%s: closed with records not in the queues or index; the next open recovers them",
@@ -469,12 +469,6 @@ class MessageStore:
     def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self._cqs.get((topic, queue_id))
 
-    def _find_or_create_cq(self, topic: str, queue_id: int) -> ConsumeQueue:
-        cq = self._cqs.get((topic, queue_id))
-        if cq is None:
-            cq = self._cqs[(topic, queue_id)] = self._new_cq(topic, queue_id)
-        return cq
-
     def destroy_consume_queues(self) -> None:
         for cq in self._cqs.values():
             cq.files.destroy()
@@ -486,157 +480,36 @@ class MessageStore:
         """Add a dispatcher (an object with dispatch(request), or a callable): it sees every record reput
         or the put path dispatches, after the built-in ones; with first=True before them (RocketMQ's
         dispatcherList.addFirst: the broker's CommitLogDispatcherCalcBitMap, which sets request.bit_map
-        for the ConsumeQueue ext unit the ConsumeQueue dispatcher then writes)."""
-        d = dispatcher if hasattr(dispatcher, "dispatch") else _Callable(dispatcher)
-        if first:
-            self.dispatchers.insert(0, d)
-            self._front_dispatchers += 1   # (the list is now longer than the built-ins: bulk paths step aside)
-        else:
-            self.dispatchers.append(d)
+        for the ConsumeQueue ext unit the ConsumeQueue dispatcher then writes). Runs of records reach it
+        through dispatch_columns(columns) if it has one, else as requests one by one; one added first
+        needs `bulk_capable = True` (its dispatch_columns fills columns.bit_map) or reput and recovery
+        go one record at a time."""
+        self.pipeline.add(dispatcher, first)
 
-    def _dispatch_put(self, topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props,
-                      end, batch_size=1) -> None:
-        """The put path's dispatch: what the ConsumeQueue and index dispatchers and reput would do, without
-        decoding the record again; a DispatchRequest is built only when users' dispatchers want one.
-        (Called once per put: the common case, a plain queue, is written out here.)
-
-        A queue or index file that cannot be written (a full disk) leaves the record to reput, which retries
-        from it (dispatch_failed); until reput has caught up the put path dispatches nothing."""
-        if self._dispatch_error is not None:
-            return
-        try:
-            if self._front_dispatchers:
-                self._dispatch_put_request(topic, queue_id, phys, size, tags_code, store_ts, queue_offset,
-                                           sys_flag, props, end, batch_size)
-                return
-            tran = sys_flag & R.TRANSACTION_ROLLBACK_TYPE
-            if tran == R.TRANSACTION_NOT_TYPE or tran == R.TRANSACTION_COMMIT_TYPE:
-                cq = self._cqs.get((topic, queue_id))
-                if cq is not None and cq.cq_type != BATCH_CQ and cq.ext is None:
-                    self._unit_written(cq, cq.put(phys, size, tags_code, queue_offset), store_ts)
-                else:
-                    self.put_message_position_info(topic, queue_id, phys, size, tags_code, queue_offset, store_ts,
-                                                   queue_offset, batch_size)
-            if self._index_in_put_path or len(self.dispatchers) > self._builtin_dispatchers:
-                self._dispatch_put_extra(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag,
-                                         props)
-        except OSError as e:
-            self.dispatch_failed(e)
-            return
-        reput = self.reput
-        if end > reput.reput_from_offset:
-            reput.reput_from_offset = end
-        if self._waiters:
-            self.notify_arrival()
-
-    def _dispatch_put_request(self, topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag,
-                              props, end, batch_size=1) -> None:
-        """The put path's dispatch when dispatchers run before the built-in ones: a DispatchRequest through
-        the whole list in order, as reput would dispatch the record."""
-        pmap = parse_properties(props) if props else {}
-        req = DispatchRequest(topic, queue_id, phys, size, tags_code, store_ts, queue_offset,
-                              pmap.get("KEYS") or "", pmap.get("UNIQ_KEY"), sys_flag, 0, pmap,
-                              batch_size=batch_size)
-        for d in self.dispatchers:
-            d.dispatch(req)
-        self.reput.advance_to(end)
-        if self._waiters:
-            self.notify_arrival()
-
-    def _dispatch_put_extra(self, topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag,
-                            props) -> None:
-        """Everything but the ConsumeQueue for one record the put path wrote: the index, users' dispatchers."""
-        if self._index_in_put_path:
-            info = props_info(props) if props else _NO_KEYS
-            if info is None:  # inner-batch properties: read them in full
-                pmap = parse_properties(props)
-                info = (0, pmap.get("KEYS") or "", pmap.get("UNIQ_KEY"), False)
-            self.index.add(topic, phys, store_ts, sys_flag, info[2], info[1])
-        if len(self.dispatchers) > self._builtin_dispatchers:
-            pmap = parse_properties(props) if props else {}
-            req = DispatchRequest(topic, queue_id, phys, size, tags_code, store_ts, queue_offset,
-                                  pmap.get("KEYS") or "", pmap.get("UNIQ_KEY"), sys_flag, 0, pmap)
-            for d in self.dispatchers[self._builtin_dispatchers:]:
-                d.dispatch(req)
-
-    def _dispatch_put_batch(self, topic, queue_id, offsets, sizes, tags_codes, store_ts, base, sys_flag,
-                            props_list, end) -> None:
-        """A producer batch's dispatch (offsets, sizes, tags codes as numpy arrays): its units in one write
-        per ConsumeQueue file, then the rest. A file that cannot be written leaves it to reput (_dispatch_put)."""
-        if self._dispatch_error is not None:
-            return
-        try:
-            self._dispatch_batch_inline(topic, queue_id, offsets, sizes, tags_codes, store_ts, base, sys_flag,
-                                        props_list, end)
-        except OSError as e:
-            self.dispatch_failed(e)
-
-    def _dispatch_batch_inline(self, topic, queue_id, offsets, sizes, tags_codes, store_ts, base, sys_flag,
-                               props_list, end) -> None:
-        if self._front_dispatchers:   # every record as a DispatchRequest through the whole list
-            for i, (p, size, code, props) in enumerate(zip(offsets.tolist(), sizes.tolist(), tags_codes.tolist(),
-                                                            props_list)):
-                self._dispatch_put_request(topic, queue_id, p, size, code, store_ts, base + i, sys_flag, props,
-                                           p + size)
-            self._put_dispatched(end)
-            return
-        cq = self._find_or_create_cq(topic, queue_id)
-        if getattr(cq, "ext", None) is not None:   # each unit with its ext unit (putMessagePositionInfoWrapper), one at a time
-            for i, (p, size, code) in enumerate(zip(offsets.tolist(), sizes.tolist(), tags_codes.tolist())):
-                self._unit_written(cq, cq.put_wrapped(p, size, code, base + i, store_ts), store_ts)
-        else:
-            self._unit_written(cq, cq.put_many(offsets, sizes, tags_codes, base), store_ts)
-        if len(self.dispatchers) > self._builtin_dispatchers or (
-                self._index_in_put_path and _may_hold_keys(props_list)):
-            for i, (p, size, code, props) in enumerate(zip(offsets.tolist(), sizes.tolist(), tags_codes.tolist(),
-                                                            props_list)):
-                self._dispatch_put_extra(topic, queue_id, p, size, code, store_ts, base + i, sys_flag, props)
-        elif self._index_in_put_path:
-            # no record has a key: to the index the batch is one arrival (it may open the next file)
-            self.index.add(topic, int(offsets[-1]), store_ts, sys_flag, None, "")
-        self._put_dispatched(end)
-
-    def _put_dispatched(self, end: int) -> None:
-        self.reput.advance_to(end)
-        if self._waiters:
-            self.notify_arrival()
-
-    def do_dispatch(self, req: DispatchRequest) -> None:
-        for d in self.dispatchers:
-            d.dispatch(req)
-        if self._waiters:
-            self.notify_arrival()
+    @property
+    def dispatchers(self) -> list:
+        """The dispatchers in the order they run (the pipeline's)."""
+        return self.pipeline.dispatchers
 
     def put_message_position_info(self, topic, queue_id, phys, size, tags_code, queue_offset, store_ts,
                                   msg_base_offset=None, batch_size=1, bit_map=None) -> None:
-        """One record's unit in its queue: a ConsumeQueue unit (with its ext unit when the ext is on: store
-        time and `bit_map`, the request's filter bitmap), or a batch ConsumeQueue unit (base offset and
-        batch size; putMessagePositionInfoWrapper drops a request without a base)."""
-        cq = self._find_or_create_cq(topic, queue_id)
-        if cq.cq_type == BATCH_CQ:
-            base = queue_offset if msg_base_offset is None else msg_base_offset
-            ok = cq.dispatch(phys, size, tags_code, store_ts, base, batch_size)
-            if ok is None:
-                return
-        else:
-            ok = cq.put_wrapped(phys, size, tags_code, queue_offset, store_ts, bit_map)
-        self._unit_written(cq, ok, store_ts)
+        """One record's unit in its queue (the ConsumeQueue dispatcher's put_position)."""
+        self.pipeline.queues.put_position(topic, queue_id, phys, size, tags_code, queue_offset, store_ts,
+                                          msg_base_offset, batch_size, bit_map)
 
     def _index_file_flushed(self, end_timestamp: int) -> None:
         """A full index file reached the disk: the checkpoint may vouch for it (indexMsgTimestamp)."""
         self.checkpoint.index_msg_timestamp = max(self.checkpoint.index_msg_timestamp, end_timestamp)
         self.write_checkpoint()
 
-    def _unit_written(self, cq: ConsumeQueue, ok: bool, store_ts: int) -> None:
-        if ok:
-            self.checkpoint.logics_msg_timestamp = store_ts
-        else:
-            log.error("consume queue %s-%d cannot be written", cq.topic, cq.queue_id)
-
     def reput_end_offset(self) -> int:
         if self.config.flush_disk_type == SYNC_FLUSH and not self.config.read_uncommitted:
             return self.commitlog.files.flushed_where
         return self.commitlog.max_offset()
+
+    def _notify_waiters(self) -> None:
+        if self._waiters:
+            self.notify_arrival()
 
     def notify_arrival(self) -> None:
         with self._arrival:
@@ -644,13 +517,13 @@ class MessageStore:
 
     def wait_dispatched(self, timeout_s: float | None = None) -> bool:
         """Return once everything written so far is readable through get (True), or at the timeout; False at
-        once when a queue or index file cannot be written (dispatch_failed: reput retries by itself)."""
+        once when a queue or index file cannot be written (the pipeline's dispatch error: reput retries by itself)."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
             self.reput.do_reput()
-            if self.reput.reput_from_offset >= self.reput_end_offset() and self._dispatch_error is None:
+            if self.reput.reput_from_offset >= self.reput_end_offset() and self.pipeline.error is None:
                 return True
-            if self._dispatch_error is not None:
+            if self.pipeline.error is not None:
                 return False   # a queue or index file cannot be written (full disk): reput retries on its own
             if deadline is not None and time.monotonic() >= deadline:
                 return False
@@ -761,7 +634,7 @@ class MessageStore:
     def put(self, msg: Message, queue_id: int | None = None) -> PutResult:
         """Put one message; without a queue id the store picks one (pick_queue)."""
         self._check_open()
-        if self.read_only or self._not_writeable or self._dispatch_error is not None or self._disk_full_refusal():
+        if self.read_only or self._not_writeable or self.pipeline.error is not None or self._disk_full_refusal():
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE)
         if queue_id is None:
             queue_id = self.pick_queue(msg)
@@ -777,7 +650,7 @@ class MessageStore:
     def put_batch(self, messages: list[Message], queue_id: int | None = None) -> PutBatchResult:
         """Put a producer batch into one queue; without a queue id the store picks one for the batch."""
         self._check_open()
-        if self.read_only or self._not_writeable or self._dispatch_error is not None or self._disk_full_refusal():
+        if self.read_only or self._not_writeable or self.pipeline.error is not None or self._disk_full_refusal():
             return PutBatchResult(PutStatus.SERVICE_NOT_AVAILABLE)
         messages = list(messages)
         if queue_id is None:
@@ -830,25 +703,6 @@ class MessageStore:
         does on an IOException): puts answer SERVICE_NOT_AVAILABLE and nothing more is flushed, so no later
         sync can seem to vouch for bytes an earlier failed one may have lost, until the store is reopened."""
         return not self._not_writeable
-
-    def dispatch_failed(self, error: OSError) -> None:
-        """A ConsumeQueue or index file could not be written (created, on a full disk): RunningFlags'
-        WRITE_LOGICS_QUEUE_ERROR / WRITE_INDEX_FILE_ERROR. The CommitLog holds the record; puts answer
-        SERVICE_NOT_AVAILABLE (RocketMQ's isWriteable) and the put path dispatches nothing, while reput
-        retries from the first record not dispatched (and the index from its first entry not placed).
-        RocketMQ keeps the flag until a restart; here it clears once reput has caught up
-        (dispatch_caught_up), so freeing space is enough. A close in this state leaves the abort file:
-        the next open recovers and dispatches what is missing."""
-        if self._dispatch_error is None:
-            log.error("%s: %s; puts are refused until the queues and index catch up with the CommitLog",
-                      self.root, error)
-        self._dispatch_error = error
-
-    def dispatch_caught_up(self) -> None:
-        """Reput reached the CommitLog's end and the index placed everything (called under the put lock)."""
-        if self._dispatch_error is not None and self.index.error is None:
-            log.info("%s: the queues and index caught up with the CommitLog: puts are accepted again", self.root)
-            self._dispatch_error = None
 
     def commitlog_sync_failed(self, error: OSError) -> None:
         if not self._not_writeable:
@@ -1118,21 +972,3 @@ class MessageStore:
         if cq.cq_type == BATCH_CQ:
             return get_message.scan_batch(self, cq, offset, max_count, codes, matches, accept)
         return get_message.scan(self, cq, offset, max_count, codes, matches, accept)
-
-
-_NO_KEYS = (0, "", None, False)
-
-
-def _may_hold_keys(props_list: list[bytes]) -> bool:
-    first = props_list[0]
-    if props_list.count(first) == len(props_list):
-        return b"KEYS\x01" in first or b"UNIQ_KEY\x01" in first
-    return any(b"KEYS\x01" in p or b"UNIQ_KEY\x01" in p for p in props_list)
-
-
-class _Callable:
-    def __init__(self, fn):
-        self.fn = fn
-
-    def dispatch(self, req):
-        self.fn(req)

@@ -41,6 +41,14 @@ def transaction_type(sys_flag: int) -> int:
     return sys_flag & TRANSACTION_ROLLBACK_TYPE
 
 
+def gets_queue_unit(sys_flag):
+    """Does a record get a queue unit (and a queue offset)? Normal and committed transactional messages do;
+    prepared and rolled-back ones don't (CommitLogDispatcherBuildConsumeQueue, CommitLog's
+    MessageExtEncoder). Takes an int, or a numpy array of sysFlags (then answers a bool array)."""
+    tran = sys_flag & TRANSACTION_ROLLBACK_TYPE
+    return (tran == TRANSACTION_NOT_TYPE) | (tran == TRANSACTION_COMMIT_TYPE)
+
+
 HEAD = Struct(">iiiiiqqiq")  # totalSize..bornTimestamp: 48 bytes
 I64 = Struct(">q")
 I32 = Struct(">i")

@@ -13,6 +13,10 @@ log = logging.getLogger("rocketstore.filter")
 
 
 class CalcBitMapDispatcher:
+    # its dispatch_columns fills columns.bit_map, which the ConsumeQueue dispatcher writes: reput and
+    # recovery keep dispatching runs of records with bitmaps on
+    bulk_capable = True
+
     def __init__(self, manager):
         self.manager = manager
 
@@ -23,7 +27,29 @@ class CalcBitMapDispatcher:
         props = req.properties
         if isinstance(props, (bytes, bytearray, memoryview)):
             props = P.parse_properties(bytes(props))
-        props = props or {}
+        req.bit_map = self._bits(filters, props or {}, req.topic, req.commit_log_offset)
+
+    def dispatch_columns(self, cols) -> None:
+        """The bitmaps of a run's records whose topics have filters, into cols.bit_map (None: no bitmap)."""
+        bit_maps = None
+        filters_of: dict[str, list] = {}
+        topics, raws, phys = cols.topic, cols.props, cols.phys
+        for i in range(len(phys)):
+            topic = topics[i]
+            filters = filters_of.get(topic)
+            if filters is None:
+                filters = filters_of[topic] = self.manager.get(topic)
+            if not filters:
+                continue
+            if bit_maps is None:
+                bit_maps = cols.bit_map if cols.bit_map is not None else [None] * len(phys)
+            raw = raws[i]
+            bit_maps[i] = self._bits(filters, P.parse_properties(raw) if raw else {}, topic, phys[i])
+        if bit_maps is not None:
+            cols.bit_map = bit_maps
+
+    def _bits(self, filters, props: dict, topic: str, offset: int) -> bytes:
+        """The bloom bits of every filter that matches the record's properties."""
         bloom = self.manager.bloom
         bits = bloom.new_bits()
         for data in filters:
@@ -32,9 +58,8 @@ class CalcBitMapDispatcher:
             try:
                 hit = data.compiled.matches(props)
             except Exception:       # a filter that fails on one message must not stop dispatch
-                log.exception("bitmap: filter of %s on %s failed at offset %d", data.consumer_group, req.topic,
-                              req.commit_log_offset)
+                log.exception("bitmap: filter of %s on %s failed at offset %d", data.consumer_group, topic, offset)
                 continue
             if hit:
                 bloom.hash_to(data.bloom, bits)
-        req.bit_map = bytes(bits)
+        return bytes(bits)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..errors import CorruptDataError
 from ..formats import properties as P
-from ..formats.inner_batch import parse_java_integer
+from ..formats.inner_batch import dispatch_batch_fields
 from ..formats import record as R
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
@@ -91,27 +91,10 @@ def check_record(buf, pos: int, end: int, *, check_crc: bool, force_verify_prop_
                           0, props)
     if P.INNER_NUM in props and P.INNER_BASE in props:
         try:  # Java parses these inside checkMessageAndReturnSize's catch-all: a bad number is a bad record
-            req.msg_base_offset = parse_java_integer(props[P.INNER_BASE], 64)   # Long.parseLong
-            req.batch_size = parse_java_integer(props[P.INNER_NUM], 16)         # Short.parseShort
+            req.msg_base_offset, req.batch_size = dispatch_batch_fields(props, h.queue_offset)
         except ValueError:
             return BAD, -1, None, f"INNER_BASE/INNER_NUM {props[P.INNER_BASE]!r}/{props[P.INNER_NUM]!r} are not numbers"
     return OK, h.size, req, None
 
 
-def gets_queue_unit(sys_flag: int) -> bool:
-    """Normal and committed transactional messages get a ConsumeQueue unit; prepared and rolled-back don't."""
-    tran = sys_flag & R.TRANSACTION_ROLLBACK_TYPE
-    return tran == R.TRANSACTION_NOT_TYPE or tran == R.TRANSACTION_COMMIT_TYPE
-
-
-class ConsumeQueueDispatcher:
-    """CommitLogDispatcherBuildConsumeQueue."""
-
-    def __init__(self, store):
-        self.store = store
-
-    def dispatch(self, req: DispatchRequest) -> None:
-        if gets_queue_unit(req.sys_flag):
-            self.store.put_message_position_info(req.topic, req.queue_id, req.commit_log_offset, req.msg_size,
-                                                 req.tags_code, req.consume_queue_offset, req.store_timestamp,
-                                                 req.msg_base_offset, req.batch_size, req.bit_map)
+gets_queue_unit = R.gets_queue_unit   # (verify and queue_check import it from here)

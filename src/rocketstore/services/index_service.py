@@ -17,7 +17,9 @@ import numpy as np
 
 from ..formats import index as I
 from ..formats import record as R
+from ..formats.properties import parse_properties
 from ..log.index_file import IndexFile
+from .bulk_dispatch import props_info
 
 log = logging.getLogger("rocketstore.index")
 BUILD_AT = 4096          # queued records that trigger a build
@@ -262,6 +264,7 @@ class IndexService:
 
 class IndexDispatcher:
     """CommitLogDispatcherBuildIndex: hands each dispatched record to the index service."""
+    bulk_capable = True
 
     def __init__(self, index: IndexService):
         self.index = index
@@ -269,3 +272,43 @@ class IndexDispatcher:
     def dispatch(self, req) -> None:
         self.index.add(req.topic, req.commit_log_offset, req.store_timestamp, req.sys_flag, req.uniq_key,
                        req.keys)
+
+    def dispatch_columns(self, cols) -> None:
+        """A run's records with keys; a record without keys only matters to the index as an arrival (it
+        may open the next file): the run's last, when it has none, stands for all of them."""
+        topics, phys, stamps, flags, keys, uniqs = cols.topic, cols.phys, cols.store_ts, cols.sys_flag, cols.keys, \
+            cols.uniq
+        n = len(phys)
+        records = [(topics[i], phys[i], stamps[i], flags[i], uniqs[i], keys[i]) for i in range(n)
+                   if keys[i] or uniqs[i] is not None]
+        last = n - 1
+        if n and not keys[last] and uniqs[last] is None:
+            records.append((topics[last], phys[last], stamps[last], flags[last], None, ""))
+        self.index.add_many(records)
+
+    def put(self, topic: str, phys: int, store_ts: int, sys_flag: int, props: bytes) -> None:
+        """The record the put path just wrote (`props`: its properties as stored)."""
+        info = props_info(props) if props else _NO_KEYS
+        if info is None:  # inner-batch properties: read them in full
+            pmap = parse_properties(props)
+            info = (0, pmap.get("KEYS") or "", pmap.get("UNIQ_KEY"), False)
+        self.index.add(topic, phys, store_ts, sys_flag, info[2], info[1])
+
+    def put_batch(self, topic: str, offsets, store_ts: int, sys_flag: int, props_list: list[bytes]) -> None:
+        """A producer batch the put path just wrote: its records with keys; with none, to the index the
+        batch is one arrival (it may open the next file)."""
+        if _may_hold_keys(props_list):
+            for p, props in zip(offsets.tolist(), props_list):
+                self.put(topic, p, store_ts, sys_flag, props)
+        else:
+            self.index.add(topic, int(offsets[-1]), store_ts, sys_flag, None, "")
+
+
+_NO_KEYS = (0, "", None, False)
+
+
+def _may_hold_keys(props_list: list[bytes]) -> bool:
+    first = props_list[0]
+    if props_list.count(first) == len(props_list):
+        return b"KEYS\x01" in first or b"UNIQ_KEY\x01" in first
+    return any(b"KEYS\x01" in p or b"UNIQ_KEY\x01" in p for p in props_list)

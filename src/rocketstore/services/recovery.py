@@ -163,11 +163,12 @@ def recover_commitlog(store, dispatch_from: int, normal: bool, progress=None, re
     # runs of plain records are checked (and re-dispatched) in bulk; anything else goes one at a time. A run
     # ends by the next progress report's offset, so progress is told within a segment too (the record across
     # that offset goes one at a time)
-    bulk = not cfg.force_verify_prop_crc and len(store.dispatchers) == store._builtin_dispatchers
+    pipeline = store.pipeline
+    bulk = not cfg.force_verify_prop_crc and pipeline.bulk
     while True:
         if bulk:
-            done, after, last = dispatch_run(store, mf.buf, pos, min(cl.file_size, report.report_at - process),
-                                             check_crc=cfg.check_crc_on_recover,
+            done, after, last = dispatch_run(pipeline, mf.buf, pos, min(cl.file_size, report.report_at - process),
+                                             cfg.check_crc_on_recover, store.delay_levels,
                                              dispatch_after=dispatch_from if normal else -1)
             if done:
                 last_valid = process + last
@@ -183,7 +184,7 @@ def recover_commitlog(store, dispatch_from: int, normal: bool, progress=None, re
             pos += size
             report.records += 1
             if not normal or req.commit_log_offset > dispatch_from:
-                store.do_dispatch(req)
+                pipeline.dispatch(req)
             report.at(process + pos)
         elif kind == BLANK:
             index += 1

@@ -15,9 +15,16 @@ log = logging.getLogger("rocketstore.reput")
 class ReputService(ServiceThread):
     name = "rocketstore-reput"
 
-    def __init__(self, store):
+    def __init__(self, commitlog, pipeline, lock, end_offset, delay_levels):
+        """`commitlog`: what it follows; `pipeline`: where the records go; `lock`: the put lock (dispatch
+        writes the queues under it); `end_offset()`: how far it may go (the flushed offset under
+        SYNC_FLUSH); `delay_levels`: for SCHEDULE_TOPIC_XXXX's tagsCodes."""
         super().__init__()
-        self.store = store
+        self.commitlog = commitlog
+        self.pipeline = pipeline
+        self.lock = lock
+        self.end_offset = end_offset
+        self.delay_levels = delay_levels
         self.reput_from_offset = 0
 
     def advance_to(self, offset: int) -> None:
@@ -26,21 +33,21 @@ class ReputService(ServiceThread):
             self.reput_from_offset = offset
 
     def behind(self) -> int:
-        return self.store.commitlog.max_offset() - self.reput_from_offset
+        return self.commitlog.max_offset() - self.reput_from_offset
 
     def do_reput(self) -> int:
         """Dispatch everything between the reput offset and the end offset; returns how many records.
 
         A queue or index file that cannot be written (a full disk) stops the pass at the record it was
-        for (store.dispatch_failed); the next pass starts there again (the queues skip units they already
+        for (pipeline.failed); the next pass starts there again (the queues skip units they already
         have). The pass that reaches the end with everything written lifts the store's refusal."""
-        store = self.store
-        cl = store.commitlog
+        pipeline = self.pipeline
+        cl = self.commitlog
         n = 0
-        with store.writer.lock:
+        with self.lock:
             if self.reput_from_offset < cl.min_offset():
                 self.reput_from_offset = cl.min_offset()
-            end = store.reput_end_offset()
+            end = self.end_offset()
             try:
                 while self.reput_from_offset < end:
                     got = cl.data_from(self.reput_from_offset)
@@ -52,42 +59,42 @@ class ReputService(ServiceThread):
                     if not more:
                         break
             except OSError as e:
-                store.dispatch_failed(e)
+                pipeline.failed(e)
             else:
-                if store._dispatch_error is not None:
-                    store.index.build()   # the entries an earlier build could not place
+                if pipeline.error is not None:
+                    pipeline.index_service.build()   # the entries an earlier build could not place
                     if self.reput_from_offset >= end:
-                        store.dispatch_caught_up()
+                        pipeline.caught_up()
         if n:
-            store.index.build()
-            store.notify_arrival()
+            pipeline.index_service.build()
+            if pipeline.notify is not None:
+                pipeline.notify()
         return n
 
     def _dispatch_segment(self, view, end: int) -> tuple[int, bool]:
         """Dispatch the records of one segment's written part; (records dispatched, whether to go on)."""
-        store = self.store
+        pipeline = self.pipeline
         pos, n, limit = 0, 0, len(view)
-        bulk = len(store.dispatchers) == store._builtin_dispatchers  # users' dispatchers want requests
         while pos < limit and self.reput_from_offset < end:
-            if bulk:
-                done, after, _ = dispatch_run(store, view, pos, min(limit, pos + end - self.reput_from_offset),
-                                           check_crc=False)
+            if pipeline.bulk:
+                done, after, _ = dispatch_run(pipeline, view, pos, min(limit, pos + end - self.reput_from_offset),
+                                              False, self.delay_levels)
                 if done:
                     n += done
                     self.reput_from_offset += after - pos
                     pos = after
                     continue
             kind, size, req, problem = check_record(view, pos, limit, check_crc=False, force_verify_prop_crc=False,
-                                                    delay_levels=store.delay_levels)
+                                                    delay_levels=self.delay_levels)
             if kind == OK:
                 if self.reput_from_offset + size > end:
                     return n, False
-                store.do_dispatch(req)
+                pipeline.dispatch(req)
                 n += 1
                 pos += size
                 self.reput_from_offset += size
             elif kind == BLANK:
-                self.reput_from_offset = store.commitlog.roll_next_file(self.reput_from_offset)
+                self.reput_from_offset = self.commitlog.roll_next_file(self.reput_from_offset)
                 return n, True
             elif size > 0:
                 log.error("reput: %s at %d; skipping %d bytes", problem, self.reput_from_offset, size)
@@ -102,7 +109,7 @@ class ReputService(ServiceThread):
         if self.do_reput():
             return 0.0
         # after a failed write, retry once a second (RocketMQ's dispatch retries sleep 1 s)
-        return 0.05 if self.store._dispatch_error is None else 1.0
+        return 0.05 if self.pipeline.error is None else 1.0
 
     def stop(self, drain: bool = True) -> None:
         if not self.running:
