@@ -311,3 +311,18 @@ def test_one_corrupt_batch_unit_never_loses_or_misplaces_a_message(tmp_path_fact
         bits = struct.calcsize(fmt) * 8
         patch(path, pos + at, struct.pack(fmt, (value % (1 << bits)) - (1 << (bits - 1))))
     put_after_and_check(root, batches, topic, crash)
+
+
+# ------------------------------------------------------------------------------------------ trusting the queues
+def test_an_open_trusting_the_queues_serves_a_batch_queues_last_record(tmp_path):
+    """open(read_only=True, check_commitlog=False) takes the CommitLog to end where the queues' last record
+    ends. A batch queue's max physical offset is its last record's start (RocketMQ's maxMsgPhyOffsetInCommitLog):
+    taken as the end, the last batch was cut off the log. Here the log's last record is B/0's last batch."""
+    root = tmp_path / "s"
+    batches = build(root, n_b=6, n_c=2)
+    with open_store(root) as s:
+        batches.append(put_batch(s, "B", [b"last-%d" % k for k in range(3)]))
+    with MessageStore.open(root, cfg(), read_only=True, check_commitlog=False) as s:
+        assert s.max_physical_offset == batches[-1].pos + batches[-1].size
+        for t in ("B", "C"):
+            assert read_queue(s, t) == expect(batches, t)

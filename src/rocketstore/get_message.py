@@ -77,7 +77,19 @@ def scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes,
 
 
 _SEARCH_AGAIN = object()
-_BATCH_FIELDS = ["pos", "size", "tags", "base_offset", "batch_size"]
+
+
+def _rows(units, start: int, n: int) -> list[tuple]:
+    """(pos, size, tagsCode, base offset, batch size) of units[start:start + n]."""
+    part = units[start:start + n]
+    return list(zip(part["pos"].tolist(), part["size"].tolist(), part["tags"].tolist(),
+                    part["base_offset"].tolist(), part["batch_size"].tolist()))
+
+
+def _base_at(cq, slot: int):
+    """The base offset of the unit at `slot` (the next file's first), None past the queue's units."""
+    u = cq.unit_at(slot)
+    return None if u is None else u.base_offset
 
 
 def _scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes, matches, accept_message,
@@ -102,16 +114,18 @@ def _scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes
             next_begin = cq.roll_next_file(next_begin)
             break
         slot0, units = got
-        rows = units[_BATCH_FIELDS].tolist()
-        after = cq.unit_at(slot0 + len(rows))   # the next file's first unit, if any
-        after_base = after.base_offset if after is not None else None
+        # units as Python tuples a chunk at a time: the filter cap ends a get after a few hundred units
+        chunk = max_filter // cq.unit_size + 2
+        rows = _rows(units, 0, chunk)
         next_file_start = None
         prev_next = None
         j = 0
         while j < len(rows):
+            if j + 1 == len(rows) < len(units):
+                rows += _rows(units, len(rows), chunk)
             pos, size, tcode, base, batch = rows[j]
             slot = slot0 + j
-            following = rows[j + 1][3] if j + 1 < len(rows) else after_base
+            following = rows[j + 1][3] if j + 1 < len(rows) else _base_at(cq, slot0 + j + 1)
             if ((prev_next is not None and base != prev_next) or (following is not None and following != base + batch)) \
                     and slot not in checked:
                 # this unit does not follow the one before it, or the next does not follow it: one of them is
@@ -121,7 +135,7 @@ def _scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes
                     if _repair(store, cq, slot, "does not follow its neighbours"):
                         if total == 0 and may_search_again:
                             return _SEARCH_AGAIN
-                        rows = units[_BATCH_FIELDS].tolist()
+                        rows = _rows(units, 0, len(rows))
                         continue
                     if total == 0:
                         result.status = GetStatus.MESSAGE_WAS_REMOVING
@@ -166,7 +180,7 @@ def _scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes
                     if first_look and _repair(store, cq, slot, "does not point at its record"):
                         if total == 0 and may_search_again:
                             return _SEARCH_AGAIN
-                        rows = units[_BATCH_FIELDS].tolist()
+                        rows = _rows(units, 0, len(rows))
                         next_begin, prev_next = begin_before, None
                         j -= 1
                         continue

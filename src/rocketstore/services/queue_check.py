@@ -64,7 +64,8 @@ class _PlainUnits:
     def cut_to(self, slot: int) -> None:
         self.cq.cut_to(slot)
 
-    def kept_end(self) -> int:
+    def end(self) -> int:
+        """Where the queue's last unit's record ends (0 without units)."""
         return max(self.cq.max_physic_offset, 0)
 
     @staticmethod
@@ -100,7 +101,8 @@ class _BatchUnits:
     def cut_to(self, slot: int) -> None:
         self.cq.cut_to(slot)
 
-    def kept_end(self) -> int:
+    def end(self) -> int:
+        """Where the queue's last unit's record ends (0 without units; max_physic_offset is its start)."""
         u = self.unit(self.slot_range()[1] - 1)
         return u.pos + u.size if u is not None and u.pos >= 0 and u.size > 0 else 0
 
@@ -225,7 +227,7 @@ def check_tails(store) -> int:
             units.cut_to(slot + 1)
             cut = True
         if cut:
-            kept = units.kept_end()
+            kept = units.end()
             damaged = kept if damaged is None else min(damaged, kept)
         cq.damaged_from = None
         if damaged is not None:
