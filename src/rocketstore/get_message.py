@@ -126,8 +126,8 @@ def _scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes
             pos, size, tcode, base, batch = rows[j]
             slot = slot0 + j
             following = rows[j + 1][3] if j + 1 < len(rows) else _base_at(cq, slot0 + j + 1)
-            if ((prev_next is not None and base != prev_next) or (following is not None and following != base + batch)) \
-                    and slot not in checked:
+            if ((prev_next is not None and base != prev_next)
+                    or (following is not None and following != base + batch)) and slot not in checked:
                 # this unit does not follow the one before it, or the next does not follow it: one of them is
                 # wrong, and a wrong base offset or batch size would misplace every offset after it
                 checked.add(slot)
@@ -176,7 +176,8 @@ def _scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes
                                            store.commitlog.segment_path(pos))
                 first_look = slot not in checked
                 checked.add(slot)
-                if not first_look or m is WRONG_UNIT or check_unit(store, cq, slot, Unit(pos, size, base, batch))[0] != GOOD:
+                if not first_look or m is WRONG_UNIT \
+                        or check_unit(store, cq, slot, Unit(pos, size, base, batch))[0] != GOOD:
                     if first_look and _repair(store, cq, slot, "does not point at its record"):
                         if total == 0 and may_search_again:
                             return _SEARCH_AGAIN

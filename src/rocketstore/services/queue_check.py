@@ -25,11 +25,12 @@ say how each kind reads, cuts and rewrites a slot and which slot a record of the
 from __future__ import annotations
 
 import logging
+from itertools import pairwise
 from typing import NamedTuple
 
 from ..errors import CorruptDataError
 from ..formats import record as R
-from .dispatch import OK, BLANK, check_record, gets_queue_unit
+from .dispatch import BLANK, OK, check_record, gets_queue_unit
 
 log = logging.getLogger("rocketstore.queuecheck")
 PRE_BLANK_SIZE = 0x7FFFFFFF
@@ -131,7 +132,7 @@ class _BatchUnits:
             reqs = reqs[:room]   # records past the queue's end are not dispatched yet (reput)
             first = lo_slot + 1
         units = [self.from_record(r) for r in reqs]
-        follows = all(b.queue_offset == a.queue_offset + a.batch_size for a, b in zip(units, units[1:]))
+        follows = all(b.queue_offset == a.queue_offset + a.batch_size for a, b in pairwise(units))
         if lo_unit is not None and first == lo_slot + 1:
             follows = follows and units[0].queue_offset == lo_unit.queue_offset + lo_unit.batch_size
         if hi_unit is not None:
