@@ -10,7 +10,7 @@ from .formats.record import decode_record, unit_target_problem
 from .log.batch_consume_queue import BatchConsumeQueue
 from .log.consume_queue import ConsumeQueue
 from .message import GetResult, GetStatus
-from .services.queue_check import corrupt_record, repair_units
+from .services.queue_check import BAD, GOOD, Unit, check_unit, corrupt_record, repair_units
 
 log = logging.getLogger("rocketstore.get")
 
@@ -64,7 +64,36 @@ def scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes,
                accept_message=None) -> GetResult:
     """getMessage over a batch ConsumeQueue: whole inner-batch records, each counting its batch size;
     a get from inside a batch returns that batch (result.unpacked() gives single messages). `matches`:
-    see unit_filter (a batch ConsumeQueue has no ext: the ext unit is always None)."""
+    see unit_filter (a batch ConsumeQueue has no ext: the ext unit is always None).
+
+    A wrong unit met on the way is rebuilt from the CommitLog (services.queue_check.repair_units). Wrong
+    base offsets mislead the binary search that found the first unit: after a repair with nothing found
+    yet, the search runs again over the rebuilt units."""
+    for attempt in range(3):
+        r = _scan_batch(store, cq, offset, max_count, codes, matches, accept_message, may_search_again=attempt < 2)
+        if r is not _SEARCH_AGAIN:
+            return r
+    raise AssertionError("unreachable: the last attempt never searches again")
+
+
+_SEARCH_AGAIN = object()
+
+
+def _rows(units, start: int, n: int) -> list[tuple]:
+    """(pos, size, tagsCode, base offset, batch size) of units[start:start + n]."""
+    part = units[start:start + n]
+    return list(zip(part["pos"].tolist(), part["size"].tolist(), part["tags"].tolist(),
+                    part["base_offset"].tolist(), part["batch_size"].tolist()))
+
+
+def _base_at(cq, slot: int):
+    """The base offset of the unit at `slot` (the next file's first), None past the queue's units."""
+    u = cq.unit_at(slot)
+    return None if u is None else u.base_offset
+
+
+def _scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes, matches, accept_message,
+                may_search_again: bool):
     cfg = store.config
     lo, hi = cq.min_offset, cq.max_offset
     result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
@@ -75,23 +104,55 @@ def scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes,
     next_begin = offset
     files_read = 0
     total = count = 0
+    topic, qid = cq.topic, cq.queue_id
+    checked: set[int] = set()   # slots checked against the CommitLog by this get
     while total <= 0 and next_begin < hi and files_read < cfg.travel_cq_file_num_when_get_message:
         files_read += 1
-        got = cq.units_from(next_begin)
+        got = cq.locate(next_begin)
         if got is None:
             result.status = GetStatus.OFFSET_FOUND_NULL
             next_begin = cq.roll_next_file(next_begin)
             break
+        slot0, units = got
+        # units as Python tuples a chunk at a time: the filter cap ends a get after a few hundred units
+        chunk = max_filter // cq.unit_size + 2
+        rows = _rows(units, 0, chunk)
         next_file_start = None
-        units = got[1]
-        for pos, size, tcode, base, batch in zip(units["pos"].tolist(), units["size"].tolist(),
-                                                 units["tags"].tolist(), units["base_offset"].tolist(),
-                                                 units["batch_size"].tolist()):
+        prev_next = None
+        j = 0
+        while j < len(rows):
+            if j + 1 == len(rows) < len(units):
+                rows += _rows(units, len(rows), chunk)
+            pos, size, tcode, base, batch = rows[j]
+            slot = slot0 + j
+            following = rows[j + 1][3] if j + 1 < len(rows) else _base_at(cq, slot0 + j + 1)
+            if ((prev_next is not None and base != prev_next)
+                    or (following is not None and following != base + batch)) and slot not in checked:
+                # this unit does not follow the one before it, or the next does not follow it: one of them is
+                # wrong, and a wrong base offset or batch size would misplace every offset after it
+                checked.add(slot)
+                if check_unit(store, cq, slot, Unit(pos, size, base, batch))[0] == BAD:
+                    if _repair(store, cq, slot, "does not follow its neighbours"):
+                        if total == 0 and may_search_again:
+                            return _SEARCH_AGAIN
+                        rows = _rows(units, 0, len(rows))
+                        continue
+                    if total == 0:
+                        result.status = GetStatus.MESSAGE_WAS_REMOVING
+                    prev_next = None
+                    j += 1
+                    continue
+            prev_next = base + batch
+            if base + batch <= offset:   # wholly before the offset asked for: only a wrong unit leads here
+                j += 1
+                continue
             if next_begin >= hi or (base - offset) * cq.unit_size >= max_filter:
                 break
             if total and count and batch_full(cfg, size, batch, max_count, total, count, (max_py - pos) <= memory):
                 break
+            begin_before = next_begin
             next_begin = base + batch
+            j += 1
             if next_file_start is not None and pos < next_file_start:
                 continue
             if (codes is not None and int32(tcode) not in codes) or \
@@ -99,20 +160,35 @@ def scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes,
                 if total == 0:       # isMatchedByConsumeQueue refused: nothing found so far says so
                     result.status = GetStatus.NO_MATCHED_MESSAGE
                 continue
-            view = store.commitlog.read(pos, size)
-            if view is None:
+            m = _batch_record(store, cq, pos, size)
+            if m is None:            # its record expired
                 if total == 0:
                     result.status = GetStatus.MESSAGE_WAS_REMOVING
                 next_file_start = store.commitlog.roll_next_file(pos)
                 continue
-            m = store._decode(view, pos)
-            if m.topic != cq.topic or m.queue_id != cq.queue_id or m.size != size:
-                # a corrupt unit pointing at another queue's record: never served as this queue's message
-                log.error("batch consume queue %s-%d: the unit at %d points at a record of %s-%d (%d bytes at %d)",
-                          cq.topic, cq.queue_id, base, m.topic, m.queue_id, m.size, pos)
-                if total == 0:
-                    result.status = GetStatus.MESSAGE_WAS_REMOVING
-                continue
+            # the unit must point at this queue's record for its base offset (fields decoded anyway: topic,
+            # queueId, queueOffset, size, physicalOffset): a corrupt unit may point at another record
+            if m is WRONG_UNIT or m.topic != topic or m._f[3] != qid or m._f[5] != base or m._f[0] != size \
+                    or m._f[6] != pos:
+                problem = corrupt_record(store, pos, size)
+                if problem:   # a damaged record, not a wrong unit: said as any corrupt record is
+                    raise CorruptDataError(problem, pos % store.commitlog.file_size,
+                                           store.commitlog.segment_path(pos))
+                first_look = slot not in checked
+                checked.add(slot)
+                if not first_look or m is WRONG_UNIT \
+                        or check_unit(store, cq, slot, Unit(pos, size, base, batch))[0] != GOOD:
+                    if first_look and _repair(store, cq, slot, "does not point at its record"):
+                        if total == 0 and may_search_again:
+                            return _SEARCH_AGAIN
+                        rows = _rows(units, 0, len(rows))
+                        next_begin, prev_next = begin_before, None
+                        j -= 1
+                        continue
+                    if total == 0:   # RocketMQ's answer for a unit whose record cannot be read
+                        result.status = GetStatus.MESSAGE_WAS_REMOVING
+                    continue
+                # else the unit is what dispatch writes from this record (its INNER_BASE is not its QUEUEOFFSET)
             if accept_message is not None and not accept_message(m):
                 if total == 0:
                     result.status = GetStatus.NO_MATCHED_MESSAGE
@@ -126,15 +202,39 @@ def scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes,
     result.message_count = count
     return result
 
+
+def _batch_record(store, cq, pos: int, size: int):
+    """The record a batch unit points at: the message, None when it expired, WRONG_UNIT when no record of
+    that size starts there (a record whose header matches but does not decode raises: it is corrupt)."""
+    cl = store.commitlog
+    if pos < 0 or size <= 0:
+        return WRONG_UNIT
+    view = cl.read(pos, size)
+    if view is None:
+        return None if pos < cl.min_offset() else WRONG_UNIT
+    try:
+        return store._decode(view, pos)
+    except CorruptDataError:
+        if unit_target_problem(view, 0, size, size, cq.topic, cq.queue_id, None, pos) is None:
+            raise
+        return WRONG_UNIT
+
+
+def _repair(store, cq, slot: int, why: str) -> bool:
+    """Rebuild the unit at `slot` (and its stretch) from the CommitLog under the writer's lock."""
+    log.error("%s %s-%d: the unit at slot %d %s; rebuilding it from the CommitLog",
+              "batch consume queue" if cq.cq_type == "BatchCQ" else "consume queue", cq.topic, cq.queue_id,
+              slot, why)
+    with store.writer.lock:    # repairs write units: never alongside the writer's own
+        return repair_units(store, cq, slot)
+
+
 def _from_repaired_unit(store, cq: ConsumeQueue, index: int):
     """The message for queue offset `index` once its wrong unit is rebuilt from the CommitLog
     (services.queue_check.repair_units), or None when the CommitLog holds no such record any more."""
-    log.error("consume queue %s-%d: unit %d does not point at its record; rebuilding it from the CommitLog",
-              cq.topic, cq.queue_id, index)
-    with store.writer.lock:    # repairs write units: never alongside the writer's own
-        if not repair_units(store, cq, index):
-            return None
-        unit = cq.get_unit(index)
+    if not _repair(store, cq, index, "does not point at its record"):
+        return None
+    unit = cq.get_unit(index)
     if unit is None:
         return None
     view = store.commitlog.read(unit[0], unit[1])

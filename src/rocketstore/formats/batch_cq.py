@@ -81,3 +81,16 @@ def units(buf) -> np.ndarray:
     """All whole units of a buffer as a structured array (no copy)."""
     n = len(buf) // UNIT_SIZE
     return np.frombuffer(buf, dtype=DTYPE, count=n)
+
+
+def chain_breaks(arr: np.ndarray) -> np.ndarray:
+    """Indexes i of units after which the next one does not follow: a queue's units cover consecutive queue
+    offsets (unit i+1's msgBaseOffset is unit i's plus its batchSize) of records in log order (unit i+1's
+    physical offset is past unit i's record). A break means one of the two units is wrong."""
+    if len(arr) < 2:
+        return np.empty(0, dtype=np.int64)
+    base = arr["base_offset"].astype(np.int64)
+    nxt = base[:-1] + arr["batch_size"][:-1].astype(np.int64)
+    pos = arr["pos"].astype(np.int64)
+    end = pos[:-1] + arr["size"][:-1].astype(np.int64)   # may wrap for a garbage offset: the `<=` test holds
+    return np.flatnonzero((base[1:] != nxt) | (pos[1:] <= pos[:-1]) | (pos[1:] < end))

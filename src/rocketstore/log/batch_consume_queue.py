@@ -20,6 +20,7 @@ from ..formats.batch_cq import BatchUnit
 
 log = logging.getLogger("rocketstore.batchconsumequeue")
 UNIT = B.UNIT_SIZE
+ZERO_UNIT = bytes(UNIT)
 DEFAULT_FILE_SIZE = 300_000 * UNIT  # MessageStoreConfig.mapperFileSizeBatchConsumeQueue
 LOWER, UPPER = "lower", "upper"
 
@@ -70,6 +71,10 @@ class BatchConsumeQueue:
         self.min_logic_offset = 0
         self._max_offset = 0
         self._min_offset = -1  # RocketMQ answers -1 for a queue without units
+        # recovery found valid-looking units after a unit it stopped at (a hole: garbage or zeros over units
+        # in the middle): they are cut with it, and recovery rebuilds the queue from the CommitLog from this
+        # offset (the end of the last unit kept), as for a plain ConsumeQueue
+        self.damaged_from: int | None = None
         # first msgBaseOffset / first storeTime of each file -> that file (offsetCache / timeCache)
         self._offset_map = _FloorMap()
         self._time_map = _FloorMap()
@@ -123,19 +128,28 @@ class BatchConsumeQueue:
             return
         index = max(len(mfs) - 3, 0)
         per_file = self.file_size // UNIT
+        end = -1   # where the last valid unit's record ends
         while True:
             mf = mfs[index]
             arr = self._units(mf)[:per_file]
-            bad = np.flatnonzero(~B.valid_mask(arr))
+            valid = B.valid_mask(arr)
+            bad = np.flatnonzero(~valid)
             n = int(bad[0]) if len(bad) else per_file
             if n:
                 self.max_physic_offset = int(arr["pos"][n - 1])
+                end = self.max_physic_offset + int(arr["size"][n - 1])
             process = mf.file_from_offset + n * UNIT
             if n == per_file and index + 1 < len(mfs):
                 index += 1
                 continue
+            if n < per_file and (bool(valid[n + 1:].any()) or index + 1 < len(mfs) or arr[n].tobytes() != ZERO_UNIT):
+                # RocketMQ stops here and drops the rest. A unit that is not all zeros was written, and units
+                # after it are real units: lost with it, so they are dispatched again from the CommitLog
+                self.damaged_from = max(end, 0)
+                log.warning("batch consume queue %s-%d: invalid unit at %s offset %d; the queue is cut there and "
+                            "rebuilt from the CommitLog", self.topic, self.queue_id, mf.path, n * UNIT)
             break
-        del arr
+        del arr, valid
         self.files.flushed_where = self.files.committed_where = process
         self._arrays.clear()  # views must go before a segment can be unmapped
         self.files.truncate_dirty(process)
@@ -261,6 +275,11 @@ class BatchConsumeQueue:
         """getBatchMsgIndexBuffer: (base offset of the unit covering `msg_offset`, numpy units from that unit
         to the end of what is written in its file), or None. The covering unit's base may lie below
         `msg_offset` (a get starting mid-batch returns the whole batch)."""
+        r = self.locate(msg_offset)
+        return None if r is None else (int(r[1]["base_offset"][0]), r[1])
+
+    def locate(self, msg_offset: int):
+        """units_from with the slot of the first unit instead of its base offset: (slot, numpy units)."""
         if msg_offset >= self._max_offset:
             return None
         mf = self._file_by_offset(msg_offset)
@@ -270,8 +289,72 @@ class BatchConsumeQueue:
         mid = _search_base(arr["base_offset"], 0, len(arr) - 1, msg_offset)
         if mid == -1:
             return None
-        view = arr[mid:]
-        return int(view["base_offset"][0]), view
+        return mf.file_from_offset // UNIT + mid, arr[mid:]
+
+    # -- units by slot: a unit's place in the files (its byte offset / 46), what the checks against the
+    # CommitLog (services.queue_check) walk; a slot is not a queue offset
+    def slot_range(self) -> tuple[int, int]:
+        """(first slot, slot past the last written unit)."""
+        first = self.files.first()
+        return (first.file_from_offset // UNIT if first else 0), self.files.max_offset() // UNIT
+
+    def unit_at(self, slot: int) -> BatchUnit | None:
+        """The written unit at `slot`, None past what is written."""
+        mf = self.files.find(slot * UNIT) if slot >= 0 else None
+        rel = slot * UNIT - mf.file_from_offset if mf is not None else 0
+        if mf is None or rel + UNIT > mf.read_position:
+            return None
+        return B.decode_unit(mf.buf, rel)
+
+    def chain_break_slots(self) -> list[int]:
+        """The slots on both sides of every break in the unit chain (formats.batch_cq.chain_breaks), in order:
+        where a unit that passed recovery's validity test may still be wrong. All of the files recovery
+        walks (the last three); of the others, where one file meets the next (a file's first unit decides
+        the per-file map and the queue's min offset), which reads only two units per file."""
+        out: list[int] = []
+        prev = None   # (slot, unit) of the previous file's last unit
+        mfs = self.files.files
+        for k, mf in enumerate(mfs):
+            arr = self._written(mf)
+            if not len(arr):
+                continue
+            first = mf.file_from_offset // UNIT
+            if prev is not None and len(B.chain_breaks(np.concatenate([prev[1], arr[:1]]))):
+                out += [prev[0], first]
+            if k >= len(mfs) - 3:
+                out += [first + int(i) + d for i in B.chain_breaks(arr) for d in (0, 1)]
+            prev = (first + len(arr) - 1, arr[-1:])
+        return sorted(set(out))
+
+    def cut_to(self, slot: int) -> None:
+        """Keep the units before `slot`, drop the others (zeroed on disk, later files deleted): the queue's max
+        physical offset becomes the start of the record of the unit before `slot` (-1 if none is left)."""
+        self._arrays.clear()   # views must go before a segment can be unmapped
+        end = slot * UNIT
+        self.files.flushed_where = min(self.files.flushed_where, end)
+        self.files.committed_where = min(self.files.committed_where, end)
+        self.files.truncate_dirty(end)
+        self._forget_missing()
+        prev = self.unit_at(slot - 1)
+        self.max_physic_offset = prev.pos if prev is not None and B.is_valid_unit(
+            prev.pos, prev.size, prev.base_offset, prev.batch_size) else -1
+        self.revise_offsets()
+        self._refresh_maps()
+
+    def rewrite_unit(self, slot: int, pos: int, size: int, tags_code: int, store_time: int, base_offset: int,
+                     batch_size: int, min_commit_log_offset: int) -> None:
+        """Overwrite the written unit at `slot` (a repair from the CommitLog). A file's first unit or the
+        queue's last one decides offsets and the per-file maps: those are revised (correct_min_offset)."""
+        mf = self.files.find(slot * UNIT) if slot >= 0 else None
+        rel = slot * UNIT - mf.file_from_offset if mf is not None else 0
+        if mf is None or rel + UNIT > mf.read_position:
+            raise ValueError(f"batch consume queue {self.topic}-{self.queue_id} has no unit at slot {slot} "
+                             f"to rewrite")
+        mf.buf[rel:rel + UNIT] = B.encode_unit(pos, size, tags_code, store_time, base_offset, batch_size)
+        if slot == self.slot_range()[1] - 1:
+            self.max_physic_offset = pos
+        if rel == 0 or slot == self.slot_range()[1] - 1:
+            self.correct_min_offset(min_commit_log_offset)
 
     def get_unit(self, msg_offset: int) -> BatchUnit | None:
         """get(offset): the unit covering `msg_offset` (its first three fields are a plain CQ unit's)."""
@@ -350,6 +433,11 @@ class BatchConsumeQueue:
         validity: an empty last file keeps one all-zero unit (write position 46)."""
         self.max_physic_offset = phy_offset - 1
         per_file = self.file_size // UNIT
+        # units pointing below phy_offset after a dropped one: the dropped one was garbage in the middle of
+        # the queue, not a unit written ahead of the log; those after it are lost with it and must be
+        # dispatched again from the CommitLog (damaged_from; recovery does it)
+        hole = False
+        kept_end = -1
         while True:
             mf = self.files.last()
             if mf is None:
@@ -358,6 +446,7 @@ class BatchConsumeQueue:
             mf.set_positions(0)
             first_pos = int(arr["pos"][0])
             if first_pos >= phy_offset:
+                hole = hole or _any_below(arr[1:per_file], phy_offset)
                 del arr
                 self._arrays.pop(mf, None)
                 self.files.delete_last()
@@ -365,16 +454,28 @@ class BatchConsumeQueue:
                 continue
             mf.set_positions(UNIT)
             self.max_physic_offset = first_pos
+            kept_end = first_pos + int(arr["size"][0])
             rest = arr[1:per_file]
             stop = np.flatnonzero(~B.valid_mask(rest) | (rest["pos"] >= phy_offset))
             n = int(stop[0]) if len(stop) else per_file - 1
             if n:
                 mf.set_positions((n + 1) * UNIT)
                 self.max_physic_offset = int(rest["pos"][n - 1])
+                kept_end = self.max_physic_offset + int(rest["size"][n - 1])
+            hole = hole or _any_below(rest[n + 1:], phy_offset)
             del rest, arr
             # dropped units zeroed on disk (durably): the next recovery would take them as written again
             mf.clear_from(mf.wrote)
             break  # (RocketMQ loops forever on a one-unit file here)
+        if hole:
+            # from the end of the last unit kept; with none kept, from the log's start (and the put guard
+            # must then let every unit in)
+            if not self.files.files:
+                self.max_physic_offset = -1
+            self.damaged_from = max(kept_end, 0)
+            log.warning("batch consume queue %s-%d: a unit pointing past the CommitLog's end %d has units "
+                        "pointing below it after it; cut there, rebuilt from the CommitLog", self.topic,
+                        self.queue_id, phy_offset)
         self.revise_offsets()
 
     def correct_min_offset(self, phy_min_offset: int) -> None:
@@ -428,6 +529,11 @@ class BatchConsumeQueue:
         self._arrays.clear()
         self._offset_map, self._time_map = _FloorMap(), _FloorMap()
         self.files.destroy()
+
+
+def _any_below(arr: np.ndarray, phy_offset: int) -> bool:
+    """Does any of these units look written (valid) and point below `phy_offset`?"""
+    return bool((B.valid_mask(arr) & (arr["pos"] < phy_offset)).any())
 
 
 def _search_base(bases, left: int, right: int, target: int) -> int:

@@ -11,7 +11,7 @@ import numpy as np
 
 from .bulk_dispatch import dispatch_run
 from .dispatch import BLANK, OK, check_record
-from .queue_check import check_tails, redispatch_damaged
+from .queue_check import check_tails, redispatch_damaged, units_of
 
 log = logging.getLogger("rocketstore.recovery")
 PROGRESS_STEP = 4 << 20     # progress(done, total) every this many bytes within a segment (and runs end there)
@@ -29,7 +29,8 @@ def recover(store, last_exit_ok: bool, progress=None) -> None:
     for cq in store.all_consume_queues():
         cq.recover()
     if not store.check_commitlog:
-        _trust_queues(store, max((cq.max_physic_offset for cq in store.all_consume_queues()), default=-1))
+        # where the last record any queue points at ends (a batch queue's max_physic_offset is its start)
+        _trust_queues(store, max((units_of(cq).end() for cq in store.all_consume_queues()), default=-1))
     else:
         # units are checked against the CommitLog before they decide where dispatching starts: a unit
         # pointing past the log's end would otherwise make it start there (and skip every later unit)
