@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rocketstore import GetStatus, Message, MessageStore, StoreConfig
-from rocketstore.cli.verify import verify_store
+from rocketstore.verify import verify_store
 from rocketstore.formats import batch_cq
 
 SEG = 4096
