@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test bench clean
+.PHONY: setup run lint test bench clean
 
 setup: $(STAMP)
 
@@ -17,7 +17,10 @@ $(STAMP): pyproject.toml requirements-test.txt
 run: setup
 	$(PY) examples/mainjob.py --store work/store --messages 300000
 
-test: setup
+lint: setup
+	$(VENV)/bin/ruff check .
+
+test: lint
 	$(PY) -m pytest
 
 bench: setup

@@ -168,8 +168,7 @@ def _scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes
                 continue
             # the unit must point at this queue's record for its base offset (fields decoded anyway: topic,
             # queueId, queueOffset, size, physicalOffset): a corrupt unit may point at another record
-            if m is WRONG_UNIT or m.topic != topic or m._f[3] != qid or m._f[5] != base or m._f[0] != size \
-                    or m._f[6] != pos:
+            if m is WRONG_UNIT or not m.is_at(topic, qid, base, size, pos):
                 problem = corrupt_record(store, pos, size)
                 if problem:   # a damaged record, not a wrong unit: said as any corrupt record is
                     raise CorruptDataError(problem, pos % store.commitlog.file_size,
@@ -213,7 +212,7 @@ def _batch_record(store, cq, pos: int, size: int):
     if view is None:
         return None if pos < cl.min_offset() else WRONG_UNIT
     try:
-        return store._decode(view, pos)
+        return store.decode_at(view, pos)
     except CorruptDataError:
         if unit_target_problem(view, 0, size, size, cq.topic, cq.queue_id, None, pos) is None:
             raise
@@ -238,7 +237,7 @@ def _from_repaired_unit(store, cq: ConsumeQueue, index: int):
     if unit is None:
         return None
     view = store.commitlog.read(unit[0], unit[1])
-    return None if view is None else store._decode(view, unit[0])
+    return None if view is None else store.decode_at(view, unit[0])
 
 
 def scan(store, cq: ConsumeQueue, offset: int, max_count: int, codes, matches=None, accept_message=None) -> GetResult:
@@ -306,15 +305,14 @@ def scan(store, cq: ConsumeQueue, offset: int, max_count: int, codes, matches=No
                     try:
                         m = decode_record(seg_buf, rel, rel + size)
                         if verify_prop_crc:
-                            store._verify_prop_crc(seg_buf, rel)
+                            store.verify_prop_crc(seg_buf, rel)
                     except CorruptDataError as e:
                         if unit_target_problem(seg_buf, rel, seg_end - seg_start, size, topic, qid, i, pos) is None:
                             raise e.in_file(store.commitlog.segment_path(pos), rel) from None
                         m = WRONG_UNIT   # no record starts there: the unit is wrong, not the record
                 # the unit must point at this queue's record for this offset (fields decoded anyway: topic,
                 # queueId, queueOffset, size, physicalOffset): a corrupt unit may point at another record
-                if m is WRONG_UNIT or m.topic != topic or m._f[3] != qid or m._f[5] != i or m._f[0] != size \
-                        or m._f[6] != pos:
+                if m is WRONG_UNIT or not m.is_at(topic, qid, i, size, pos):
                     problem = corrupt_record(store, pos, size)
                     if problem:   # a damaged record, not a wrong unit: said as any corrupt record is
                         raise CorruptDataError(problem, pos % store.commitlog.file_size,

@@ -822,23 +822,23 @@ class MessageStore:
         if view is None:
             return None
         try:
-            return self._decode(view, physical_offset)
+            return self.decode_at(view, physical_offset)
         except CorruptDataError:
             return None
 
-    def _decode(self, view, physical_offset: int):
+    def decode_at(self, view, physical_offset: int):
         """Decode a record; with force_verify_prop_crc also check its appended CRC (as recovery does)."""
         try:
             m = decode_record(view, 0)
             if self.config.force_verify_prop_crc:
-                self._verify_prop_crc(view, 0)
+                self.verify_prop_crc(view, 0)
             return m
         except CorruptDataError as e:
             raise e.in_file(self.commitlog.segment_path(physical_offset),
                             physical_offset % self.commitlog.file_size) from None
 
     @staticmethod
-    def _verify_prop_crc(buf, pos: int) -> None:
+    def verify_prop_crc(buf, pos: int) -> None:
         problem = R.verify_crc(buf, R.read_header(buf, pos), pos, True)
         if problem:
             raise CorruptDataError(problem, pos)

@@ -272,6 +272,12 @@ class StoredMessage:
     reconsume_times = property(lambda self: self._f[12])
     prepared_transaction_offset = property(lambda self: self._f[13])
 
+    def is_at(self, topic: str, queue_id: int, queue_offset: int, size: int, physical_offset: int) -> bool:
+        """Is this the record a queue unit says is there (its topic, queue, queue offset, size and offset)?"""
+        f = self._f
+        return (self.topic == topic and f[3] == queue_id and f[5] == queue_offset and f[0] == size
+                and f[6] == physical_offset)
+
     FIELDS = ("topic", "queue_id", "queue_offset", "physical_offset", "size", "msg_id", "tags", "keys",
               "properties", "body", "flag", "sys_flag", "born_timestamp", "born_host", "store_timestamp",
               "store_host", "reconsume_times", "body_crc", "prepared_transaction_offset")
