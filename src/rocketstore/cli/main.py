@@ -10,7 +10,7 @@ import sys
 import click
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-from .. import MessageStore, StoreConfig
+from .. import MessageStore, StoreConfig, engine
 from ..errors import CorruptDataError, RocketStoreError
 from ..formats import index as IX
 from . import dump as D
@@ -90,7 +90,7 @@ class _Cli(click.Group):
 
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(package_name="rocketstore")
+@click.version_option(package_name="rocketstore", message=f"%(prog)s %(version)s, engine: {engine.describe()}")
 def cli():
     """Tools for Apache RocketMQ store directories (rocketstore)."""
 

@@ -2,6 +2,8 @@
 from functools import lru_cache
 from struct import Struct
 
+from .. import engine
+
 _U16 = {}
 
 
@@ -15,12 +17,16 @@ def _units(s: str) -> tuple[int, ...]:
 
 
 @lru_cache(maxsize=65536)
-def java_string_hash(s: str) -> int:
+def java_string_hash_py(s: str) -> int:
     """int32 hash over the UTF-16 code units, with Java's overflow: h = 31*h + unit."""
     h = 0
     for u in _units(s):
         h = (31 * h + u) & 0xFFFFFFFF
     return h - 0x100000000 if h & 0x80000000 else h
+
+
+# the compiled twin when built (rocketstore.engine); java_string_hash_py stays the reference
+java_string_hash = engine.native.java_string_hash if engine.native is not None else java_string_hash_py
 
 
 def index_key_hash(key: str) -> int:

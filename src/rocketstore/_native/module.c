@@ -1,0 +1,29 @@
+/* The module object: the method tables of common.c, put.c and scan.c under one name. */
+#include "native.h"
+
+PyObject *rs_CorruptDataError = NULL;
+
+static struct PyModuleDef native_module = {
+    PyModuleDef_HEAD_INIT, "rocketstore._native",
+    "rocketstore's per-message loops in C (the pure Python modules are the reference).", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    PyObject *m = PyModule_Create(&native_module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddFunctions(m, rs_common_methods) < 0 || PyModule_AddFunctions(m, rs_put_methods) < 0
+            || PyModule_AddFunctions(m, rs_scan_methods) < 0)
+        goto fail;
+    PyObject *errors = PyImport_ImportModule("rocketstore.errors");
+    if (errors == NULL)
+        goto fail;
+    rs_CorruptDataError = PyObject_GetAttrString(errors, "CorruptDataError");
+    Py_DECREF(errors);
+    if (rs_CorruptDataError == NULL)
+        goto fail;
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}

@@ -1,0 +1,39 @@
+/* rocketstore._native: the per-message loops in C (see README, "The native engine").
+ *
+ * Every size and offset read from a buffer is checked against the buffer before it is used; the pure
+ * Python modules are the reference, and the tests require the same answers and the same errors from both. */
+#ifndef ROCKETSTORE_NATIVE_H
+#define ROCKETSTORE_NATIVE_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+/* Method tables of the parts of the module, joined at import (module.c). */
+extern PyMethodDef rs_common_methods[];
+extern PyMethodDef rs_put_methods[];
+extern PyMethodDef rs_scan_methods[];
+
+/* rocketstore.errors.CorruptDataError, looked up at import. */
+extern PyObject *rs_CorruptDataError;
+
+/* Java's String.hashCode over the UTF-16 code units of a str (int32, wrapping). */
+int32_t rs_java_hash_str(PyObject *s);
+
+/* Big-endian reads from a byte pointer; callers check bounds first. */
+static inline int32_t rs_be32(const unsigned char *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
+}
+static inline int64_t rs_be64(const unsigned char *p) {
+    return (int64_t)(((uint64_t)(uint32_t)rs_be32(p) << 32) | (uint64_t)(uint32_t)rs_be32(p + 4));
+}
+static inline int rs_be16(const unsigned char *p) { return (p[0] << 8) | p[1]; }
+static inline void rs_put32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16); p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+static inline void rs_put64(unsigned char *p, uint64_t v) {
+    rs_put32(p, (uint32_t)(v >> 32)); rs_put32(p + 4, (uint32_t)v);
+}
+static inline void rs_put16(unsigned char *p, unsigned v) { p[0] = (unsigned char)(v >> 8); p[1] = (unsigned char)v; }
+
+#endif
