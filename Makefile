@@ -8,10 +8,11 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
+# pip install -e . builds the C extension in place (rocketstore._native); without a compiler it warns and the
+# package runs in pure Python. Editing a .c file re-runs this.
 $(STAMP): pyproject.toml requirements-test.txt setup.py $(wildcard src/rocketstore/_native/*.[ch])
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-test.txt
-	# builds the C extension in place (rocketstore._native); without a compiler it warns and stays pure Python
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)
 
