@@ -36,7 +36,8 @@ def spark_env(base):
     home = os.path.dirname(os.path.abspath(pyspark.__file__))
     conf = base / "conf"            # no spark-defaults.conf / spark-env.sh from anywhere else
     conf.mkdir(exist_ok=True)
-    return {**os.environ, "SPARK_HOME": home, "SPARK_CONF_DIR": str(conf), "SPARK_LOCAL_IP": "127.0.0.1",
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_GATEWAY_")}  # a JVM of its own
+    return {**inherited, "SPARK_HOME": home, "SPARK_CONF_DIR": str(conf), "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_LOCAL_DIRS": str(base / "local"), "SPARK_DAEMON_MEMORY": "256m",
             # every JVM here (daemons, driver, executors) runs short jobs: startup outweighs peak speed, so
             # the quick compiler alone (half the CPU time of the test on two cores)
