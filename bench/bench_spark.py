@@ -168,8 +168,8 @@ def check_agg(df, n: int) -> None:
         raise RuntimeError(f"aggregate saw {r['n']} rows / {r['body_bytes']} body bytes, expected {n} / {n * BODY}")
 
 
-def stage_read(spark, root: str, work: str, n: int, runs: int, table: Table) -> float:
-    """Returns the best all-columns noop seconds (the stream's peer)."""
+def stage_read(spark, root: str, work: str, n: int, runs: int, table: Table) -> tuple[float, float]:
+    """Returns the best all-columns noop seconds (the stream's peer) and Parquet's on the same rows."""
     df = source(spark, root)
     print("read: warm-up (untimed) ...", flush=True)
     noop(df)
@@ -214,7 +214,7 @@ def stage_read(spark, root: str, work: str, n: int, runs: int, table: Table) -> 
     table.add(f"{src} -> write Parquet", n, s_pq_write, "", note="info, once")
     table.add("library get(32), records decoded", n, lib_plain, "", note="peer")
     table.add("library get(32), every field", n, lib_touch, "", note="peer")
-    return s_all
+    return s_all, p_all
 
 
 def stream_once(spark, root: str, work: str, n: int, per_trigger: int | None) -> tuple[float, int]:
@@ -282,7 +282,7 @@ def stage_sink(spark, work: str, n: int, runs: int, table: Table):
               note="topic + body columns")
 
 
-def stage_rebuild(n: int, runs: int, table: Table):
+def stage_rebuild(n: int, runs: int, table: Table) -> dict[str, float]:
     import bench_rebuild
     import rocketstore.spark
     seen = []
@@ -306,6 +306,24 @@ def stage_rebuild(n: int, runs: int, table: Table):
             table.add("rebuild: local engine (in-process reput)", n, secs, "", note="peer")
         else:
             table.add(f"rebuild: Spark {name.split()[-1]}", n, secs, "local engine", n, times["local"])
+    return times
+
+
+def targets(master: str, n: int, read: tuple[float, float] | None, rebuild: dict[str, float] | None) -> str:
+    """Issue #15's two Spark targets, from the rows above: the read against Parquet's rate on the same rows,
+    the rebuild at local[2] against the local engine."""
+    out = ["| issue #15 target | rocketstore rows/s | peer rows/s | ratio | target | met |", "|---|---:|---:|---:|---|---|"]
+    if read:
+        ours, parquet = n / read[0], n / read[1]
+        out.append(f"| Spark batch read, all columns, {master} | {_k(ours)} | {_k(parquet)} (Parquet, same rows) | "
+                   f"{ours / parquet:.2f}x | >= Parquet's rate | {'yes' if ours >= parquet else 'no'} |")
+    if rebuild and "local" in rebuild:
+        spark2 = next((v for k, v in rebuild.items() if k.endswith("local[2]")), None)
+        if spark2:
+            ours, local = n / spark2, n / rebuild["local"]
+            out.append(f"| Spark rebuild local[2] vs local engine | {_k(ours)} | {_k(local)} (local engine) | "
+                       f"{ours / local:.2f}x | faster than the local engine | {'yes' if ours > local else 'no'} |")
+    return "\n".join(out) if len(out) > 2 else ""
 
 
 # ---------------------------------------------------------------- main
@@ -345,6 +363,7 @@ def main(argv=None) -> int:
     try:
         spark = None
         batch_secs = None
+        read = rebuilt = None
         if {"read", "stream", "sink"} & set(want):
             spark = session(a.master)
             print(f"session: {spark.sparkContext.master}, defaultParallelism {spark.sparkContext.defaultParallelism}")
@@ -357,7 +376,8 @@ def main(argv=None) -> int:
                 print(f"store: {n:,} messages written in {secs:.1f} s ({n / secs:,.0f} msgs/s, put_batch with "
                       f"tags and keys), CommitLog {size / 1e6:.0f} MB", flush=True)
                 if "read" in want:
-                    batch_secs = stage_read(spark, root, work, n, runs, table)
+                    read = stage_read(spark, root, work, n, runs, table)
+                    batch_secs = read[0]
                 if "stream" in want:
                     stage_stream(spark, root, work, n, runs, batch_secs, table)
             if "sink" in want:
@@ -366,13 +386,17 @@ def main(argv=None) -> int:
             if spark is not None:
                 spark.stop()
         if "rebuild" in want:
-            stage_rebuild(n, runs, table)
+            rebuilt = stage_rebuild(n, runs, table)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print()
     print(header.replace("\n", "  \n"))
     print()
     print(table.markdown())
+    goals = targets(a.master, n, read, rebuilt)
+    if goals:
+        print()
+        print(goals)
     print(f"\nwall time {time.perf_counter() - t0:.0f} s")
     return 0
 

@@ -37,9 +37,10 @@ def broker_conf(tmp_path, name):
     return str(path)
 
 
-def test_generated_store_with_a_cleaned_head(spark, tmp_path):
+def cleaned_store(tmp_path):
     """Several topics and queues, tags, keys, transactions, a delay topic, a batch-CQ topic, several
-    CommitLog segments and index files, the first segments deleted by cleanup."""
+    CommitLog segments and index files, the first segments deleted by cleanup; and a copy of it rebuilt
+    by the local engine (the reference). Returns (store, reference, config)."""
     root = str(tmp_path / "store")
     cfg = make_store(root, n=1500)
     with MessageStore.open(root, cfg) as s:
@@ -49,7 +50,17 @@ def test_generated_store_with_a_cleaned_head(spark, tmp_path):
     ref = str(tmp_path / "ref")
     shutil.copytree(root, ref)
     rebuild_locally(ref, cfg)
+    return root, ref, cfg
+
+
+def test_generated_store_with_a_cleaned_head(spark, tmp_path):
+    root, ref, cfg = cleaned_store(tmp_path)
     summary = rocketstore.spark.rebuild(root, spark, **{k: str(v) for k, v in OPTIONS.items()})
+    assert_rebuilt_as_locally(summary, root, ref, cfg)
+
+
+def assert_rebuilt_as_locally(summary, root, ref, cfg):
+    """The Spark rebuild of `root` wrote what the local engine wrote in `ref`, and its summary says so."""
     assert summary["segments"] > 3 and len(index_contents(root)) > 5
     assert_same_rebuild(root, ref)
     with MessageStore.open(ref, cfg, read_only=True) as s:

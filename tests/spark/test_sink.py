@@ -35,13 +35,22 @@ def stored(root):
     return out
 
 
-def test_batch_write_reads_back_field_by_field(spark, tmp_path):
+def sink_rows():
     rows = [("Orders", b"order-%d" % i, "Tag%d" % (i % 3), ["k%d" % i, "all"], {"n": str(i), "color": "red"}, i % 2)
             for i in range(40)]
-    rows += [("Audit", b"audit-%d" % i, None, None, None, None) for i in range(12)]   # the store picks queues
+    return rows + [("Audit", b"audit-%d" % i, None, None, None, None) for i in range(12)]   # the store picks queues
+
+
+def test_batch_write_reads_back_field_by_field(spark, tmp_path):
+    rows = sink_rows()
     df = spark.createDataFrame(rows, SCHEMA).repartition(3)
     write(df, tmp_path)
-    got = stored(tmp_path)
+    assert_read_back(rows, tmp_path)
+
+
+def assert_read_back(rows, root):
+    """The store written by the sink from `rows` (a batch write): every row once, field by field."""
+    got = stored(root)
     assert sorted(k for k in got if k[0] == "Orders") == [("Orders", 0), ("Orders", 1)]
     by_body = {m.body: (t, q, m) for (t, q), ms in got.items() for m in ms}
     assert len(by_body) == len(rows) == sum(map(len, got.values()))
@@ -52,7 +61,7 @@ def test_batch_write_reads_back_field_by_field(spark, tmp_path):
         if queue is not None:
             assert q == queue
     assert {q for t, q in got if t == "Audit"} <= set(range(4))
-    assert not os.listdir(tmp_path / S.STAGING_DIR)
+    assert not os.listdir(os.path.join(root, S.STAGING_DIR))
     # and each queue keeps the order of the rows within a partition (Spark's partition order between them)
     for (t, q), ms in got.items():
         assert [m.queue_offset for m in ms] == list(range(len(ms)))

@@ -26,9 +26,12 @@ class Clock:
 
 @pytest.fixture(scope="module")
 def store_dir(tmp_path_factory):
+    return make_source_store(str(tmp_path_factory.mktemp("spark-src") / "store"))
+
+
+def make_source_store(root):
     """Two topics over several small CommitLog segments, tags, keys and properties; one queue of `Pay`
     starts past 0 offsets-wise only through its time."""
-    root = str(tmp_path_factory.mktemp("spark-src") / "store")
     cfg = StoreConfig(mapped_file_size_commit_log=256 * 1024, mapped_file_size_consume_queue=100 * 20,
                       clock=Clock())
     with MessageStore.open(root, cfg) as s:
