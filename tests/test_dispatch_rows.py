@@ -4,7 +4,7 @@ IndexService.buildIndex: UNIQ_KEY then each KEYS token, nothing for ROLLBACK 0xC
 below the last file's endPhyOffset)."""
 import numpy as np
 
-from rocketstore.services.dispatch_rows import index_entries, index_rows, unit_rows
+from rocketstore.services.dispatch_rows import index_entries, index_entry_counts, index_rows, unit_rows
 from tests._index_ref import index_key_hash
 
 #            topic  queue  sysFlag  UNIQ_KEY  KEYS
@@ -56,3 +56,11 @@ def test_index_entries_hashes_and_owners():
     assert p.tolist() == [phys[i] for i in owner] and t.tolist() == [stamps[i] for i in owner] and last == 6
     hashes, p, t, last = index_entries(["T"], [None], [""], [0], [5], [6])
     assert (len(hashes), len(p), len(t), last) == (0, 0, 0, -1)
+
+
+def test_index_entry_counts_are_the_keys_per_row():
+    topics, _, flags, uniqs, keys = cols(ROWS)
+    counts = index_entry_counts(uniqs, keys, np.array(flags, dtype=np.int32))
+    assert counts.tolist() == [2, 3, 1, 0, 1, 0, 2]
+    _, owner = index_rows(topics, uniqs, keys, flags)
+    assert counts.tolist() == np.bincount(owner, minlength=len(ROWS)).tolist()

@@ -41,7 +41,7 @@ from .rebuild_swap import REBUILT, RebuildError, StagedRebuild  # noqa: F401  (R
 from .services.bulk_dispatch import decode_run
 from .services.dispatch import BLANK, OK, check_record
 from .services.dispatch_rows import index_entries as dispatch_index_entries
-from .services.dispatch_rows import index_rows, unit_rows
+from .services.dispatch_rows import index_entry_counts, unit_rows
 from .services.index_service import file_name_at, name_after
 
 log = logging.getLogger("rocketstore.rebuild")
@@ -147,8 +147,7 @@ class _Collector:
         cols.update(self.strings)
         n = len(cols["phys"])
         if index_enabled:
-            _, owner = index_rows(cols["topic"], cols["uniq"], cols["keys"], cols["sys_flag"])
-            entries = np.bincount(np.array(owner, dtype=np.int64), minlength=n).astype(np.int32)
+            entries = index_entry_counts(cols["uniq"], cols["keys"], cols["sys_flag"])
         else:
             entries = np.zeros(n, dtype=np.int32)
         cols["entries"] = entries

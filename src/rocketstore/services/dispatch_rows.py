@@ -52,6 +52,14 @@ def index_rows(topics, uniqs, keys, sys_flags, phys=None, indexed_to: int = 0) -
     return out, owner
 
 
+def index_entry_counts(uniqs, keys, sys_flags) -> np.ndarray:
+    """How many index entries each row makes (index_rows' keys per row, without making them; nothing is
+    taken as indexed already): int32."""
+    gets = R.gets_index_entries(np.asarray(sys_flags, dtype=np.int64)).tolist()
+    count = I.record_key_count
+    return np.array([count(u, k) if ok else 0 for u, k, ok in zip(uniqs, keys, gets)], dtype=np.int32)
+
+
 def index_entries(topics, uniqs, keys, sys_flags, phys, stamps, indexed_to: int | None = None):
     """The index entries a run's rows make, in order: (key hashes, physical offsets, store times) as
     numpy arrays, and the row of the last entry (-1: none). With `indexed_to` (the last index file's end
