@@ -317,8 +317,8 @@ class MessageWriter:
             return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
         if self.is_batch_topic(t.name):
             return put_batch_topic.put_batch(self, msgs, queue_id, t)
-        if first.sys_flag & (R.TRANSACTION_ROLLBACK_TYPE | R.INNER_BATCH_FLAG):
-            return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)  # batches carry no transactions
+        if R.transaction_type(first.sys_flag) != R.TRANSACTION_NOT_TYPE or first.sys_flag & R.INNER_BATCH_FLAG:
+            return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)  # batches carry no transactions (asyncPutMessages)
         hosts = self.hosts(first)
         if hosts is None:
             return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)

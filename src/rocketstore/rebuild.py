@@ -34,21 +34,20 @@ from . import topics as TC
 from .config import StoreConfig
 from .config_files import write_checkpoint_file
 from .formats import checkpoint as CP
-from .formats import index as I
-from .formats import record as R
 from .log.batch_consume_queue import BatchConsumeQueue
 from .log.consume_queue import ConsumeQueue
 from .log.index_file import IndexFile
 from .rebuild_swap import REBUILT, RebuildError, StagedRebuild  # noqa: F401  (REBUILT: part of this API)
 from .services.bulk_dispatch import decode_run
 from .services.dispatch import BLANK, OK, check_record
+from .services.dispatch_rows import index_entries as dispatch_index_entries
+from .services.dispatch_rows import index_entry_counts, unit_rows
 from .services.index_service import file_name_at, name_after
 
 log = logging.getLogger("rocketstore.rebuild")
 EXT_REFUSED = ("the parallel rebuild does not write ConsumeQueue ext files, and the config enables them "
                "(enableConsumeQueueExt=true): rebuild with --engine local, whose recovery dispatch writes the "
                "ext units (with the registered SQL92 filters' bitmaps) as reput does")
-_ROLLBACK = R.TRANSACTION_ROLLBACK_TYPE
 
 # the dispatch columns of decoded records: numpy arrays, and Python lists for the strings
 INT_COLUMNS = {"phys": np.int64, "size": np.int32, "queue_id": np.int32, "queue_offset": np.int64,
@@ -146,28 +145,14 @@ class _Collector:
         cols = {k: (np.concatenate(v).astype(INT_COLUMNS[k]) if v else np.zeros(0, INT_COLUMNS[k]))
                 for k, v in self.chunks.items() if k not in ("entries", "entry_no")}
         cols.update(self.strings)
+        n = len(cols["phys"])
         if index_enabled:
-            entries = np.array([entry_count(k, u, f) for k, u, f in
-                                zip(cols["keys"], cols["uniq"], cols["sys_flag"].tolist())], dtype=np.int32)
+            entries = index_entry_counts(cols["uniq"], cols["keys"], cols["sys_flag"])
         else:
-            entries = np.zeros(len(cols["phys"]), dtype=np.int32)
+            entries = np.zeros(n, dtype=np.int32)
         cols["entries"] = entries
         cols["entry_no"] = (np.cumsum(entries, dtype=np.int64) - entries)   # the segment's entries before it
         return cols
-
-
-def entry_count(keys: str, uniq, sys_flag: int) -> int:
-    """How many index entries a record makes (IndexService.buildIndex): its UNIQ_KEY and each KEYS token;
-    none for a rolled-back transaction."""
-    if (sys_flag & _ROLLBACK) == _ROLLBACK:
-        return 0
-    n = 1 if uniq is not None else 0
-    if keys:
-        n += sum(1 for k in keys.split(" ") if k)
-    return n
-
-
-gets_unit = R.gets_queue_unit    # which records get a queue unit (a numpy array of sysFlags in, bools out)
 
 
 def decode_segment(path: str, base: int, settings: DecodeSettings) -> Segment:
@@ -356,26 +341,11 @@ def index_file_names(count: int, now_ms: int | None = None) -> list[str]:
     return names
 
 
-def index_keys(topics, keys, uniqs, sys_flags) -> tuple[list[str], np.ndarray]:
-    """The index keys of records, in order (`topic#UNIQ_KEY`, then `topic#token` for each KEYS token), and
-    the record each belongs to (IndexService.buildIndex)."""
-    out: list[str] = []
-    owner: list[int] = []
-    for i, (t, k, u, f) in enumerate(zip(topics, keys, uniqs, sys_flags)):
-        if (f & _ROLLBACK) == _ROLLBACK:
-            continue
-        mine = I.record_keys(t, u, k)
-        out.extend(mine)
-        owner.extend([i] * len(mine))
-    return out, np.array(owner, dtype=np.int64)
-
-
 def index_entries(topics, keys, uniqs, sys_flags, phys, stamps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(key hashes, physical offsets, store times) of the index entries of records, in order."""
-    ks, owner = index_keys(topics, keys, uniqs, sys_flags)
-    phys, stamps = np.asarray(phys, dtype=np.int64), np.asarray(stamps, dtype=np.int64)
-    hashes = I.key_hashes(ks) if ks else np.zeros(0, dtype=np.int32)
-    return hashes.astype(np.int32), phys[owner], stamps[owner]
+    """(key hashes, physical offsets, store times) of the index entries of records, in order: what
+    IndexService's builds make of them (dispatch_rows.index_entries)."""
+    hashes, entry_phys, entry_stamps, _ = dispatch_index_entries(topics, uniqs, keys, sys_flags, phys, stamps)
+    return hashes, entry_phys, entry_stamps
 
 
 def write_index_file(path: str, hash_slot_num: int, index_num: int, hashes, phys, stamps,
@@ -501,6 +471,12 @@ def _write_checkpoint(root: str, cp: CP.Checkpoint) -> None:
 
 
 # ---------------------------------------------------------------------------- everything in this process
+def units_by_queue(cols: dict) -> dict[tuple[str, int], list[int]]:
+    """The rows of decoded columns (a segment's, or a chunk of them) that get a queue unit, by (topic,
+    queue id), in order: the rows reput's ConsumeQueue dispatcher writes (dispatch_rows.unit_rows)."""
+    return unit_rows(cols["topic"], cols["queue_id"].tolist(), cols["sys_flag"])
+
+
 def queue_groups(segments: list[Segment]) -> dict[tuple[str, int], dict]:
     """The units of every queue (records that get one), as columns, across segments."""
     rows: dict[tuple[str, int], list[tuple[int, np.ndarray]]] = {}
@@ -508,9 +484,8 @@ def queue_groups(segments: list[Segment]) -> dict[tuple[str, int], dict]:
         c = s.columns
         if not s.records:
             continue
-        unit = gets_unit(c["sys_flag"])
-        for i in np.flatnonzero(unit).tolist():
-            rows.setdefault((c["topic"][i], int(c["queue_id"][i])), []).append((si, i))
+        for key, members in units_by_queue(c).items():
+            rows.setdefault(key, []).extend((si, i) for i in members)
     out = {}
     for key, members in rows.items():
         out[key] = {k: np.array([segments[si].columns[k][i] for si, i in members])

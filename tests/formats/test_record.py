@@ -5,6 +5,7 @@ import ipaddress
 import struct
 import zlib
 
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -51,6 +52,30 @@ def test_sysflag_bits():
     assert R.INNER_BATCH_FLAG == 0x80 and R.MULTI_TAGS_FLAG == 0x2 and R.COMPRESSED_FLAG == 0x1
     for tran in (0x0, 0x4, 0x8, 0xC):
         assert R.transaction_type(tran | 0x1 | 0x2 | 0x10 | 0x20 | 0x80 | 0x700) == tran
+
+
+def test_dispatch_rules_on_transaction_types():
+    """MessageSysFlag: TRANSACTION_PREPARED_TYPE = 0x1 << 2, COMMIT = 0x2 << 2, ROLLBACK = 0x3 << 2;
+    CommitLogDispatcherBuildConsumeQueue writes a unit for NOT and COMMIT only, IndexService.buildIndex
+    returns early for ROLLBACK only. The other bits (compressed 0x1, multi tags 0x2, IPv6 hosts 0x10 and
+    0x20, need-unwrap 0x40, inner batch 0x80, compression type 0x100..0x300) change nothing."""
+    others = 0x1 | 0x2 | 0x10 | 0x20 | 0x40 | 0x80 | 0x300          # 0x3F3
+    cases = [(0x0, True, True), (0x4, False, True), (0x8, True, True), (0xC, False, False),
+             (0x3F3, True, True), (0x3F7, False, True), (0x3FB, True, True), (0x3FF, False, False),
+             (0xBC, False, False), (0x84, False, True)]   # rolled back / prepared with IPv6 hosts, inner batch
+    for flag, unit, index in cases:
+        assert bool(R.gets_queue_unit(flag)) is unit, hex(flag)
+        assert bool(R.gets_index_entries(flag)) is index, hex(flag)
+        assert flag & ~others & ~0xC == 0
+    # numpy arrays of sysFlags (the bulk decoder's columns) answer row by row
+    flags = np.array([c[0] for c in cases], dtype=np.int32)
+    assert R.gets_queue_unit(flags).tolist() == [c[1] for c in cases]
+    assert R.gets_index_entries(flags).tolist() == [c[2] for c in cases]
+    # every combination of the eleven defined bits: only bits 2-3, read as Java's switch reads them, count
+    for flag in range(0x800):
+        tran = (flag >> 2) & 0x3      # 0 NOT, 1 PREPARED, 2 COMMIT, 3 ROLLBACK
+        assert bool(R.gets_queue_unit(flag)) is (tran in (0, 2))
+        assert bool(R.gets_index_entries(flag)) is (tran != 3)
 
 
 # ---- exact bytes -------------------------------------------------------------------------------

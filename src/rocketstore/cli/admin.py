@@ -198,8 +198,24 @@ def _attributes(batch_cq: bool, message_type: str | None, current: dict | None) 
     if batch_cq:
         attrs[TC.QUEUE_TYPE] = TC.BATCH_CQ
     if message_type is not None:
-        attrs[MESSAGE_TYPE] = message_type
+        attrs[MESSAGE_TYPE] = message_type.upper()
     return attrs
+
+
+def _write_topic(store, name, conf, as_json, done: str, plan, create: bool = False) -> None:
+    """What `topic create` and `topic update` share (both mqadmin updateTopic): the store opened writable
+    (its lock), `plan(store)` answers the topic's queue count and attributes (or fails), the topic is
+    written to config/topics.json, and its config as written is printed ("<done> topic <name>")."""
+    s = _open(store, conf, read_only=False, create=create)
+    try:
+        queues, attrs = plan(s)
+        s.create_topic(name, queues, attrs)
+        cfg = s.topic_configs[name]
+    except (RocketStoreError, ValueError, OSError) as e:
+        M.fail(_one_line(e))
+    finally:
+        s.close()   # idempotent
+    M.print_result(f"{done} topic {name}", cfg, [], as_json)
 
 
 _queues_opt = click.option("--queues", type=click.IntRange(1, 1024), default=None,
@@ -221,18 +237,12 @@ _type_opt = click.option("--message-type", type=click.Choice(MESSAGE_TYPES, case
 def create_topic(store, name, queues, batch_cq, message_type, create, conf, as_json):
     """Create a topic in config/topics.json (mqadmin updateTopic for a new topic)."""
     _check_topic(name)
-    s = _open(store, conf, read_only=False, create=create)
-    try:
+
+    def plan(s):
         if name in s.topic_configs or name in s.topics():
             M.fail(f"topic {name} already exists in {s.root} (change it with `rocketstore topic update`)")
-        s.create_topic(name, queues or TC.DEFAULT_QUEUE_NUMS,
-                       _attributes(batch_cq, message_type and message_type.upper(), None))
-        cfg = s.topic_configs[name]
-    except (RocketStoreError, ValueError, OSError) as e:
-        M.fail(_one_line(e))
-    finally:
-        s.close()   # idempotent
-    M.print_result(f"created topic {name}", cfg, [], as_json)
+        return queues or TC.DEFAULT_QUEUE_NUMS, _attributes(batch_cq, message_type, None)
+    _write_topic(store, name, conf, as_json, "created", plan, create=create)
 
 
 @topic.command(name="update")
@@ -247,18 +257,13 @@ def update_topic(store, name, queues, message_type, conf, as_json):
     _check_topic(name)
     if queues is None and message_type is None:
         M.fail("give --queues or --message-type")
-    s = _open(store, conf, read_only=False)
-    try:
+
+    def plan(s):
         _require_topic(s, name)
         current = s.topic_configs.get(name)
         n = queues or int((current or {}).get("writeQueueNums") or len(_topic_queue_ids(s, name)))
-        s.create_topic(name, n, _attributes(False, message_type and message_type.upper(), current))
-        cfg = s.topic_configs[name]
-    except (RocketStoreError, ValueError, OSError) as e:
-        M.fail(_one_line(e))
-    finally:
-        s.close()   # idempotent
-    M.print_result(f"updated topic {name}", cfg, [], as_json)
+        return n, _attributes(False, message_type, current)
+    _write_topic(store, name, conf, as_json, "updated", plan)
 
 
 @topic.command(name="delete")

@@ -38,13 +38,24 @@ def build_key(topic: str, key: str) -> str:
     return f"{topic}#{key}"
 
 
+def key_tokens(keys: str) -> list[str]:
+    """The KEYS tokens that get an index entry: split on spaces (MessageConst.KEY_SEPARATOR), empty ones
+    skipped."""
+    return [k for k in keys.split(" ") if k] if keys else []
+
+
 def record_keys(topic: str, uniq_key: str | None, keys: str) -> list[str]:
     """The index keys of one record, in IndexService.buildIndex's order: topic#UNIQ_KEY, then topic#token
-    for each space-separated KEYS token (empty tokens skipped)."""
+    for each KEYS token (key_tokens)."""
     out = [f"{topic}#{uniq_key}"] if uniq_key is not None else []
     if keys:
-        out.extend(f"{topic}#{k}" for k in keys.split(" ") if k)
+        out.extend([f"{topic}#{k}" for k in key_tokens(keys)])
     return out
+
+
+def record_key_count(uniq_key: str | None, keys: str) -> int:
+    """len(record_keys(...)) without making the keys."""
+    return (uniq_key is not None) + len(key_tokens(keys))
 
 
 @dataclass

@@ -37,16 +37,28 @@ INNER_BATCH_FLAG = 0x80
 COMPRESSION_TYPE_MASK = 0x700
 
 
-def transaction_type(sys_flag: int) -> int:
+def transaction_type(sys_flag):
+    """MessageSysFlag.getTransactionValue: the two transaction bits (NOT, PREPARED, COMMIT or ROLLBACK).
+    Takes an int, or a numpy array of sysFlags."""
     return sys_flag & TRANSACTION_ROLLBACK_TYPE
 
 
+# The two dispatch rules on a record's transaction type; every dispatch path (put, reput, recovery, the
+# local and Spark rebuilds, verify) asks these, none tests the bits itself.
 def gets_queue_unit(sys_flag):
     """Does a record get a queue unit (and a queue offset)? Normal and committed transactional messages do;
     prepared and rolled-back ones don't (CommitLogDispatcherBuildConsumeQueue, CommitLog's
     MessageExtEncoder). Takes an int, or a numpy array of sysFlags (then answers a bool array)."""
-    tran = sys_flag & TRANSACTION_ROLLBACK_TYPE
+    tran = transaction_type(sys_flag)
     return (tran == TRANSACTION_NOT_TYPE) | (tran == TRANSACTION_COMMIT_TYPE)
+
+
+def gets_index_entries(sys_flag):
+    """May a record get index entries (one per UNIQ_KEY and KEYS token)? Every one but a rolled-back
+    transactional message: IndexService.buildIndex returns early for TRANSACTION_ROLLBACK_TYPE only, so a
+    prepared (half) message is indexed though it gets no queue unit. Takes an int, or a numpy array of
+    sysFlags (then answers a bool array)."""
+    return transaction_type(sys_flag) != TRANSACTION_ROLLBACK_TYPE
 
 
 HEAD = Struct(">iiiiiqqiq")  # totalSize..bornTimestamp: 48 bytes

@@ -14,8 +14,8 @@ import zlib
 from ..formats import properties as P
 from ..formats import record as R
 from ..formats.record_scan import chain, scan
-from ..formats.record import gets_queue_unit
 from .dispatch import SCHEDULE_TOPIC, tags_code_for
+from .dispatch_rows import unit_rows
 from .pipeline import DispatchColumns
 
 RUN = 4096               # records per run: big enough to amortise numpy, small enough to stay in cache
@@ -78,8 +78,6 @@ def decode_run(buf, pos: int, limit: int, check_crc: bool, delay_levels,
     tpos, tlen, ppos, plen = c.topic_pos.tolist(), c.topic_len.tolist(), c.props_pos.tolist(), c.props_len.tolist()
     if check_crc:
         bpos, blen, crcs = c.body_pos.tolist(), c.body_len.tolist(), c.crc.tolist()
-    units = gets_queue_unit(c.sys_flag).tolist()
-    by_queue: dict[tuple[str, int], list[int]] = {}
     topics, codes, keys, uniqs, props = [], [], [], [], []
     first = 0          # the first record to dispatch (PHYSICALOFFSET grows: those before are a prefix)
     done = n
@@ -111,11 +109,6 @@ def decode_run(buf, pos: int, limit: int, check_crc: bool, delay_levels,
             except ValueError:
                 done = i
                 break
-        if units[i]:
-            members = by_queue.get((topic, qids[i]))
-            if members is None:
-                members = by_queue[(topic, qids[i])] = []
-            members.append(i - first)
         topics.append(topic)
         codes.append(code)
         keys.append(k)
@@ -125,8 +118,10 @@ def decode_run(buf, pos: int, limit: int, check_crc: bool, delay_levels,
         return 0, pos, pos, None
     cols = None
     if done > first:
-        cols = DispatchColumns(topics, qids[first:done], qoffs[first:done], phys[first:done], rsizes[first:done],
-                               stamps[first:done], flags[first:done], codes, keys, uniqs, props, by_queue)
+        qids, flags = qids[first:done], flags[first:done]
+        cols = DispatchColumns(topics, qids, qoffs[first:done], phys[first:done], rsizes[first:done],
+                               stamps[first:done], flags, codes, keys, uniqs, props,
+                               unit_rows(topics, qids, c.sys_flag[first:done]))
     return done, positions[done - 1] + sizes[done - 1], positions[done - 1], cols
 
 

@@ -16,10 +16,10 @@ import time
 import numpy as np
 
 from ..formats import index as I
-from ..formats import record as R
 from ..formats.properties import parse_properties
 from ..log.index_file import IndexFile
 from .bulk_dispatch import props_info
+from .dispatch_rows import index_entries
 
 log = logging.getLogger("rocketstore.index")
 BUILD_AT = 4096          # queued records that trigger a build
@@ -130,27 +130,13 @@ class IndexService:
             return
         end = self._last_file().end_phy_offset
         records, self._pending = self._pending, []
-        keys: list[str] = []
-        phys: list[int] = []
-        stamps: list[int] = []
-        owner: list[int] = []
-        for i, (topic, phy, ts, sys_flag, uniq, kstr) in enumerate(records):
-            # already indexed (recovery replays from a safe point), or rolled back: nothing to add
-            if phy < end or (sys_flag & R.TRANSACTION_ROLLBACK_TYPE) == R.TRANSACTION_ROLLBACK_TYPE:
-                continue
-            mine = I.record_keys(topic, uniq, kstr)
-            keys.extend(mine)
-            added = len(mine)
-            if added:
-                phys.extend([phy] * added)
-                stamps.extend([ts] * added)
-                owner.extend([i] * added)
-                end = phy
+        topics, phys, stamps, flags, uniqs, kstrs = zip(*records)
+        # already indexed (recovery replays from a safe point), or rolled back: nothing to add
+        hashes, entry_phys, entry_stamps, last_owner = index_entries(topics, uniqs, kstrs, flags, phys, stamps, end)
         # RocketMQ opens the next file as soon as a record arrives while the last one is full
-        last_owner = owner[-1] if owner else -1
         self._roll_pending = last_owner < len(records) - 1
-        if keys:
-            self._put(I.key_hashes(keys), np.array(phys, dtype=np.int64), np.array(stamps, dtype=np.int64))
+        if len(hashes):
+            self._put(hashes, entry_phys, entry_stamps)
         if self._roll_pending and self.files and self.files[-1].is_write_full():
             self._last_file()
         self._roll_pending = False

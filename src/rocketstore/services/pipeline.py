@@ -25,8 +25,8 @@ log = logging.getLogger("rocketstore")
 
 class DispatchColumns:
     """A run of decoded records, one list per field, row i being the i-th record in CommitLog order.
-    `by_queue`: the rows that get a queue unit (formats.record.gets_queue_unit), by (topic, queue id), in
-    order. `bit_map`: None, or a filter bitmap (or None) per row, as request.bit_map."""
+    `by_queue`: the rows that get a queue unit, by (topic, queue id), in order (dispatch_rows.unit_rows).
+    `bit_map`: None, or a filter bitmap (or None) per row, as request.bit_map."""
 
     __slots__ = ("topic", "queue_id", "queue_offset", "phys", "size", "store_ts", "sys_flag", "tags_code",
                  "keys", "uniq", "props", "by_queue", "bit_map", "_requests")

@@ -93,7 +93,6 @@ def _decoder(settings: RB.DecodeSettings):
         for path, base in paths:
             seg = RB.decode_segment(path, base, settings)
             c = seg.columns
-            c["unit"] = RB.gets_unit(c["sys_flag"])
             for a in range(0, seg.records, CHUNK):
                 yield ROWS, base, {k: v[a:a + CHUNK] for k, v in c.items()}
             yield END, base, seg.summary()
@@ -114,15 +113,7 @@ def _write_queues(decoded, run: RB.RebuildRun, parts: int) -> list[RB.QueueWritt
 def _units_by_queue(item):
     """A chunk's records that get a unit, split by (topic, queueId)."""
     _, _, c = item
-    members: dict[tuple[str, int], list[int]] = {}
-    topics, qids = c["topic"], c["queue_id"].tolist()
-    for i in np.flatnonzero(c["unit"]).tolist():
-        key = (topics[i], qids[i])
-        m = members.get(key)
-        if m is None:
-            m = members[key] = []
-        m.append(i)
-    for key, idx in members.items():
+    for key, idx in RB.units_by_queue(c).items():
         idx = np.array(idx, dtype=np.int64)
         yield key, {k: c[k][idx] for k in QUEUE_COLUMNS}
 
