@@ -66,13 +66,13 @@ static PyObject *decode_buffer(const unsigned char *buf, Py_ssize_t buflen, Py_s
         PyErr_SetString(PyExc_RuntimeError, "decode_record: set_message_type was not called");
         return NULL;
     }
-    if (end > buflen)
-        end = buflen;
     if (pos < 0) {
         corrupt(pos, "record position %zd is before the buffer", pos);
         return NULL;
     }
     Py_ssize_t avail = end - pos;   /* negative past the buffer's end: "truncated", as the pure decoder says */
+    if (avail >= 91 && buflen - pos < 91)
+        avail = buflen - pos;       /* an `end` past the buffer: what the buffer holds is the bound */
     if (avail < 91) {
         corrupt(pos, "truncated record: %zd bytes left, a record needs at least 91", avail);
         return NULL;
@@ -85,6 +85,10 @@ static PyObject *decode_buffer(const unsigned char *buf, Py_ssize_t buflen, Py_s
     }
     if (size < 91 || (Py_ssize_t)size > avail) {
         corrupt(pos, "record size %d does not fit the %zd bytes left", (int)size, avail);
+        return NULL;
+    }
+    if ((Py_ssize_t)size > buflen - pos) {   /* an `end` past the buffer: what the buffer holds is the bound */
+        corrupt(pos, "record size %d does not fit the %zd bytes left", (int)size, buflen - pos);
         return NULL;
     }
     int32_t sysflag = rs_be32(rec + 36);
