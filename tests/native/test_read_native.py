@@ -134,3 +134,55 @@ def test_select_chain_on_a_real_chain(native):
     I.select_chain(bytes(buf), slots, 1_000_000, 4, num, key, 32, 1_000_000, 1_000_000 + 6000, out)
     assert out == [200, 100]
     assert np.array_equal(out, [200, 100])
+
+
+# ---------------------------------------------------------------- a get's plain units
+
+@st.composite
+def queue_and_segment(draw):
+    """A segment of records of queue T-0 (and a few of another queue), and units pointing at them: mostly
+    right, some with a wrong offset, size or queue offset, some pointing past the segment."""
+    seg = bytearray(draw(st.integers(0, 40)))
+    seg_start = draw(st.sampled_from([0, 1 << 20]))
+    units = []
+    start = draw(st.integers(0, 5))
+    for i in range(draw(st.integers(0, 12))):
+        other = draw(st.integers(0, 9)) == 0
+        pos = seg_start + len(seg)
+        rec = R.encode_record(topic=b"Other" if other else b"T", body=draw(st.binary(max_size=30)),
+                              props=b"TAGS\x01" + draw(st.sampled_from([b"a", b"b", b"c"])), queue_id=0, flag=0,
+                              sys_flag=0, born_timestamp=0, born_host=bytes(8), store_timestamp=0,
+                              store_host=bytes(8), reconsume_times=0, prepared_transaction_offset=0,
+                              queue_offset=start + i, physical_offset=pos, v2=draw(st.booleans()))
+        seg += rec
+        size = len(rec)
+        fault = draw(st.integers(0, 12))
+        if fault == 1:
+            pos += draw(st.sampled_from([-1, 1, 10 ** 9]))
+        elif fault == 2:
+            size += draw(st.sampled_from([-1, 1, -size]))
+        tag = draw(st.sampled_from(["a", "b", "c", "ext"]))
+        code = draw(st.integers(-(2 ** 62), -(2 ** 61))) if tag == "ext" else R.tags_code(tag)
+        units.append((pos, size, code))
+    if draw(st.booleans()) and seg:
+        seg = draw(corrupted(bytes(seg)))
+    return bytes(seg), seg_start, start, units
+
+
+@SETTINGS
+@given(queue_and_segment(), st.sampled_from([None, set(), {R.tags_code("a")}, {R.tags_code("a"), R.tags_code("c")}]),
+       st.integers(1, 40), st.tuples(st.integers(0, 2000), st.integers(1, 40), st.integers(0, 2000), st.integers(1, 40)),
+       st.integers(0, 3000), st.booleans())
+def test_take_units_same(native, q, codes, max_count, limits, memory, end_short):
+    from rocketstore.formats import cq as CQ
+    from rocketstore.formats.cq_ext import MAX_ADDR
+    seg, seg_start, start, units = q
+    data = CQ.encode_units([u[0] for u in units], [u[1] for u in units], [u[2] for u in units]) if units else b""
+    arr = CQ.units(data)
+    seg_end = seg_start + len(seg) - (7 if end_short else 0)
+    args = (start, codes, MAX_ADDR, max_count, limits, seg_start + len(seg), memory, seg_start, seg_end, seg, "T", 0)
+    out_py, out_c = [], []
+    got_py = CQ.take_units_py(arr, *args, out_py)
+    got_c = native.take_units(arr, *args, out_c)
+    assert got_c == got_py
+    assert [m.as_dict() for m in out_c] == [m.as_dict() for m in out_py]

@@ -296,10 +296,99 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ a get's plain units */
+#define MAX_PULL_MSG_SIZE (128LL * 1024 * 1024)
+
+/* take_units(units, start, codes, ext_max, max_count, limits, max_py, memory, seg_start, seg_end, seg_buf,
+ *            topic, queue_id, out) -> (units taken, total bytes, messages, skipped by the tag filter)
+ * formats.cq.take_units_py is the reference: see there. */
+static PyObject *take_units(PyObject *self, PyObject *args) {
+    Py_buffer units, seg;
+    long long start, ext_max, max_count, max_py, memory, seg_start, seg_end, qid;
+    long long bytes_mem, count_mem, bytes_disk, count_disk;
+    PyObject *codes, *topic, *out;
+    if (!PyArg_ParseTuple(args, "y*LOLL(LLLL)LLLLy*ULO!:take_units", &units, &start, &codes, &ext_max, &max_count,
+                          &bytes_mem, &count_mem, &bytes_disk, &count_disk, &max_py, &memory, &seg_start,
+                          &seg_end, &seg, &topic, &qid, &PyList_Type, &out))
+        return NULL;
+    PyObject *result = NULL;
+    if (codes != Py_None && !PyAnySet_Check(codes)) {
+        PyErr_SetString(PyExc_TypeError, "take_units: codes must be a set or None");
+        goto done;
+    }
+    const unsigned char *u = units.buf;
+    Py_ssize_t n = units.len / 20, k = 0;
+    long long total = 0, count = 0;
+    int skipped = 0;
+    for (; k < n; k++) {
+        const unsigned char *e = u + 20 * k;
+        long long pos = rs_be64(e), tcode = rs_be64(e + 12);
+        long long size = rs_be32(e + 8);
+        if (total && count) {   /* get_message.batch_full */
+            int in_memory = (max_py - pos) <= memory;
+            if (count + 1 > max_count || total + size > MAX_PULL_MSG_SIZE
+                    || (in_memory ? (total + size > bytes_mem || count > count_mem - 1)
+                                  : (total + size > bytes_disk || count > count_disk - 1)))
+                break;
+        }
+        if (codes != Py_None && tcode > ext_max) {
+            PyObject *c = PyLong_FromLong((int32_t)(uint32_t)(uint64_t)tcode);   /* int32(tcode) */
+            int in = c == NULL ? -1 : PySet_Contains(codes, c);
+            Py_XDECREF(c);
+            if (in < 0)
+                goto done;
+            if (!in) {
+                skipped = 1;
+                continue;
+            }
+        }
+        if (!(seg_start <= pos && pos <= seg_end - size) || size <= 0)
+            break;       /* another segment's record: the careful loop finds it */
+        Py_ssize_t rel = (Py_ssize_t)(pos - seg_start);
+        if (rel + size > seg.len)
+            break;
+        PyObject *m = decode_buffer(seg.buf, seg.len, rel, rel + (Py_ssize_t)size, 1);
+        if (m == NULL) {
+            if (!PyErr_ExceptionMatches(rs_CorruptDataError))
+                goto done;
+            PyErr_Clear();
+            break;       /* the careful loop says what is wrong */
+        }
+        /* StoredMessage.is_at(topic, queue_id, index, size, pos) */
+        const unsigned char *rec = (const unsigned char *)seg.buf + rel;
+        PyObject *mt = *(PyObject **)((char *)m + msg_offsets[2]);
+        int same = rs_be32(rec + 12) == qid && rs_be64(rec + 20) == start + k && rs_be32(rec) == size
+            && rs_be64(rec + 28) == pos;
+        if (same) {
+            same = PyUnicode_Compare(mt, topic) == 0;
+            if (PyErr_Occurred()) {
+                Py_DECREF(m);
+                goto done;
+            }
+        }
+        if (!same || PyList_Append(out, m) < 0) {
+            Py_DECREF(m);
+            if (PyErr_Occurred())
+                goto done;
+            break;
+        }
+        Py_DECREF(m);
+        total += size;
+        count++;
+    }
+    result = Py_BuildValue("(nLLO)", k, total, count, skipped ? Py_True : Py_False);
+done:
+    PyBuffer_Release(&units);
+    PyBuffer_Release(&seg);
+    return result;
+}
+
 PyMethodDef rs_read_methods[] = {
     {"set_message_type", set_message_type, METH_O, "The StoredMessage class decode_record builds."},
     {"decode_record", (PyCFunction)(void (*)(void))decode_record, METH_FASTCALL | METH_KEYWORDS,
      "One CommitLog record as a StoredMessage (formats.record.decode_record_py is the reference)."},
+    {"take_units", take_units, METH_VARARGS,
+     "The plain units a get takes without a closer look (formats.cq.take_units_py is the reference)."},
     {"select_chain", select_chain, METH_VARARGS,
      "IndexFile.selectPhyOffset's chain walk (formats.index.select_chain_py is the reference)."},
     {NULL, NULL, 0, NULL},
