@@ -45,6 +45,7 @@ from .formats import cq_ext as X
 from .formats import index as IX
 from .formats import properties as P
 from .formats import record as R
+from .formats.javahash import index_key_hash   # IndexFile's key hash (the compiled String.hashCode when built)
 from .services.dispatch import gets_queue_unit, tags_code_for
 from .store import resolve_file_sizes
 
@@ -62,6 +63,18 @@ def _map(path: str):
 
 def _all_zero(buf) -> bool:
     return len(buf) == 0 or not np.frombuffer(buf, dtype=np.uint8).any()
+
+
+def _zero_units(arr: np.ndarray, i: int) -> int:
+    """How many units from the i-th on are all zeros (looked at in growing windows: the cost follows the run)."""
+    n, window = 0, 64
+    while i + n < len(arr):
+        nonzero = arr[i + n:i + n + window].view(np.uint8).reshape(-1, CQ.UNIT_SIZE).any(axis=1)
+        if nonzero.any():
+            return n + int(np.argmax(nonzero))
+        n += len(nonzero)
+        window *= 2
+    return n
 
 
 class _Record:
@@ -379,6 +392,7 @@ class Verifier:
 
     def check_consume_queues(self) -> None:
         unit_file = self.config.mapped_file_size_consume_queue
+        verify_units = engine.native.verify_units if engine.native is not None else None
         for topic, qid, qdir in self.layout.queue_dirs(L.CONSUMEQUEUE):
             self.checked["consumeQueues"] += 1
             ext_dir = self.layout.ext_dir(topic, qid)
@@ -400,9 +414,31 @@ class Verifier:
                 buf = _map(path)
                 arr = CQ.units(buf)
                 first = start // CQ.UNIT_SIZE
-                for i, (phys, size, tags) in enumerate(arr.tolist()):
+                rows = None
+                i = 0
+                while i < len(arr):
+                    if verify_units is not None and ended_at is None:
+                        # the compiled walk takes the units with nothing to report (the checks below, which
+                        # then judge the unit it stopped at)
+                        took = verify_units(arr[i:], first + i, topic, qid, _Record, self.records, self.covered,
+                                            self.min_offset, X.MAX_ADDR)
+                        if took:
+                            self.checked["consumeQueueUnits"] += took
+                            seen_real = True
+                            i += took
+                            continue
+                    zeros = _zero_units(arr, i)
+                    if zeros:   # the unwritten rest of a file: only the first of them is worth a word
+                        if ended_at is None:
+                            ended_at = (rel, i * CQ.UNIT_SIZE, first + i)
+                        i += zeros
+                        continue
+                    if rows is None:
+                        rows = arr.tolist()
+                    phys, size, tags = rows[i]
                     off = i * CQ.UNIT_SIZE
                     qoff = first + i
+                    i += 1
                     if not CQ.is_valid_unit(phys, size):
                         if phys != 0 or size != 0 or tags != 0:
                             self.problem(rel, off, f"unit ({phys}, {size}, {tags}) is neither written nor zero",
@@ -542,9 +578,9 @@ class Verifier:
                     self.problem(rel, off, f"index entry points at physical offset {phys}, {where}",
                                  entry=e, physicalOffset=phys)
                     continue
-                hashes = {IX.key_hash(IX.build_key(r.topic, k)) for k in r.keys.split(P.KEY_SEPARATOR) if k}
+                hashes = {index_key_hash(IX.build_key(r.topic, k)) for k in r.keys.split(P.KEY_SEPARATOR) if k}
                 if r.uniq is not None:
-                    hashes.add(IX.key_hash(IX.build_key(r.topic, r.uniq)))
+                    hashes.add(index_key_hash(IX.build_key(r.topic, r.uniq)))
                 if key_hash not in hashes:
                     self.problem(rel, off, f"key hash {key_hash} is not the hash of any key of the record at "
                                            f"{phys}", entry=e, physicalOffset=phys)

@@ -605,6 +605,68 @@ out:
     return result;
 }
 
+/* verify_units(units, first_offset, topic, queue_id, record_type, records, covered, min_offset, ext_max)
+ *   -> units taken
+ * The ConsumeQueue units verify.Verifier.check_consume_queues finds nothing to say about: written, not a
+ * pre-blank, not an ext address, pointing at a record of `records` (not expired) of the unit's size, topic,
+ * queue, queue offset and tagsCode. Each one's offset goes into `covered`; the walk stops before the first
+ * other unit, which verify's own loop then judges. */
+static const char *const VUNIT_SLOTS[] = {"topic", "queue_id", "queue_offset", "size", "tags_code"};
+
+static int slot_equals_ll(PyObject *o, Py_ssize_t off, long long want) {
+    PyObject *v = *(PyObject **)((char *)o + off);
+    if (v == NULL || !PyLong_CheckExact(v))
+        return 0;
+    int overflow;
+    long long got = PyLong_AsLongLongAndOverflow(v, &overflow);
+    return !overflow && got == want;
+}
+
+static PyObject *verify_units(PyObject *self, PyObject *args) {
+    Py_buffer units;
+    long long first, qid, min_offset, ext_max;
+    PyObject *topic, *rtype, *records, *covered;
+    if (!PyArg_ParseTuple(args, "y*LULOO!O!LL:verify_units", &units, &first, &topic, &qid, &rtype, &PyDict_Type,
+                          &records, &PySet_Type, &covered, &min_offset, &ext_max))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t offs[5];
+    if (rs_slot_offsets(rtype, VUNIT_SLOTS, 5, offs) < 0)
+        goto done;
+    const unsigned char *u = units.buf;
+    Py_ssize_t n = units.len / 20, k = 0;
+    for (; k < n; k++) {
+        const unsigned char *e = u + 20 * k;
+        long long phys = rs_be64(e), tags = rs_be64(e + 12);
+        long long size = rs_be32(e + 8);
+        if (phys < 0 || size <= 0 || (size == 0x7FFFFFFF && phys == 0) || phys < min_offset || tags <= ext_max)
+            break;
+        PyObject *key = PyLong_FromLongLong(phys);
+        if (key == NULL)
+            goto done;
+        PyObject *r = PyDict_GetItemWithError(records, key);     /* borrowed */
+        int good = r != NULL && Py_TYPE(r) == (PyTypeObject *)rtype;
+        if (good) {
+            PyObject *rt = *(PyObject **)((char *)r + offs[0]);
+            PyObject *tc = *(PyObject **)((char *)r + offs[4]);
+            good = slot_equals_ll(r, offs[3], size) && slot_equals_ll(r, offs[1], qid)
+                && slot_equals_ll(r, offs[2], first + k) && rt != NULL && PyUnicode_Check(rt)
+                && PyUnicode_Compare(rt, topic) == 0 && (tc == Py_None || slot_equals_ll(r, offs[4], tags));
+        }
+        if (PyErr_Occurred() || (good && PySet_Add(covered, key) < 0)) {
+            Py_DECREF(key);
+            goto done;
+        }
+        Py_DECREF(key);
+        if (!good)
+            break;
+    }
+    result = PyLong_FromSsize_t(k);
+done:
+    PyBuffer_Release(&units);
+    return result;
+}
+
 int rs_scan_init(PyObject *m) {
     empty_str = PyUnicode_FromStringAndSize("", 0);
     return empty_str == NULL ? -1 : 0;
@@ -613,6 +675,8 @@ int rs_scan_init(PyObject *m) {
 PyMethodDef rs_scan_methods[] = {
     {"decode_run", decode_run, METH_VARARGS,
      "The bulk decoder's walk (services.bulk_dispatch.decode_run_py is the reference)."},
+    {"verify_units", verify_units, METH_VARARGS,
+     "verify's walk over ConsumeQueue units with nothing to report (verify.Verifier.check_consume_queues)."},
     {"verify_run", verify_run, METH_VARARGS,
      "verify's walk over records with nothing to report (verify.Verifier._check_record is the reference)."},
     {NULL, NULL, 0, NULL},
