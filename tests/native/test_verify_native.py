@@ -21,7 +21,7 @@ def store_dir(tmp_path_factory):
     with MessageStore.open(root, StoreConfig(**CFG)) as s:
         for i in range(500):
             m = Message(topic=f"T{i % 3}", body=bytes([i % 250]) * (10 + i % 60), tags=("a", "b", None)[i % 3],
-                        keys=f"k{i} o{i % 7}" if i % 4 else None)
+                        keys=f"k{i}  \u00f6{i % 7} \U0001F600{i % 5}" if i % 4 else None)
             s.put(m, i % 2)
         s.wait_dispatched()
     return root

@@ -667,6 +667,110 @@ done:
     return result;
 }
 
+/* Java's String.hashCode continued over s[from:to] (UTF-16 units: a code point past U+FFFF is a pair). */
+static uint32_t hash_more(uint32_t h, PyObject *s, Py_ssize_t from, Py_ssize_t to) {
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    for (Py_ssize_t i = from; i < to; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c > 0xFFFF) {
+            c -= 0x10000;
+            h = 31u * h + (0xD800u + (c >> 10));
+            h = 31u * h + (0xDC00u + (c & 0x3FF));
+        } else {
+            h = 31u * h + c;
+        }
+    }
+    return h;
+}
+
+/* IndexFile's hash of "topic#key" from the hash of "topic#" */
+static int64_t index_hash(uint32_t prefix, PyObject *key, Py_ssize_t from, Py_ssize_t to) {
+    int32_t h = (int32_t)hash_more(prefix, key, from, to);
+    return h == INT32_MIN ? 0 : (h < 0 ? -(int64_t)h : h);
+}
+
+/* Is key_hash the index hash of one of the record's keys: topic#UNIQ_KEY or topic#token of KEYS (split on
+ * " ", empty tokens skipped)? -1 on error. */
+static int hash_of_record(int64_t key_hash, PyObject *topic, PyObject *keys, PyObject *uniq) {
+    if (!PyUnicode_Check(topic) || !PyUnicode_Check(keys) || (uniq != Py_None && !PyUnicode_Check(uniq)))
+        return 0;    /* not what verify makes: its own loop judges */
+    uint32_t prefix = hash_more(0, topic, 0, PyUnicode_GET_LENGTH(topic));
+    prefix = 31u * prefix + '#';
+    if (uniq != Py_None && index_hash(prefix, uniq, 0, PyUnicode_GET_LENGTH(uniq)) == key_hash)
+        return 1;
+    int kind = PyUnicode_KIND(keys);
+    const void *data = PyUnicode_DATA(keys);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(keys), start = 0;
+    for (Py_ssize_t i = 0; i <= n; i++) {
+        if (i == n || PyUnicode_READ(kind, data, i) == ' ') {
+            if (i > start && index_hash(prefix, keys, start, i) == key_hash)
+                return 1;
+            start = i + 1;
+        }
+    }
+    return 0;
+}
+
+/* verify_index(buf, slots, e_from, count, min_offset, record_type, records) -> (entries taken, expired)
+ * The index entries from e_from on (below count) verify.Verifier.check_index finds nothing to say about: a
+ * prevIndexNo naming an earlier entry, and an expired offset or one of a record whose keys hash to the entry's
+ * hash. Stops before the first other entry, which verify's own loop then judges. */
+static const char *const VINDEX_SLOTS[] = {"topic", "keys", "uniq"};
+
+static PyObject *verify_index(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t slots, e_from, count;
+    long long min_offset;
+    PyObject *rtype, *records;
+    if (!PyArg_ParseTuple(args, "y*nnnLOO!:verify_index", &view, &slots, &e_from, &count, &min_offset, &rtype,
+                          &PyDict_Type, &records))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t offs[3];
+    if (rs_slot_offsets(rtype, VINDEX_SLOTS, 3, offs) < 0)
+        goto done;
+    const unsigned char *b = view.buf;
+    Py_ssize_t base = 40 + slots * 4, e = e_from, expired = 0;
+    if (slots < 0 || e_from < 1) {
+        PyErr_SetString(PyExc_ValueError, "verify_index: bad slot count or entry");
+        goto done;
+    }
+    for (; e < count; e++) {
+        Py_ssize_t at = base + e * 20;
+        if (at + 20 > view.len)
+            break;
+        int64_t key_hash = rs_be32(b + at), phys = rs_be64(b + at + 4);
+        int32_t prev = rs_be32(b + at + 16);
+        if (prev < 0 || prev >= e)
+            break;
+        if (phys < min_offset) {
+            expired++;
+            continue;
+        }
+        PyObject *key = PyLong_FromLongLong(phys);
+        if (key == NULL)
+            goto done;
+        PyObject *r = PyDict_GetItemWithError(records, key);    /* borrowed */
+        Py_DECREF(key);
+        if (r == NULL) {
+            if (PyErr_Occurred())
+                goto done;
+            break;
+        }
+        if (Py_TYPE(r) != (PyTypeObject *)rtype)
+            break;
+        PyObject *t = *(PyObject **)((char *)r + offs[0]), *k = *(PyObject **)((char *)r + offs[1]);
+        PyObject *u = *(PyObject **)((char *)r + offs[2]);
+        if (t == NULL || k == NULL || u == NULL || hash_of_record(key_hash, t, k, u) != 1)
+            break;
+    }
+    result = Py_BuildValue("(nn)", e - e_from, expired);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
 int rs_scan_init(PyObject *m) {
     empty_str = PyUnicode_FromStringAndSize("", 0);
     return empty_str == NULL ? -1 : 0;
@@ -677,6 +781,8 @@ PyMethodDef rs_scan_methods[] = {
      "The bulk decoder's walk (services.bulk_dispatch.decode_run_py is the reference)."},
     {"verify_units", verify_units, METH_VARARGS,
      "verify's walk over ConsumeQueue units with nothing to report (verify.Verifier.check_consume_queues)."},
+    {"verify_index", verify_index, METH_VARARGS,
+     "verify's walk over index entries with nothing to report (verify.Verifier.check_index)."},
     {"verify_run", verify_run, METH_VARARGS,
      "verify's walk over records with nothing to report (verify.Verifier._check_record is the reference)."},
     {NULL, NULL, 0, NULL},
