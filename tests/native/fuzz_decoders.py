@@ -19,7 +19,9 @@ import atheris
 with atheris.instrument_imports(include=["rocketstore"], enable_loader_override=False):
     from rocketstore import engine
     from rocketstore.errors import CorruptDataError
+    from rocketstore.formats import cq as CQ
     from rocketstore.formats import index as I
+    from rocketstore.formats.cq_ext import MAX_ADDR as CQ_EXT_MAX
     from rocketstore.formats import record as R
     from rocketstore.services import bulk_dispatch as B
 
@@ -54,7 +56,7 @@ def _chain(fn, buf, args):
 def test_one_input(data: bytes) -> None:
     if len(data) < 4:
         return
-    what, knob = data[0] % 3, data[1]
+    what, knob = data[0] % 4, data[1]
     buf = data[4:]
     if what == 0:       # the bulk decoder
         check_crc, dispatch_after = bool(knob & 1), (-1, 0, 200, 1 << 40)[(knob >> 1) & 3]
@@ -65,6 +67,14 @@ def test_one_input(data: bytes) -> None:
         pos = knob % 8
         pure, native = _message(R.decode_record_py, buf, pos), _message(R.decode_record, buf, pos)
         assert pure == native, (pure, native)
+    elif what == 3:     # a get's plain units: the first 200 bytes are 10 units, the rest their segment
+        units, seg = buf[:200], buf[200:]
+        codes = None if knob & 1 else {int(x) for x in data[2:4]}
+        args = (knob >> 4, codes, CQ_EXT_MAX, data[2] % 40 + 1, (500, 8, 300, 4), len(seg), data[3] * 10, 0,
+                len(seg) - (knob >> 1 & 7), seg, "TopicA", 0)
+        out_py, out_c = [], []
+        got_py, got_c = CQ.take_units_py(units, *args, out_py), CQ.take_units(units, *args, out_c)
+        assert got_py == got_c and [m.as_dict() for m in out_py] == [m.as_dict() for m in out_c], (got_py, got_c)
     else:               # a query's chain walk over an index file of 4 slots and 8 entries
         slots, num = 4, 8
         size = I.file_size(slots, num)
@@ -98,6 +108,12 @@ def _seeds() -> list[bytes]:
     for n, (phy, diff, prev) in {1: (100, 1, 0), 2: (202, 2, 1), 3: (300, 3, 2)}.items():
         struct.pack_into(">iqii", index, base + 20 * n, 1, phy, diff, prev)
     out.append(bytes([2, 0x0D, 5, 8]) + bytes(index))
+    units = b"".join(struct.pack(">qiq", p, s, 0) for p, s in [(0, 0), (0, 0)])
+    first = R.encode_record(topic=b"TopicA", body=b"x", props=b"TAGS\x01a", queue_id=0, flag=0, sys_flag=0,
+                            born_timestamp=0, born_host=bytes(8), store_timestamp=0, store_host=bytes(8),
+                            reconsume_times=0, prepared_transaction_offset=0, queue_offset=0, physical_offset=0, v2=True)
+    units = struct.pack(">qiq", 0, len(first), 97) + units
+    out.append(bytes([3, 0, 9, 9]) + units.ljust(200, b"\0") + first)
     return out
 
 
