@@ -11,6 +11,7 @@ setup(ext_modules=[Extension(
     "rocketstore._native",
     sources=sorted(glob("src/rocketstore/_native/*.c")),
     depends=sorted(glob("src/rocketstore/_native/*.h")),
+    libraries=["z"],       # zlib's crc32 (the CRC the zlib module computes)
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter",
                         "-fno-strict-aliasing"],
     optional=True,

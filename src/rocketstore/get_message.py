@@ -7,6 +7,7 @@ import logging
 from .errors import CorruptDataError
 from .formats.cq_ext import MAX_ADDR as EXT_MAX_ADDR
 from .formats.record import decode_record, unit_target_problem
+from .get_plain import take_plain
 from .log.batch_consume_queue import BatchConsumeQueue
 from .log.consume_queue import ConsumeQueue
 from .message import GetResult, GetStatus
@@ -271,6 +272,11 @@ def scan(store, cq: ConsumeQueue, offset: int, max_count: int, codes, matches=No
         next_file_start = None
         full = False
         chunk = max(max_count, 32)
+        if accept is None and accept_message is None and not verify_prop_crc:   # the compiled fast path first
+            k, total, count, skipped = take_plain(store, cq, units, start, codes, max_count, max_py, memory, msgs)
+            if k:
+                result.status = GetStatus.FOUND if count else GetStatus.NO_MATCHED_MESSAGE if skipped else result.status
+                units, start, next_begin = units[k:], start + k, start + k
         for c in range(0, len(units), chunk):
             for i, (pos, size, tcode) in enumerate(units[c:c + chunk].tolist(), start + c):
                 if total and count and batch_full(cfg, size, 1, max_count, total, count, (max_py - pos) <= memory):

@@ -34,6 +34,7 @@ import os
 
 import numpy as np
 
+from . import engine
 from . import layout as L
 from .config import StoreConfig
 from .errors import CorruptDataError
@@ -44,11 +45,13 @@ from .formats import cq_ext as X
 from .formats import index as IX
 from .formats import properties as P
 from .formats import record as R
+from .formats.javahash import index_key_hash   # IndexFile's key hash (the compiled String.hashCode when built)
 from .services.dispatch import gets_queue_unit, tags_code_for
 from .store import resolve_file_sizes
 
 PRE_BLANK_SIZE = 0x7FFFFFFF
 PROGRESS_STEP = 4 << 20     # progress("commitlog", bytes done, bytes total) every this many bytes
+NATIVE_RUN = 4096           # records per call of the compiled walk (rocketstore._native.verify_run)
 
 
 def _map(path: str):
@@ -60,6 +63,18 @@ def _map(path: str):
 
 def _all_zero(buf) -> bool:
     return len(buf) == 0 or not np.frombuffer(buf, dtype=np.uint8).any()
+
+
+def _zero_units(arr: np.ndarray, i: int) -> int:
+    """How many units from the i-th on are all zeros (looked at in growing windows: the cost follows the run)."""
+    n, window = 0, 64
+    while i + n < len(arr):
+        nonzero = arr[i + n:i + n + window].view(np.uint8).reshape(-1, CQ.UNIT_SIZE).any(axis=1)
+        if nonzero.any():
+            return n + int(np.argmax(nonzero))
+        n += len(nonzero)
+        window *= 2
+    return n
 
 
 class _Record:
@@ -210,6 +225,10 @@ class Verifier:
         # progress in bytes of the segments that hold data, reported every few MiB within a segment too
         total = sum(os.path.getsize(os.path.join(directory, n)) for n in names[:last_written + 1])
         done = 0
+        verify_run = engine.native.verify_run if engine.native is not None else None
+
+        def delay_code(topic: str, raw: bytes, store_ts: int, sys_flag: int) -> int:
+            return tags_code_for(topic, P.parse_properties(raw), store_ts, sys_flag, self.delay_levels)
         for i, n in enumerate(names):
             path = os.path.join(directory, n)
             rel = self.rel(path)
@@ -254,6 +273,15 @@ class Verifier:
                     ended = True
                     pos = end
                     break
+                if verify_run is not None:
+                    # the compiled walk takes the records with nothing to report (the same checks as
+                    # _check_record, which then judges the record it stopped at)
+                    n, after = verify_run(buf, pos, end, NATIVE_RUN, base, crc_wanted, delay_code, _Record, rel,
+                                          self.records)
+                    if n:
+                        self.checked["records"] += n
+                        pos = after
+                        continue
                 if not self._check_record(buf, pos, base, rel, crc_wanted):
                     ended = True  # cannot find the next record after a bad one
                     break
@@ -364,6 +392,7 @@ class Verifier:
 
     def check_consume_queues(self) -> None:
         unit_file = self.config.mapped_file_size_consume_queue
+        verify_units = engine.native.verify_units if engine.native is not None else None
         for topic, qid, qdir in self.layout.queue_dirs(L.CONSUMEQUEUE):
             self.checked["consumeQueues"] += 1
             ext_dir = self.layout.ext_dir(topic, qid)
@@ -385,9 +414,31 @@ class Verifier:
                 buf = _map(path)
                 arr = CQ.units(buf)
                 first = start // CQ.UNIT_SIZE
-                for i, (phys, size, tags) in enumerate(arr.tolist()):
+                rows = None
+                i = 0
+                while i < len(arr):
+                    if verify_units is not None and ended_at is None:
+                        # the compiled walk takes the units with nothing to report (the checks below, which
+                        # then judge the unit it stopped at)
+                        took = verify_units(arr[i:], first + i, topic, qid, _Record, self.records, self.covered,
+                                            self.min_offset, X.MAX_ADDR)
+                        if took:
+                            self.checked["consumeQueueUnits"] += took
+                            seen_real = True
+                            i += took
+                            continue
+                    zeros = _zero_units(arr, i)
+                    if zeros:   # the unwritten rest of a file: only the first of them is worth a word
+                        if ended_at is None:
+                            ended_at = (rel, i * CQ.UNIT_SIZE, first + i)
+                        i += zeros
+                        continue
+                    if rows is None:
+                        rows = arr.tolist()
+                    phys, size, tags = rows[i]
                     off = i * CQ.UNIT_SIZE
                     qoff = first + i
+                    i += 1
                     if not CQ.is_valid_unit(phys, size):
                         if phys != 0 or size != 0 or tags != 0:
                             self.problem(rel, off, f"unit ({phys}, {size}, {tags}) is neither written nor zero",
@@ -487,6 +538,7 @@ class Verifier:
             return
         slots, num = self.config.max_hash_slot_num, self.config.max_index_num
         want = IX.file_size(slots, num)
+        verify_index = engine.native.verify_index if engine.native is not None else None
         for n in sorted(os.listdir(directory)):
             path = os.path.join(directory, n)
             if not os.path.isfile(path) or n.startswith("."):
@@ -511,12 +563,23 @@ class Verifier:
                 for s in np.nonzero((table < 0) | (table >= max(h.index_count, 1)))[0].tolist():
                     self.problem(rel, IX.HEADER_SIZE + s * IX.SLOT_SIZE,
                                  f"hash slot {s} names entry {int(table[s])}, outside 0..{h.index_count - 1}")
-            for e in range(1, count):
-                off = IX.entry_position(slots, e)
+            e = 1
+            while e < count:
+                if verify_index is not None:
+                    # the compiled walk takes the entries with nothing to report (the checks below, which then
+                    # judge the entry it stopped at)
+                    took, expired = verify_index(buf, slots, e, count, self.min_offset, _Record, self.records)
+                    if took:
+                        self.checked["indexEntries"] += took
+                        self.checked["expiredIndexEntries"] += expired
+                        e += took
+                        continue
+                ent, e = e, e + 1
+                off = IX.entry_position(slots, ent)
                 key_hash, phys, _diff, prev = IX.ENTRY.unpack_from(buf, off)
                 self.checked["indexEntries"] += 1
-                if prev < 0 or prev >= e:
-                    self.problem(rel, off, f"prevIndexNo {prev} is not an earlier entry", entry=e)
+                if prev < 0 or prev >= ent:
+                    self.problem(rel, off, f"prevIndexNo {prev} is not an earlier entry", entry=ent)
                 if phys < self.min_offset:
                     self.checked["expiredIndexEntries"] += 1
                     continue
@@ -525,14 +588,14 @@ class Verifier:
                     where = ("past the end of the CommitLog" if phys >= self.max_offset
                              else "where no record starts")
                     self.problem(rel, off, f"index entry points at physical offset {phys}, {where}",
-                                 entry=e, physicalOffset=phys)
+                                 entry=ent, physicalOffset=phys)
                     continue
-                hashes = {IX.key_hash(IX.build_key(r.topic, k)) for k in r.keys.split(P.KEY_SEPARATOR) if k}
+                hashes = {index_key_hash(IX.build_key(r.topic, k)) for k in r.keys.split(P.KEY_SEPARATOR) if k}
                 if r.uniq is not None:
-                    hashes.add(IX.key_hash(IX.build_key(r.topic, r.uniq)))
+                    hashes.add(index_key_hash(IX.build_key(r.topic, r.uniq)))
                 if key_hash not in hashes:
                     self.problem(rel, off, f"key hash {key_hash} is not the hash of any key of the record at "
-                                           f"{phys}", entry=e, physicalOffset=phys)
+                                           f"{phys}", entry=ent, physicalOffset=phys)
 
     # ------------------------------------------------------------------ checkpoint
     def check_checkpoint(self) -> None:

@@ -13,7 +13,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (m == NULL)
         return NULL;
     if (PyModule_AddFunctions(m, rs_common_methods) < 0 || PyModule_AddFunctions(m, rs_put_methods) < 0
-            || PyModule_AddFunctions(m, rs_scan_methods) < 0)
+            || PyModule_AddFunctions(m, rs_scan_methods) < 0 || PyModule_AddFunctions(m, rs_read_methods) < 0
+            || rs_scan_init(m) < 0)
         goto fail;
     PyObject *errors = PyImport_ImportModule("rocketstore.errors");
     if (errors == NULL)

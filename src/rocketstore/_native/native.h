@@ -12,6 +12,7 @@
 extern PyMethodDef rs_common_methods[];
 extern PyMethodDef rs_put_methods[];
 extern PyMethodDef rs_scan_methods[];
+extern PyMethodDef rs_read_methods[];   /* read.c */
 
 /* rocketstore.errors.CorruptDataError, looked up at import. */
 extern PyObject *rs_CorruptDataError;
@@ -35,5 +36,15 @@ static inline void rs_put64(unsigned char *p, uint64_t v) {
     rs_put32(p, (uint32_t)(v >> 32)); rs_put32(p + 4, (uint32_t)v);
 }
 static inline void rs_put16(unsigned char *p, unsigned v) { p[0] = (unsigned char)(v >> 8); p[1] = (unsigned char)v; }
+
+/* scan.c: shared by the scan and read paths (GIL held for these) */
+int rs_scan_init(PyObject *module);
+/* bytes -> str (UTF-8, "replace") through a small cache: topics repeat */
+PyObject *rs_cached_str(const unsigned char *p, Py_ssize_t n);
+/* zlib's crc32 of n bytes (no mask) */
+uint32_t rs_crc32(const unsigned char *p, Py_ssize_t n);
+/* the offsets of a __slots__ class's members, and a new instance with them set (references stolen) */
+int rs_slot_offsets(PyObject *type, const char *const *names, int n, Py_ssize_t *offsets);
+PyObject *rs_new_slotted(PyTypeObject *tp, const Py_ssize_t *offsets, PyObject **vals, int n);
 
 #endif

@@ -15,6 +15,8 @@ from struct import Struct
 
 import numpy as np
 
+from .. import engine
+
 HEADER_SIZE = 40
 SLOT_SIZE = 4
 ENTRY_SIZE = 20
@@ -196,3 +198,33 @@ def time_diffs(timestamps: np.ndarray, begin_timestamp: int) -> np.ndarray:
     d = timestamps.astype(np.int64) - begin_timestamp
     d = np.where(d < 0, 0, d // 1000)
     return np.minimum(d, INT32_MAX)
+
+
+# ---------------------------------------------------------------- the chain walk of a query
+def select_chain_py(buf, hash_slot_num: int, begin_timestamp: int, index_count: int, index_num: int,
+                    key_hash: int, max_num: int, begin: int, end: int, out: list, accept=None) -> None:
+    """IndexFile.selectPhyOffset over a file's bytes (its header's beginTimestamp and indexCount given):
+    follow the key's chain from the newest entry, adding to `out` the physical offsets of entries with the
+    same hash stored within [begin, end]; `accept(offset)` may veto one."""
+    count = min(index_count, index_num - 1)  # a header claiming more than the file holds is corrupt
+    n = SLOT.unpack_from(buf, HEADER_SIZE + (key_hash % hash_slot_num) * SLOT_SIZE)[0]
+    if n <= INVALID or n > count or index_count <= 1:
+        return
+    base = HEADER_SIZE + hash_slot_num * SLOT_SIZE
+    unpack = ENTRY.unpack_from
+    hops = 0
+    while len(out) < max_num and hops < count:  # a corrupt chain may loop: never walk more than the file
+        hops += 1
+        hash_read, phy, diff, prev = unpack(buf, base + n * ENTRY_SIZE)
+        if diff < 0:
+            break
+        t = begin_timestamp + diff * 1000
+        if hash_read == key_hash and begin <= t <= end and (accept is None or accept(phy)):
+            out.append(phy)
+        if prev <= INVALID or prev > count or prev == n or t < begin:
+            break
+        n = prev
+
+
+# the compiled twin when built (rocketstore.engine); select_chain_py stays the reference
+select_chain = engine.native.select_chain if engine.native is not None else select_chain_py

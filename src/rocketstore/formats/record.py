@@ -14,6 +14,7 @@ from struct import Struct
 
 import numpy as np
 
+from .. import engine
 from ..errors import CorruptDataError
 from . import properties as P
 from .javahash import java_string_hash
@@ -439,7 +440,7 @@ _I64_UNPACK = I64.unpack_from
 _TAIL_UNPACK = TAIL.unpack_from
 
 
-def decode_record(buf, pos: int = 0, end: int | None = None, with_body: bool = True) -> StoredMessage:
+def decode_record_py(buf, pos: int = 0, end: int | None = None, with_body: bool = True) -> StoredMessage:
     """Decode the record at `pos` into a StoredMessage; CorruptDataError (naming the offset) on any bad byte.
 
     Every length is bounded by TOTALSIZE and the buffer before it is used. The record is copied out of
@@ -501,6 +502,14 @@ def decode_record(buf, pos: int = 0, end: int | None = None, with_body: bool = T
 
 _SIZE_MAGIC_UNPACK = Struct(">ii").unpack_from
 _FIXED_V4_UNPACK = fixed_part(8, 8).unpack_from
+
+# the compiled twin when built (rocketstore.engine): the same StoredMessage, fields and CorruptDataErrors;
+# decode_record_py stays the reference
+if engine.native is not None:
+    engine.native.set_message_type(StoredMessage)
+    decode_record = engine.native.decode_record
+else:
+    decode_record = decode_record_py
 
 
 def store_timestamp_at(buf, pos: int) -> int:

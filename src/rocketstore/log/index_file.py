@@ -100,25 +100,8 @@ class IndexFile:
         offsets of entries with the same hash stored within [begin, end]; `accept(offset)` may veto one
         (rocketstore re-checks topic and key, so a hash collision never counts)."""
         h = self.header
-        count = min(h.index_count, self.index_num - 1)  # a header claiming more than the file holds is corrupt
-        buf = self.mf.buf
-        n = I.SLOT.unpack_from(buf, I.HEADER_SIZE + (key_hash % self.hash_slot_num) * I.SLOT_SIZE)[0]
-        if n <= I.INVALID or n > count or h.index_count <= 1:
-            return
-        base = I.HEADER_SIZE + self.hash_slot_num * I.SLOT_SIZE
-        unpack = I.ENTRY.unpack_from
-        hops = 0
-        while len(out) < max_num and hops < count:  # a corrupt chain may loop: never walk more than the file
-            hops += 1
-            hash_read, phy, diff, prev = unpack(buf, base + n * I.ENTRY_SIZE)
-            if diff < 0:
-                break
-            t = h.begin_timestamp + diff * 1000
-            if hash_read == key_hash and begin <= t <= end and (accept is None or accept(phy)):
-                out.append(phy)
-            if prev <= I.INVALID or prev > count or prev == n or t < begin:
-                break
-            n = prev
+        I.select_chain(self.mf.buf, self.hash_slot_num, h.begin_timestamp, h.index_count, self.index_num, key_hash,
+                       max_num, begin, end, out, accept)
 
     # -- lifecycle
     def flush(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import zlib
 
+from .. import engine
 from ..formats import properties as P
 from ..formats import record as R
 from ..formats.record_scan import chain, scan
@@ -59,8 +60,8 @@ def _topic(raw: bytes) -> str:
     return t
 
 
-def decode_run(buf, pos: int, limit: int, check_crc: bool, delay_levels,
-               dispatch_after: int = -1) -> tuple[int, int, int, DispatchColumns | None]:
+def decode_run_py(buf, pos: int, limit: int, check_crc: bool, delay_levels,
+                  dispatch_after: int = -1) -> tuple[int, int, int, DispatchColumns | None]:
     """The bulk decoder: check the plain records that start at `pos` in `buf` (one segment's bytes) and end
     by `limit`, as check_record would, stopping before the first that needs the careful path. Returns
     (records checked, position after them, position of the last of them, their DispatchColumns): records
@@ -123,6 +124,21 @@ def decode_run(buf, pos: int, limit: int, check_crc: bool, delay_levels,
                                stamps[first:done], flags, codes, keys, uniqs, props,
                                unit_rows(topics, qids, c.sys_flag[first:done]))
     return done, positions[done - 1] + sizes[done - 1], positions[done - 1], cols
+
+
+def decode_run_native(buf, pos: int, limit: int, check_crc: bool, delay_levels,
+                      dispatch_after: int = -1) -> tuple[int, int, int, DispatchColumns | None]:
+    """decode_run_py in C (rocketstore._native): the same walk, checks and columns; the walk and the CRCs
+    run without the GIL."""
+    def delay_code(topic: str, raw: bytes, store_ts: int, sys_flag: int) -> int:
+        return tags_code_for(topic, P.parse_properties(raw), store_ts, sys_flag, delay_levels)
+    done, after, last, cols = _native_run(buf, pos, limit, RUN, check_crc, dispatch_after, delay_code)
+    return done, after, last, (DispatchColumns(*cols) if cols is not None else None)
+
+
+_native_run = engine.native.decode_run if engine.native is not None else None
+# the compiled twin when built (rocketstore.engine); decode_run_py stays the reference
+decode_run = decode_run_native if engine.native is not None else decode_run_py
 
 
 def dispatch_run(pipeline, buf, pos: int, limit: int, check_crc: bool, delay_levels,

@@ -1,0 +1,395 @@
+/* The read path's loops (see native.h): one record into a StoredMessage (formats.record.decode_record_py is
+ * the reference) and the IndexFile hash-chain walk of a query (formats.index.select_chain_py). */
+#include "native.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MAGIC_V1 ((int32_t)0xDAA320A7)
+#define MAGIC_V2 ((int32_t)0xDAA320AB)
+#define BORNHOST_V6_FLAG 0x10
+#define STOREHOST_V6_FLAG 0x20
+
+/* ------------------------------------------------------------------ errors */
+/* CorruptDataError(reason, offset), the reason formatted as printf does */
+static void corrupt(Py_ssize_t pos, const char *fmt, ...) {
+    char text[256];
+    va_list va;
+    va_start(va, fmt);
+    vsnprintf(text, sizeof text, fmt, va);
+    va_end(va);
+    PyObject *exc = PyObject_CallFunction(rs_CorruptDataError, "sn", text, pos);
+    if (exc != NULL) {
+        PyErr_SetObject(rs_CorruptDataError, exc);
+        Py_DECREF(exc);
+    }
+}
+
+/* ------------------------------------------------------------------ decode_record */
+static PyTypeObject *message_type = NULL;
+static const char *const MSG_SLOTS[] = {"_f", "body", "topic", "_props_raw", "_props"};
+#define NMSG 5
+static Py_ssize_t msg_offsets[NMSG];
+
+/* set_message_type(StoredMessage): the class decode_record builds (its __slots__ are filled directly). */
+static PyObject *set_message_type(PyObject *self, PyObject *type) {
+    Py_ssize_t offs[NMSG];
+    if (rs_slot_offsets(type, MSG_SLOTS, NMSG, offs) < 0)
+        return NULL;
+    memcpy(msg_offsets, offs, sizeof offs);
+    Py_INCREF(type);
+    Py_XSETREF(message_type, (PyTypeObject *)type);
+    Py_RETURN_NONE;
+}
+
+/* The hosts' bytes repeat from record to record: the last of each kind is kept and shared (bytes are
+ * immutable). GIL held. */
+static PyObject *last_host[2];
+
+static PyObject *host_bytes(int which, const unsigned char *p, Py_ssize_t n) {
+    PyObject *h = last_host[which];
+    if (h != NULL && PyBytes_GET_SIZE(h) == n && memcmp(PyBytes_AS_STRING(h), p, (size_t)n) == 0) {
+        Py_INCREF(h);
+        return h;
+    }
+    h = PyBytes_FromStringAndSize((const char *)p, n);
+    if (h == NULL)
+        return NULL;
+    Py_INCREF(h);
+    Py_XSETREF(last_host[which], h);
+    return h;
+}
+
+static PyObject *decode_buffer(const unsigned char *buf, Py_ssize_t buflen, Py_ssize_t pos, Py_ssize_t end,
+                               int with_body) {
+    if (message_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "decode_record: set_message_type was not called");
+        return NULL;
+    }
+    if (pos < 0) {
+        corrupt(pos, "record position %zd is before the buffer", pos);
+        return NULL;
+    }
+    Py_ssize_t avail = end - pos;   /* negative past the buffer's end: "truncated", as the pure decoder says */
+    if (avail >= 91 && buflen - pos < 91)
+        avail = buflen - pos;       /* an `end` past the buffer: what the buffer holds is the bound */
+    if (avail < 91) {
+        corrupt(pos, "truncated record: %zd bytes left, a record needs at least 91", avail);
+        return NULL;
+    }
+    const unsigned char *rec = buf + pos;
+    int32_t size = rs_be32(rec), magic = rs_be32(rec + 4);
+    if (magic != MAGIC_V1 && magic != MAGIC_V2) {
+        corrupt(pos, "bad magic code 0x%08X", (unsigned)magic);
+        return NULL;
+    }
+    if (size < 91 || (Py_ssize_t)size > avail) {
+        corrupt(pos, "record size %d does not fit the %zd bytes left", (int)size, avail);
+        return NULL;
+    }
+    if ((Py_ssize_t)size > buflen - pos) {   /* an `end` past the buffer: what the buffer holds is the bound */
+        corrupt(pos, "record size %d does not fit the %zd bytes left", (int)size, buflen - pos);
+        return NULL;
+    }
+    int32_t sysflag = rs_be32(rec + 36);
+    Py_ssize_t bl = 8, sl = 8, p = 88;
+    if (sysflag & (BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)) {
+        bl = (sysflag & BORNHOST_V6_FLAG) ? 20 : 8;
+        sl = (sysflag & STOREHOST_V6_FLAG) ? 20 : 8;
+        p = 72 + bl + sl;
+        if (p + 3 > size) {
+            corrupt(pos, "record size %d too small for its host fields", (int)size);
+            return NULL;
+        }
+    }
+    /* p <= size - 3: every fixed field (up to BODYLEN, ending at p) is inside the record */
+    int32_t body_len = rs_be32(rec + p - 4);
+    if (body_len < 0 || p + (Py_ssize_t)body_len + 3 > size) {
+        corrupt(pos, "body length %d overruns the record of %d bytes", (int)body_len, (int)size);
+        return NULL;
+    }
+    Py_ssize_t body_pos = p;
+    p += body_len;
+    Py_ssize_t tlen;
+    if (magic == MAGIC_V2) {
+        tlen = rs_be16(rec + p);
+        p += 2;
+    } else {
+        tlen = rec[p];
+        p += 1;
+    }
+    if (p + tlen + 2 > size) {
+        corrupt(pos, "topic length %zd overruns the record of %d bytes", tlen, (int)size);
+        return NULL;
+    }
+    Py_ssize_t topic_pos = p;
+    p += tlen;
+    Py_ssize_t plen = rs_be16(rec + p);
+    p += 2;
+    if (plen >= 0x8000)
+        plen = 0;    /* Java reads a negative short and skips the properties */
+    if (p + plen != size) {
+        corrupt(pos, "record size %d does not match its fields (%zd bytes)", (int)size, p + plen);
+        return NULL;
+    }
+    Py_ssize_t h = 48 + bl;   /* STORETIMESTAMP */
+    PyObject *f = PyTuple_New(15);
+    if (f == NULL)
+        return NULL;
+    PyObject *items[15] = {
+        PyLong_FromLong(size), PyLong_FromLong(magic), PyLong_FromLong(rs_be32(rec + 8)),
+        PyLong_FromLong(rs_be32(rec + 12)), PyLong_FromLong(rs_be32(rec + 16)), PyLong_FromLongLong(rs_be64(rec + 20)),
+        PyLong_FromLongLong(rs_be64(rec + 28)), PyLong_FromLong(sysflag), PyLong_FromLongLong(rs_be64(rec + 40)),
+        host_bytes(0, rec + 48, bl), PyLong_FromLongLong(rs_be64(rec + h)), host_bytes(1, rec + h + 8, sl),
+        PyLong_FromLong(rs_be32(rec + h + 8 + sl)), PyLong_FromLongLong(rs_be64(rec + h + 12 + sl)),
+        PyLong_FromLong(body_len)};
+    int bad = 0;
+    for (int k = 0; k < 15; k++) {
+        if (items[k] == NULL)
+            bad = 1;
+        else
+            PyTuple_SET_ITEM(f, k, items[k]);
+    }
+    if (bad) {
+        Py_DECREF(f);
+        return NULL;
+    }
+    PyObject *vals[NMSG];
+    vals[0] = f;
+    if (with_body) {
+        vals[1] = PyBytes_FromStringAndSize((const char *)rec + body_pos, body_len);
+    } else {
+        vals[1] = Py_None;
+        Py_INCREF(Py_None);
+    }
+    vals[2] = rs_cached_str(rec + topic_pos, tlen);
+    vals[3] = PyBytes_FromStringAndSize((const char *)rec + p, plen);
+    vals[4] = Py_None;
+    Py_INCREF(Py_None);
+    if (vals[1] == NULL || vals[2] == NULL || vals[3] == NULL) {
+        for (int k = 0; k < NMSG; k++)
+            Py_XDECREF(vals[k]);
+        return NULL;
+    }
+    return rs_new_slotted(message_type, msg_offsets, vals, NMSG);
+}
+
+static const char *const DECODE_KW[] = {"buf", "pos", "end", "with_body"};
+
+/* decode_record(buf, pos=0, end=None, with_body=True) -> StoredMessage */
+static PyObject *decode_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *a[4] = {NULL, NULL, NULL, NULL};
+    if (nargs > 4) {
+        PyErr_SetString(PyExc_TypeError, "decode_record takes at most 4 arguments");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        a[i] = args[i];
+    if (kwnames != NULL) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++) {
+            PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+            int k = 0;
+            while (k < 4 && PyUnicode_CompareWithASCIIString(name, DECODE_KW[k]) != 0)
+                k++;
+            if (k == 4 || a[k] != NULL) {
+                PyErr_Format(PyExc_TypeError, "decode_record: unexpected or repeated argument %R", name);
+                return NULL;
+            }
+            a[k] = args[nargs + i];
+        }
+    }
+    if (a[0] == NULL) {
+        PyErr_SetString(PyExc_TypeError, "decode_record needs a buffer");
+        return NULL;
+    }
+    Py_ssize_t pos = 0, end;
+    int with_body = 1;
+    if (a[1] != NULL && (pos = PyLong_AsSsize_t(a[1])) == -1 && PyErr_Occurred())
+        return NULL;
+    if (a[3] != NULL && (with_body = PyObject_IsTrue(a[3])) < 0)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(a[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    end = view.len;
+    if (a[2] != NULL && a[2] != Py_None && (end = PyLong_AsSsize_t(a[2])) == -1 && PyErr_Occurred()) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    PyObject *m = decode_buffer(view.buf, view.len, pos, end, with_body);
+    PyBuffer_Release(&view);
+    return m;
+}
+
+/* ------------------------------------------------------------------ IndexFile chain walk */
+#define INDEX_HEADER 40
+
+/* select_chain(buf, hash_slot_num, begin_timestamp, index_count, index_num, key_hash, max_num, begin, end,
+ * out, accept): IndexFile.selectPhyOffset over a mapped file (formats.index.select_chain_py). */
+static PyObject *select_chain(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t slot_num, max_num;
+    long long begin_ts, index_count, index_num, key_hash, begin, end;
+    PyObject *out, *accept = Py_None;
+    if (!PyArg_ParseTuple(args, "y*nLLLLnLLO!|O:select_chain", &view, &slot_num, &begin_ts, &index_count,
+                          &index_num, &key_hash, &max_num, &begin, &end, &PyList_Type, &out, &accept))
+        return NULL;
+    PyObject *result = NULL;
+    const unsigned char *b = view.buf;
+    if (slot_num <= 0) {
+        PyErr_SetString(PyExc_ValueError, "select_chain: hash_slot_num must be positive");
+        goto done;
+    }
+    long long count = index_count < index_num - 1 ? index_count : index_num - 1;
+    long long slot = key_hash % slot_num;
+    if (slot < 0)
+        slot += slot_num;   /* Python's modulo */
+    Py_ssize_t slot_at = INDEX_HEADER + (Py_ssize_t)slot * 4;
+    if (slot_at + 4 > view.len) {
+        corrupt(slot_at, "hash slot %lld lies past the index file's %zd bytes", slot, view.len);
+        goto done;
+    }
+    long long n = rs_be32(b + slot_at);
+    if (n <= 0 || n > count || index_count <= 1)
+        goto ok;
+    Py_ssize_t base = INDEX_HEADER + slot_num * 4;
+    long long hops = 0;
+    while (PyList_GET_SIZE(out) < max_num && hops < count) {   /* a corrupt chain may loop: never more */
+        hops++;
+        /* 0 < n <= count < index_num: inside a file of the expected size; checked against this one anyway */
+        Py_ssize_t at = base + (Py_ssize_t)n * 20;
+        if (at < base || at + 20 > view.len) {
+            corrupt(at, "index entry %lld lies past the index file's %zd bytes", n, view.len);
+            goto done;
+        }
+        int32_t hash_read = rs_be32(b + at);
+        int64_t phy = rs_be64(b + at + 4);
+        int32_t diff = rs_be32(b + at + 12), prev = rs_be32(b + at + 16);
+        if (diff < 0)
+            break;
+        __int128 t = (__int128)begin_ts + (__int128)diff * 1000;
+        if (hash_read == key_hash && begin <= t && t <= end) {
+            int take = 1;
+            PyObject *po = PyLong_FromLongLong(phy);
+            if (po == NULL)
+                goto done;
+            if (accept != Py_None) {
+                PyObject *r = PyObject_CallOneArg(accept, po);
+                take = r == NULL ? -1 : PyObject_IsTrue(r);
+                Py_XDECREF(r);
+            }
+            if (take < 0 || (take && PyList_Append(out, po) < 0)) {
+                Py_DECREF(po);
+                goto done;
+            }
+            Py_DECREF(po);
+        }
+        if (prev <= 0 || prev > count || prev == n || t < begin)
+            break;
+        n = prev;
+    }
+ok:
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ------------------------------------------------------------------ a get's plain units */
+#define MAX_PULL_MSG_SIZE (128LL * 1024 * 1024)
+
+/* take_units(units, start, codes, ext_max, max_count, limits, max_py, memory, seg_start, seg_end, seg_buf,
+ *            topic, queue_id, out) -> (units taken, total bytes, messages, skipped by the tag filter)
+ * formats.cq.take_units_py is the reference: see there. */
+static PyObject *take_units(PyObject *self, PyObject *args) {
+    Py_buffer units, seg;
+    long long start, ext_max, max_count, max_py, memory, seg_start, seg_end, qid;
+    long long bytes_mem, count_mem, bytes_disk, count_disk;
+    PyObject *codes, *topic, *out;
+    if (!PyArg_ParseTuple(args, "y*LOLL(LLLL)LLLLy*ULO!:take_units", &units, &start, &codes, &ext_max, &max_count,
+                          &bytes_mem, &count_mem, &bytes_disk, &count_disk, &max_py, &memory, &seg_start,
+                          &seg_end, &seg, &topic, &qid, &PyList_Type, &out))
+        return NULL;
+    PyObject *result = NULL;
+    if (codes != Py_None && !PyAnySet_Check(codes)) {
+        PyErr_SetString(PyExc_TypeError, "take_units: codes must be a set or None");
+        goto done;
+    }
+    const unsigned char *u = units.buf;
+    Py_ssize_t n = units.len / 20, k = 0;
+    long long total = 0, count = 0;
+    int skipped = 0;
+    for (; k < n; k++) {
+        const unsigned char *e = u + 20 * k;
+        long long pos = rs_be64(e), tcode = rs_be64(e + 12);
+        long long size = rs_be32(e + 8);
+        if (total && count) {   /* get_message.batch_full */
+            int in_memory = (max_py - pos) <= memory;
+            if (count + 1 > max_count || total + size > MAX_PULL_MSG_SIZE
+                    || (in_memory ? (total + size > bytes_mem || count > count_mem - 1)
+                                  : (total + size > bytes_disk || count > count_disk - 1)))
+                break;
+        }
+        if (codes != Py_None && tcode > ext_max) {
+            PyObject *c = PyLong_FromLong((int32_t)(uint32_t)(uint64_t)tcode);   /* int32(tcode) */
+            int in = c == NULL ? -1 : PySet_Contains(codes, c);
+            Py_XDECREF(c);
+            if (in < 0)
+                goto done;
+            if (!in) {
+                skipped = 1;
+                continue;
+            }
+        }
+        if (!(seg_start <= pos && pos <= seg_end - size) || size <= 0)
+            break;       /* another segment's record: the careful loop finds it */
+        Py_ssize_t rel = (Py_ssize_t)(pos - seg_start);
+        if (rel + size > seg.len)
+            break;
+        PyObject *m = decode_buffer(seg.buf, seg.len, rel, rel + (Py_ssize_t)size, 1);
+        if (m == NULL) {
+            if (!PyErr_ExceptionMatches(rs_CorruptDataError))
+                goto done;
+            PyErr_Clear();
+            break;       /* the careful loop says what is wrong */
+        }
+        /* StoredMessage.is_at(topic, queue_id, index, size, pos) */
+        const unsigned char *rec = (const unsigned char *)seg.buf + rel;
+        PyObject *mt = *(PyObject **)((char *)m + msg_offsets[2]);
+        int same = rs_be32(rec + 12) == qid && rs_be64(rec + 20) == start + k && rs_be32(rec) == size
+            && rs_be64(rec + 28) == pos;
+        if (same) {
+            same = PyUnicode_Compare(mt, topic) == 0;
+            if (PyErr_Occurred()) {
+                Py_DECREF(m);
+                goto done;
+            }
+        }
+        if (!same || PyList_Append(out, m) < 0) {
+            Py_DECREF(m);
+            if (PyErr_Occurred())
+                goto done;
+            break;
+        }
+        Py_DECREF(m);
+        total += size;
+        count++;
+    }
+    result = Py_BuildValue("(nLLO)", k, total, count, skipped ? Py_True : Py_False);
+done:
+    PyBuffer_Release(&units);
+    PyBuffer_Release(&seg);
+    return result;
+}
+
+PyMethodDef rs_read_methods[] = {
+    {"set_message_type", set_message_type, METH_O, "The StoredMessage class decode_record builds."},
+    {"decode_record", (PyCFunction)(void (*)(void))decode_record, METH_FASTCALL | METH_KEYWORDS,
+     "One CommitLog record as a StoredMessage (formats.record.decode_record_py is the reference)."},
+    {"take_units", take_units, METH_VARARGS,
+     "The plain units a get takes without a closer look (formats.cq.take_units_py is the reference)."},
+    {"select_chain", select_chain, METH_VARARGS,
+     "IndexFile.selectPhyOffset's chain walk (formats.index.select_chain_py is the reference)."},
+    {NULL, NULL, 0, NULL},
+};
