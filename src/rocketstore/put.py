@@ -63,11 +63,12 @@ class _Topic:
         self.tail = R.topic_tail(raw, v2)
         self.magic = R.MAGIC_V2 if v2 else R.MAGIC_V1
         self.fast = fast
-        self.tag_tails: dict[str | None, tuple[bytes, int, int, bytes]] = {}
+        self.tag_tails: dict[str | None, tuple[bytes, int, int, bytes, tuple]] = {}
 
-    def tag_tail(self, tags: str | None) -> tuple[bytes, int, int, bytes] | None:
+    def tag_tail(self, tags: str | None) -> tuple[bytes, int, int, bytes, tuple] | None:
         """(tail = TOPIC + PROPERTIES for a message with only these tags, its length, tagsCode, the
-        properties alone); None for tags that cannot be stored (not a string, or holding a separator)."""
+        properties alone, their props_info); None for tags that cannot be stored (not a string, or holding
+        a separator)."""
         try:
             got = self.tag_tails.get(tags)
         except TypeError:   # unhashable: not a string
@@ -79,7 +80,8 @@ class _Topic:
             props = f"TAGS\x01{tags}\x02".encode("utf-8", "replace") if tags else b""
             tail = self.tail + R.U16.pack(len(props) & 0xFFFF) + props
             # the tagsCode of what is stored (a separator cuts the tag; an unpaired surrogate became "?")
-            got = (tail, len(tail), props_info(props)[0] if props else 0, props)
+            info = _info(props)
+            got = (tail, len(tail), info[0], props, info)
             if len(self.tag_tails) < 1024:
                 self.tag_tails[tags] = got
         return got
@@ -210,11 +212,16 @@ class MessageWriter:
         except TypeError:   # an unhashable topic: _put refuses it
             t = None
         if (t is not None and t.fast and type(msg.body) is bytes and msg.raw_properties is None
-                and not msg.properties and not msg.keys and not msg.sys_flag and msg.born_host is None
-                and msg.store_host is None and type(queue_id) is int and 0 <= queue_id < t.queues):
-            if not _fields_fit(msg):
-                return PutResult(PutStatus.MESSAGE_ILLEGAL)
-            return self._put_plain(msg, queue_id, t)
+                and not msg.sys_flag and msg.born_host is None and msg.store_host is None
+                and type(queue_id) is int and 0 <= queue_id < t.queues):
+            if not msg.properties and not msg.keys:
+                if not _fields_fit(msg):
+                    return PutResult(PutStatus.MESSAGE_ILLEGAL)
+                return self._put_plain(msg, queue_id, t)
+            if _native is not None:
+                if not _fields_fit(msg):
+                    return PutResult(PutStatus.MESSAGE_ILLEGAL)
+                return self._put_keyed(msg, queue_id, t)
         if not isinstance(msg.body, _BYTES) or not _fields_fit(msg):
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
         return self._put(msg, queue_id)
@@ -228,13 +235,38 @@ class MessageWriter:
         got = t.tag_tail(msg.tags)
         if got is None:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
-        tail, tail_len, code, props = got
+        tail, tail_len, code, props, info = got
         if len(props) > MAX_PROPERTIES:
             return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
         blen = len(body)
         size = 88 + blen + tail_len
         if size > self.max_record:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        return self._write_plain(msg, queue_id, t, body, blen, size, tail, code, props, info)
+
+    def _put_keyed(self, msg: Message, queue_id: int, t: _Topic) -> PutResult:
+        """A producer's message (KEYS, UNIQ_KEY, user properties) on the plain path, its properties made and
+        read in C; the same bytes and statuses as _put (which decides whatever the C leaves to Python)."""
+        body = msg.body
+        if len(body) > self.max_body:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        props = _native.message_props(msg, False)
+        info = _native.props_info(props) if props is not None else None
+        if info is None:    # left to Python, or INNER_NUM / INNER_BASE: the general path decides
+            return self._put(msg, queue_id)
+        plen = len(props)
+        if plen > MAX_PROPERTIES:
+            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
+        blen = len(body)
+        tail = t.tail + plen.to_bytes(2, "big") + props
+        size = 88 + blen + len(tail)
+        if size > self.max_record:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        return self._write_plain(msg, queue_id, t, body, blen, size, tail, info[0], props, info)
+
+    def _write_plain(self, msg: Message, queue_id: int, t: _Topic, body: bytes, blen: int, size: int, tail: bytes,
+                     code: int, props: bytes, info) -> PutResult:
+        """The record of _put_plain or _put_keyed (IPv4 hosts, sysFlag 0, no appended CRC) and its dispatch."""
         clock = self.config.clock
         born_ts = msg.born_timestamp if msg.born_timestamp is not None else clock()
         crc = _crc32(body) & 0x7FFFFFFF
@@ -260,7 +292,7 @@ class MessageWriter:
             self.commitlog.files.files[-1].store_timestamp = store_ts
             self.queue_offsets[key] = qoff + 1
             if self.dispatch is not None:
-                self.dispatch(t.name, queue_id, phys, size, code, store_ts, qoff, 0, props, phys + size)
+                self.dispatch(t.name, queue_id, phys, size, code, store_ts, qoff, 0, props, phys + size, info=info)
         return PutResult(PutStatus.PUT_OK, phys, size, qoff, host, store_ts)
 
     def _put(self, msg: Message, queue_id: int) -> PutResult:
@@ -356,20 +388,22 @@ class MessageWriter:
         blens = list(map(len, bodies))
         if max(blens) > self.max_body:
             return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
+        codes = None
         if _native is not None:
-            props_list, infos, uniform = _native.batch_props(msgs, append_crc)
-            if not uniform and None in props_list:   # what the C leaves to Python
+            props_list, infos, uniform, careful, codes = _native.batch_props(msgs, append_crc)
+            if careful and None in props_list:   # what the C leaves to Python
                 for i, props in enumerate(props_list):
                     if props is None:
                         props_list[i] = props = self._props_py(msgs[i], append_crc)
                         infos[i] = _info(props) if props is not None else None
                 uniform = props_list.count(props_list[0]) == n
+                codes = None
         else:
             props_list, uniform = self._batch_props(msgs, append_crc)
-            infos = None
-        if None in props_list:
+            infos, careful = None, True
+        if careful and None in props_list:
             return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)   # a tag, key or property cannot be stored
-        for props in (props_list[:1] if uniform else props_list):
+        for props in (props_list[:1] if uniform else props_list) if careful else ():   # (no DELAY: not careful)
             if b"DELAY\x01" in props and P.parse_properties(props).get(P.DELAY, "0").strip() not in ("", "0"):
                 return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)  # RocketMQ refuses delayed batches
         plens = list(map(len, props_list))
@@ -382,8 +416,8 @@ class MessageWriter:
         total = int(sizes.sum())
         magic = R.MAGIC_V2 if t.v2 else R.MAGIC_V1
         if _native is not None and set(map(type, bodies)) == {bytes}:
-            return self._put_batch_native(msgs, queue_id, t, bodies, props_list, infos, uniform, sizes, total,
-                                          born, store_host, sys_flag, born_ts, magic)
+            return self._put_batch_native(msgs, queue_id, t, bodies, flags, props_list, infos, codes, uniform, sizes,
+                                          total, born, store_host, sys_flag, born_ts, magic)
         crcs = np.fromiter(map(_crc32, bodies), dtype=np.int64, count=n) & 0x7FFFFFFF
         if uniform:
             tails = [t.tail + R.U16.pack(plens[0] + reserve) + props_list[0] + bytes(reserve)] * n
@@ -434,8 +468,8 @@ class MessageWriter:
                                     phys + total, infos=infos)
         return PutBatchResult(PutStatus.PUT_OK, starts, sizes, phys, total, base, store_host, store_ts)
 
-    def _put_batch_native(self, msgs, queue_id, t, bodies, props_list, infos, uniform, sizes, total, born,
-                          store_host, sys_flag, born_ts, magic) -> PutBatchResult:
+    def _put_batch_native(self, msgs, queue_id, t, bodies, flags, props_list, infos, codes, uniform, sizes, total,
+                          born, store_host, sys_flag, born_ts, magic) -> PutBatchResult:
         """put_batch's write and dispatch with the compiled engine: the records, CRCs included, in one call
         (the same bytes as the numpy path), and the properties' infos handed to the index as they are."""
         n = len(msgs)
@@ -444,7 +478,6 @@ class MessageWriter:
         append_crc = self.append_crc
         reserve = P.CRC32_RESERVED_LEN if append_crc else 0
         fixed = R.fixed_part(len(born), len(store_host))
-        flags = [m.flag for m in msgs]
         key = (tname, queue_id)
         with self.lock:
             base = self.queue_offsets.get(key, 0)
@@ -464,9 +497,8 @@ class MessageWriter:
             self.last_physical_offset = int(starts[-1])
             self.commitlog.files.files[-1].store_timestamp = store_ts
             if self.dispatch is not None:
-                if tname != SCHEDULE_TOPIC and (infos[0] is not None if uniform else None not in infos):
-                    codes = (np.full(n, infos[0][0], dtype=np.int64) if uniform
-                             else np.array([info[0] for info in infos], dtype=np.int64))
+                if tname != SCHEDULE_TOPIC and codes is not None and None not in infos:
+                    codes = np.frombuffer(codes, dtype=np.int64)
                 else:
                     codes = np.array([self._tags_code(tname, props, store_ts, sys_flag, info)
                                       for props, info in zip(props_list, infos)], dtype=np.int64)

@@ -411,10 +411,11 @@ static PyObject *props_info(PyObject *self, PyObject *arg) {
     return r;
 }
 
-/* batch_props(msgs, drop_crc) -> (props list, infos list, uniform): each message's PROPERTIES bytes (None
- * where Python must decide) and props_info of them (None where the bytes are None or props_info says
- * None); uniform when every message has the same bytes. A message whose bytes equal the previous one's
- * shares its bytes and info objects. */
+/* batch_props(msgs, drop_crc) -> (props list, infos list, uniform, careful, codes): each message's
+ * PROPERTIES bytes (None where Python must decide) and props_info of them (None where the bytes are None
+ * or props_info says None); uniform when every message has the same bytes; careful when a bytes or an info
+ * is None or an info has DELAY (the caller looks closer); codes: each info's tagsCode as native int64 bytes
+ * (0 for a None). A message whose bytes equal the previous one's shares its bytes and info objects. */
 static PyObject *batch_props(PyObject *self, PyObject *args) {
     PyObject *msgs;
     int drop_crc;
@@ -423,11 +424,12 @@ static PyObject *batch_props(PyObject *self, PyObject *args) {
     if (names_ready() < 0 || info_ready() < 0)
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(msgs);
-    PyObject *plist = PyList_New(n), *ilist = PyList_New(n);
-    if (plist == NULL || ilist == NULL)
+    PyObject *plist = PyList_New(n), *ilist = PyList_New(n), *codes = PyBytes_FromStringAndSize(NULL, n * 8);
+    if (plist == NULL || ilist == NULL || codes == NULL)
         goto error;
+    int64_t *code = (int64_t *)PyBytes_AS_STRING(codes);
     PyObject *prev = NULL, *prev_info = NULL;
-    int uniform = 1;
+    int uniform = 1, careful = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *props = message_props_one(PyList_GET_ITEM(msgs, i), drop_crc);
         if (props == NULL)
@@ -454,11 +456,21 @@ static PyObject *batch_props(PyObject *self, PyObject *args) {
         }
         PyList_SET_ITEM(plist, i, props);
         PyList_SET_ITEM(ilist, i, info);
+        if (info == Py_None) {
+            careful = 1;
+            code[i] = 0;
+        } else {
+            code[i] = PyLong_AsLong(PyTuple_GET_ITEM(info, 0));     /* an int32 made above */
+            if (PyTuple_GET_ITEM(info, 3) == Py_True)
+                careful = 1;
+        }
     }
-    return Py_BuildValue("(NNO)", plist, ilist, uniform ? Py_True : Py_False);
+    return Py_BuildValue("(NNOON)", plist, ilist, uniform ? Py_True : Py_False, careful ? Py_True : Py_False,
+                         codes);
 error:
     Py_XDECREF(plist);
     Py_XDECREF(ilist);
+    Py_XDECREF(codes);
     return NULL;
 }
 
@@ -713,6 +725,39 @@ done:
     return result;
 }
 
+/* index_records(topic, offsets, store_ts, sys_flag, infos) -> [(topic, offset, store_ts, sys_flag, UNIQ_KEY,
+ * KEYS)]: the records of a producer batch as IndexService.add takes them, from each one's props_info. */
+static PyObject *index_records(PyObject *self, PyObject *args) {
+    PyObject *topic, *offsets, *ts, *flag, *infos;
+    if (!PyArg_ParseTuple(args, "UO!OOO!:index_records", &topic, &PyList_Type, &offsets, &ts, &flag, &PyList_Type,
+                          &infos))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(offsets);
+    if (PyList_GET_SIZE(infos) != n) {
+        PyErr_SetString(PyExc_ValueError, "index_records: one info per offset");
+        return NULL;
+    }
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *info = PyList_GET_ITEM(infos, i);
+        if (!PyTuple_Check(info) || PyTuple_GET_SIZE(info) != 4) {
+            Py_DECREF(out);
+            PyErr_SetString(PyExc_TypeError, "index_records: an info is not a props_info tuple");
+            return NULL;
+        }
+        PyObject *t = PyTuple_Pack(6, topic, PyList_GET_ITEM(offsets, i), ts, flag, PyTuple_GET_ITEM(info, 2),
+                                   PyTuple_GET_ITEM(info, 1));
+        if (t == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, t);
+    }
+    return out;
+}
+
 PyMethodDef rs_put_methods[] = {
     {"crc32", crc32, METH_O, "zlib.crc32 of a bytes-like object (unsigned)."},
     {"message_props", message_props, METH_VARARGS,
@@ -720,7 +765,10 @@ PyMethodDef rs_put_methods[] = {
     {"props_info", props_info, METH_O,
      "props_info(raw) -> (tagsCode, KEYS, UNIQ_KEY, has DELAY) | None, as services.bulk_dispatch.props_info."},
     {"batch_props", batch_props, METH_VARARGS,
-     "batch_props(msgs, drop_crc) -> (properties bytes or None each, props_info each, all the same)."},
+     "batch_props(msgs, drop_crc) -> (properties bytes or None each, props_info each, all the same, careful,"
+     " tagsCodes)."},
+    {"index_records", index_records, METH_VARARGS,
+     "index_records(topic, offsets, store_ts, sys_flag, infos) -> the records IndexService.add takes."},
     {"encode_batch", encode_batch, METH_VARARGS,
      "encode_batch(template, bodies, props, topic_tail, reserve, flags, first_qoff, phys, total, append_crc)"
      " -> the records of a producer batch."},

@@ -329,8 +329,11 @@ class IndexDispatcher:
         path has them."""
         if _may_hold_keys(props_list):
             if infos is not None and None not in infos:
-                self.index.add_each([(topic, p, store_ts, sys_flag, info[2], info[1])
-                                     for p, info in zip(offsets.tolist(), infos)])
+                if _native is not None:
+                    self.index.add_each(_native.index_records(topic, offsets.tolist(), store_ts, sys_flag, infos))
+                else:
+                    self.index.add_each([(topic, p, store_ts, sys_flag, info[2], info[1])
+                                         for p, info in zip(offsets.tolist(), infos)])
                 return
             for p, props in zip(offsets.tolist(), props_list):
                 self.put(topic, p, store_ts, sys_flag, props)
