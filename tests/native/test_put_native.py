@@ -261,3 +261,17 @@ def test_encode_batch_is_encode_record(native, append_crc):
     with pytest.raises(ValueError):
         native.encode_batch(template, bodies, props, R.topic_tail(b"Topic", False), reserve, [0, -7], 40, 1000,
                             len(want) - 1, append_crc)
+
+
+def test_batch_props_and_index_records_by_hand(native):
+    a = Message(topic="T", tags="TagA", keys="k1")
+    b = Message(topic="T", tags="x\x01")              # a separator: Python decides (MESSAGE_ILLEGAL)
+    c = Message(topic="T", properties={"DELAY": "3"})
+    props, infos, uniform, careful, codes = native.batch_props([a, a, b, c], False)
+    assert props == [b"KEYS\x01k1\x02TAGS\x01TagA\x02"] * 2 + [None, b"DELAY\x013\x02"]
+    assert infos == [(2598919, "k1", None, False)] * 2 + [None, (0, "", None, True)]
+    assert uniform is False and careful is True
+    assert np_list(codes, "i8") == [2598919, 2598919, 0, 0]
+    _, _, uniform, careful, _ = native.batch_props([a, a], False)
+    assert uniform is True and careful is False
+    assert native.index_records("T", [5, 9], 7, 0, infos[:2]) == [("T", 5, 7, 0, None, "k1"), ("T", 9, 7, 0, None, "k1")]
