@@ -12,8 +12,12 @@ Rows (each the best of --runs, default 3; --quick: 100,000 messages, 1 run):
                reput (thread held back)
                                dispatch_in_put_path=False with the reput thread stopped during the puts,
                                then time store.wait_dispatched() (one in-process pass over the CommitLog)
+               put keyed, put_batch keyed
+                               the same with producers' messages: tags, KEYS order-<i> and a UNIQ_KEY of 32 hex
+                               digits, index on (the default), timed until the index holds them (index.build())
   SQLite       executemany     --batch rows per transaction
                autocommit      one INSERT per message
+               keyed           the same into a table with KEYS and UNIQ_KEY columns, each with an index
                read LIMIT 32   SELECT ... WHERE id > ? ORDER BY id LIMIT 32, looped over the whole table
                read cursor     one SELECT over the whole table, iterated
 Info rows (no target): reput (held back) with the ConsumeQueue ext and SQL92 bitmaps on and a filter
@@ -53,8 +57,11 @@ TARGETS = {
     "rs_get": (2_000_000, None),
     "rs_reput_open": (1_000_000, None),
     "rs_reput_held": (1_000_000, None),
+    "rs_put_keyed": (450_000, None),
+    "rs_batch_keyed": (1_500_000, None),
 }
-PEERS = {"rs_put": "sq_auto", "rs_batch": "sq_batch", "rs_get": "sq_read32"}
+PEERS = {"rs_put": "sq_auto", "rs_batch": "sq_batch", "rs_get": "sq_read32", "rs_put_keyed": "sq_auto_keyed",
+         "rs_batch_keyed": "sq_batch_keyed"}
 LABELS = {
     "rs_put": "rocketstore put (1/call)",
     "rs_batch": "rocketstore put_batch",
@@ -68,13 +75,22 @@ LABELS = {
     "sq_auto": "SQLite autocommit insert",
     "sq_read32": "SQLite read LIMIT 32",
     "sq_cursor": "SQLite read cursor",
+    "rs_put_keyed": "rocketstore put keyed",
+    "rs_batch_keyed": "rocketstore put_batch keyed",
+    "sq_auto_keyed": "SQLite autocommit, key indexes",
+    "sq_batch_keyed": "SQLite executemany, key indexes",
 }
-ORDER = ["rs_put", "sq_auto", "rs_batch", "sq_batch", "rs_get", "sq_read32", "sq_cursor",
+ORDER = ["rs_put", "sq_auto", "rs_batch", "sq_batch", "rs_put_keyed", "sq_auto_keyed", "rs_batch_keyed",
+         "sq_batch_keyed", "rs_get", "sq_read32", "sq_cursor",
          "rs_reput_open", "rs_reput_held", "rs_reput_bitmap", "rs_batch_nodisp", "rs_close"]
+KEYED = {"rs_put_keyed", "rs_batch_keyed", "sq_auto_keyed", "sq_batch_keyed"}
 GROUPS = {  # --only names -> what to run
     "put": {"rs_put"}, "put_batch": {"rs_batch"}, "get": {"rs_batch", "rs_get"},
-    "reput": {"rs_batch", "rs_reput_open", "rs_reput_held", "rs_reput_bitmap"}, "sqlite": {"sq_batch", "sq_auto", "sq_read32"},
-    "rocketstore": {"rs_put", "rs_batch", "rs_get", "rs_reput_open", "rs_reput_held", "rs_reput_bitmap"},
+    "reput": {"rs_batch", "rs_reput_open", "rs_reput_held", "rs_reput_bitmap"},
+    "sqlite": {"sq_batch", "sq_auto", "sq_read32", "sq_auto_keyed", "sq_batch_keyed"},
+    "keyed": KEYED,
+    "rocketstore": {"rs_put", "rs_batch", "rs_get", "rs_reput_open", "rs_reput_held", "rs_reput_bitmap",
+                    "rs_put_keyed", "rs_batch_keyed"},
 }
 
 
@@ -120,6 +136,42 @@ def rs_put(msgs, base, res: Results | None) -> None:
             res.add("rs_put", t)
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def rs_keyed(msgs, batches, base, res: Results | None, want: set[str]) -> None:
+    """Producers' messages (KEYS, UNIQ_KEY), index on: put one per call, and put_batch, each into a fresh
+    store, timed until the index holds every key (the index builds in runs; index.build() places the rest)."""
+    for key, one in (("rs_put_keyed", True), ("rs_batch_keyed", False)):
+        if key not in want:
+            continue
+        d = new_dir(base, "rs-keyed-")
+        try:
+            with MessageStore.open(d, config=rs_config()) as store:
+                t0 = time.perf_counter()
+                if one:
+                    put = store.put
+                    for m in msgs:
+                        r = put(m, QUEUE)
+                        if r.status is not PUT_OK:
+                            check_put(r)
+                else:
+                    put_batch = store.put_batch
+                    for b in batches:
+                        r = put_batch(b, QUEUE)
+                        if r.status is not PUT_OK:
+                            check_put(r)
+                store.index.build()
+                t = time.perf_counter() - t0
+                if store.max_offset(TOPIC, QUEUE) != len(msgs):
+                    raise RuntimeError(f"{key}: {store.max_offset(TOPIC, QUEUE)} of {len(msgs)} in the queue")
+                last = msgs[-1]
+                found = store.query(TOPIC, last.keys, 1)
+                if len(found) != 1 or found[0].unique_key != last.properties["UNIQ_KEY"]:
+                    raise RuntimeError(f"{key}: the last message's key is not in the index")
+            if res is not None:
+                res.add(key, t)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def rs_batch_get_reput(batches, n, base, res: Results | None, want: set[str]) -> None:
@@ -222,14 +274,48 @@ SCHEMA = "CREATE TABLE m (id INTEGER PRIMARY KEY, topic TEXT, queue INT, tags TE
 INSERT = "INSERT INTO m (topic, queue, tags, body) VALUES (?, ?, ?, ?)"
 READ32 = "SELECT id, topic, queue, tags, body FROM m WHERE id > ? ORDER BY id LIMIT 32"
 READALL = "SELECT id, topic, queue, tags, body FROM m ORDER BY id"
+# the keyed workload's peer: KEYS and UNIQ_KEY columns with an index each (what the IndexFile answers)
+SCHEMA_KEYED = ("CREATE TABLE mk (id INTEGER PRIMARY KEY, topic TEXT, queue INT, tags TEXT, keys TEXT, uniq TEXT, "
+                "body BLOB)", "CREATE INDEX mk_keys ON mk (keys)", "CREATE INDEX mk_uniq ON mk (uniq)")
+INSERT_KEYED = "INSERT INTO mk (topic, queue, tags, keys, uniq, body) VALUES (?, ?, ?, ?, ?, ?)"
 
 
-def sq_open(path: str) -> sqlite3.Connection:
+def sq_open(path: str, schema=(SCHEMA,)) -> sqlite3.Connection:
     con = sqlite3.connect(path, isolation_level=None)  # autocommit unless BEGIN
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=NORMAL")
-    con.execute(SCHEMA)
+    for statement in schema:
+        con.execute(statement)
     return con
+
+
+def sq_keyed(rows, row_batches, base, res: Results | None, want: set[str]) -> None:
+    """The keyed rows into a table with key indexes: one INSERT per message (autocommit), and executemany
+    in transactions of --batch rows."""
+    for key in ("sq_auto_keyed", "sq_batch_keyed"):
+        if key not in want:
+            continue
+        d = new_dir(base, "sq-keyed-")
+        try:
+            con = sq_open(os.path.join(d, "bench.db"), SCHEMA_KEYED)
+            try:
+                ex, exm = con.execute, con.executemany
+                t0 = time.perf_counter()
+                if key == "sq_auto_keyed":
+                    for r in rows:
+                        ex(INSERT_KEYED, r)
+                else:
+                    for b in row_batches:
+                        ex("BEGIN")
+                        exm(INSERT_KEYED, b)
+                        ex("COMMIT")
+                t = time.perf_counter() - t0
+            finally:
+                con.close()
+            if res is not None:
+                res.add(key, t)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def sq_batch_and_read(row_batches, n, base, res: Results | None, want: set[str]) -> None:
@@ -299,18 +385,25 @@ def sq_autocommit(rows, base, res: Results | None) -> None:
 
 # ---------------------------------------------------------------- driver
 
-def make_inputs(n: int, body_size: int, batch: int):
+def make_inputs(n: int, body_size: int, batch: int, keyed: bool = False):
     body = bytes(range(256)) * (body_size // 256 + 1)
     body = body[:body_size]
     msgs = [Message(topic=TOPIC, body=body, tags=TAGS) for _ in range(n)]
     batches = [msgs[i:i + batch] for i in range(0, n, batch)]
     rows = [(TOPIC, QUEUE, TAGS, body) for _ in range(n)]
     row_batches = [rows[i:i + batch] for i in range(0, n, batch)]
-    return msgs, batches, rows, row_batches
+    kmsgs = krows = None
+    if keyed:   # what real producers send: a KEYS value and the client's message id as UNIQ_KEY
+        kmsgs = [Message(topic=TOPIC, body=body, tags=TAGS, keys=f"order-{i}", properties={"UNIQ_KEY": f"{i:032X}"})
+                 for i in range(n)]
+        krows = [(TOPIC, QUEUE, TAGS, f"order-{i}", f"{i:032X}", body) for i in range(n)]
+    keyed_inputs = (kmsgs, [kmsgs[i:i + batch] for i in range(0, n, batch)] if keyed else None,
+                    krows, [krows[i:i + batch] for i in range(0, n, batch)] if keyed else None)
+    return msgs, batches, rows, row_batches, keyed_inputs
 
 
 def run_round(inputs, n, base, res, want) -> None:
-    msgs, batches, rows, row_batches = inputs
+    msgs, batches, rows, row_batches, (kmsgs, kbatches, krows, krow_batches) = inputs
     if "rs_put" in want:
         rs_put(msgs, base, res)
     if "sq_auto" in want:
@@ -323,6 +416,10 @@ def run_round(inputs, n, base, res, want) -> None:
         rs_reput_held(batches, n, base, res)
     if "rs_reput_bitmap" in want:
         rs_reput_held(batches, n, base, res, bitmaps=True)
+    if want & {"rs_put_keyed", "rs_batch_keyed"}:
+        rs_keyed(kmsgs, kbatches, base, res, want)
+    if want & {"sq_auto_keyed", "sq_batch_keyed"}:
+        sq_keyed(krows, krow_batches, base, res, want)
 
 
 def fmt_rate(v: float) -> str:
@@ -430,9 +527,9 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     if warm:
         print(f"warming up with {warm:,} messages ...", flush=True)
-        run_round(make_inputs(warm, args.body, args.batch), warm, base, None, want)
+        run_round(make_inputs(warm, args.body, args.batch, bool(want & KEYED)), warm, base, None, want)
         gc.collect()
-    inputs = make_inputs(n, args.body, args.batch)
+    inputs = make_inputs(n, args.body, args.batch, bool(want & KEYED))
     gc.collect()
     gc.freeze()  # the inputs are long-lived: keep the collector from rescanning them during timed loops
     res = Results()

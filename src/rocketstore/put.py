@@ -4,6 +4,11 @@ Mirrors CommitLog.asyncPutMessage / asyncPutMessages: statuses instead of except
 offsets taken under the put lock, one store timestamp per put (shared by a whole batch). Python pays per
 message, so what does not change between messages (topic bytes, validation, host bytes, Structs) is
 computed once and cached, and a record is one Struct.pack plus its body and tail.
+
+With the compiled engine (rocketstore.engine) the per-message loops run in C: the PROPERTIES bytes of each
+message with what the queues and the index read from them (computed once, handed to the dispatch), and a
+producer batch's records with their CRCs in one call. The pure code beside it is the reference and the
+fallback (the C answers None where it leaves a message to Python); `_native = None` runs it alone.
 """
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ import numpy as np
 
 from .formats import properties as P
 from .formats import record as R
-from . import put_batch_topic
+from . import engine, put_batch_topic
 from .log.commitlog import CommitLog, DoesNotFit
 from .message import Message, PutBatchResult, PutResult, PutStatus
 from .services.bulk_dispatch import props_info
@@ -23,6 +28,8 @@ from .services.dispatch import SCHEDULE_TOPIC, tags_code_for
 from .validation import topic_problem
 
 log = logging.getLogger("rocketstore.put")
+_native = engine.native     # None: the pure path alone (the tests compare both)
+_NO_KEYS = (0, "", None, False)   # props_info of properties without TAGS, KEYS, UNIQ_KEY or DELAY
 MAX_PROPERTIES = 32767
 _crc32 = zlib.crc32
 _BYTES = (bytes, bytearray, memoryview)
@@ -56,11 +63,12 @@ class _Topic:
         self.tail = R.topic_tail(raw, v2)
         self.magic = R.MAGIC_V2 if v2 else R.MAGIC_V1
         self.fast = fast
-        self.tag_tails: dict[str | None, tuple[bytes, int, int, bytes]] = {}
+        self.tag_tails: dict[str | None, tuple[bytes, int, int, bytes, tuple]] = {}
 
-    def tag_tail(self, tags: str | None) -> tuple[bytes, int, int, bytes] | None:
+    def tag_tail(self, tags: str | None) -> tuple[bytes, int, int, bytes, tuple] | None:
         """(tail = TOPIC + PROPERTIES for a message with only these tags, its length, tagsCode, the
-        properties alone); None for tags that cannot be stored (not a string, or holding a separator)."""
+        properties alone, their props_info); None for tags that cannot be stored (not a string, or holding
+        a separator)."""
         try:
             got = self.tag_tails.get(tags)
         except TypeError:   # unhashable: not a string
@@ -72,7 +80,8 @@ class _Topic:
             props = f"TAGS\x01{tags}\x02".encode("utf-8", "replace") if tags else b""
             tail = self.tail + R.U16.pack(len(props) & 0xFFFF) + props
             # the tagsCode of what is stored (a separator cuts the tag; an unpaired surrogate became "?")
-            got = (tail, len(tail), props_info(props)[0] if props else 0, props)
+            info = _info(props)
+            got = (tail, len(tail), info[0], props, info)
             if len(self.tag_tails) < 1024:
                 self.tag_tails[tags] = got
         return got
@@ -81,8 +90,9 @@ class _Topic:
 class MessageWriter:
     def __init__(self, config, commitlog: CommitLog, dispatch, dispatch_batch=None, is_batch_topic=None,
                  queue_limit=None):
-        """`dispatch(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props, end)`
-        builds the queues for each record as it is written, under the put lock; None leaves it to reput.
+        """`dispatch(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props, end,
+        info=...)` builds the queues for each record as it is written, under the put lock (`info`: the
+        props_info of `props`, so that nothing reads them again); None leaves it to reput.
         `dispatch_batch` does the same for a producer batch, with lists in place of the per-record values.
         `queue_limit(topic)`: the number of queues a topic's config gives it, None without one."""
         self.config = config
@@ -159,6 +169,15 @@ class MessageWriter:
     @staticmethod
     def _props(msg: Message, drop_crc: bool) -> bytes | None:
         """The PROPERTIES bytes, None when a tag, key or property cannot be stored (Message.text_problem)."""
+        if _native is not None:
+            got = _native.message_props(msg, drop_crc)
+            if got is not None:
+                return got
+        return MessageWriter._props_py(msg, drop_crc)
+
+    @staticmethod
+    def _props_py(msg: Message, drop_crc: bool) -> bytes | None:
+        """_props in Python: the reference, and the path of what the compiled one leaves to it."""
         if msg.raw_properties is None and not msg.properties:
             # the common case, without building a dict: KEYS then TAGS, as property_map orders them
             keys, tags = msg.keys, msg.tags
@@ -180,11 +199,10 @@ class MessageWriter:
             return None
         return msg.properties_bytes(drop_crc=drop_crc)
 
-    def _tags_code(self, msg: Message, topic: str, props: bytes, store_ts: int, sys_flag: int) -> int:
-        if topic != SCHEDULE_TOPIC:  # the tagsCode of the TAGS as stored, as reput would read it back
-            info = props_info(props) if props else None
-            if info is not None:
-                return info[0]
+    def _tags_code(self, topic: str, props: bytes, store_ts: int, sys_flag: int, info) -> int:
+        """`info`: _info(props)."""
+        if topic != SCHEDULE_TOPIC and info is not None:  # the tagsCode of the TAGS as stored, as reput reads it
+            return info[0]
         return tags_code_for(topic, P.parse_properties(props), store_ts, sys_flag, self.delay_levels) if props else 0
 
     # -- one message
@@ -194,11 +212,16 @@ class MessageWriter:
         except TypeError:   # an unhashable topic: _put refuses it
             t = None
         if (t is not None and t.fast and type(msg.body) is bytes and msg.raw_properties is None
-                and not msg.properties and not msg.keys and not msg.sys_flag and msg.born_host is None
-                and msg.store_host is None and type(queue_id) is int and 0 <= queue_id < t.queues):
-            if not _fields_fit(msg):
-                return PutResult(PutStatus.MESSAGE_ILLEGAL)
-            return self._put_plain(msg, queue_id, t)
+                and not msg.sys_flag and msg.born_host is None and msg.store_host is None
+                and type(queue_id) is int and 0 <= queue_id < t.queues):
+            if not msg.properties and not msg.keys:
+                if not _fields_fit(msg):
+                    return PutResult(PutStatus.MESSAGE_ILLEGAL)
+                return self._put_plain(msg, queue_id, t)
+            if _native is not None:
+                if not _fields_fit(msg):
+                    return PutResult(PutStatus.MESSAGE_ILLEGAL)
+                return self._put_keyed(msg, queue_id, t)
         if not isinstance(msg.body, _BYTES) or not _fields_fit(msg):
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
         return self._put(msg, queue_id)
@@ -212,13 +235,38 @@ class MessageWriter:
         got = t.tag_tail(msg.tags)
         if got is None:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
-        tail, tail_len, code, props = got
+        tail, tail_len, code, props, info = got
         if len(props) > MAX_PROPERTIES:
             return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
         blen = len(body)
         size = 88 + blen + tail_len
         if size > self.max_record:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        return self._write_plain(msg, queue_id, t, body, blen, size, tail, code, props, info)
+
+    def _put_keyed(self, msg: Message, queue_id: int, t: _Topic) -> PutResult:
+        """A producer's message (KEYS, UNIQ_KEY, user properties) on the plain path, its properties made and
+        read in C; the same bytes and statuses as _put (which decides whatever the C leaves to Python)."""
+        body = msg.body
+        if len(body) > self.max_body:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        props = _native.message_props(msg, False)
+        info = _native.props_info(props) if props is not None else None
+        if info is None:    # left to Python, or INNER_NUM / INNER_BASE: the general path decides
+            return self._put(msg, queue_id)
+        plen = len(props)
+        if plen > MAX_PROPERTIES:
+            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
+        blen = len(body)
+        tail = t.tail + plen.to_bytes(2, "big") + props
+        size = 88 + blen + len(tail)
+        if size > self.max_record:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        return self._write_plain(msg, queue_id, t, body, blen, size, tail, info[0], props, info)
+
+    def _write_plain(self, msg: Message, queue_id: int, t: _Topic, body: bytes, blen: int, size: int, tail: bytes,
+                     code: int, props: bytes, info) -> PutResult:
+        """The record of _put_plain or _put_keyed (IPv4 hosts, sysFlag 0, no appended CRC) and its dispatch."""
         clock = self.config.clock
         born_ts = msg.born_timestamp if msg.born_timestamp is not None else clock()
         crc = _crc32(body) & 0x7FFFFFFF
@@ -244,7 +292,7 @@ class MessageWriter:
             self.commitlog.files.files[-1].store_timestamp = store_ts
             self.queue_offsets[key] = qoff + 1
             if self.dispatch is not None:
-                self.dispatch(t.name, queue_id, phys, size, code, store_ts, qoff, 0, props, phys + size)
+                self.dispatch(t.name, queue_id, phys, size, code, store_ts, qoff, 0, props, phys + size, info=info)
         return PutResult(PutStatus.PUT_OK, phys, size, qoff, host, store_ts)
 
     def _put(self, msg: Message, queue_id: int) -> PutResult:
@@ -300,8 +348,9 @@ class MessageWriter:
             if counts:
                 self.queue_offsets[key] = qoff + 1
             if self.dispatch is not None:
-                self.dispatch(t.name, queue_id, phys, size, self._tags_code(msg, t.name, props, store_ts, sys_flag),
-                              store_ts, qoff, sys_flag, props, phys + size)
+                info = _info(props)
+                self.dispatch(t.name, queue_id, phys, size, self._tags_code(t.name, props, store_ts, sys_flag, info),
+                              store_ts, qoff, sys_flag, props, phys + size, info=info)
         return PutResult(PutStatus.PUT_OK, phys, size, qoff, store_host, store_ts)
 
     # -- a producer batch (putMessages): one record per message, all in one segment, all or nothing
@@ -339,10 +388,22 @@ class MessageWriter:
         blens = list(map(len, bodies))
         if max(blens) > self.max_body:
             return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
-        props_list, uniform = self._batch_props(msgs, append_crc)
-        if None in props_list:
+        codes = None
+        if _native is not None:
+            props_list, infos, uniform, careful, codes = _native.batch_props(msgs, append_crc)
+            if careful and None in props_list:   # what the C leaves to Python
+                for i, props in enumerate(props_list):
+                    if props is None:
+                        props_list[i] = props = self._props_py(msgs[i], append_crc)
+                        infos[i] = _info(props) if props is not None else None
+                uniform = props_list.count(props_list[0]) == n
+                codes = None
+        else:
+            props_list, uniform = self._batch_props(msgs, append_crc)
+            infos, careful = None, True
+        if careful and None in props_list:
             return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)   # a tag, key or property cannot be stored
-        for props in (props_list[:1] if uniform else props_list):
+        for props in (props_list[:1] if uniform else props_list) if careful else ():   # (no DELAY: not careful)
             if b"DELAY\x01" in props and P.parse_properties(props).get(P.DELAY, "0").strip() not in ("", "0"):
                 return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)  # RocketMQ refuses delayed batches
         plens = list(map(len, props_list))
@@ -350,16 +411,19 @@ class MessageWriter:
             return PutBatchResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
         if 22 * n + sum(blens) + sum(plens) > self.max_body:
             return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)  # the encoded batch is one "body" to RocketMQ
-        crcs = np.fromiter(map(_crc32, bodies), dtype=np.int64, count=n) & 0x7FFFFFFF
         fixed_len = R.fixed_dtype(len(born), len(store_host)).itemsize
         sizes = np.array(blens, dtype=np.int64) + (np.array(plens, dtype=np.int64) + (fixed_len + len(t.tail) + 2 + reserve))
         total = int(sizes.sum())
+        magic = R.MAGIC_V2 if t.v2 else R.MAGIC_V1
+        if _native is not None and set(map(type, bodies)) == {bytes}:
+            return self._put_batch_native(msgs, queue_id, t, bodies, flags, props_list, infos, codes, uniform, sizes,
+                                          total, born, store_host, sys_flag, born_ts, magic)
+        crcs = np.fromiter(map(_crc32, bodies), dtype=np.int64, count=n) & 0x7FFFFFFF
         if uniform:
             tails = [t.tail + R.U16.pack(plens[0] + reserve) + props_list[0] + bytes(reserve)] * n
         else:
             tails = [t.tail + R.U16.pack(pl + reserve) + pr + bytes(reserve) for pl, pr in zip(plens, props_list)]
         same_size = uniform and blens.count(blens[0]) == n
-        magic = R.MAGIC_V2 if t.v2 else R.MAGIC_V1
         key = (tname, queue_id)
         with self.lock:
             base = self.queue_offsets.get(key, 0)
@@ -393,12 +457,53 @@ class MessageWriter:
             self.commitlog.files.files[-1].store_timestamp = store_ts
             if self.dispatch is not None:
                 if uniform:
-                    codes = np.full(n, self._tags_code(first, tname, props_list[0], store_ts, sys_flag), dtype=np.int64)
+                    info = _info(props_list[0])
+                    infos = [info] * n
+                    codes = np.full(n, self._tags_code(tname, props_list[0], store_ts, sys_flag, info), dtype=np.int64)
                 else:
-                    codes = np.array([self._tags_code(m, tname, props, store_ts, sys_flag)
-                                      for m, props in zip(msgs, props_list)], dtype=np.int64)
+                    infos = [_info(props) for props in props_list]
+                    codes = np.array([self._tags_code(tname, props, store_ts, sys_flag, info)
+                                      for props, info in zip(props_list, infos)], dtype=np.int64)
                 self.dispatch_batch(tname, queue_id, starts, sizes, codes, store_ts, base, sys_flag, props_list,
-                                    phys + total)
+                                    phys + total, infos=infos)
+        return PutBatchResult(PutStatus.PUT_OK, starts, sizes, phys, total, base, store_host, store_ts)
+
+    def _put_batch_native(self, msgs, queue_id, t, bodies, flags, props_list, infos, codes, uniform, sizes, total,
+                          born, store_host, sys_flag, born_ts, magic) -> PutBatchResult:
+        """put_batch's write and dispatch with the compiled engine: the records, CRCs included, in one call
+        (the same bytes as the numpy path), and the properties' infos handed to the index as they are."""
+        n = len(msgs)
+        first = msgs[0]
+        tname = t.name
+        append_crc = self.append_crc
+        reserve = P.CRC32_RESERVED_LEN if append_crc else 0
+        fixed = R.fixed_part(len(born), len(store_host))
+        key = (tname, queue_id)
+        with self.lock:
+            base = self.queue_offsets.get(key, 0)
+            store_ts = self.config.clock()
+            template = fixed.pack(0, magic, 0, queue_id, 0, 0, 0, sys_flag, born_ts, born, store_ts, store_host,
+                                  first.reconsume_times, 0, 0)
+            phys = self.append(total, lambda p: _native.encode_batch(
+                template, bodies, props_list[0] if uniform else props_list, t.tail, reserve, flags, base, p, total,
+                append_crc))
+            if type(phys) is PutStatus:
+                return PutBatchResult(phys)
+            starts = np.empty(n, dtype=np.int64)
+            starts[0] = phys
+            np.cumsum(sizes[:-1], out=starts[1:])
+            starts[1:] += phys
+            self.queue_offsets[key] = base + n
+            self.last_physical_offset = int(starts[-1])
+            self.commitlog.files.files[-1].store_timestamp = store_ts
+            if self.dispatch is not None:
+                if tname != SCHEDULE_TOPIC and codes is not None and None not in infos:
+                    codes = np.frombuffer(codes, dtype=np.int64)
+                else:
+                    codes = np.array([self._tags_code(tname, props, store_ts, sys_flag, info)
+                                      for props, info in zip(props_list, infos)], dtype=np.int64)
+                self.dispatch_batch(tname, queue_id, starts, sizes, codes, store_ts, base, sys_flag, props_list,
+                                    phys + total, infos=infos)
         return PutBatchResult(PutStatus.PUT_OK, starts, sizes, phys, total, base, store_host, store_ts)
 
     def _batch_props(self, msgs: list[Message], drop_crc: bool) -> tuple[list[bytes], bool]:
@@ -410,6 +515,14 @@ class MessageWriter:
             return [self._props(first, drop_crc)] * n, True
         props_list = [self._props(m, drop_crc) for m in msgs]
         return props_list, props_list.count(props_list[0]) == n
+
+
+def _info(props: bytes):
+    """props_info of stored properties (bulk_dispatch's, or its compiled twin): what the queues and the index
+    read from them, computed once per record."""
+    if not props:
+        return _NO_KEYS
+    return _native.props_info(props) if _native is not None else props_info(props)
 
 
 def _interleave_uniform(headers: bytes, bodies: list, tail: bytes, n: int, fixed_len: int, body_len: int):

@@ -1,6 +1,746 @@
-/* The put path's loops (see native.h). */
+/* The put path's loops (see native.h): the PROPERTIES bytes of messages, what the queues and the index read
+ * from them (props_info, exported for the scan path too), whole records of a producer batch with their
+ * CRCs, and the index keys of a run of dispatched records with their hashes.
+ *
+ * The pure Python modules are the reference (put.py, message.py, services/bulk_dispatch.props_info,
+ * services/index_service._build, formats/index.key_hashes); tests/native/test_put_native.py holds both to
+ * the same bytes. Anything these functions do not handle the way the reference does (an unusual type, a
+ * separator in a text) is handed back to Python: they answer None and the caller runs the reference. */
 #include "native.h"
+#include <string.h>
+
+/* zlib.crc32(data): scan.c's rs_crc32 (zlib itself). */
+#define put_crc32 rs_crc32
+
+static PyObject *crc32(PyObject *self, PyObject *arg) {
+    Py_buffer b;
+    if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint32_t c = put_crc32(b.buf, b.len);
+    PyBuffer_Release(&b);
+    return PyLong_FromUnsignedLong(c);
+}
+
+/* properties.crc32_property: "__CRC32#" \x01, ten digits least significant first, \x02 (20 bytes). */
+static void put_crc_property(unsigned char *p, uint32_t crc) {
+    memcpy(p, "__CRC32#\x01", 9);
+    for (int i = 0; i < 10; i++) {
+        p[9 + i] = (unsigned char)('0' + crc % 10);
+        crc /= 10;
+    }
+    p[19] = '\x02';
+}
+
+/* ---------------------------------------------------------------- UTF-8 of a str, Java's way */
+/* Bytes of s.encode("utf-8", "replace"): an unpaired surrogate becomes "?" (as Java's getBytes(UTF_8)).
+ * *bad is set when s holds \x01 or \x02 (not storable as it is: the caller leaves it to Python). */
+static Py_ssize_t utf8_len(PyObject *s, int *bad) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    if (PyUnicode_IS_ASCII(s)) {
+        const unsigned char *p = data;
+        if (memchr(p, 1, n) || memchr(p, 2, n))
+            *bad = 1;
+        return n;
+    }
+    Py_ssize_t len = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c == 1 || c == 2)
+            *bad = 1;
+        len += c < 0x80 ? 1 : c < 0x800 ? 2 : (c >= 0xD800 && c <= 0xDFFF) ? 1 : c < 0x10000 ? 3 : 4;
+    }
+    return len;
+}
+
+static unsigned char *utf8_put(unsigned char *o, PyObject *s) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    if (PyUnicode_IS_ASCII(s)) {
+        memcpy(o, PyUnicode_DATA(s), n);
+        return o + n;
+    }
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c < 0x80) {
+            *o++ = (unsigned char)c;
+        } else if (c < 0x800) {
+            *o++ = (unsigned char)(0xC0 | (c >> 6));
+            *o++ = (unsigned char)(0x80 | (c & 0x3F));
+        } else if (c >= 0xD800 && c <= 0xDFFF) {
+            *o++ = '?';
+        } else if (c < 0x10000) {
+            *o++ = (unsigned char)(0xE0 | (c >> 12));
+            *o++ = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+            *o++ = (unsigned char)(0x80 | (c & 0x3F));
+        } else {
+            *o++ = (unsigned char)(0xF0 | (c >> 18));
+            *o++ = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
+            *o++ = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+            *o++ = (unsigned char)(0x80 | (c & 0x3F));
+        }
+    }
+    return o;
+}
+
+/* ---------------------------------------------------------------- a message's PROPERTIES bytes */
+static PyObject *s_raw_properties, *s_properties, *s_keys, *s_tags, *s_KEYS, *s_TAGS, *s_CRC32, *s_space;
+
+static int names_ready(void) {
+    if (s_raw_properties != NULL)
+        return 0;
+    s_raw_properties = PyUnicode_InternFromString("raw_properties");
+    s_properties = PyUnicode_InternFromString("properties");
+    s_keys = PyUnicode_InternFromString("keys");
+    s_tags = PyUnicode_InternFromString("tags");
+    s_KEYS = PyUnicode_InternFromString("KEYS");
+    s_TAGS = PyUnicode_InternFromString("TAGS");
+    s_CRC32 = PyUnicode_InternFromString("__CRC32#");
+    s_space = PyUnicode_InternFromString(" ");
+    if (!s_raw_properties || !s_properties || !s_keys || !s_tags || !s_KEYS || !s_TAGS || !s_CRC32 || !s_space) {
+        s_raw_properties = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+#define MAX_PAIRS 4096          /* more properties than this: Python's path (PROPERTIES holds 32767 bytes) */
+#define MAX_TEXT (1 << 30)      /* a text this long is Python's to refuse */
+
+typedef struct {
+    PyObject *name;             /* a literal "KEYS"/"TAGS" when `lit` is set, else a str */
+    const char *lit;
+    PyObject *value;            /* a str */
+} pair_t;
+
+/* The PROPERTIES bytes of one message, as MessageWriter._props / Message.properties_bytes make them;
+ * Py_None (a new reference) when the message is not one this handles (raw_properties, a type other than
+ * the documented ones, a separator in a text): the caller then runs the Python path, which decides. */
+static PyObject *message_props_one(PyObject *msg, int drop_crc) {
+    PyObject *raw = NULL, *props = NULL, *keys = NULL, *tags = NULL, *joined = NULL, *out = NULL;
+    pair_t pairs_small[8];
+    pair_t *pairs = pairs_small;
+    Py_ssize_t np_ = 0;
+    raw = PyObject_GetAttr(msg, s_raw_properties);
+    if (raw == NULL)
+        goto fallback;
+    if (raw != Py_None)
+        goto fallback;
+    props = PyObject_GetAttr(msg, s_properties);
+    keys = props ? PyObject_GetAttr(msg, s_keys) : NULL;
+    tags = keys ? PyObject_GetAttr(msg, s_tags) : NULL;
+    if (tags == NULL)
+        goto fallback;
+    if (tags != Py_None && !PyUnicode_CheckExact(tags))
+        goto fallback;
+    if (props != Py_None && !PyDict_CheckExact(props))
+        goto fallback;
+    int with_dict = props != Py_None && PyDict_GET_SIZE(props) > 0;
+    /* KEYS: a str, or a list/tuple of str joined by spaces. Without a properties dict a KEYS that joins to
+     * "" is left out (put.py's fast path); with one, any non-empty list counts (Message.property_map). */
+    PyObject *kstr = NULL;
+    int keys_present = 0;
+    if (keys == Py_None) {
+    } else if (PyUnicode_CheckExact(keys)) {
+        kstr = keys;
+        keys_present = PyUnicode_GET_LENGTH(keys) > 0;
+    } else if (PyList_CheckExact(keys) || PyTuple_CheckExact(keys)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(keys);
+        PyObject **items = PySequence_Fast_ITEMS(keys);
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (!PyUnicode_CheckExact(items[i]))
+                goto fallback;
+        if (n > 0) {
+            joined = PyUnicode_Join(s_space, keys);
+            if (joined == NULL)
+                goto fallback;
+            kstr = joined;
+            keys_present = with_dict ? 1 : PyUnicode_GET_LENGTH(joined) > 0;
+        }
+    } else {
+        goto fallback;
+    }
+    int tags_present = tags != Py_None && PyUnicode_GET_LENGTH(tags) > 0;
+    if (tags != Py_None) {      /* checked even when empty: text_problem refuses separators in any tags */
+        int bad = 0;
+        utf8_len(tags, &bad);
+        if (bad)
+            goto fallback;
+    }
+    if (kstr != NULL) {
+        int bad = 0;
+        utf8_len(kstr, &bad);
+        if (bad)
+            goto fallback;
+    }
+    /* the pairs, in property_map's order: the dict's, then KEYS and TAGS unless the dict names them */
+    Py_ssize_t cap = 2 + (with_dict ? PyDict_GET_SIZE(props) : 0);
+    if (cap > MAX_PAIRS)
+        goto fallback;
+    if (cap > 8) {
+        pairs = PyMem_Malloc(sizeof(pair_t) * cap);
+        if (pairs == NULL) {
+            PyErr_NoMemory();
+            goto error;
+        }
+    }
+    int dict_keys = 0, dict_tags = 0;
+    if (with_dict) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(props, &pos, &k, &v)) {
+            if (!PyUnicode_CheckExact(k) || (v != Py_None && !PyUnicode_CheckExact(v)))
+                goto fallback;
+            int bad = 0;
+            utf8_len(k, &bad);
+            if (v != Py_None)
+                utf8_len(v, &bad);
+            if (bad)
+                goto fallback;
+            if (PyUnicode_Compare(k, s_KEYS) == 0)
+                dict_keys = 1;
+            else if (PyUnicode_Compare(k, s_TAGS) == 0)
+                dict_tags = 1;
+            if (v == Py_None)
+                continue;
+            if (drop_crc && PyUnicode_Compare(k, s_CRC32) == 0)
+                continue;
+            if (np_ >= cap)
+                goto fallback;      /* the dict grew while read: let Python do it */
+            pairs[np_].name = k;
+            pairs[np_].lit = NULL;
+            pairs[np_].value = v;
+            np_++;
+        }
+    }
+    if (keys_present && !dict_keys && np_ < cap) {
+        pairs[np_].name = NULL; pairs[np_].lit = "KEYS"; pairs[np_].value = kstr; np_++;
+    }
+    if (tags_present && !dict_tags && np_ < cap) {
+        pairs[np_].name = NULL; pairs[np_].lit = "TAGS"; pairs[np_].value = tags; np_++;
+    }
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < np_; i++) {
+        int bad = 0;
+        Py_ssize_t nl = pairs[i].lit ? 4 : utf8_len(pairs[i].name, &bad);
+        Py_ssize_t vl = utf8_len(pairs[i].value, &bad);
+        if (nl > MAX_TEXT || vl > MAX_TEXT || total > MAX_TEXT)
+            goto fallback;
+        total += nl + vl + 2;
+    }
+    out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL)
+        goto error;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < np_; i++) {
+        if (pairs[i].lit) {
+            memcpy(o, pairs[i].lit, 4);
+            o += 4;
+        } else {
+            o = utf8_put(o, pairs[i].name);
+        }
+        *o++ = 1;
+        o = utf8_put(o, pairs[i].value);
+        *o++ = 2;
+    }
+    goto done;
+fallback:
+    PyErr_Clear();
+    Py_XDECREF(out);
+    out = Py_NewRef(Py_None);
+    goto done;
+error:
+    Py_CLEAR(out);
+done:
+    if (pairs != pairs_small)
+        PyMem_Free(pairs);
+    Py_XDECREF(raw);
+    Py_XDECREF(props);
+    Py_XDECREF(keys);
+    Py_XDECREF(tags);
+    Py_XDECREF(joined);
+    return out;
+}
+
+static PyObject *message_props(PyObject *self, PyObject *args) {
+    PyObject *msg;
+    int drop_crc;
+    if (!PyArg_ParseTuple(args, "Op:message_props", &msg, &drop_crc))
+        return NULL;
+    if (names_ready() < 0)
+        return NULL;
+    return message_props_one(msg, drop_crc);
+}
+
+/* ---------------------------------------------------------------- props_info */
+static PyObject *no_keys_info;      /* (0, "", None, False): properties without any of the names */
+
+static PyObject *decode(const unsigned char *p, Py_ssize_t n) {
+    return PyUnicode_DecodeUTF8((const char *)p, n, "replace");
+}
+
+/* bulk_dispatch.props_info over n bytes: (tagsCode, KEYS, UNIQ_KEY, has DELAY), names at item starts,
+ * the last non-empty value wins; Py_None when INNER_NUM or INNER_BASE has a value (the careful path). */
+static PyObject *props_info_bytes(const unsigned char *p, Py_ssize_t n) {
+    const unsigned char *tags = NULL, *keys = NULL, *uniq = NULL;
+    Py_ssize_t tl = 0, kl = 0, ul = 0;
+    int delay = 0;
+    Py_ssize_t i = 0;
+    while (i < n) {
+        const unsigned char *item = p + i;
+        const unsigned char *e = memchr(item, 2, n - i);
+        Py_ssize_t len = e ? e - item : n - i;
+        /* name \x01 value: the names wanted are 4 to 10 bytes */
+        if (len >= 5) {
+            const unsigned char *sep = memchr(item, 1, len < 11 ? len : 11);
+            if (sep != NULL) {
+                Py_ssize_t nl = sep - item, vl = len - nl - 1;
+                const unsigned char *v = sep + 1;
+                if (vl > 0) {
+                    if (nl == 4 && memcmp(item, "TAGS", 4) == 0) { tags = v; tl = vl; }
+                    else if (nl == 4 && memcmp(item, "KEYS", 4) == 0) { keys = v; kl = vl; }
+                    else if (nl == 8 && memcmp(item, "UNIQ_KEY", 8) == 0) { uniq = v; ul = vl; }
+                    else if (nl == 5 && memcmp(item, "DELAY", 5) == 0) delay = 1;
+                    else if ((nl == 9 && memcmp(item, "INNER_NUM", 9) == 0)
+                             || (nl == 10 && memcmp(item, "INNER_BASE", 10) == 0))
+                        Py_RETURN_NONE;
+                }
+            }
+        }
+        i += len + 1;
+    }
+    if (!tags && !keys && !uniq && !delay && no_keys_info != NULL)
+        return Py_NewRef(no_keys_info);
+    int32_t code = 0;
+    if (tags) {
+        Py_ssize_t j = 0;
+        uint32_t h = 0;
+        while (j < tl && tags[j] < 0x80)
+            h = 31u * h + tags[j++];
+        if (j < tl) {       /* not ASCII: hash what Python decodes (U+FFFD for bad bytes) */
+            PyObject *s = decode(tags, tl);
+            if (s == NULL)
+                return NULL;
+            code = rs_java_hash_str(s);
+            Py_DECREF(s);
+        } else {
+            code = (int32_t)h;
+        }
+    }
+    PyObject *k = keys ? decode(keys, kl) : PyUnicode_New(0, 0);
+    if (k == NULL)
+        return NULL;
+    PyObject *u = uniq ? decode(uniq, ul) : Py_NewRef(Py_None);
+    if (u == NULL) {
+        Py_DECREF(k);
+        return NULL;
+    }
+    PyObject *c = PyLong_FromLong(code);
+    if (c == NULL) {
+        Py_DECREF(k);
+        Py_DECREF(u);
+        return NULL;
+    }
+    PyObject *t = PyTuple_New(4);
+    if (t == NULL) {
+        Py_DECREF(k); Py_DECREF(u); Py_DECREF(c);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(t, 0, c);
+    PyTuple_SET_ITEM(t, 1, k);
+    PyTuple_SET_ITEM(t, 2, u);
+    PyTuple_SET_ITEM(t, 3, Py_NewRef(delay ? Py_True : Py_False));
+    return t;
+}
+
+static int info_ready(void) {
+    if (no_keys_info != NULL)
+        return 0;
+    PyObject *empty = PyUnicode_New(0, 0);
+    if (empty == NULL)
+        return -1;
+    no_keys_info = Py_BuildValue("(iNOO)", 0, empty, Py_None, Py_False);
+    return no_keys_info ? 0 : -1;
+}
+
+static PyObject *props_info(PyObject *self, PyObject *arg) {
+    Py_buffer b;
+    if (info_ready() < 0)
+        return NULL;
+    if (PyBytes_CheckExact(arg))
+        return props_info_bytes((const unsigned char *)PyBytes_AS_STRING(arg), PyBytes_GET_SIZE(arg));
+    if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *r = props_info_bytes(b.buf, b.len);
+    PyBuffer_Release(&b);
+    return r;
+}
+
+/* batch_props(msgs, drop_crc) -> (props list, infos list, uniform, careful, codes): each message's
+ * PROPERTIES bytes (None where Python must decide) and props_info of them (None where the bytes are None
+ * or props_info says None); uniform when every message has the same bytes; careful when a bytes or an info
+ * is None or an info has DELAY (the caller looks closer); codes: each info's tagsCode as native int64 bytes
+ * (0 for a None). A message whose bytes equal the previous one's shares its bytes and info objects. */
+static PyObject *batch_props(PyObject *self, PyObject *args) {
+    PyObject *msgs;
+    int drop_crc;
+    if (!PyArg_ParseTuple(args, "O!p:batch_props", &PyList_Type, &msgs, &drop_crc))
+        return NULL;
+    if (names_ready() < 0 || info_ready() < 0)
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(msgs);
+    PyObject *plist = PyList_New(n), *ilist = PyList_New(n), *codes = PyBytes_FromStringAndSize(NULL, n * 8);
+    if (plist == NULL || ilist == NULL || codes == NULL)
+        goto error;
+    int64_t *code = (int64_t *)PyBytes_AS_STRING(codes);
+    PyObject *prev = NULL, *prev_info = NULL;
+    int uniform = 1, careful = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *props = message_props_one(PyList_GET_ITEM(msgs, i), drop_crc);
+        if (props == NULL)
+            goto error;
+        PyObject *info;
+        if (props == Py_None) {
+            info = Py_NewRef(Py_None);
+            uniform = 0;
+        } else if (prev != NULL && PyBytes_GET_SIZE(prev) == PyBytes_GET_SIZE(props)
+                   && memcmp(PyBytes_AS_STRING(prev), PyBytes_AS_STRING(props), PyBytes_GET_SIZE(props)) == 0) {
+            Py_DECREF(props);
+            props = Py_NewRef(prev);
+            info = Py_NewRef(prev_info);
+        } else {
+            if (prev != NULL)
+                uniform = 0;
+            info = props_info_bytes((const unsigned char *)PyBytes_AS_STRING(props), PyBytes_GET_SIZE(props));
+            if (info == NULL) {
+                Py_DECREF(props);
+                goto error;
+            }
+            prev = props;
+            prev_info = info;
+        }
+        PyList_SET_ITEM(plist, i, props);
+        PyList_SET_ITEM(ilist, i, info);
+        if (info == Py_None) {
+            careful = 1;
+            code[i] = 0;
+        } else {
+            code[i] = PyLong_AsLong(PyTuple_GET_ITEM(info, 0));     /* an int32 made above */
+            if (PyTuple_GET_ITEM(info, 3) == Py_True)
+                careful = 1;
+        }
+    }
+    return Py_BuildValue("(NNOON)", plist, ilist, uniform ? Py_True : Py_False, careful ? Py_True : Py_False,
+                         codes);
+error:
+    Py_XDECREF(plist);
+    Py_XDECREF(ilist);
+    Py_XDECREF(codes);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- records of a producer batch */
+/* encode_batch(template, bodies, props_list, topic_tail, reserve, flags, first_queue_offset, phys, total,
+ * append_crc) -> bytes: the records of a batch end to end, as put.py's pure path writes them. `template`
+ * is the fixed part (TOTALSIZE .. BODYLEN) with the fields all records share; each record gets its own
+ * TOTALSIZE, BODYCRC, FLAG, QUEUEOFFSET, PHYSICALOFFSET and BODYLEN, then body, topic tail, PROPLEN,
+ * properties and `reserve` bytes: with append_crc, the __CRC32# entry over the record before it.
+ * Bodies are bytes, props_list a list of bytes (or one bytes for all), flags a list of int32. The
+ * records must add up to `total` bytes (else ValueError: the caller sized them). */
+static PyObject *encode_batch(PyObject *self, PyObject *args) {
+    Py_buffer tmpl, ttail;
+    PyObject *bodies, *props, *flags;
+    Py_ssize_t reserve, total;
+    long long first_qoff, phys;
+    int append_crc;
+    if (!PyArg_ParseTuple(args, "y*O!Oy*nO!LLnp:encode_batch", &tmpl, &PyList_Type, &bodies, &props, &ttail,
+                          &reserve, &PyList_Type, &flags, &first_qoff, &phys, &total, &append_crc))
+        return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t n = PyList_GET_SIZE(bodies);
+    Py_ssize_t fl = tmpl.len;
+    int one_props = PyBytes_Check(props);
+    if (fl < 64 || fl > 256 || reserve < 0 || reserve > 64 || total < 0 || PyList_GET_SIZE(flags) != n
+            || (!one_props && (!PyList_Check(props) || PyList_GET_SIZE(props) != n))
+            || (append_crc && reserve != 20)) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch: inconsistent arguments");
+        goto done;
+    }
+    out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL)
+        goto done;
+    unsigned char *base = (unsigned char *)PyBytes_AS_STRING(out), *o = base, *end = base + total;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *body = PyList_GET_ITEM(bodies, i);
+        PyObject *pr = one_props ? props : PyList_GET_ITEM(props, i);
+        if (!PyBytes_Check(body) || !PyBytes_Check(pr)) {
+            PyErr_SetString(PyExc_TypeError, "encode_batch: bodies and properties must be bytes");
+            goto fail;
+        }
+        long flag = PyLong_AsLong(PyList_GET_ITEM(flags, i));
+        if ((flag == -1 && PyErr_Occurred()) || flag < INT32_MIN || flag > INT32_MAX) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_ValueError, "encode_batch: a flag is not an int32");
+            goto fail;
+        }
+        Py_ssize_t bl = PyBytes_GET_SIZE(body), pl = PyBytes_GET_SIZE(pr);
+        if (pl + reserve > 0xFFFF || bl > INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "encode_batch: properties or body too long");
+            goto fail;
+        }
+        Py_ssize_t size = fl + bl + ttail.len + 2 + pl + reserve;
+        if (size > INT32_MAX || size > end - o) {
+            PyErr_SetString(PyExc_ValueError, "encode_batch: the records do not add up to the total");
+            goto fail;
+        }
+        const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(body);
+        memcpy(o, tmpl.buf, fl);
+        rs_put32(o, (uint32_t)size);
+        rs_put32(o + 8, put_crc32(b, bl) & 0x7FFFFFFFu);
+        rs_put32(o + 16, (uint32_t)flag);
+        rs_put64(o + 20, (uint64_t)(first_qoff + i));
+        rs_put64(o + 28, (uint64_t)(phys + (o - base)));
+        rs_put32(o + fl - 4, (uint32_t)bl);
+        unsigned char *q = o + fl;
+        memcpy(q, b, bl);
+        q += bl;
+        memcpy(q, ttail.buf, ttail.len);
+        q += ttail.len;
+        rs_put16(q, (unsigned)(pl + reserve));
+        q += 2;
+        memcpy(q, PyBytes_AS_STRING(pr), pl);
+        q += pl;
+        if (append_crc)
+            put_crc_property(q, put_crc32(o, q - o) & 0x7FFFFFFFu);
+        else
+            memset(q, 0, reserve);
+        o += size;
+    }
+    if (o != end) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch: the records do not add up to the total");
+        goto fail;
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    PyBuffer_Release(&tmpl);
+    PyBuffer_Release(&ttail);
+    return out;
+}
+
+/* fill_crc(record: bytearray) -> None: the appended __CRC32# entry over the record's last 20 bytes
+ * (R.fill_crc_property, in place). */
+static PyObject *fill_crc(PyObject *self, PyObject *arg) {
+    Py_buffer b;
+    if (PyObject_GetBuffer(arg, &b, PyBUF_WRITABLE) < 0)
+        return NULL;
+    if (b.len < 20) {
+        PyBuffer_Release(&b);
+        PyErr_SetString(PyExc_ValueError, "fill_crc: a record is longer than its CRC entry");
+        return NULL;
+    }
+    unsigned char *p = b.buf;
+    put_crc_property(p + b.len - 20, put_crc32(p, b.len - 20) & 0x7FFFFFFFu);
+    PyBuffer_Release(&b);
+    Py_RETURN_NONE;
+}
+
+/* ---------------------------------------------------------------- index keys */
+static inline uint32_t hash_more(uint32_t h, PyObject *s, Py_ssize_t from, Py_ssize_t to) {
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *p = data;
+        for (Py_ssize_t i = from; i < to; i++)
+            h = 31u * h + p[i];
+    } else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *p = data;
+        for (Py_ssize_t i = from; i < to; i++)
+            h = 31u * h + p[i];
+    } else {
+        const Py_UCS4 *p = data;
+        for (Py_ssize_t i = from; i < to; i++) {
+            Py_UCS4 c = p[i];
+            if (c > 0xFFFF) {
+                c -= 0x10000;
+                h = 31u * h + (0xD800u + (c >> 10));
+                h = 31u * h + (0xDC00u + (c & 0x3FF));
+            } else {
+                h = 31u * h + c;
+            }
+        }
+    }
+    return h;
+}
+
+/* IndexFile's key hash: |hashCode|, Integer.MIN_VALUE -> 0. */
+static inline int32_t key_hash_of(uint32_t h) {
+    int32_t s = (int32_t)h;
+    return s == INT32_MIN ? 0 : (s < 0 ? -s : s);
+}
+
+typedef struct {
+    unsigned char *data;
+    Py_ssize_t len, cap;
+} growbuf;
+
+static int grow_put(growbuf *g, const void *p, Py_ssize_t n) {
+    if (g->len + n > g->cap) {
+        Py_ssize_t cap = g->cap ? g->cap * 2 : 4096;
+        while (cap < g->len + n)
+            cap *= 2;
+        unsigned char *d = PyMem_Realloc(g->data, cap);
+        if (d == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        g->data = d;
+        g->cap = cap;
+    }
+    memcpy(g->data + g->len, p, n);
+    g->len += n;
+    return 0;
+}
+
+/* index_keys(records, end) -> (hashes, phys, stamps, last_owner) | None: what IndexService._build takes
+ * from its queued records (topic, phy, store_ts, sys_flag, uniq_key, keys): every record at or past `end`
+ * and not rolled back gives topic#UNIQ_KEY, then topic#token per non-empty space-separated KEYS token
+ * (formats.index.record_keys), each with its key hash (formats.index.key_hashes) and the record's offset
+ * and time (native int32 / int64 / int64 bytes); last_owner: the last record that gave a key (-1 none).
+ * None when a record is not of those types (the caller runs the Python loop). */
+static PyObject *index_keys(PyObject *self, PyObject *args) {
+    PyObject *records;
+    long long end;
+    if (!PyArg_ParseTuple(args, "O!L:index_keys", &PyList_Type, &records, &end))
+        return NULL;
+    growbuf hb = {0}, pb = {0}, tb = {0};
+    PyObject *result = NULL;
+    Py_ssize_t n = PyList_GET_SIZE(records), last_owner = -1;
+    PyObject *last_topic = NULL;
+    uint32_t topic_h = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = PyList_GET_ITEM(records, i);
+        if (!PyTuple_CheckExact(r) || PyTuple_GET_SIZE(r) != 6)
+            goto fallback;
+        PyObject *topic = PyTuple_GET_ITEM(r, 0), *uniq = PyTuple_GET_ITEM(r, 4), *keys = PyTuple_GET_ITEM(r, 5);
+        if (!PyUnicode_CheckExact(topic) || !PyLong_CheckExact(PyTuple_GET_ITEM(r, 1))
+                || !PyLong_CheckExact(PyTuple_GET_ITEM(r, 2)) || !PyLong_CheckExact(PyTuple_GET_ITEM(r, 3))
+                || (uniq != Py_None && !PyUnicode_CheckExact(uniq)) || !PyUnicode_CheckExact(keys))
+            goto fallback;
+        long long phy = PyLong_AsLongLong(PyTuple_GET_ITEM(r, 1));
+        long long ts = PyLong_AsLongLong(PyTuple_GET_ITEM(r, 2));
+        long long flag = PyLong_AsLongLong(PyTuple_GET_ITEM(r, 3));
+        if (PyErr_Occurred())
+            goto fallback;
+        if (phy < end || (flag & 0xC) == 0xC)
+            continue;
+        if (topic != last_topic) {
+            topic_h = 31u * hash_more(0, topic, 0, PyUnicode_GET_LENGTH(topic)) + '#';
+            last_topic = topic;
+        }
+        Py_ssize_t added = 0;
+        int32_t h;
+        if (uniq != Py_None) {
+            h = key_hash_of(hash_more(topic_h, uniq, 0, PyUnicode_GET_LENGTH(uniq)));
+            if (grow_put(&hb, &h, 4) < 0)
+                goto error;
+            added++;
+        }
+        Py_ssize_t kl = PyUnicode_GET_LENGTH(keys);
+        if (kl > 0) {
+            int kind = PyUnicode_KIND(keys);
+            const void *data = PyUnicode_DATA(keys);
+            Py_ssize_t start = 0;
+            for (Py_ssize_t j = 0; j <= kl; j++) {
+                if (j == kl || PyUnicode_READ(kind, data, j) == ' ') {
+                    if (j > start) {
+                        h = key_hash_of(hash_more(topic_h, keys, start, j));
+                        if (grow_put(&hb, &h, 4) < 0)
+                            goto error;
+                        added++;
+                    }
+                    start = j + 1;
+                }
+            }
+        }
+        for (Py_ssize_t k = 0; k < added; k++) {
+            int64_t p64 = phy, t64 = ts;
+            if (grow_put(&pb, &p64, 8) < 0 || grow_put(&tb, &t64, 8) < 0)
+                goto error;
+        }
+        if (added) {
+            last_owner = i;
+            end = phy;
+        }
+    }
+    result = Py_BuildValue("(y#y#y#n)", hb.data ? (char *)hb.data : "", hb.len, pb.data ? (char *)pb.data : "",
+                           pb.len, tb.data ? (char *)tb.data : "", tb.len, last_owner);
+    goto done;
+fallback:
+    PyErr_Clear();
+    result = Py_NewRef(Py_None);
+    goto done;
+error:
+    result = NULL;
+done:
+    PyMem_Free(hb.data);
+    PyMem_Free(pb.data);
+    PyMem_Free(tb.data);
+    return result;
+}
+
+/* index_records(topic, offsets, store_ts, sys_flag, infos) -> [(topic, offset, store_ts, sys_flag, UNIQ_KEY,
+ * KEYS)]: the records of a producer batch as IndexService.add takes them, from each one's props_info. */
+static PyObject *index_records(PyObject *self, PyObject *args) {
+    PyObject *topic, *offsets, *ts, *flag, *infos;
+    if (!PyArg_ParseTuple(args, "UO!OOO!:index_records", &topic, &PyList_Type, &offsets, &ts, &flag, &PyList_Type,
+                          &infos))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(offsets);
+    if (PyList_GET_SIZE(infos) != n) {
+        PyErr_SetString(PyExc_ValueError, "index_records: one info per offset");
+        return NULL;
+    }
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *info = PyList_GET_ITEM(infos, i);
+        if (!PyTuple_Check(info) || PyTuple_GET_SIZE(info) != 4) {
+            Py_DECREF(out);
+            PyErr_SetString(PyExc_TypeError, "index_records: an info is not a props_info tuple");
+            return NULL;
+        }
+        PyObject *t = PyTuple_Pack(6, topic, PyList_GET_ITEM(offsets, i), ts, flag, PyTuple_GET_ITEM(info, 2),
+                                   PyTuple_GET_ITEM(info, 1));
+        if (t == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, t);
+    }
+    return out;
+}
 
 PyMethodDef rs_put_methods[] = {
+    {"crc32", crc32, METH_O, "zlib.crc32 of a bytes-like object (unsigned)."},
+    {"message_props", message_props, METH_VARARGS,
+     "message_props(msg, drop_crc) -> a message's PROPERTIES bytes, or None: the Python path decides."},
+    {"props_info", props_info, METH_O,
+     "props_info(raw) -> (tagsCode, KEYS, UNIQ_KEY, has DELAY) | None, as services.bulk_dispatch.props_info."},
+    {"batch_props", batch_props, METH_VARARGS,
+     "batch_props(msgs, drop_crc) -> (properties bytes or None each, props_info each, all the same, careful,"
+     " tagsCodes)."},
+    {"index_records", index_records, METH_VARARGS,
+     "index_records(topic, offsets, store_ts, sys_flag, infos) -> the records IndexService.add takes."},
+    {"encode_batch", encode_batch, METH_VARARGS,
+     "encode_batch(template, bodies, props, topic_tail, reserve, flags, first_qoff, phys, total, append_crc)"
+     " -> the records of a producer batch."},
+    {"fill_crc", fill_crc, METH_O, "fill_crc(record) fills the appended __CRC32# entry in place."},
+    {"index_keys", index_keys, METH_VARARGS,
+     "index_keys(records, end) -> (hashes, phys, stamps, last_owner) | None: IndexService._build's keys."},
     {NULL, NULL, 0, NULL},
 };

@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from .. import engine
 from ..formats import index as I
 from ..formats.properties import parse_properties
 from ..log.index_file import IndexFile
@@ -22,6 +23,7 @@ from .bulk_dispatch import props_info
 from .dispatch_rows import index_entries
 
 log = logging.getLogger("rocketstore.index")
+_native = engine.native     # None: the pure loops alone (the tests compare both)
 BUILD_AT = 4096          # queued records that trigger a build
 LONG_MAX = (1 << 63) - 1
 
@@ -92,6 +94,17 @@ class IndexService:
         if len(self._pending) >= BUILD_AT:
             self.build()
 
+    def add_each(self, records: list[tuple]) -> None:
+        """add() for each record in turn, a build exactly where add() would start one, without its per-call
+        cost (the put path's producer batches)."""
+        i, n = 0, len(records)
+        while i < n:
+            room = max(BUILD_AT - len(self._pending), 1)
+            self._pending.extend(records[i:i + room])
+            i += room
+            if len(self._pending) >= BUILD_AT:
+                self.build()
+
     def add_many(self, records: list[tuple]) -> None:
         """Several dispatched records, as add() takes them, in dispatch order."""
         self._pending.extend(records)
@@ -130,9 +143,17 @@ class IndexService:
             return
         end = self._last_file().end_phy_offset
         records, self._pending = self._pending, []
-        topics, phys, stamps, flags, uniqs, kstrs = zip(*records)
-        # already indexed (recovery replays from a safe point), or rolled back: nothing to add
-        hashes, entry_phys, entry_stamps, last_owner = index_entries(topics, uniqs, kstrs, flags, phys, stamps, end)
+        got = _native.index_keys(records, end) if _native is not None else None
+        if got is not None:   # index_entries' loop in C (None: a record it leaves to Python)
+            hashes, entry_phys, entry_stamps, last_owner = got
+            hashes = np.frombuffer(hashes, dtype=np.int32)
+            entry_phys = np.frombuffer(entry_phys, dtype=np.int64)
+            entry_stamps = np.frombuffer(entry_stamps, dtype=np.int64)
+        else:
+            topics, phys, stamps, flags, uniqs, kstrs = zip(*records)
+            # already indexed (recovery replays from a safe point), or rolled back: nothing to add
+            hashes, entry_phys, entry_stamps, last_owner = index_entries(topics, uniqs, kstrs, flags, phys, stamps,
+                                                                         end)
         # RocketMQ opens the next file as soon as a record arrives while the last one is full
         self._roll_pending = last_owner < len(records) - 1
         if len(hashes):
@@ -272,18 +293,29 @@ class IndexDispatcher:
             records.append((topics[last], phys[last], stamps[last], flags[last], None, ""))
         self.index.add_many(records)
 
-    def put(self, topic: str, phys: int, store_ts: int, sys_flag: int, props: bytes) -> None:
-        """The record the put path just wrote (`props`: its properties as stored)."""
-        info = props_info(props) if props else _NO_KEYS
+    def put(self, topic: str, phys: int, store_ts: int, sys_flag: int, props: bytes, info=None) -> None:
+        """The record the put path just wrote (`props`: its properties as stored; `info`: their props_info
+        when the put path has it)."""
+        if info is None:
+            info = _props_info(props) if props else _NO_KEYS
         if info is None:  # inner-batch properties: read them in full
             pmap = parse_properties(props)
             info = (0, pmap.get("KEYS") or "", pmap.get("UNIQ_KEY"), False)
         self.index.add(topic, phys, store_ts, sys_flag, info[2], info[1])
 
-    def put_batch(self, topic: str, offsets, store_ts: int, sys_flag: int, props_list: list[bytes]) -> None:
+    def put_batch(self, topic: str, offsets, store_ts: int, sys_flag: int, props_list: list[bytes],
+                  infos=None) -> None:
         """A producer batch the put path just wrote: its records with keys; with none, to the index the
-        batch is one arrival (it may open the next file)."""
+        batch is one arrival (it may open the next file). `infos`: each record's props_info, when the put
+        path has them."""
         if _may_hold_keys(props_list):
+            if infos is not None and None not in infos:
+                if _native is not None:
+                    self.index.add_each(_native.index_records(topic, offsets.tolist(), store_ts, sys_flag, infos))
+                else:
+                    self.index.add_each([(topic, p, store_ts, sys_flag, info[2], info[1])
+                                         for p, info in zip(offsets.tolist(), infos)])
+                return
             for p, props in zip(offsets.tolist(), props_list):
                 self.put(topic, p, store_ts, sys_flag, props)
         else:
@@ -291,6 +323,10 @@ class IndexDispatcher:
 
 
 _NO_KEYS = (0, "", None, False)
+
+
+def _props_info(props: bytes):
+    return _native.props_info(props) if _native is not None else props_info(props)
 
 
 def _may_hold_keys(props_list: list[bytes]) -> bool:

@@ -141,9 +141,10 @@ class DispatchPipeline:
 
     # ---------------------------------------------------------------- the put path
     def put(self, topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props, end,
-            batch_size=1) -> None:
+            batch_size=1, info=None) -> None:
         """The put path's dispatch of the record it just wrote, without decoding it again: a request is made
-        only when a dispatcher other than the built-in ones is there.
+        only when a dispatcher other than the built-in ones is there. `info`: the props_info of `props`
+        when the put path has it (None: read from `props`).
 
         A queue or index file that cannot be written (a full disk) leaves the record to reput, which retries
         from it (failed()); until reput has caught up the put path dispatches nothing."""
@@ -157,7 +158,7 @@ class DispatchPipeline:
                 self.queues.put(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag,
                                 batch_size)
                 if self.index is not None:
-                    self.index.put(topic, phys, store_ts, sys_flag, props)
+                    self.index.put(topic, phys, store_ts, sys_flag, props, info)
                 if self._back:
                     self._put_back(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag,
                                    props)
@@ -171,9 +172,10 @@ class DispatchPipeline:
             self.notify()
 
     def put_batch(self, topic, queue_id, offsets, sizes, tags_codes, store_ts, base, sys_flag, props_list,
-                  end) -> None:
+                  end, infos=None) -> None:
         """A producer batch's dispatch (offsets, sizes, tags codes as numpy arrays): its units in one write
-        per ConsumeQueue file, then the rest. A file that cannot be written leaves it to reput (put)."""
+        per ConsumeQueue file, then the rest. A file that cannot be written leaves it to reput (put).
+        `infos`: the props_info of each record's properties when the put path has them."""
         if self.error is not None:
             return
         try:
@@ -184,7 +186,7 @@ class DispatchPipeline:
             else:
                 self.queues.put_batch(topic, queue_id, offsets, sizes, tags_codes, store_ts, base)
                 if self.index is not None:
-                    self.index.put_batch(topic, offsets, store_ts, sys_flag, props_list)
+                    self.index.put_batch(topic, offsets, store_ts, sys_flag, props_list, infos)
                 if self._back:
                     for i, (p, size, code, props) in enumerate(zip(offsets.tolist(), sizes.tolist(),
                                                                     tags_codes.tolist(), props_list)):
