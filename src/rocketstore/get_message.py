@@ -7,8 +7,6 @@ import logging
 from .errors import CorruptDataError
 from .formats.cq_ext import MAX_ADDR as EXT_MAX_ADDR
 from .formats.record import decode_record, unit_target_problem
-from .log.batch_consume_queue import BatchConsumeQueue
-from .log.consume_queue import ConsumeQueue
 from .message import GetResult, GetStatus
 from .services.queue_check import BAD, GOOD, Unit, check_unit, corrupt_record, repair_units
 
@@ -46,7 +44,7 @@ def unit_filter(cq, codes, matches):
     may test); a tag set then tests that tagsCode (an ext unit not found: None, which a tag filter lets
     through); `matches(tags_code, ext_unit)` (tags_code None or an int, ext_unit a formats.cq_ext.ExtUnit
     or None) decides last."""
-    has_ext = getattr(cq, "ext", None) is not None
+    has_ext = cq.ext is not None
     if not has_ext and matches is None:
         return None
 
@@ -60,7 +58,7 @@ def unit_filter(cq, codes, matches):
     return accept
 
 
-def scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes, matches=None,
+def scan_batch(store, cq, offset: int, max_count: int, codes, matches=None,
                accept_message=None) -> GetResult:
     """getMessage over a batch ConsumeQueue: whole inner-batch records, each counting its batch size;
     a get from inside a batch returns that batch (result.unpacked() gives single messages). `matches`:
@@ -92,7 +90,7 @@ def _base_at(cq, slot: int):
     return None if u is None else u.base_offset
 
 
-def _scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes, matches, accept_message,
+def _scan_batch(store, cq, offset: int, max_count: int, codes, matches, accept_message,
                 may_search_again: bool):
     cfg = store.config
     lo, hi = cq.min_offset, cq.max_offset
@@ -131,7 +129,7 @@ def _scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes
                 # this unit does not follow the one before it, or the next does not follow it: one of them is
                 # wrong, and a wrong base offset or batch size would misplace every offset after it
                 checked.add(slot)
-                if check_unit(store, cq, slot, Unit(pos, size, base, batch))[0] == BAD:
+                if check_unit(store.queue_check, cq, slot, Unit(pos, size, base, batch))[0] == BAD:
                     if _repair(store, cq, slot, "does not follow its neighbours"):
                         if total == 0 and may_search_again:
                             return _SEARCH_AGAIN
@@ -169,14 +167,14 @@ def _scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes
             # the unit must point at this queue's record for its base offset (fields decoded anyway: topic,
             # queueId, queueOffset, size, physicalOffset): a corrupt unit may point at another record
             if m is WRONG_UNIT or not m.is_at(topic, qid, base, size, pos):
-                problem = corrupt_record(store, pos, size)
+                problem = corrupt_record(store.queue_check, pos, size)
                 if problem:   # a damaged record, not a wrong unit: said as any corrupt record is
                     raise CorruptDataError(problem, pos % store.commitlog.file_size,
                                            store.commitlog.segment_path(pos))
                 first_look = slot not in checked
                 checked.add(slot)
                 if not first_look or m is WRONG_UNIT \
-                        or check_unit(store, cq, slot, Unit(pos, size, base, batch))[0] != GOOD:
+                        or check_unit(store.queue_check, cq, slot, Unit(pos, size, base, batch))[0] != GOOD:
                     if first_look and _repair(store, cq, slot, "does not point at its record"):
                         if total == 0 and may_search_again:
                             return _SEARCH_AGAIN
@@ -221,14 +219,13 @@ def _batch_record(store, cq, pos: int, size: int):
 
 def _repair(store, cq, slot: int, why: str) -> bool:
     """Rebuild the unit at `slot` (and its stretch) from the CommitLog under the writer's lock."""
-    log.error("%s %s-%d: the unit at slot %d %s; rebuilding it from the CommitLog",
-              "batch consume queue" if cq.cq_type == "BatchCQ" else "consume queue", cq.topic, cq.queue_id,
-              slot, why)
+    log.error("%s %s-%d: the unit at slot %d %s; rebuilding it from the CommitLog", cq.label, cq.topic,
+              cq.queue_id, slot, why)
     with store.writer.lock:    # repairs write units: never alongside the writer's own
-        return repair_units(store, cq, slot)
+        return repair_units(store.queue_check, cq, slot)
 
 
-def _from_repaired_unit(store, cq: ConsumeQueue, index: int):
+def _from_repaired_unit(store, cq, index: int):
     """The message for queue offset `index` once its wrong unit is rebuilt from the CommitLog
     (services.queue_check.repair_units), or None when the CommitLog holds no such record any more."""
     if not _repair(store, cq, index, "does not point at its record"):
@@ -240,7 +237,14 @@ def _from_repaired_unit(store, cq: ConsumeQueue, index: int):
     return None if view is None else store.decode_at(view, unit[0])
 
 
-def scan(store, cq: ConsumeQueue, offset: int, max_count: int, codes, matches=None, accept_message=None) -> GetResult:
+def scan(store, cq, offset: int, max_count: int, codes, matches=None, accept_message=None) -> GetResult:
+    """getMessage over a queue of either kind (log/queue.py)."""
+    if cq.is_batch:
+        return scan_batch(store, cq, offset, max_count, codes, matches, accept_message)
+    return scan_plain(store, cq, offset, max_count, codes, matches, accept_message)
+
+
+def scan_plain(store, cq, offset: int, max_count: int, codes, matches=None, accept_message=None) -> GetResult:
     """getMessage over a ConsumeQueue. `codes`: the tag hash set or None; `matches`: see unit_filter;
     `accept_message(message)`: the record-level filter (isMatchedByCommitLog), asked about each decoded message."""
     cfg = store.config
@@ -313,7 +317,7 @@ def scan(store, cq: ConsumeQueue, offset: int, max_count: int, codes, matches=No
                 # the unit must point at this queue's record for this offset (fields decoded anyway: topic,
                 # queueId, queueOffset, size, physicalOffset): a corrupt unit may point at another record
                 if m is WRONG_UNIT or not m.is_at(topic, qid, i, size, pos):
-                    problem = corrupt_record(store, pos, size)
+                    problem = corrupt_record(store.queue_check, pos, size)
                     if problem:   # a damaged record, not a wrong unit: said as any corrupt record is
                         raise CorruptDataError(problem, pos % store.commitlog.file_size,
                                                store.commitlog.segment_path(pos))

@@ -488,7 +488,7 @@ class RebuildRun:
         _write_checkpoint(self.target, cp)
         final = dataclasses.replace(self.config, message_index_enable=False)
         with MessageStore.open(self.target, final, progress=progress) as s:
-            queues_now = s.all_consume_queues()
+            queues_now = list(s.queues)
             summary = {"store": self.root, "queues": len(queues_now),
                        "messages": sum(max(cq.max_offset - max(cq.min_offset, 0), 0) for cq in queues_now),
                        "indexFiles": len(s.index.files), "commitLogMaxOffset": s.max_physical_offset}
