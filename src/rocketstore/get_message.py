@@ -1,5 +1,7 @@
 """getMessage (DefaultMessageStore.getMessage): how many ConsumeQueue units one call looks at, which records
-it returns and where the next call begins, exactly as RocketMQ answers; for plain and batch ConsumeQueues."""
+it returns and where the next call begins, exactly as RocketMQ answers; one scan for plain and batch
+ConsumeQueues, through the queue protocol (log/queue.py): a unit covers `batch size` queue offsets from its
+base offset (a plain unit: its own queue offset, batch size 1)."""
 from __future__ import annotations
 
 import logging
@@ -58,17 +60,17 @@ def unit_filter(cq, codes, matches):
     return accept
 
 
-def scan_batch(store, cq, offset: int, max_count: int, codes, matches=None,
-               accept_message=None) -> GetResult:
-    """getMessage over a batch ConsumeQueue: whole inner-batch records, each counting its batch size;
-    a get from inside a batch returns that batch (result.unpacked() gives single messages). `matches`:
-    see unit_filter (a batch ConsumeQueue has no ext: the ext unit is always None).
+def scan(store, cq, offset: int, max_count: int, codes, matches=None, accept_message=None) -> GetResult:
+    """getMessage over a queue of either kind. `codes`: the tag hash set or None; `matches`: see
+    unit_filter; `accept_message(message)`: the record-level filter (isMatchedByCommitLog), asked about each
+    decoded message. A batch queue's records are whole inner batches, each counting its batch size; a get
+    from inside a batch returns that batch (result.unpacked() gives single messages).
 
-    A wrong unit met on the way is rebuilt from the CommitLog (services.queue_check.repair_units). Wrong
-    base offsets mislead the binary search that found the first unit: after a repair with nothing found
-    yet, the search runs again over the rebuilt units."""
+    A wrong unit met on the way is rebuilt from the CommitLog (services.queue_check.repair_units). In a batch
+    queue, wrong base offsets mislead the binary search that found the first unit: after a repair with
+    nothing found yet, the search runs again over the rebuilt units."""
     for attempt in range(3):
-        r = _scan_batch(store, cq, offset, max_count, codes, matches, accept_message, may_search_again=attempt < 2)
+        r = _scan(store, cq, offset, max_count, codes, matches, accept_message, may_search_again=attempt < 2)
         if r is not _SEARCH_AGAIN:
             return r
     raise AssertionError("unreachable: the last attempt never searches again")
@@ -77,33 +79,71 @@ def scan_batch(store, cq, offset: int, max_count: int, codes, matches=None,
 _SEARCH_AGAIN = object()
 
 
-def _rows(units, start: int, n: int) -> list[tuple]:
-    """(pos, size, tagsCode, base offset, batch size) of units[start:start + n]."""
-    part = units[start:start + n]
-    return list(zip(part["pos"].tolist(), part["size"].tolist(), part["tags"].tolist(),
-                    part["base_offset"].tolist(), part["batch_size"].tolist()))
-
-
 def _base_at(cq, slot: int):
     """The base offset of the unit at `slot` (the next file's first), None past the queue's units."""
     u = cq.unit_at(slot)
     return None if u is None else u.base_offset
 
 
-def _scan_batch(store, cq, offset: int, max_count: int, codes, matches, accept_message,
-                may_search_again: bool):
+class _Records:
+    """The records units point at, read from the CommitLog segment in hand (CommitLog.getMessage)."""
+
+    def __init__(self, store, cq):
+        self.store = store
+        self.files = store.commitlog.files
+        self.topic, self.queue_id = cq.topic, cq.queue_id
+        self.verify_prop_crc = store.config.force_verify_prop_crc
+        self.seg_start, self.seg_end, self.seg_buf = 0, -1, None
+
+    def read(self, pos: int, size: int, queue_offset: int | None):
+        """The message at `pos`, None when its record expired (below the CommitLog's first file), WRONG_UNIT
+        when no record of `size` bytes starts there. `queue_offset`: the record's queue offset the unit
+        says (None: a batch unit's, not compared). A record that is there but does not decode raises."""
+        if not self.seg_start <= pos <= self.seg_end - size:
+            # a record outside the segment in hand: find its own
+            mf = self.files.find(pos, pos == 0)
+            if mf is not None and 0 <= pos - mf.file_from_offset <= mf.read_position - size:
+                self.seg_start, self.seg_end, self.seg_buf = (mf.file_from_offset, mf.file_from_offset
+                                                              + mf.read_position, mf.buf)
+            elif pos < self.files.min_offset():   # expired: CommitLog.getMessage finds nothing
+                return None
+            else:
+                return WRONG_UNIT   # inside the log's range, yet no record there: the unit is wrong
+        if size <= 0:
+            return WRONG_UNIT
+        buf, rel = self.seg_buf, pos - self.seg_start
+        try:
+            m = decode_record(buf, rel, rel + size)
+            if self.verify_prop_crc:
+                self.store.verify_prop_crc(buf, rel)
+            return m
+        except CorruptDataError as e:
+            if unit_target_problem(buf, rel, self.seg_end - self.seg_start, size, self.topic, self.queue_id,
+                                   queue_offset, pos) is None:
+                raise e.in_file(self.store.commitlog.segment_path(pos), rel) from None
+            return WRONG_UNIT   # no record starts there: the unit is wrong, not the record
+
+
+def _scan(store, cq, offset: int, max_count: int, codes, matches, accept_message, may_search_again: bool):
     cfg = store.config
     lo, hi = cq.min_offset, cq.max_offset
     result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
     result.requested_offset = offset
-    max_filter = max(cfg.max_filter_message_size, max_count * cq.unit_size)
+    unit_size = cq.unit_size
+    # the filter cap: no unit at or past this queue offset is looked at
+    cap = offset - (-max(cfg.max_filter_message_size, max_count * unit_size) // unit_size)
     max_py = store.commitlog.max_offset()
     memory = int(store.total_memory * (cfg.access_message_in_memory_max_ratio / 100.0))
     next_begin = offset
     files_read = 0
     total = count = 0
+    msgs = result.messages
+    accept = unit_filter(cq, codes, matches)
+    records = _Records(store, cq)
     topic, qid = cq.topic, cq.queue_id
+    chained = cq.is_batch       # units carry their own queue offsets, which must follow each other
     checked: set[int] = set()   # slots checked against the CommitLog by this get
+    chunk = max(max_count, 32)  # units as Python tuples a chunk at a time
     while total <= 0 and next_begin < hi and files_read < cfg.travel_cq_file_num_when_get_message:
         files_read += 1
         got = cq.locate(next_begin)
@@ -112,39 +152,38 @@ def _scan_batch(store, cq, offset: int, max_count: int, codes, matches, accept_m
             next_begin = cq.roll_next_file(next_begin)
             break
         slot0, units = got
-        # units as Python tuples a chunk at a time: the filter cap ends a get after a few hundred units
-        chunk = max_filter // cq.unit_size + 2
-        rows = _rows(units, 0, chunk)
+        rows = cq.unit_rows(units, slot0, 0, chunk)
         next_file_start = None
         prev_next = None
         j = 0
         while j < len(rows):
             if j + 1 == len(rows) < len(units):
-                rows += _rows(units, len(rows), chunk)
+                rows += cq.unit_rows(units, slot0, len(rows), chunk)
             pos, size, tcode, base, batch = rows[j]
             slot = slot0 + j
-            following = rows[j + 1][3] if j + 1 < len(rows) else _base_at(cq, slot0 + j + 1)
-            if ((prev_next is not None and base != prev_next)
-                    or (following is not None and following != base + batch)) and slot not in checked:
-                # this unit does not follow the one before it, or the next does not follow it: one of them is
-                # wrong, and a wrong base offset or batch size would misplace every offset after it
-                checked.add(slot)
-                if check_unit(store.queue_check, cq, slot, Unit(pos, size, base, batch))[0] == BAD:
-                    if _repair(store, cq, slot, "does not follow its neighbours"):
-                        if total == 0 and may_search_again:
-                            return _SEARCH_AGAIN
-                        rows = _rows(units, 0, len(rows))
+            if chained:
+                following = rows[j + 1][3] if j + 1 < len(rows) else _base_at(cq, slot + 1)
+                if ((prev_next is not None and base != prev_next)
+                        or (following is not None and following != base + batch)) and slot not in checked:
+                    # this unit does not follow the one before it, or the next does not follow it: one of
+                    # them is wrong, and a wrong base offset or batch size would misplace every offset after it
+                    checked.add(slot)
+                    if check_unit(store.queue_check, cq, slot, Unit(pos, size, base, batch))[0] == BAD:
+                        if _repair(store, cq, slot, "does not follow its neighbours"):
+                            if total == 0 and may_search_again:
+                                return _SEARCH_AGAIN
+                            rows = cq.unit_rows(units, slot0, 0, len(rows))
+                            continue
+                        if total == 0:
+                            result.status = GetStatus.MESSAGE_WAS_REMOVING
+                        prev_next = None
+                        j += 1
                         continue
-                    if total == 0:
-                        result.status = GetStatus.MESSAGE_WAS_REMOVING
-                    prev_next = None
+                prev_next = base + batch
+                if base + batch <= offset:   # wholly before the offset asked for: only a wrong unit leads here
                     j += 1
                     continue
-            prev_next = base + batch
-            if base + batch <= offset:   # wholly before the offset asked for: only a wrong unit leads here
-                j += 1
-                continue
-            if next_begin >= hi or (base - offset) * cq.unit_size >= max_filter:
+            if next_begin >= hi or base >= cap:
                 break
             if total and count and batch_full(cfg, size, batch, max_count, total, count, (max_py - pos) <= memory):
                 break
@@ -153,18 +192,20 @@ def _scan_batch(store, cq, offset: int, max_count: int, codes, matches, accept_m
             j += 1
             if next_file_start is not None and pos < next_file_start:
                 continue
-            if (codes is not None and int32(tcode) not in codes) or \
-                    (matches is not None and not matches(None if tcode <= EXT_MAX_ADDR else tcode, None)):
-                if total == 0:       # isMatchedByConsumeQueue refused: nothing found so far says so
+            # a tagsCode slot holding an ext address (<= EXT_MAX_ADDR) is no tags hash: it passes here, and
+            # `accept` reads its ext unit; without the ext RocketMQ lets it through (no valid tagsCode)
+            if (codes is not None and int32(tcode) not in codes and tcode > EXT_MAX_ADDR) or \
+                    (accept is not None and not accept(tcode)):
+                if total == 0:   # isMatchedByConsumeQueue refused: nothing found so far says so
                     result.status = GetStatus.NO_MATCHED_MESSAGE
                 continue
-            m = _batch_record(store, cq, pos, size)
-            if m is None:            # its record expired
+            m = records.read(pos, size, None if chained else base)
+            if m is None:        # its record expired
                 if total == 0:
                     result.status = GetStatus.MESSAGE_WAS_REMOVING
                 next_file_start = store.commitlog.roll_next_file(pos)
                 continue
-            # the unit must point at this queue's record for its base offset (fields decoded anyway: topic,
+            # the unit must point at this queue's record for its offset (fields decoded anyway: topic,
             # queueId, queueOffset, size, physicalOffset): a corrupt unit may point at another record
             if m is WRONG_UNIT or not m.is_at(topic, qid, base, size, pos):
                 problem = corrupt_record(store.queue_check, pos, size)
@@ -178,43 +219,28 @@ def _scan_batch(store, cq, offset: int, max_count: int, codes, matches, accept_m
                     if first_look and _repair(store, cq, slot, "does not point at its record"):
                         if total == 0 and may_search_again:
                             return _SEARCH_AGAIN
-                        rows = _rows(units, 0, len(rows))
+                        rows = cq.unit_rows(units, slot0, 0, len(rows))
                         next_begin, prev_next = begin_before, None
                         j -= 1
                         continue
                     if total == 0:   # RocketMQ's answer for a unit whose record cannot be read
                         result.status = GetStatus.MESSAGE_WAS_REMOVING
                     continue
-                # else the unit is what dispatch writes from this record (its INNER_BASE is not its QUEUEOFFSET)
+                # else the unit is what dispatch writes from this record (a batch record's INNER_BASE is not
+                # its QUEUEOFFSET)
             if accept_message is not None and not accept_message(m):
                 if total == 0:
                     result.status = GetStatus.NO_MATCHED_MESSAGE
                 continue
-            result.messages.append(m)
+            msgs.append(m)
             total += size
             count += batch
             result.status = GetStatus.FOUND
+            next_file_start = None
     result.next_begin_offset = next_begin
     result.buffer_total_size = total
     result.message_count = count
     return result
-
-
-def _batch_record(store, cq, pos: int, size: int):
-    """The record a batch unit points at: the message, None when it expired, WRONG_UNIT when no record of
-    that size starts there (a record whose header matches but does not decode raises: it is corrupt)."""
-    cl = store.commitlog
-    if pos < 0 or size <= 0:
-        return WRONG_UNIT
-    view = cl.read(pos, size)
-    if view is None:
-        return None if pos < cl.min_offset() else WRONG_UNIT
-    try:
-        return store.decode_at(view, pos)
-    except CorruptDataError:
-        if unit_target_problem(view, 0, size, size, cq.topic, cq.queue_id, None, pos) is None:
-            raise
-        return WRONG_UNIT
 
 
 def _repair(store, cq, slot: int, why: str) -> bool:
@@ -223,122 +249,3 @@ def _repair(store, cq, slot: int, why: str) -> bool:
               cq.queue_id, slot, why)
     with store.writer.lock:    # repairs write units: never alongside the writer's own
         return repair_units(store.queue_check, cq, slot)
-
-
-def _from_repaired_unit(store, cq, index: int):
-    """The message for queue offset `index` once its wrong unit is rebuilt from the CommitLog
-    (services.queue_check.repair_units), or None when the CommitLog holds no such record any more."""
-    if not _repair(store, cq, index, "does not point at its record"):
-        return None
-    unit = cq.get_unit(index)
-    if unit is None:
-        return None
-    view = store.commitlog.read(unit[0], unit[1])
-    return None if view is None else store.decode_at(view, unit[0])
-
-
-def scan(store, cq, offset: int, max_count: int, codes, matches=None, accept_message=None) -> GetResult:
-    """getMessage over a queue of either kind (log/queue.py)."""
-    if cq.is_batch:
-        return scan_batch(store, cq, offset, max_count, codes, matches, accept_message)
-    return scan_plain(store, cq, offset, max_count, codes, matches, accept_message)
-
-
-def scan_plain(store, cq, offset: int, max_count: int, codes, matches=None, accept_message=None) -> GetResult:
-    """getMessage over a ConsumeQueue. `codes`: the tag hash set or None; `matches`: see unit_filter;
-    `accept_message(message)`: the record-level filter (isMatchedByCommitLog), asked about each decoded message."""
-    cfg = store.config
-    lo, hi = cq.min_offset, cq.max_offset
-    result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
-    max_filter_units = -(-max(cfg.max_filter_message_size, max_count * 20) // 20)
-    max_py = store.commitlog.max_offset()
-    memory = int(store.total_memory * (cfg.access_message_in_memory_max_ratio / 100.0))
-    next_begin = offset
-    files_read = 0
-    total = count = 0
-    msgs = result.messages
-    cl_files = store.commitlog.files
-    seg_start, seg_end, seg_buf = 0, -1, None
-    verify_prop_crc = cfg.force_verify_prop_crc
-    accept = unit_filter(cq, codes, matches)
-    topic, qid = cq.topic, cq.queue_id
-    while total <= 0 and next_begin < hi and files_read < cfg.travel_cq_file_num_when_get_message:
-        files_read += 1
-        got = cq.units_from(next_begin)
-        if got is None:
-            result.status = GetStatus.OFFSET_FOUND_NULL
-            next_begin = cq.roll_next_file(next_begin)
-            break
-        start, units = got
-        # the scan stops at the filter cap and at the queue's max: never look at more units than that
-        units = units[:max(0, min(offset + max_filter_units, hi) - start)]
-        next_file_start = None
-        full = False
-        chunk = max(max_count, 32)
-        for c in range(0, len(units), chunk):
-            for i, (pos, size, tcode) in enumerate(units[c:c + chunk].tolist(), start + c):
-                if total and count and batch_full(cfg, size, 1, max_count, total, count, (max_py - pos) <= memory):
-                    full = True
-                    break
-                next_begin = i + 1
-                if next_file_start is not None and pos < next_file_start:
-                    continue
-                # a tagsCode slot holding an ext address (<= EXT_MAX_ADDR) is no tags hash: it passes here, and
-                # `accept` reads its ext unit; without the ext RocketMQ lets it through (no valid tagsCode)
-                if (codes is not None and int32(tcode) not in codes and tcode > EXT_MAX_ADDR) or \
-                        (accept is not None and not accept(tcode)):
-                    if total == 0:   # isMatchedByConsumeQueue refused: nothing found so far says so
-                        result.status = GetStatus.NO_MATCHED_MESSAGE
-                    continue
-                m = None
-                if not seg_start <= pos <= seg_end - size:
-                    # a record outside the segment in hand: find its own (CommitLog.getMessage)
-                    mf = cl_files.find(pos, pos == 0)
-                    if mf is not None and 0 <= pos - mf.file_from_offset <= mf.read_position - size:
-                        seg_start, seg_end, seg_buf = (mf.file_from_offset, mf.file_from_offset + mf.read_position,
-                                                       mf.buf)
-                    elif pos < cl_files.min_offset():   # expired: CommitLog.getMessage finds nothing
-                        if total == 0:
-                            result.status = GetStatus.MESSAGE_WAS_REMOVING
-                        next_file_start = store.commitlog.roll_next_file(pos)
-                        continue
-                    else:
-                        m = WRONG_UNIT   # inside the log's range, yet no record there: the unit is wrong
-                if m is None:
-                    rel = pos - seg_start
-                    try:
-                        m = decode_record(seg_buf, rel, rel + size)
-                        if verify_prop_crc:
-                            store.verify_prop_crc(seg_buf, rel)
-                    except CorruptDataError as e:
-                        if unit_target_problem(seg_buf, rel, seg_end - seg_start, size, topic, qid, i, pos) is None:
-                            raise e.in_file(store.commitlog.segment_path(pos), rel) from None
-                        m = WRONG_UNIT   # no record starts there: the unit is wrong, not the record
-                # the unit must point at this queue's record for this offset (fields decoded anyway: topic,
-                # queueId, queueOffset, size, physicalOffset): a corrupt unit may point at another record
-                if m is WRONG_UNIT or not m.is_at(topic, qid, i, size, pos):
-                    problem = corrupt_record(store.queue_check, pos, size)
-                    if problem:   # a damaged record, not a wrong unit: said as any corrupt record is
-                        raise CorruptDataError(problem, pos % store.commitlog.file_size,
-                                               store.commitlog.segment_path(pos))
-                    m = _from_repaired_unit(store, cq, i)
-                    if m is None:   # RocketMQ's answer for a unit whose record cannot be read
-                        if total == 0:
-                            result.status = GetStatus.MESSAGE_WAS_REMOVING
-                        continue
-                    size = m.size
-                if accept_message is not None and not accept_message(m):
-                    if total == 0:
-                        result.status = GetStatus.NO_MATCHED_MESSAGE
-                    continue
-                msgs.append(m)
-                total += size
-                count += 1
-                result.status = GetStatus.FOUND
-                next_file_start = None
-            if full:
-                break
-    result.next_begin_offset = next_begin
-    result.buffer_total_size = total
-    result.message_count = count
-    return result

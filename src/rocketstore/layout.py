@@ -104,6 +104,15 @@ class StoreLayout:
     def topic_dir(self, kind: str, topic: str) -> str:
         return self.path(kind, topic)
 
+    def topic_names(self, kind: str) -> list[str]:
+        """The topic directories under a directory of one kind (consumequeue, batchconsumequeue...), sorted."""
+        top = self.path(kind)
+        try:
+            names = os.listdir(top)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted(n for n in names if os.path.isdir(os.path.join(top, n)))
+
     def first_segment(self, kind: str) -> str | None:
         """The path of the first segment file under a directory of one kind (commitlog, consumequeue...),
         looked for in name order through its subdirectories; None when there is none."""

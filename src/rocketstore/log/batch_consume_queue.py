@@ -319,6 +319,13 @@ class BatchConsumeQueue:
             return None
         return mf.file_from_offset // UNIT + mid, arr[mid:]
 
+    @staticmethod
+    def unit_rows(units, first_slot: int, start: int, n: int) -> list[tuple]:
+        """(pos, size, tagsCode, base offset, batch size) of units[start:start + n]."""
+        part = units[start:start + n]
+        return list(zip(part["pos"].tolist(), part["size"].tolist(), part["tags"].tolist(),
+                        part["base_offset"].tolist(), part["batch_size"].tolist()))
+
     # -- units by slot: a unit's place in the files (its byte offset / 46), what the checks against the
     # CommitLog (services.queue_check) walk; a slot is not a queue offset
     def slot_range(self) -> tuple[int, int]:

@@ -13,10 +13,10 @@ from ..formats import checkpoint as CP
 
 
 class CheckpointFile:
-    def __init__(self, path: str, writable: bool):
+    def __init__(self, path: str, writable: bool, data: CP.Checkpoint | None = None):
         self.path = path
         self.writable = writable
-        self.data = CP.Checkpoint()
+        self.data = data if data is not None else CP.Checkpoint()
 
     def load(self) -> CP.Checkpoint:
         """Read the file into `data` (in place; all zeros when there is no file). Corrupt bytes raise

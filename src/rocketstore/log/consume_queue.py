@@ -247,6 +247,17 @@ class ConsumeQueue:
         arr = self._units(mf)
         return index, arr[pos // UNIT: mf.read_position // UNIT]
 
+    def locate(self, index: int):
+        """units_from, whose first index is also the first unit's slot: (slot, numpy units)."""
+        return self.units_from(index)
+
+    @staticmethod
+    def unit_rows(units, first_slot: int, start: int, n: int) -> list[tuple]:
+        """(pos, size, tagsCode, queue offset, 1) of units[start:start + n], units[0] being at first_slot:
+        a plain unit covers the one queue offset that is its slot."""
+        first = first_slot + start
+        return [(p, s, t, first + k, 1) for k, (p, s, t) in enumerate(units[start:start + n].tolist())]
+
     def get_unit(self, index: int):
         r = self.units_from(index)
         if r is None or len(r[1]) == 0:

@@ -2,8 +2,8 @@
 BatchConsumeQueue (46-byte units, RIP-26, one per inner batch). Callers go through it instead of asking
 which kind a queue is.
 
-A queue's units are reached two ways: by queue offset (`units_from`, `get_unit`: what a get asks for) and
-by slot, a unit's place in the queue's files (`slot_range`, `unit_at`, `cut_to`, `chain_break_slots`: what
+A queue's units are reached two ways: by queue offset (`units_from`, `get_unit`, `locate`: what a get
+asks for; `unit_rows` gives a located stretch as (pos, size, tagsCode, base offset, batch size)) and by slot, a unit's place in the queue's files (`slot_range`, `unit_at`, `cut_to`, `chain_break_slots`: what
 the checks against the CommitLog walk). For a plain ConsumeQueue a slot is its queue offset.
 
 The ConsumeQueue extension is an optional part: `ext` is the ConsumeQueueExt, or None (always None for a
@@ -14,11 +14,11 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 
 class QueueUnit(NamedTuple):
-    """One unit as both kinds can say it: a plain unit covers one queue offset (base_offset is its queue
-    offset, batch_size 1)."""
+    """One unit as both kinds can say it (a batch queue's formats.batch_cq.BatchUnit has these fields too):
+    a plain unit covers one queue offset (base_offset is its queue offset, batch_size 1)."""
     pos: int
     size: int
-    tags_code: int
+    tags: int
     base_offset: int
     batch_size: int
 
@@ -53,6 +53,8 @@ class Queue(Protocol):
 
     # -- read
     def units_from(self, offset: int): ...
+    def locate(self, offset: int): ...
+    def unit_rows(self, units, first_slot: int, start: int, n: int) -> list[tuple]: ...
     def get_unit(self, offset: int): ...
     def unit_at(self, slot: int) -> QueueUnit | None: ...
     def slot_range(self) -> tuple[int, int]: ...
