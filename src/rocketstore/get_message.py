@@ -8,7 +8,9 @@ import logging
 
 from .errors import CorruptDataError
 from .formats.cq_ext import MAX_ADDR as EXT_MAX_ADDR
+from .formats.javahash import java_string_hash
 from .formats.record import decode_record, unit_target_problem
+from .lookups import verify_prop_crc
 from .message import GetResult, GetStatus
 from .services.queue_check import BAD, GOOD, Unit, check_unit, corrupt_record, repair_units
 
@@ -58,6 +60,32 @@ def unit_filter(cq, codes, matches):
                 return False
         return matches is None or bool(matches(tags, ext_unit))
     return accept
+
+
+def parse_subscription(tags) -> set[int] | None:
+    """None (all) or the set of int32 tag hash codes, as FilterAPI.buildSubscriptionData builds it."""
+    if tags is None:
+        return None
+    if isinstance(tags, str):
+        if tags.strip() in ("", "*"):
+            return None
+        tags = [t.strip() for t in tags.split("||")]
+    codes = {java_string_hash(t) for t in tags if t}
+    return codes or None
+
+
+def get(store, cq, offset: int, max_count: int, codes, matches=None, accept_message=None) -> GetResult:
+    """getMessage on a queue that exists: the answers for an offset outside it, else the scan."""
+    lo, hi = cq.min_offset, cq.max_offset
+    if hi == 0:
+        return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
+    if offset < lo:
+        return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
+    if offset == hi:
+        return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+    if offset > hi:
+        return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
+    return scan(store, cq, offset, max_count, codes, matches, accept_message)
 
 
 def scan(store, cq, offset: int, max_count: int, codes, matches=None, accept_message=None) -> GetResult:
@@ -115,7 +143,7 @@ class _Records:
         try:
             m = decode_record(buf, rel, rel + size)
             if self.verify_prop_crc:
-                self.store.verify_prop_crc(buf, rel)
+                verify_prop_crc(buf, rel)
             return m
         except CorruptDataError as e:
             if unit_target_problem(buf, rel, self.seg_end - self.seg_start, size, self.topic, self.queue_id,

@@ -17,14 +17,12 @@ from .file_sizes import resolve_file_sizes
 from .files.transient_pool import TransientStorePool
 from .filter.bloom import BloomFilter
 from .filter.manager import ConsumerFilterManager
-from .formats import record as R
-from .formats.javahash import java_string_hash
-from .formats.record import decode_record
 from .layout import StoreLayout
 from .log.checkpoint_file import CheckpointFile
 from .log.commitlog import CommitLog
 from .log.consume_queue import LOWER, UPPER
 from .log.queue_table import QueueTable
+from .lookups import Lookups
 from .long_poll import Arrivals
 from .message import GetResult, GetStatus, Message, PutBatchResult, PutResult, PutStatus, QueryResult
 from .put import MessageWriter
@@ -33,7 +31,7 @@ from .services.calc_bitmap import CalcBitMapDispatcher
 from .services.cleanup import CleanupService
 from .services.cq_dispatch import ConsumeQueueDispatcher
 from .services.flush import FlushServices
-from .services.index_service import LONG_MAX, IndexService
+from .services.index_service import IndexService
 from .services.pipeline import DispatchPipeline
 from .services.queue_check import QueueCheck
 from .services.reput import ReputService
@@ -41,7 +39,7 @@ from .store_lock import StoreLock
 from .topic_table import TopicTable
 from .validation import group_problem, topic_problem
 
-__all__ = ["MessageStore", "parse_subscription", "resolve_file_sizes"]   # resolve_file_sizes: file_sizes.py's
+__all__ = ["MessageStore", "resolve_file_sizes"]   # resolve_file_sizes: file_sizes.py's, imported from here too
 
 log = logging.getLogger("rocketstore")
 _WAITING = (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.OFFSET_OVERFLOW_ONE)   # what a long poll waits past
@@ -78,18 +76,6 @@ def _write_in_place(path: str, data: bytes) -> None:
         os.close(fd)
 
 
-def parse_subscription(tags) -> set[int] | None:
-    """None (all) or the set of int32 tag hash codes, as FilterAPI.buildSubscriptionData builds it."""
-    if tags is None:
-        return None
-    if isinstance(tags, str):
-        if tags.strip() in ("", "*"):
-            return None
-        tags = [t.strip() for t in tags.split("||")]
-    codes = {java_string_hash(t) for t in tags if t}
-    return codes or None
-
-
 class MessageStore:
     """A RocketMQ 5.x store directory: put, get, look up by offset and time. Open with MessageStore.open()."""
 
@@ -120,6 +106,7 @@ class MessageStore:
         self.pipeline = DispatchPipeline(ConsumeQueueDispatcher(self.queues, self.checkpoint), self.index,
                                          config.message_index_enable, self.arrivals.notify, root)
         self.index.on_error = self.pipeline.failed
+        self.lookups = Lookups(self.commitlog, self.index, config)
         self.queue_check = QueueCheck(self.commitlog, self.delay_levels, config.force_verify_prop_crc)
         # consumer groups' SQL92 filters; with bitmaps on, the bitmap dispatcher runs first (addFirst)
         self.filters = ConsumerFilterManager(root, BloomFilter(config.max_error_rate_of_bloom_filter,
@@ -366,7 +353,8 @@ class MessageStore:
         """The topics whose queues are batch ConsumeQueues (queue.type BatchCQ, RIP-26)."""
         return self.queues.batch_topics
 
-    def create_topic(self, name: str, queues: int = TC.DEFAULT_QUEUE_NUMS, attributes: dict[str, str] | None = None) -> None:
+    def create_topic(self, name: str, queues: int = TC.DEFAULT_QUEUE_NUMS,
+                     attributes: dict[str, str] | None = None) -> None:
         """Create (or update) a topic in config/topics.json, RocketMQ's format. `attributes` may set
         `queue.type` to SimpleCQ or BatchCQ (RIP-26); like RocketMQ, a topic's queue type cannot change."""
         self._check_writable()
@@ -555,42 +543,12 @@ class MessageStore:
         cq = self.queues.get(topic, queue_id)
         return self.store_timestamp_at(topic, queue_id, cq.min_offset) if cq else -1
 
-    # ---------------------------------------------------------------- read
+    # ---------------------------------------------------------------- lookups (lookups.py)
     def look(self, physical_offset: int):
         """The message whose record starts at a physical offset, or None (lookMessageByOffset)."""
         self._check_open()
-        head = self.commitlog.read(physical_offset, 4)
-        if head is None:
-            return None
-        size = R.I32.unpack_from(head, 0)[0]
-        if size <= 0:
-            return None
-        view = self.commitlog.read(physical_offset, size)
-        if view is None:
-            return None
-        try:
-            return self.decode_at(view, physical_offset)
-        except CorruptDataError:
-            return None
+        return self.lookups.look(physical_offset)
 
-    def decode_at(self, view, physical_offset: int):
-        """Decode a record; with force_verify_prop_crc also check its appended CRC (as recovery does)."""
-        try:
-            m = decode_record(view, 0)
-            if self.config.force_verify_prop_crc:
-                self.verify_prop_crc(view, 0)
-            return m
-        except CorruptDataError as e:
-            raise e.in_file(self.commitlog.segment_path(physical_offset),
-                            physical_offset % self.commitlog.file_size) from None
-
-    @staticmethod
-    def verify_prop_crc(buf, pos: int) -> None:
-        problem = R.verify_crc(buf, R.read_header(buf, pos), pos, True)
-        if problem:
-            raise CorruptDataError(problem, pos)
-
-    # ---------------------------------------------------------------- lookups by key and id
     def query(self, topic: str, key: str, max_count: int = 32, begin_ms: int = 0,
               end_ms: int | None = None) -> QueryResult:
         """queryMessage: messages of `topic` whose KEYS or UNIQ_KEY is `key`, stored within [begin_ms,
@@ -598,45 +556,19 @@ class MessageStore:
         max_msgs_num_batch. The index matches on a hash; every hit is re-checked against the record, so
         another key with the same hash never answers (apache/rocketmq #3616)."""
         self._check_open()
-        if not isinstance(topic, str) or not isinstance(key, str):
-            raise TypeError("query takes a topic and a key as strings")
-        max_num = min(max_count, self.config.max_msgs_num_batch)
-        found: dict[int, object] = {}
-
-        def accept(phy: int) -> bool:
-            m = found.get(phy)
-            if m is None:
-                m = self.look(phy)
-                if m is None or m.physical_offset != phy:
-                    # gone with a deleted CommitLog file (look(0) would give the first record left):
-                    # RocketMQ counts it, then drops it
-                    return True
-                if m.topic != topic or (m.unique_key != key and key not in m.keys):
-                    return False
-                found[phy] = m
-            return True
-        offsets, last_ts, last_phy = self.index.query_offsets(
-            topic, key, max_num, begin_ms, LONG_MAX if end_ms is None else end_ms, accept)
-        if not offsets:
-            return QueryResult()  # RocketMQ reports how far the index got only along with a hit
-        return QueryResult((found[p] for p in sorted(offsets) if p in found), last_ts, last_phy)
+        return self.lookups.query(topic, key, max_count, begin_ms, end_ms)
 
     def by_msg_id(self, msg_id: str):
         """The message an offset msgId names (store host + physical offset), or None."""
         self._check_open()
-        host, offset = R.parse_msg_id(msg_id)
-        m = self.look(offset)
-        if m is None or m.physical_offset != offset or m.store_host != host:
-            return None
-        return m
+        return self.lookups.by_msg_id(msg_id)
 
     def by_unique_key(self, topic: str, uniq_key: str):
         """The first stored message of `topic` whose UNIQ_KEY (the id a producer assigned) is uniq_key."""
-        for m in self.query(topic, uniq_key, self.config.max_msgs_num_batch):
-            if m.unique_key == uniq_key:
-                return m
-        return None
+        self._check_open()
+        return self.lookups.by_unique_key(topic, uniq_key)
 
+    # ---------------------------------------------------------------- get
     def get(self, group: str, topic: str, queue_id: int, offset: int, max_count: int = 32, tags=None,
             wait_ms: int = 0, matches=None, sql: str | None = None) -> GetResult:
         """getMessage: up to max_count messages of a queue from `offset`, filtered by tags (None, a set of
@@ -654,7 +586,7 @@ class MessageStore:
         topic (register_filter) and bitmaps are on, each unit's ext bitmap is tested first and only
         candidates are read; the expression then decides on each record."""
         self._check_open()
-        codes = parse_subscription(tags)
+        codes = get_message.parse_subscription(tags)
         accept = None
         if sql is not None:
             if codes is not None:
@@ -699,13 +631,4 @@ class MessageStore:
         cq = self.queues.get(topic, queue_id)
         if cq is None:
             return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, self.min_offset(topic, queue_id), 0)
-        lo, hi = cq.min_offset, cq.max_offset
-        if hi == 0:
-            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
-        if offset < lo:
-            return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
-        if offset == hi:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
-        if offset > hi:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
-        return get_message.scan(self, cq, offset, max_count, codes, matches, accept)
+        return get_message.get(self, cq, offset, max_count, codes, matches, accept)
