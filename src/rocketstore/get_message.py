@@ -113,43 +113,23 @@ def _base_at(cq, slot: int):
     return None if u is None else u.base_offset
 
 
-class _Records:
-    """The records units point at, read from the CommitLog segment in hand (CommitLog.getMessage)."""
+def _segment(files, pos: int, size: int):
+    """(start, end of what is written, buffer) of the CommitLog segment holding a record of `size` bytes at
+    `pos` (CommitLog.getMessage); None when it expired (below the CommitLog's first file), WRONG_UNIT when
+    it lies inside the log's range and yet no such record can be there (the unit is wrong)."""
+    mf = files.find(pos, pos == 0)
+    if mf is not None and 0 <= pos - mf.file_from_offset <= mf.read_position - size:
+        return mf.file_from_offset, mf.file_from_offset + mf.read_position, mf.buf
+    return None if pos < files.min_offset() else WRONG_UNIT
 
-    def __init__(self, store, cq):
-        self.store = store
-        self.files = store.commitlog.files
-        self.topic, self.queue_id = cq.topic, cq.queue_id
-        self.verify_prop_crc = store.config.force_verify_prop_crc
-        self.seg_start, self.seg_end, self.seg_buf = 0, -1, None
 
-    def read(self, pos: int, size: int, queue_offset: int | None):
-        """The message at `pos`, None when its record expired (below the CommitLog's first file), WRONG_UNIT
-        when no record of `size` bytes starts there. `queue_offset`: the record's queue offset the unit
-        says (None: a batch unit's, not compared). A record that is there but does not decode raises."""
-        if not self.seg_start <= pos <= self.seg_end - size:
-            # a record outside the segment in hand: find its own
-            mf = self.files.find(pos, pos == 0)
-            if mf is not None and 0 <= pos - mf.file_from_offset <= mf.read_position - size:
-                self.seg_start, self.seg_end, self.seg_buf = (mf.file_from_offset, mf.file_from_offset
-                                                              + mf.read_position, mf.buf)
-            elif pos < self.files.min_offset():   # expired: CommitLog.getMessage finds nothing
-                return None
-            else:
-                return WRONG_UNIT   # inside the log's range, yet no record there: the unit is wrong
-        if size <= 0:
-            return WRONG_UNIT
-        buf, rel = self.seg_buf, pos - self.seg_start
-        try:
-            m = decode_record(buf, rel, rel + size)
-            if self.verify_prop_crc:
-                verify_prop_crc(buf, rel)
-            return m
-        except CorruptDataError as e:
-            if unit_target_problem(buf, rel, self.seg_end - self.seg_start, size, self.topic, self.queue_id,
-                                   queue_offset, pos) is None:
-                raise e.in_file(self.store.commitlog.segment_path(pos), rel) from None
-            return WRONG_UNIT   # no record starts there: the unit is wrong, not the record
+def _undecodable(store, cq, e: CorruptDataError, buf, rel: int, limit: int, size: int, queue_offset, pos: int):
+    """A record that did not decode: when it is the one the unit points at (its header says so), the record
+    is damaged and that is raised; else the unit is wrong (WRONG_UNIT). `queue_offset`: the queue offset
+    the unit says (None: a batch unit's, not compared)."""
+    if unit_target_problem(buf, rel, limit, size, cq.topic, cq.queue_id, queue_offset, pos) is None:
+        raise e.in_file(store.commitlog.segment_path(pos), rel) from None
+    return WRONG_UNIT
 
 
 def _scan(store, cq, offset: int, max_count: int, codes, matches, accept_message, may_search_again: bool):
@@ -167,11 +147,14 @@ def _scan(store, cq, offset: int, max_count: int, codes, matches, accept_message
     total = count = 0
     msgs = result.messages
     accept = unit_filter(cq, codes, matches)
-    records = _Records(store, cq)
+    cl_files = store.commitlog.files
+    seg_start, seg_end, seg_buf = 0, -1, None   # the CommitLog segment in hand
+    verify = cfg.force_verify_prop_crc
     topic, qid = cq.topic, cq.queue_id
     chained = cq.is_batch       # units carry their own queue offsets, which must follow each other
+    ahead = 1 if chained else 0  # rows needed past the one in hand (the next unit's base offset)
     checked: set[int] = set()   # slots checked against the CommitLog by this get
-    chunk = max(max_count, 32)  # units as Python tuples a chunk at a time
+    chunk = max(max_count, 32) + 1  # units as Python tuples a chunk at a time (a full get looks at one more)
     while total <= 0 and next_begin < hi and files_read < cfg.travel_cq_file_num_when_get_message:
         files_read += 1
         got = cq.locate(next_begin)
@@ -180,17 +163,20 @@ def _scan(store, cq, offset: int, max_count: int, codes, matches, accept_message
             next_begin = cq.roll_next_file(next_begin)
             break
         slot0, units = got
+        n_units = len(units)
         rows = cq.unit_rows(units, slot0, 0, chunk)
+        n_rows = len(rows)
         next_file_start = None
         prev_next = None
         j = 0
-        while j < len(rows):
-            if j + 1 == len(rows) < len(units):
-                rows += cq.unit_rows(units, slot0, len(rows), chunk)
+        while j < n_units:
+            if j + ahead >= n_rows and n_rows < n_units:
+                rows += cq.unit_rows(units, slot0, n_rows, chunk)
+                n_rows = len(rows)
             pos, size, tcode, base, batch = rows[j]
-            slot = slot0 + j
             if chained:
-                following = rows[j + 1][3] if j + 1 < len(rows) else _base_at(cq, slot + 1)
+                slot = slot0 + j
+                following = rows[j + 1][3] if j + 1 < n_rows else _base_at(cq, slot + 1)
                 if ((prev_next is not None and base != prev_next)
                         or (following is not None and following != base + batch)) and slot not in checked:
                     # this unit does not follow the one before it, or the next does not follow it: one of
@@ -200,7 +186,7 @@ def _scan(store, cq, offset: int, max_count: int, codes, matches, accept_message
                         if _repair(store, cq, slot, "does not follow its neighbours"):
                             if total == 0 and may_search_again:
                                 return _SEARCH_AGAIN
-                            rows = cq.unit_rows(units, slot0, 0, len(rows))
+                            rows = cq.unit_rows(units, slot0, 0, n_rows)
                             continue
                         if total == 0:
                             result.status = GetStatus.MESSAGE_WAS_REMOVING
@@ -227,12 +213,30 @@ def _scan(store, cq, offset: int, max_count: int, codes, matches, accept_message
                 if total == 0:   # isMatchedByConsumeQueue refused: nothing found so far says so
                     result.status = GetStatus.NO_MATCHED_MESSAGE
                 continue
-            m = records.read(pos, size, None if chained else base)
-            if m is None:        # its record expired
-                if total == 0:
-                    result.status = GetStatus.MESSAGE_WAS_REMOVING
-                next_file_start = store.commitlog.roll_next_file(pos)
-                continue
+            m = None
+            if not seg_start <= pos <= seg_end - size:   # a record outside the segment in hand: find its own
+                seg = _segment(cl_files, pos, size)
+                if seg is None:      # its record expired
+                    if total == 0:
+                        result.status = GetStatus.MESSAGE_WAS_REMOVING
+                    next_file_start = store.commitlog.roll_next_file(pos)
+                    continue
+                if seg is WRONG_UNIT:
+                    m = WRONG_UNIT
+                else:
+                    seg_start, seg_end, seg_buf = seg
+            if m is None:
+                if size <= 0:
+                    m = WRONG_UNIT
+                else:
+                    rel = pos - seg_start
+                    try:
+                        m = decode_record(seg_buf, rel, rel + size)
+                        if verify:
+                            verify_prop_crc(seg_buf, rel)
+                    except CorruptDataError as e:
+                        m = _undecodable(store, cq, e, seg_buf, rel, seg_end - seg_start, size,
+                                         None if chained else base, pos)
             # the unit must point at this queue's record for its offset (fields decoded anyway: topic,
             # queueId, queueOffset, size, physicalOffset): a corrupt unit may point at another record
             if m is WRONG_UNIT or not m.is_at(topic, qid, base, size, pos):
@@ -240,6 +244,7 @@ def _scan(store, cq, offset: int, max_count: int, codes, matches, accept_message
                 if problem:   # a damaged record, not a wrong unit: said as any corrupt record is
                     raise CorruptDataError(problem, pos % store.commitlog.file_size,
                                            store.commitlog.segment_path(pos))
+                slot = slot0 + j - 1
                 first_look = slot not in checked
                 checked.add(slot)
                 if not first_look or m is WRONG_UNIT \
@@ -247,7 +252,7 @@ def _scan(store, cq, offset: int, max_count: int, codes, matches, accept_message
                     if first_look and _repair(store, cq, slot, "does not point at its record"):
                         if total == 0 and may_search_again:
                             return _SEARCH_AGAIN
-                        rows = cq.unit_rows(units, slot0, 0, len(rows))
+                        rows = cq.unit_rows(units, slot0, 0, n_rows)
                         next_begin, prev_next = begin_before, None
                         j -= 1
                         continue

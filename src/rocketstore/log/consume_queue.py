@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+from itertools import repeat
 
 import numpy as np
 
@@ -255,8 +256,10 @@ class ConsumeQueue:
     def unit_rows(units, first_slot: int, start: int, n: int) -> list[tuple]:
         """(pos, size, tagsCode, queue offset, 1) of units[start:start + n], units[0] being at first_slot:
         a plain unit covers the one queue offset that is its slot."""
+        part = units[start:start + n]
         first = first_slot + start
-        return [(p, s, t, first + k, 1) for k, (p, s, t) in enumerate(units[start:start + n].tolist())]
+        return list(zip(part["pos"].tolist(), part["size"].tolist(), part["tags"].tolist(),
+                        range(first, first + len(part)), repeat(1)))
 
     def get_unit(self, index: int):
         r = self.units_from(index)
