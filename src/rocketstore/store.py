@@ -136,6 +136,7 @@ class MessageStore:
         # CommitLog flush / group commit, ConsumeQueue flush, checkpoint; expired files and the disk-full flag
         self.flush_service = FlushServices(config, self.commitlog, self.queues, self.checkpoint_file, self.reput,
                                            root)
+        self._health = self.flush_service.health   # NOT_WRITEABLE: set when a CommitLog sync fails
         self.cleanup = CleanupService(config, self.commitlog, self.queues, self.index, self.writer.lock,
                                       self.layout)
 
@@ -413,7 +414,7 @@ class MessageStore:
 
     # ---------------------------------------------------------------- put
     def _refuses_puts(self) -> bool:
-        return (self.read_only or not self.writeable or self.pipeline.error is not None
+        return (self.read_only or not self._health.writeable or self.pipeline.error is not None
                 or self.cleanup.refuses_put(self.root))
 
     def put(self, msg: Message, queue_id: int | None = None) -> PutResult:
@@ -426,7 +427,10 @@ class MessageStore:
         r = self.writer.put(msg, queue_id)
         if r.ok:
             r.queue_id = queue_id
-            self._after_put(r, msg)
+            if self._sync_flush:
+                self._wait_flushed(r, msg)
+            elif self.writer.dispatch is None:
+                self.reput.wake()
         return r
 
     def put_batch(self, messages: list[Message], queue_id: int | None = None) -> PutBatchResult:
@@ -442,18 +446,16 @@ class MessageStore:
         r = self.writer.put_batch(messages, queue_id)
         if r.ok:
             r.queue_id = queue_id
-            self._after_put(r, messages[0])
+            if self._sync_flush:
+                self._wait_flushed(r, messages[0])
+            elif self.writer.dispatch is None:
+                self.reput.wake()
         return r
 
-    def _after_put(self, r, msg: Message) -> None:
+    def _wait_flushed(self, r, msg: Message) -> None:
         """SYNC_FLUSH (handleDiskFlush): wait for the group commit to flush the record's bytes; unconfirmed
         in time, or a failed flush, answers FLUSH_DISK_TIMEOUT (the record stays written). A message with
-        the WAIT property "false" (isWaitStoreMsgOK) only wakes the service. Else reput is woken when the
-        put path does not dispatch."""
-        if not self._sync_flush:
-            if self.writer.dispatch is None:
-                self.reput.wake()
-            return
+        the WAIT property "false" (isWaitStoreMsgOK) only wakes the service."""
         if msg.properties and msg.properties.get("WAIT") == "false":
             self.flush_service.commitlog.wake()
             return
@@ -466,7 +468,7 @@ class MessageStore:
         """False once a CommitLog sync failed (RunningFlags.getAndMakeNotWriteable, as RocketMQ's MappedFile.flush
         does on an IOException): puts answer SERVICE_NOT_AVAILABLE and nothing more is flushed, so no later
         sync can seem to vouch for bytes an earlier failed one may have lost, until the store is reopened."""
-        return self.flush_service.writeable
+        return self._health.writeable
 
     # ---------------------------------------------------------------- cleanup
     @property
