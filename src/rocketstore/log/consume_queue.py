@@ -186,7 +186,7 @@ class ConsumeQueue:
         return self.put_position(offset, size, tags_code, cq_offset, store_timestamp, bit_map=bit_map)
 
     def put_units(self, phys, sizes, tags_codes, queue_offsets, store_ts, bit_maps=None) -> bool:
-        """A run of records' units, in order (lists or numpy arrays; queue_offsets may be a range): one
+        """A run of records' units, in order (lists or numpy arrays; queue_offsets a list or a range): one
         write per file when the queue offsets follow each other and there is no ext (put_many decides),
         else unit by unit through the guards. False when a unit could not be written."""
         if self.ext is not None:
@@ -197,7 +197,7 @@ class ConsumeQueue:
                     and ok
             return ok
         first = queue_offsets[0]
-        if isinstance(queue_offsets, range) or list(queue_offsets) == list(range(first, first + len(queue_offsets))):
+        if isinstance(queue_offsets, range) or queue_offsets == list(range(first, first + len(queue_offsets))):
             return self.put_many(np.asarray(phys, dtype=np.int64), np.asarray(sizes, dtype=np.int64),
                                  np.asarray(tags_codes, dtype=np.int64), first)
         return all([self.put(p, size, code, qoff) for p, size, code, qoff in zip(_ints(phys), _ints(sizes),
