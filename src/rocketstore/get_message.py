@@ -1,15 +1,17 @@
 """getMessage (DefaultMessageStore.getMessage): how many ConsumeQueue units one call looks at, which records
-it returns and where the next call begins, exactly as RocketMQ answers; for plain and batch ConsumeQueues."""
+it returns and where the next call begins, exactly as RocketMQ answers; one scan for plain and batch
+ConsumeQueues, through the queue protocol (log/queue.py): a unit covers `batch size` queue offsets from its
+base offset (a plain unit: its own queue offset, batch size 1)."""
 from __future__ import annotations
 
 import logging
 
 from .errors import CorruptDataError
 from .formats.cq_ext import MAX_ADDR as EXT_MAX_ADDR
+from .formats.javahash import java_string_hash
 from .formats.record import decode_record, unit_target_problem
 from .get_plain import take_plain
-from .log.batch_consume_queue import BatchConsumeQueue
-from .log.consume_queue import ConsumeQueue
+from .lookups import verify_prop_crc
 from .message import GetResult, GetStatus
 from .services.queue_check import BAD, GOOD, Unit, check_unit, corrupt_record, repair_units
 
@@ -47,7 +49,7 @@ def unit_filter(cq, codes, matches):
     may test); a tag set then tests that tagsCode (an ext unit not found: None, which a tag filter lets
     through); `matches(tags_code, ext_unit)` (tags_code None or an int, ext_unit a formats.cq_ext.ExtUnit
     or None) decides last."""
-    has_ext = getattr(cq, "ext", None) is not None
+    has_ext = cq.ext is not None
     if not has_ext and matches is None:
         return None
 
@@ -61,17 +63,43 @@ def unit_filter(cq, codes, matches):
     return accept
 
 
-def scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes, matches=None,
-               accept_message=None) -> GetResult:
-    """getMessage over a batch ConsumeQueue: whole inner-batch records, each counting its batch size;
-    a get from inside a batch returns that batch (result.unpacked() gives single messages). `matches`:
-    see unit_filter (a batch ConsumeQueue has no ext: the ext unit is always None).
+def parse_subscription(tags) -> set[int] | None:
+    """None (all) or the set of int32 tag hash codes, as FilterAPI.buildSubscriptionData builds it."""
+    if tags is None:
+        return None
+    if isinstance(tags, str):
+        if tags.strip() in ("", "*"):
+            return None
+        tags = [t.strip() for t in tags.split("||")]
+    codes = {java_string_hash(t) for t in tags if t}
+    return codes or None
 
-    A wrong unit met on the way is rebuilt from the CommitLog (services.queue_check.repair_units). Wrong
-    base offsets mislead the binary search that found the first unit: after a repair with nothing found
-    yet, the search runs again over the rebuilt units."""
+
+def get(store, cq, offset: int, max_count: int, codes, matches=None, accept_message=None) -> GetResult:
+    """getMessage on a queue that exists: the answers for an offset outside it, else the scan."""
+    lo, hi = cq.min_offset, cq.max_offset
+    if hi == 0:
+        return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
+    if offset < lo:
+        return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
+    if offset == hi:
+        return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+    if offset > hi:
+        return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
+    return scan(store, cq, offset, max_count, codes, matches, accept_message)
+
+
+def scan(store, cq, offset: int, max_count: int, codes, matches=None, accept_message=None) -> GetResult:
+    """getMessage over a queue of either kind. `codes`: the tag hash set or None; `matches`: see
+    unit_filter; `accept_message(message)`: the record-level filter (isMatchedByCommitLog), asked about each
+    decoded message. A batch queue's records are whole inner batches, each counting its batch size; a get
+    from inside a batch returns that batch (result.unpacked() gives single messages).
+
+    A wrong unit met on the way is rebuilt from the CommitLog (services.queue_check.repair_units). In a batch
+    queue, wrong base offsets mislead the binary search that found the first unit: after a repair with
+    nothing found yet, the search runs again over the rebuilt units."""
     for attempt in range(3):
-        r = _scan_batch(store, cq, offset, max_count, codes, matches, accept_message, may_search_again=attempt < 2)
+        r = _scan(store, cq, offset, max_count, codes, matches, accept_message, may_search_again=attempt < 2)
         if r is not _SEARCH_AGAIN:
             return r
     raise AssertionError("unreachable: the last attempt never searches again")
@@ -80,33 +108,54 @@ def scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes,
 _SEARCH_AGAIN = object()
 
 
-def _rows(units, start: int, n: int) -> list[tuple]:
-    """(pos, size, tagsCode, base offset, batch size) of units[start:start + n]."""
-    part = units[start:start + n]
-    return list(zip(part["pos"].tolist(), part["size"].tolist(), part["tags"].tolist(),
-                    part["base_offset"].tolist(), part["batch_size"].tolist()))
-
-
 def _base_at(cq, slot: int):
     """The base offset of the unit at `slot` (the next file's first), None past the queue's units."""
     u = cq.unit_at(slot)
     return None if u is None else u.base_offset
 
 
-def _scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes, matches, accept_message,
-                may_search_again: bool):
+def _segment(files, pos: int, size: int):
+    """(start, end of what is written, buffer) of the CommitLog segment holding a record of `size` bytes at
+    `pos` (CommitLog.getMessage); None when it expired (below the CommitLog's first file), WRONG_UNIT when
+    it lies inside the log's range and yet no such record can be there (the unit is wrong)."""
+    mf = files.find(pos, pos == 0)
+    if mf is not None and 0 <= pos - mf.file_from_offset <= mf.read_position - size:
+        return mf.file_from_offset, mf.file_from_offset + mf.read_position, mf.buf
+    return None if pos < files.min_offset() else WRONG_UNIT
+
+
+def _undecodable(store, cq, e: CorruptDataError, buf, rel: int, limit: int, size: int, queue_offset, pos: int):
+    """A record that did not decode: when it is the one the unit points at (its header says so), the record
+    is damaged and that is raised; else the unit is wrong (WRONG_UNIT). `queue_offset`: the queue offset
+    the unit says (None: a batch unit's, not compared)."""
+    if unit_target_problem(buf, rel, limit, size, cq.topic, cq.queue_id, queue_offset, pos) is None:
+        raise e.in_file(store.commitlog.segment_path(pos), rel) from None
+    return WRONG_UNIT
+
+
+def _scan(store, cq, offset: int, max_count: int, codes, matches, accept_message, may_search_again: bool):
     cfg = store.config
     lo, hi = cq.min_offset, cq.max_offset
     result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
     result.requested_offset = offset
-    max_filter = max(cfg.max_filter_message_size, max_count * cq.unit_size)
+    unit_size = cq.unit_size
+    # the filter cap: no unit at or past this queue offset is looked at
+    cap = offset - (-max(cfg.max_filter_message_size, max_count * unit_size) // unit_size)
     max_py = store.commitlog.max_offset()
     memory = int(store.total_memory * (cfg.access_message_in_memory_max_ratio / 100.0))
     next_begin = offset
     files_read = 0
     total = count = 0
+    msgs = result.messages
+    accept = unit_filter(cq, codes, matches)
+    cl_files = store.commitlog.files
+    seg_start, seg_end, seg_buf = 0, -1, None   # the CommitLog segment in hand
+    verify = cfg.force_verify_prop_crc
     topic, qid = cq.topic, cq.queue_id
+    chained = cq.is_batch       # units carry their own queue offsets, which must follow each other
+    ahead = 1 if chained else 0  # rows needed past the one in hand (the next unit's base offset)
     checked: set[int] = set()   # slots checked against the CommitLog by this get
+    chunk = max(max_count, 32) + 1  # units as Python tuples a chunk at a time (a full get looks at one more)
     while total <= 0 and next_begin < hi and files_read < cfg.travel_cq_file_num_when_get_message:
         files_read += 1
         got = cq.locate(next_begin)
@@ -115,39 +164,50 @@ def _scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes
             next_begin = cq.roll_next_file(next_begin)
             break
         slot0, units = got
-        # units as Python tuples a chunk at a time: the filter cap ends a get after a few hundred units
-        chunk = max_filter // cq.unit_size + 2
-        rows = _rows(units, 0, chunk)
+        if not chained and accept is None and accept_message is None and not verify:
+            # the compiled fast path (get_plain.take_plain) takes the plain units it can, up to the filter
+            # cap; the loop below goes on from the first unit that needs a closer look
+            head = units[:max(0, min(cap, hi) - slot0)]
+            k, total, count, skipped = take_plain(store, cq, head, slot0, codes, max_count, max_py, memory, msgs)
+            if k:
+                result.status = (GetStatus.FOUND if count else GetStatus.NO_MATCHED_MESSAGE if skipped
+                                 else result.status)
+                units, slot0, next_begin = units[k:], slot0 + k, slot0 + k
+        n_units = len(units)
+        rows = cq.unit_rows(units, slot0, 0, chunk)
+        n_rows = len(rows)
         next_file_start = None
         prev_next = None
         j = 0
-        while j < len(rows):
-            if j + 1 == len(rows) < len(units):
-                rows += _rows(units, len(rows), chunk)
+        while j < n_units:
+            if j + ahead >= n_rows and n_rows < n_units:
+                rows += cq.unit_rows(units, slot0, n_rows, chunk)
+                n_rows = len(rows)
             pos, size, tcode, base, batch = rows[j]
-            slot = slot0 + j
-            following = rows[j + 1][3] if j + 1 < len(rows) else _base_at(cq, slot0 + j + 1)
-            if ((prev_next is not None and base != prev_next)
-                    or (following is not None and following != base + batch)) and slot not in checked:
-                # this unit does not follow the one before it, or the next does not follow it: one of them is
-                # wrong, and a wrong base offset or batch size would misplace every offset after it
-                checked.add(slot)
-                if check_unit(store, cq, slot, Unit(pos, size, base, batch))[0] == BAD:
-                    if _repair(store, cq, slot, "does not follow its neighbours"):
-                        if total == 0 and may_search_again:
-                            return _SEARCH_AGAIN
-                        rows = _rows(units, 0, len(rows))
+            if chained:
+                slot = slot0 + j
+                following = rows[j + 1][3] if j + 1 < n_rows else _base_at(cq, slot + 1)
+                if ((prev_next is not None and base != prev_next)
+                        or (following is not None and following != base + batch)) and slot not in checked:
+                    # this unit does not follow the one before it, or the next does not follow it: one of
+                    # them is wrong, and a wrong base offset or batch size would misplace every offset after it
+                    checked.add(slot)
+                    if check_unit(store.queue_check, cq, slot, Unit(pos, size, base, batch))[0] == BAD:
+                        if _repair(store, cq, slot, "does not follow its neighbours"):
+                            if total == 0 and may_search_again:
+                                return _SEARCH_AGAIN
+                            rows = cq.unit_rows(units, slot0, 0, n_rows)
+                            continue
+                        if total == 0:
+                            result.status = GetStatus.MESSAGE_WAS_REMOVING
+                        prev_next = None
+                        j += 1
                         continue
-                    if total == 0:
-                        result.status = GetStatus.MESSAGE_WAS_REMOVING
-                    prev_next = None
+                prev_next = base + batch
+                if base + batch <= offset:   # wholly before the offset asked for: only a wrong unit leads here
                     j += 1
                     continue
-            prev_next = base + batch
-            if base + batch <= offset:   # wholly before the offset asked for: only a wrong unit leads here
-                j += 1
-                continue
-            if next_begin >= hi or (base - offset) * cq.unit_size >= max_filter:
+            if next_begin >= hi or base >= cap:
                 break
             if total and count and batch_full(cfg, size, batch, max_count, total, count, (max_py - pos) <= memory):
                 break
@@ -156,191 +216,79 @@ def _scan_batch(store, cq: BatchConsumeQueue, offset: int, max_count: int, codes
             j += 1
             if next_file_start is not None and pos < next_file_start:
                 continue
-            if (codes is not None and int32(tcode) not in codes) or \
-                    (matches is not None and not matches(None if tcode <= EXT_MAX_ADDR else tcode, None)):
-                if total == 0:       # isMatchedByConsumeQueue refused: nothing found so far says so
+            # a tagsCode slot holding an ext address (<= EXT_MAX_ADDR) is no tags hash: it passes here, and
+            # `accept` reads its ext unit; without the ext RocketMQ lets it through (no valid tagsCode)
+            if (codes is not None and int32(tcode) not in codes and tcode > EXT_MAX_ADDR) or \
+                    (accept is not None and not accept(tcode)):
+                if total == 0:   # isMatchedByConsumeQueue refused: nothing found so far says so
                     result.status = GetStatus.NO_MATCHED_MESSAGE
                 continue
-            m = _batch_record(store, cq, pos, size)
-            if m is None:            # its record expired
-                if total == 0:
-                    result.status = GetStatus.MESSAGE_WAS_REMOVING
-                next_file_start = store.commitlog.roll_next_file(pos)
-                continue
-            # the unit must point at this queue's record for its base offset (fields decoded anyway: topic,
+            m = None
+            if not seg_start <= pos <= seg_end - size:   # a record outside the segment in hand: find its own
+                seg = _segment(cl_files, pos, size)
+                if seg is None:      # its record expired
+                    if total == 0:
+                        result.status = GetStatus.MESSAGE_WAS_REMOVING
+                    next_file_start = store.commitlog.roll_next_file(pos)
+                    continue
+                if seg is WRONG_UNIT:
+                    m = WRONG_UNIT
+                else:
+                    seg_start, seg_end, seg_buf = seg
+            if m is None:
+                if size <= 0:
+                    m = WRONG_UNIT
+                else:
+                    rel = pos - seg_start
+                    try:
+                        m = decode_record(seg_buf, rel, rel + size)
+                        if verify:
+                            verify_prop_crc(seg_buf, rel)
+                    except CorruptDataError as e:
+                        m = _undecodable(store, cq, e, seg_buf, rel, seg_end - seg_start, size,
+                                         None if chained else base, pos)
+            # the unit must point at this queue's record for its offset (fields decoded anyway: topic,
             # queueId, queueOffset, size, physicalOffset): a corrupt unit may point at another record
             if m is WRONG_UNIT or not m.is_at(topic, qid, base, size, pos):
-                problem = corrupt_record(store, pos, size)
+                problem = corrupt_record(store.queue_check, pos, size)
                 if problem:   # a damaged record, not a wrong unit: said as any corrupt record is
                     raise CorruptDataError(problem, pos % store.commitlog.file_size,
                                            store.commitlog.segment_path(pos))
+                slot = slot0 + j - 1
                 first_look = slot not in checked
                 checked.add(slot)
                 if not first_look or m is WRONG_UNIT \
-                        or check_unit(store, cq, slot, Unit(pos, size, base, batch))[0] != GOOD:
+                        or check_unit(store.queue_check, cq, slot, Unit(pos, size, base, batch))[0] != GOOD:
                     if first_look and _repair(store, cq, slot, "does not point at its record"):
                         if total == 0 and may_search_again:
                             return _SEARCH_AGAIN
-                        rows = _rows(units, 0, len(rows))
+                        rows = cq.unit_rows(units, slot0, 0, n_rows)
                         next_begin, prev_next = begin_before, None
                         j -= 1
                         continue
                     if total == 0:   # RocketMQ's answer for a unit whose record cannot be read
                         result.status = GetStatus.MESSAGE_WAS_REMOVING
                     continue
-                # else the unit is what dispatch writes from this record (its INNER_BASE is not its QUEUEOFFSET)
+                # else the unit is what dispatch writes from this record (a batch record's INNER_BASE is not
+                # its QUEUEOFFSET)
             if accept_message is not None and not accept_message(m):
                 if total == 0:
                     result.status = GetStatus.NO_MATCHED_MESSAGE
                 continue
-            result.messages.append(m)
+            msgs.append(m)
             total += size
             count += batch
             result.status = GetStatus.FOUND
+            next_file_start = None
     result.next_begin_offset = next_begin
     result.buffer_total_size = total
     result.message_count = count
     return result
-
-
-def _batch_record(store, cq, pos: int, size: int):
-    """The record a batch unit points at: the message, None when it expired, WRONG_UNIT when no record of
-    that size starts there (a record whose header matches but does not decode raises: it is corrupt)."""
-    cl = store.commitlog
-    if pos < 0 or size <= 0:
-        return WRONG_UNIT
-    view = cl.read(pos, size)
-    if view is None:
-        return None if pos < cl.min_offset() else WRONG_UNIT
-    try:
-        return store.decode_at(view, pos)
-    except CorruptDataError:
-        if unit_target_problem(view, 0, size, size, cq.topic, cq.queue_id, None, pos) is None:
-            raise
-        return WRONG_UNIT
 
 
 def _repair(store, cq, slot: int, why: str) -> bool:
     """Rebuild the unit at `slot` (and its stretch) from the CommitLog under the writer's lock."""
-    log.error("%s %s-%d: the unit at slot %d %s; rebuilding it from the CommitLog",
-              "batch consume queue" if cq.cq_type == "BatchCQ" else "consume queue", cq.topic, cq.queue_id,
-              slot, why)
+    log.error("%s %s-%d: the unit at slot %d %s; rebuilding it from the CommitLog", cq.label, cq.topic,
+              cq.queue_id, slot, why)
     with store.writer.lock:    # repairs write units: never alongside the writer's own
-        return repair_units(store, cq, slot)
-
-
-def _from_repaired_unit(store, cq: ConsumeQueue, index: int):
-    """The message for queue offset `index` once its wrong unit is rebuilt from the CommitLog
-    (services.queue_check.repair_units), or None when the CommitLog holds no such record any more."""
-    if not _repair(store, cq, index, "does not point at its record"):
-        return None
-    unit = cq.get_unit(index)
-    if unit is None:
-        return None
-    view = store.commitlog.read(unit[0], unit[1])
-    return None if view is None else store.decode_at(view, unit[0])
-
-
-def scan(store, cq: ConsumeQueue, offset: int, max_count: int, codes, matches=None, accept_message=None) -> GetResult:
-    """getMessage over a ConsumeQueue. `codes`: the tag hash set or None; `matches`: see unit_filter;
-    `accept_message(message)`: the record-level filter (isMatchedByCommitLog), asked about each decoded message."""
-    cfg = store.config
-    lo, hi = cq.min_offset, cq.max_offset
-    result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
-    max_filter_units = -(-max(cfg.max_filter_message_size, max_count * 20) // 20)
-    max_py = store.commitlog.max_offset()
-    memory = int(store.total_memory * (cfg.access_message_in_memory_max_ratio / 100.0))
-    next_begin = offset
-    files_read = 0
-    total = count = 0
-    msgs = result.messages
-    cl_files = store.commitlog.files
-    seg_start, seg_end, seg_buf = 0, -1, None
-    verify_prop_crc = cfg.force_verify_prop_crc
-    accept = unit_filter(cq, codes, matches)
-    topic, qid = cq.topic, cq.queue_id
-    while total <= 0 and next_begin < hi and files_read < cfg.travel_cq_file_num_when_get_message:
-        files_read += 1
-        got = cq.units_from(next_begin)
-        if got is None:
-            result.status = GetStatus.OFFSET_FOUND_NULL
-            next_begin = cq.roll_next_file(next_begin)
-            break
-        start, units = got
-        # the scan stops at the filter cap and at the queue's max: never look at more units than that
-        units = units[:max(0, min(offset + max_filter_units, hi) - start)]
-        next_file_start = None
-        full = False
-        chunk = max(max_count, 32)
-        if accept is None and accept_message is None and not verify_prop_crc:   # the compiled fast path first
-            k, total, count, skipped = take_plain(store, cq, units, start, codes, max_count, max_py, memory, msgs)
-            if k:
-                result.status = GetStatus.FOUND if count else GetStatus.NO_MATCHED_MESSAGE if skipped else result.status
-                units, start, next_begin = units[k:], start + k, start + k
-        for c in range(0, len(units), chunk):
-            for i, (pos, size, tcode) in enumerate(units[c:c + chunk].tolist(), start + c):
-                if total and count and batch_full(cfg, size, 1, max_count, total, count, (max_py - pos) <= memory):
-                    full = True
-                    break
-                next_begin = i + 1
-                if next_file_start is not None and pos < next_file_start:
-                    continue
-                # a tagsCode slot holding an ext address (<= EXT_MAX_ADDR) is no tags hash: it passes here, and
-                # `accept` reads its ext unit; without the ext RocketMQ lets it through (no valid tagsCode)
-                if (codes is not None and int32(tcode) not in codes and tcode > EXT_MAX_ADDR) or \
-                        (accept is not None and not accept(tcode)):
-                    if total == 0:   # isMatchedByConsumeQueue refused: nothing found so far says so
-                        result.status = GetStatus.NO_MATCHED_MESSAGE
-                    continue
-                m = None
-                if not seg_start <= pos <= seg_end - size:
-                    # a record outside the segment in hand: find its own (CommitLog.getMessage)
-                    mf = cl_files.find(pos, pos == 0)
-                    if mf is not None and 0 <= pos - mf.file_from_offset <= mf.read_position - size:
-                        seg_start, seg_end, seg_buf = (mf.file_from_offset, mf.file_from_offset + mf.read_position,
-                                                       mf.buf)
-                    elif pos < cl_files.min_offset():   # expired: CommitLog.getMessage finds nothing
-                        if total == 0:
-                            result.status = GetStatus.MESSAGE_WAS_REMOVING
-                        next_file_start = store.commitlog.roll_next_file(pos)
-                        continue
-                    else:
-                        m = WRONG_UNIT   # inside the log's range, yet no record there: the unit is wrong
-                if m is None:
-                    rel = pos - seg_start
-                    try:
-                        m = decode_record(seg_buf, rel, rel + size)
-                        if verify_prop_crc:
-                            store.verify_prop_crc(seg_buf, rel)
-                    except CorruptDataError as e:
-                        if unit_target_problem(seg_buf, rel, seg_end - seg_start, size, topic, qid, i, pos) is None:
-                            raise e.in_file(store.commitlog.segment_path(pos), rel) from None
-                        m = WRONG_UNIT   # no record starts there: the unit is wrong, not the record
-                # the unit must point at this queue's record for this offset (fields decoded anyway: topic,
-                # queueId, queueOffset, size, physicalOffset): a corrupt unit may point at another record
-                if m is WRONG_UNIT or not m.is_at(topic, qid, i, size, pos):
-                    problem = corrupt_record(store, pos, size)
-                    if problem:   # a damaged record, not a wrong unit: said as any corrupt record is
-                        raise CorruptDataError(problem, pos % store.commitlog.file_size,
-                                               store.commitlog.segment_path(pos))
-                    m = _from_repaired_unit(store, cq, i)
-                    if m is None:   # RocketMQ's answer for a unit whose record cannot be read
-                        if total == 0:
-                            result.status = GetStatus.MESSAGE_WAS_REMOVING
-                        continue
-                    size = m.size
-                if accept_message is not None and not accept_message(m):
-                    if total == 0:
-                        result.status = GetStatus.NO_MATCHED_MESSAGE
-                    continue
-                msgs.append(m)
-                total += size
-                count += 1
-                result.status = GetStatus.FOUND
-                next_file_start = None
-            if full:
-                break
-    result.next_begin_offset = next_begin
-    result.buffer_total_size = total
-    result.message_count = count
-    return result
+        return repair_units(store.queue_check, cq, slot)

@@ -85,6 +85,10 @@ class StoreLayout:
     def abort(self) -> str:
         return self.path(ABORT)
 
+    @property
+    def lock(self) -> str:
+        return self.path(LOCK)
+
     def commitlog_segment(self, start: int) -> str:
         return self.path(COMMITLOG, segment_name(start))
 
@@ -96,6 +100,31 @@ class StoreLayout:
 
     def ext_dir(self, topic: str, queue_id: int) -> str:
         return self.path(CONSUMEQUEUE_EXT, topic, str(queue_id))
+
+    def topic_dir(self, kind: str, topic: str) -> str:
+        return self.path(kind, topic)
+
+    def topic_names(self, kind: str) -> list[str]:
+        """The topic directories under a directory of one kind (consumequeue, batchconsumequeue...), sorted."""
+        top = self.path(kind)
+        try:
+            names = os.listdir(top)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted(n for n in names if os.path.isdir(os.path.join(top, n)))
+
+    def first_segment(self, kind: str) -> str | None:
+        """The path of the first segment file under a directory of one kind (commitlog, consumequeue...),
+        looked for in name order through its subdirectories; None when there is none."""
+        top = self.path(kind)
+        if not os.path.isdir(top):
+            return None
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames.sort()
+            for n in sorted(filenames):
+                if is_segment_name(n):
+                    return os.path.join(dirpath, n)
+        return None
 
     def queue_dirs(self, kind: str = CONSUMEQUEUE) -> list[tuple[str, int, str]]:
         """(topic, queue id, directory) of every queue directory of one kind (consumequeue,

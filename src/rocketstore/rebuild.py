@@ -32,9 +32,10 @@ import numpy as np
 
 from . import topics as TC
 from .config import StoreConfig
-from .config_files import write_checkpoint_file
 from .formats import checkpoint as CP
+from .layout import BATCH_CONSUMEQUEUE, StoreLayout
 from .log.batch_consume_queue import BatchConsumeQueue
+from .log.checkpoint_file import CheckpointFile
 from .log.consume_queue import ConsumeQueue
 from .log.index_file import IndexFile
 from .rebuild_swap import REBUILT, RebuildError, StagedRebuild  # noqa: F401  (REBUILT: part of this API)
@@ -396,9 +397,7 @@ class RebuildRun:
 
     def segments(self) -> list[tuple[str, int]]:
         """(path, base offset) of every CommitLog segment, in order."""
-        d = os.path.join(self.root, "commitlog")
-        names = sorted(n for n in os.listdir(d) if len(n) == 20 and n.isdigit())
-        return [(os.path.join(d, n), int(n)) for n in names]
+        return StoreLayout(self.root).commitlog_segments()
 
     def queue_dir_size(self, batch: bool) -> int:
         return self.config.mapped_file_size_batch_consume_queue if batch else self.config.mapped_file_size_consume_queue
@@ -415,9 +414,7 @@ class RebuildRun:
             self.batch_topics = {t for t, cfg in TC.read_topic_configs(self.root).items()
                                  if TC.queue_type(cfg) == TC.BATCH_CQ}
             # a batch ConsumeQueue on disk makes its topic a batch topic for the store too
-            bdir = os.path.join(self.root, "batchconsumequeue")
-            if os.path.isdir(bdir):
-                self.batch_topics |= {t for t in os.listdir(bdir) if os.path.isdir(os.path.join(bdir, t))}
+            self.batch_topics |= set(StoreLayout(self.root).topic_names(BATCH_CONSUMEQUEUE))
             self.checkpoint = self._read_checkpoint()
         except BaseException as e:
             self._stage.__exit__(type(e), e, e.__traceback__)
@@ -430,11 +427,7 @@ class RebuildRun:
         self._stage.__exit__(exc_type, exc, tb)
 
     def _read_checkpoint(self) -> CP.Checkpoint:
-        path = os.path.join(self.root, "checkpoint")
-        if not os.path.exists(path):
-            return CP.Checkpoint()
-        with open(path, "rb") as fh:
-            return CP.decode(fh.read(CP.FILE_SIZE))
+        return CheckpointFile(StoreLayout(self.root).checkpoint, writable=False).load()
 
     # -- the end
     def finish(self, queues: list[QueueWritten], index_files: list[dict], progress=None) -> dict:
@@ -458,7 +451,7 @@ class RebuildRun:
         _write_checkpoint(self.target, cp)
         final = dataclasses.replace(self.config, message_index_enable=False)
         with MessageStore.open(self.target, final, progress=progress) as s:
-            queues_now = s.all_consume_queues()
+            queues_now = list(s.queues)
             summary = {"store": self.root, "queues": len(queues_now),
                        "messages": sum(max(cq.max_offset - max(cq.min_offset, 0), 0) for cq in queues_now),
                        "indexFiles": len(s.index.files), "commitLogMaxOffset": s.max_physical_offset}
@@ -467,7 +460,7 @@ class RebuildRun:
 
 
 def _write_checkpoint(root: str, cp: CP.Checkpoint) -> None:
-    write_checkpoint_file(os.path.join(root, "checkpoint"), CP.encode(cp))
+    CheckpointFile(StoreLayout(root).checkpoint, writable=True, data=cp).write()
 
 
 # ---------------------------------------------------------------------------- everything in this process
@@ -531,7 +524,7 @@ def _write_index_serial(run: RebuildRun, segments: list[Segment]) -> list[dict]:
     hashes = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int32)
     phys = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
     stamps = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int64)
-    directory = os.path.join(run.target, "index")
+    directory = StoreLayout(run.target).index
     os.makedirs(directory, exist_ok=True)
     out = []
     for i, name in enumerate(plan.names):

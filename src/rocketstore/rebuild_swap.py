@@ -179,7 +179,7 @@ class StagedRebuild:
         self._lock: StoreLock | None = None
 
     def __enter__(self) -> "StagedRebuild":
-        from .store import resolve_file_sizes
+        from .file_sizes import resolve_file_sizes
         if not os.path.isdir(os.path.join(self.root, "commitlog")):
             raise RebuildError(f"{self.root}: no CommitLog here to rebuild from")
         self._lock = StoreLock.take(self.root)

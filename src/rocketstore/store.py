@@ -1,48 +1,48 @@
-"""MessageStore: the face of rocketstore (RocketMQ's DefaultMessageStore)."""
+"""MessageStore: the face of rocketstore (RocketMQ's DefaultMessageStore). It opens and closes a store and
+hands each call to the part that owns it: the CommitLog, the queue table (log/queue_table.py), the topic
+table, the checkpoint file, the dispatch pipeline and the services (reput, flush, cleanup, recovery)."""
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
-import threading
 import time
 
-from .config import SYNC_FLUSH, StoreConfig
-from .config_files import write_checkpoint_file
-from .errors import CorruptDataError, StoreClosedError, StoreNotWritableError, StoreOpenError
-from .formats import checkpoint as CP
-from .formats import record as R
-from .formats.javahash import java_string_hash
-from .formats.properties import parse_properties
-from .formats.record import decode_record
-from . import topics as TC
-from .topics import BATCH_CQ
-from .log.commitlog import CommitLog
-from .log.batch_consume_queue import BatchConsumeQueue
-from .log.consume_queue import LOWER, UPPER, ConsumeQueue
-from .log.consume_queue_ext import ConsumeQueueExt
-from .message import GetResult, GetStatus, Message, PutBatchResult, PutResult, PutStatus, QueryResult
 from . import get_message
-from .consumer import Consumer, ConsumerOffsets
-from .put import MessageWriter
 from . import rebuild_swap
-from .store_lock import StoreLock
-from .services import recovery
-from .services.calc_bitmap import CalcBitMapDispatcher
-from .services.cleanup import DISK_CHECK_INTERVAL_S, CleanupService
+from . import topics as TC
+from .config import SYNC_FLUSH, StoreConfig
+from .consumer import Consumer, ConsumerOffsets
+from .errors import CorruptDataError, StoreClosedError, StoreNotWritableError, StoreOpenError
+from .file_sizes import resolve_file_sizes
+from .files.transient_pool import TransientStorePool
 from .filter.bloom import BloomFilter
 from .filter.manager import ConsumerFilterManager
+from .layout import StoreLayout
+from .log.checkpoint_file import CheckpointFile
+from .log.commitlog import CommitLog
+from .log.consume_queue import LOWER, UPPER
+from .log.queue_table import QueueTable
+from .lookups import Lookups
+from .long_poll import Arrivals
+from .message import GetResult, GetStatus, Message, PutBatchResult, PutResult, PutStatus, QueryResult
+from .put import MessageWriter
+from .services import recovery
+from .services.calc_bitmap import CalcBitMapDispatcher
+from .services.cleanup import CleanupService
 from .services.cq_dispatch import ConsumeQueueDispatcher
-from .services.pipeline import DispatchPipeline
-from .files.transient_pool import TransientStorePool
 from .services.flush import FlushServices
-from .services.index_service import LONG_MAX, IndexService
+from .services.index_service import IndexService
+from .services.pipeline import DispatchPipeline
+from .services.queue_check import QueueCheck
 from .services.reput import ReputService
+from .store_lock import StoreLock
+from .topic_table import TopicTable
 from .validation import group_problem, topic_problem
 
+__all__ = ["MessageStore", "resolve_file_sizes"]   # resolve_file_sizes: file_sizes.py's, imported from here too
+
 log = logging.getLogger("rocketstore")
-DEFAULT_QUEUES = 4   # a put to a topic with no config: a producer's defaultTopicQueueNums (DefaultMQProducer)
-SHARDING_KEY = "__SHARDINGKEY"
+_WAITING = (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.OFFSET_OVERFLOW_ONE)   # what a long poll waits past
 
 
 def _machine_memory() -> int:
@@ -50,79 +50,6 @@ def _machine_memory() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         return 8 * 1024 ** 3
-
-
-def _first_segment(directory: str) -> str | None:
-    """The path of the first segment file found under `directory` (recursively), if any."""
-    if not os.path.isdir(directory):
-        return None
-    for dirpath, dirnames, filenames in os.walk(directory):
-        dirnames.sort()
-        for n in sorted(filenames):
-            if len(n) == 20 and n.isdigit():
-                return os.path.join(dirpath, n)
-    return None
-
-
-# the files whose size is inferred from disk: (directory, what they are, their unit, RocketMQ's setting)
-_INFERRED_SIZES = {
-    "mapped_file_size_commit_log": ("commitlog", "CommitLog", 1, "mappedFileSizeCommitLog"),
-    "mapped_file_size_consume_queue": ("consumequeue", "ConsumeQueue", 20, "mappedFileSizeConsumeQueue"),
-    "mapped_file_size_batch_consume_queue": ("batchconsumequeue", "batch ConsumeQueue", 46,
-                                             "mapperFileSizeBatchConsumeQueue"),
-    "mapped_file_size_consume_queue_ext": ("consumequeue_ext", "ConsumeQueueExt", 1, "mappedFileSizeConsumeQueueExt"),
-}
-
-
-def _inferred_size(root: str, name: str) -> int | None:
-    """A file size the config leaves open, from the first segment on disk: it must hold whole units (a file
-    cut inside a unit cannot say what size its queue's files have)."""
-    sub, what, unit, setting = _INFERRED_SIZES[name]
-    path = _first_segment(os.path.join(root, sub))
-    if path is None:
-        return None
-    size = os.path.getsize(path)
-    if size and size % unit:
-        raise StoreOpenError(f"{path}: {what} file is {size} bytes, not a whole number of {unit}-byte units "
-                             f"(cut short or damaged; {setting} cannot be taken from it)")
-    return size or None
-
-
-def _index_sizes(root: str, slots: int | None, entries: int | None) -> tuple[int, int]:
-    """maxHashSlotNum and maxIndexNum left open: solved from an index file's size (40 + 4 x slots + 20 x
-    entries; with both open, RocketMQ's ratio of 4 entries per slot), else RocketMQ's defaults."""
-    if slots is not None and entries is not None:
-        return slots, entries
-    directory = os.path.join(root, "index")
-    names = sorted(n for n in os.listdir(directory) if not n.startswith(".")) if os.path.isdir(directory) else []
-    if names:
-        body = os.path.getsize(os.path.join(directory, names[0])) - 40
-        if slots is None and entries is None and body > 0 and body % 84 == 0:
-            return body // 84, body // 84 * 4
-        if slots is not None and body - 4 * slots > 0 and (body - 4 * slots) % 20 == 0:
-            return slots, (body - 4 * slots) // 20
-        if entries is not None and body - 20 * entries > 0 and (body - 20 * entries) % 4 == 0:
-            return (body - 20 * entries) // 4, entries
-    return (slots or StoreConfig.DEFAULT_HASH_SLOT_NUM), (entries or StoreConfig.DEFAULT_INDEX_NUM)
-
-
-def resolve_file_sizes(root: str, config: StoreConfig) -> StoreConfig:
-    """Fill in file sizes the config leaves open: from the files on disk, else RocketMQ's defaults."""
-    def pick(name, default):
-        value = getattr(config, name)
-        if value is not None:
-            return value
-        return _inferred_size(root, name) or default
-    return dataclasses.replace(
-        config,
-        mapped_file_size_commit_log=pick("mapped_file_size_commit_log", StoreConfig.DEFAULT_COMMIT_LOG_SIZE),
-        mapped_file_size_consume_queue=pick("mapped_file_size_consume_queue", StoreConfig.DEFAULT_CONSUME_QUEUE_SIZE),
-        mapped_file_size_batch_consume_queue=pick("mapped_file_size_batch_consume_queue",
-                                                  StoreConfig.DEFAULT_BATCH_CONSUME_QUEUE_SIZE),
-        mapped_file_size_consume_queue_ext=pick("mapped_file_size_consume_queue_ext",
-                                                StoreConfig.DEFAULT_CONSUME_QUEUE_EXT_SIZE),
-        **dict(zip(("max_hash_slot_num", "max_index_num"),
-                   _index_sizes(root, config.max_hash_slot_num, config.max_index_num))))
 
 
 def _cannot_write(e: OSError) -> StoreOpenError:
@@ -149,79 +76,69 @@ def _write_in_place(path: str, data: bytes) -> None:
         os.close(fd)
 
 
-def parse_subscription(tags) -> set[int] | None:
-    """None (all) or the set of int32 tag hash codes, as FilterAPI.buildSubscriptionData builds it."""
-    if tags is None:
-        return None
-    if isinstance(tags, str):
-        if tags.strip() in ("", "*"):
-            return None
-        tags = [t.strip() for t in tags.split("||")]
-    codes = {java_string_hash(t) for t in tags if t}
-    return codes or None
-
-
 class MessageStore:
     """A RocketMQ 5.x store directory: put, get, look up by offset and time. Open with MessageStore.open()."""
 
-    def __init__(self, root: str, config: StoreConfig, read_only: bool):
+    def __init__(self, root: str, config: StoreConfig, read_only: bool, lock: StoreLock | None = None,
+                 check_commitlog: bool = True):
         self.root = root
+        self.layout = StoreLayout(root)
         self.config = config
         self.read_only = read_only
-        self.check_commitlog = True     # open(check_commitlog=False): trust the queues, skip CommitLog recovery
+        writable = not read_only
+        self.check_commitlog = check_commitlog   # False: trust the queues, skip CommitLog recovery
         self.delay_levels = config.delay_levels()
         self.total_memory = config.total_physical_memory or _machine_memory()
         self._closed = False
-        self._lock: StoreLock | None = None     # the `lock` file, held while open for writing
-        self._cqs: dict[tuple[str, int], ConsumeQueue | BatchConsumeQueue] = {}
-        self.batch_topics: set[str] = set()   # topics whose queue.type is BatchCQ (RIP-26)
-        self.topic_configs: dict[str, dict] = {}
+        self._lock = lock     # the `lock` file, held while open for writing
         self._consumer_offsets: ConsumerOffsets | None = None
-        self._round_robin: dict[str, int] = {}
-        self.commitlog = CommitLog(root, config.mapped_file_size_commit_log, writable=not read_only)
-        self.checkpoint = CP.Checkpoint()
-        self.index = IndexService(root, config.max_hash_slot_num, config.max_index_num, writable=not read_only,
-                                  on_full_flushed=self._index_file_flushed,
-                                  background_flush=not read_only)
+        self.commitlog = CommitLog(root, config.mapped_file_size_commit_log, writable=writable)
+        self.queues = QueueTable(self.layout, config, writable)
+        self.topic_table = TopicTable(self.layout, self.queues)
+        self.checkpoint_file = CheckpointFile(self.layout.checkpoint, writable)
+        self.checkpoint = self.checkpoint_file.data   # loaded in place: this object for the store's life
+        self.index = IndexService(root, config.max_hash_slot_num, config.max_index_num, writable=writable,
+                                  on_full_flushed=self.checkpoint_file.index_file_flushed, background_flush=writable)
+        self.arrivals = Arrivals()
         # the dispatchers every record goes through (services/pipeline.py): the ConsumeQueue one, the index
         # one; dispatchers added with add_dispatcher(..., first=True) (RocketMQ's dispatcherList.addFirst, as
         # the broker adds CommitLogDispatcherCalcBitMap) run before them and may fill request.bit_map
-        self.pipeline = DispatchPipeline(ConsumeQueueDispatcher(self._cqs, self._new_cq, self.checkpoint),
-                                         self.index, config.message_index_enable, self._notify_waiters, root)
+        self.pipeline = DispatchPipeline(ConsumeQueueDispatcher(self.queues, self.checkpoint), self.index,
+                                         config.message_index_enable, self.arrivals.notify, root)
         self.index.on_error = self.pipeline.failed
+        self.lookups = Lookups(self.commitlog, self.index, config)
+        self.queue_check = QueueCheck(self.commitlog, self.delay_levels, config.force_verify_prop_crc)
         # consumer groups' SQL92 filters; with bitmaps on, the bitmap dispatcher runs first (addFirst)
         self.filters = ConsumerFilterManager(root, BloomFilter(config.max_error_rate_of_bloom_filter,
                                                                config.expect_consumer_num_use_filter),
-                                             clock=config.clock, writable=not read_only)
+                                             clock=config.clock, writable=writable)
         if config.enable_calc_filter_bit_map and config.enable_consume_queue_ext:
             self.add_dispatcher(CalcBitMapDispatcher(self.filters), first=True)
-        self.cleanup = CleanupService(self)   # expired-file cleanup and the disk-full flag
-        self._next_disk_check = 0.0           # time.monotonic() of the put path's next disk measure
         # the transient store pool (seed 002): ASYNC_FLUSH masters only, as RocketMQ enables it
-        if config.transient_store_pool_enable and not read_only:
+        if config.transient_store_pool_enable and writable:
             if config.flush_disk_type == SYNC_FLUSH:
                 log.warning("transient_store_pool_enable needs ASYNC_FLUSH: the pool stays off")
             else:
                 self.commitlog.files.pool = TransientStorePool(config.transient_store_pool_size,
                                                                config.mapped_file_size_commit_log)
-        self.flush_service = FlushServices(self)   # CommitLog flush / group commit, ConsumeQueue flush, checkpoint
         # Under SYNC_FLUSH nothing may be readable before it is flushed (apache/rocketmq #8239): the put path
-        # does not dispatch, reput does, and reput stops at the flushed offset (reput_end_offset); the group
-        # commit runs reput right after each flush, so a put answered PUT_OK is readable (services/flush.py)
+        # does not dispatch, reput does, and reput stops at the flushed offset; the group commit runs reput
+        # right after each flush, so a put answered PUT_OK is readable (services/flush.py)
         self._sync_flush = config.flush_disk_type == SYNC_FLUSH
-        self._not_writeable = False   # RunningFlags' NOT_WRITEABLE: a CommitLog sync failed
         # with the pool, a record is readable only once committed: reput (reading committed bytes) dispatches
         pooled = self.commitlog.files.pool is not None
         inline = config.dispatch_in_put_path and ((not self._sync_flush and not pooled) or config.read_uncommitted)
-        self.writer = MessageWriter(config, self.commitlog,
-                                    self.pipeline.put if inline else None,
-                                    self.pipeline.put_batch, lambda topic: topic in self.batch_topics,
-                                    self._configured_queues)
-        self.reput = ReputService(self.commitlog, self.pipeline, self.writer.lock, self.reput_end_offset,
-                                  self.delay_levels)
+        self.writer = MessageWriter(config, self.commitlog, self.pipeline.put if inline else None,
+                                    self.pipeline.put_batch, self.queues.is_batch, self.topic_table.configured_queues)
+        self.reput = ReputService(self.commitlog, self.pipeline, self.writer.lock, self.delay_levels,
+                                  stop_at_flushed=self._sync_flush and not config.read_uncommitted)
         self.pipeline.reput = self.reput
-        self._arrival = threading.Condition(threading.Lock())
-        self._waiters = 0
+        # CommitLog flush / group commit, ConsumeQueue flush, checkpoint; expired files and the disk-full flag
+        self.flush_service = FlushServices(config, self.commitlog, self.queues, self.checkpoint_file, self.reput,
+                                           root)
+        self._health = self.flush_service.health   # NOT_WRITEABLE: set when a CommitLog sync fails
+        self.cleanup = CleanupService(config, self.commitlog, self.queues, self.index, self.writer.lock,
+                                      self.layout)
 
     # ---------------------------------------------------------------- opening and closing
     @classmethod
@@ -257,7 +174,7 @@ class MessageStore:
             else:
                 rebuild_swap.refuse_pending_swap(root)
             config = resolve_file_sizes(root, config or StoreConfig())
-            store = cls(root, config, read_only)
+            store = cls(root, config, read_only, lock, check_commitlog)
         except OSError as e:
             if lock is not None:
                 lock.release()
@@ -267,8 +184,6 @@ class MessageStore:
             if lock is not None:
                 lock.release()
             raise
-        store._lock = lock
-        store.check_commitlog = check_commitlog
         try:
             store._load(progress)
         except BaseException:
@@ -294,95 +209,30 @@ class MessageStore:
             self.flush_service.start()
             self.cleanup.start()
         log.info("opened %s%s: CommitLog %d..%d, %d queues", self.root, " read-only" if self.read_only else "",
-                 self.min_physical_offset, self.max_physical_offset, len(self._cqs))
+                 self.min_physical_offset, self.max_physical_offset, len(self.queues))
 
     def _load_files(self, progress) -> None:
-        last_exit_ok = not os.path.exists(os.path.join(self.root, "abort"))
+        last_exit_ok = not os.path.exists(self.layout.abort)
         self.commitlog.load()
-        self._load_consume_queues()
-        self._load_checkpoint()
+        self.queues.load(self.topic_table.load())
+        self.checkpoint_file.load()
+        self.commitlog.confirm_offset = self.checkpoint.confirm_phy_offset   # loadCheckPoint: setConfirmOffset
         if not self.read_only:
-            self._reserve_checkpoint()
+            self.checkpoint_file.reserve()
         self.filters.load()     # before recovery: records it dispatches again get their bitmaps
         self.index.load(last_exit_ok, self.checkpoint.index_msg_timestamp)
-        recovery.recover(self, last_exit_ok, progress)
+        found = recovery.recover(self.commitlog, self.queues, self.pipeline, self.queue_check, self.checkpoint,
+                                 self.config, normal=last_exit_ok, check_commitlog=self.check_commitlog,
+                                 progress=progress)
+        if found.confirm_offset is not None:
+            self.commitlog.confirm_offset = self.checkpoint.confirm_phy_offset = found.confirm_offset
+        self.writer.queue_offsets = found.queue_offsets
         self.index.build()
         if self.pipeline.error is not None:   # recovery's index entries found no file to go to
             raise self.pipeline.error
         if not self.read_only:
-            self.cleanup.check_disk_full()   # puts see a full disk from the first one (not 60 s later)
-            self._next_disk_check = time.monotonic() + DISK_CHECK_INTERVAL_S
-            _write_in_place(os.path.join(self.root, "abort"), str(os.getpid()).encode())  # a clean close removes it
-
-    def _load_checkpoint(self) -> None:
-        path = os.path.join(self.root, "checkpoint")
-        if os.path.exists(path):
-            with open(path, "rb") as fh:
-                data = fh.read(CP.FILE_SIZE)
-            try:
-                loaded = CP.decode(data)
-                # in place: the ConsumeQueue dispatcher holds this object
-                for f in dataclasses.fields(loaded):
-                    setattr(self.checkpoint, f.name, getattr(loaded, f.name))
-            except CorruptDataError as e:
-                raise e.in_file(path)
-        self.commitlog.confirm_offset = self.checkpoint.confirm_phy_offset   # loadCheckPoint: setConfirmOffset
-
-    def _load_consume_queues(self) -> None:
-        self.topic_configs = TC.read_topic_configs(self.root)
-        self.batch_topics = {t for t, cfg in self.topic_configs.items() if TC.queue_type(cfg) == BATCH_CQ}
-        self._load_queue_dir("consumequeue")
-        self._load_queue_dir("batchconsumequeue")
-
-    def _load_queue_dir(self, sub: str) -> None:
-        base = os.path.join(self.root, sub)
-        if not os.path.isdir(base):
-            return
-        batch = sub == "batchconsumequeue"
-        for topic in sorted(os.listdir(base)):
-            tdir = os.path.join(base, topic)
-            if not os.path.isdir(tdir) or topic_problem(topic):
-                log.warning("ignoring %s: not a topic directory", tdir)
-                continue
-            for q in sorted(os.listdir(tdir)):
-                if not q.isdigit():
-                    log.warning("ignoring %s: not a queue directory", os.path.join(tdir, q))
-                    continue
-                if batch:
-                    self.batch_topics.add(topic)
-                elif topic in self.batch_topics:
-                    log.warning("ignoring %s: topic %s keeps a batch ConsumeQueue", os.path.join(tdir, q), topic)
-                    continue
-                cq = self._new_cq(topic, int(q))
-                cq.load()
-                self._cqs[(topic, int(q))] = cq
-
-    def _new_cq(self, topic: str, queue_id: int) -> ConsumeQueue | BatchConsumeQueue:
-        if topic in self.batch_topics:
-            return BatchConsumeQueue(self.root, topic, queue_id, self.config.mapped_file_size_batch_consume_queue,
-                                     writable=not self.read_only)
-        ext = None
-        if self.config.enable_consume_queue_ext:   # consumequeue_ext/{topic}/{queueId}/, as RocketMQ's constructor
-            ext = ConsumeQueueExt(self.root, topic, queue_id, self.config.mapped_file_size_consume_queue_ext,
-                                  self.config.bit_map_length_consume_queue_ext, writable=not self.read_only)
-        return ConsumeQueue(self.root, topic, queue_id, self.config.mapped_file_size_consume_queue,
-                            writable=not self.read_only, ext=ext)
-
-    def _reserve_checkpoint(self) -> None:
-        """The checkpoint file whole from the open on (RocketMQ's StoreCheckpoint creates and maps its 4 KiB
-        at load): later writes overwrite its blocks in place, which a full disk cannot fail."""
-        path = os.path.join(self.root, "checkpoint")
-        try:
-            whole = os.path.getsize(path) == CP.FILE_SIZE
-        except FileNotFoundError:
-            whole = False
-        if not whole:
-            write_checkpoint_file(path, CP.encode(self.checkpoint))
-
-    def write_checkpoint(self) -> None:
-        if self.read_only:
-            return
-        write_checkpoint_file(os.path.join(self.root, "checkpoint"), CP.encode(self.checkpoint))
+            self.cleanup.checked_at_open()   # puts see a full disk from the first one (not 60 s later)
+            _write_in_place(self.layout.abort, str(os.getpid()).encode())  # a clean close removes it
 
     def flush(self) -> None:
         """Everything written so far to disk: CommitLog, ConsumeQueues, then the checkpoint."""
@@ -390,7 +240,7 @@ class MessageStore:
         if self.read_only:
             return
         with self.writer.lock:
-            if self._not_writeable:
+            if not self.writeable:
                 raise StoreNotWritableError(f"{self.root}: a CommitLog sync failed earlier; the store takes no "
                                             f"more writes and flushes nothing until it is reopened")
             self.commitlog.files.commit_all()
@@ -398,13 +248,16 @@ class MessageStore:
             if self.commitlog.max_offset() > 0:
                 self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp,
                                                            self._last_store_timestamp())
-            for cq in self._cqs.values():
+            for cq in self.queues:
                 cq.files.flush_all()
             self.index.flush()
-            self.write_checkpoint()
+            self.checkpoint_file.write()
 
     def _last_store_timestamp(self) -> int:
-        off = self._last_record_start()
+        """The store time of the last record written: the writer's, else (nothing put since the open) the
+        one recovery found (the checkpoint's confirmPhyOffset, which nothing else moves)."""
+        off = self.writer.last_physical_offset if self.writer.last_physical_offset >= 0 \
+            else self.checkpoint.confirm_phy_offset
         return self.commitlog.pickup_store_timestamp(off, 91) if off >= 0 else 0
 
     def close(self) -> None:
@@ -414,7 +267,7 @@ class MessageStore:
             if not self.read_only:
                 self.cleanup.stop()
                 self.flush_service.stop()    # their last rounds flush what is left
-                if self._not_writeable:      # a sync failed: flush nothing, leave the abort file (recovery)
+                if not self.writeable:       # a sync failed: flush nothing, leave the abort file (recovery)
                     log.error("%s: closed after a failed CommitLog sync; the next open recovers", self.root)
                     self.reput.stop(drain=True)
                     return
@@ -428,26 +281,19 @@ class MessageStore:
                 # the checkpoint every flush writes carries what the last recovery found (0 on a new store)
                 self.flush()
                 if self.reput.behind() <= 0 and self.pipeline.error is None:
-                    os.unlink(os.path.join(self.root, "abort"))
+                    os.unlink(self.layout.abort)
                 else:
                     log.error("%s: closed with records not in the queues or index; the next open recovers them",
                               self.root)
         finally:
             self._release()
 
-    def _last_record_start(self) -> int:
-        """Where the last record written starts: the writer's, else (nothing put since the open) what
-        recovery found (the checkpoint's confirmPhyOffset, which nothing else moves)."""
-        return self.writer.last_physical_offset if self.writer.last_physical_offset >= 0 \
-            else self.checkpoint.confirm_phy_offset
-
     def _release(self) -> None:
         self._closed = True
         self.cleanup.stop()
         self.flush_service.stop()
         self.index.close()
-        for cq in self._cqs.values():
-            cq.close()
+        self.queues.close()
         self.commitlog.close()
         if self._lock is not None:
             self._lock.release()
@@ -462,20 +308,12 @@ class MessageStore:
         if self._closed:
             raise StoreClosedError(f"{self.root}: the store is closed")
 
-    # ---------------------------------------------------------------- consume queues and dispatch
-    def all_consume_queues(self):
-        return list(self._cqs.values())
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.read_only:
+            raise StoreOpenError(f"{self.root}: opened read-only")
 
-    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
-        return self._cqs.get((topic, queue_id))
-
-    def destroy_consume_queues(self) -> None:
-        for cq in self._cqs.values():
-            cq.files.destroy()
-            if getattr(cq, "ext", None) is not None:   # ConsumeQueue.destroy: the ext goes with it
-                cq.ext.destroy()
-        self._cqs.clear()
-
+    # ---------------------------------------------------------------- dispatch
     def add_dispatcher(self, dispatcher, first: bool = False) -> None:
         """Add a dispatcher (an object with dispatch(request), or a callable): it sees every record reput
         or the put path dispatches, after the built-in ones; with first=True before them (RocketMQ's
@@ -491,37 +329,13 @@ class MessageStore:
         """The dispatchers in the order they run (the pipeline's)."""
         return self.pipeline.dispatchers
 
-    def put_message_position_info(self, topic, queue_id, phys, size, tags_code, queue_offset, store_ts,
-                                  msg_base_offset=None, batch_size=1, bit_map=None) -> None:
-        """One record's unit in its queue (the ConsumeQueue dispatcher's put_position)."""
-        self.pipeline.queues.put_position(topic, queue_id, phys, size, tags_code, queue_offset, store_ts,
-                                          msg_base_offset, batch_size, bit_map)
-
-    def _index_file_flushed(self, end_timestamp: int) -> None:
-        """A full index file reached the disk: the checkpoint may vouch for it (indexMsgTimestamp)."""
-        self.checkpoint.index_msg_timestamp = max(self.checkpoint.index_msg_timestamp, end_timestamp)
-        self.write_checkpoint()
-
-    def reput_end_offset(self) -> int:
-        if self.config.flush_disk_type == SYNC_FLUSH and not self.config.read_uncommitted:
-            return self.commitlog.files.flushed_where
-        return self.commitlog.max_offset()
-
-    def _notify_waiters(self) -> None:
-        if self._waiters:
-            self.notify_arrival()
-
-    def notify_arrival(self) -> None:
-        with self._arrival:
-            self._arrival.notify_all()
-
     def wait_dispatched(self, timeout_s: float | None = None) -> bool:
         """Return once everything written so far is readable through get (True), or at the timeout; False at
         once when a queue or index file cannot be written (the pipeline's dispatch error: reput retries by itself)."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
             self.reput.do_reput()
-            if self.reput.reput_from_offset >= self.reput_end_offset() and self.pipeline.error is None:
+            if self.reput.caught_up():
                 return True
             if self.pipeline.error is not None:
                 return False   # a queue or index file cannot be written (full disk): reput retries on its own
@@ -530,75 +344,48 @@ class MessageStore:
             time.sleep(0.001)
 
     # ---------------------------------------------------------------- topics
+    @property
+    def topic_configs(self) -> dict[str, dict]:
+        """config/topics.json's topicConfigTable."""
+        return self.topic_table.configs
+
+    @property
+    def batch_topics(self) -> set[str]:
+        """The topics whose queues are batch ConsumeQueues (queue.type BatchCQ, RIP-26)."""
+        return self.queues.batch_topics
+
     def create_topic(self, name: str, queues: int = TC.DEFAULT_QUEUE_NUMS,
                      attributes: dict[str, str] | None = None) -> None:
         """Create (or update) a topic in config/topics.json, RocketMQ's format. `attributes` may set
         `queue.type` to SimpleCQ or BatchCQ (RIP-26); like RocketMQ, a topic's queue type cannot change."""
-        self._check_open()
-        if self.read_only:
-            raise StoreOpenError(f"{self.root}: opened read-only")
-        problem = topic_problem(name)
-        if problem:
-            raise ValueError(problem)
-        if type(queues) is not int or not 1 <= queues <= 1024:
-            raise ValueError(f"queues must be between 1 and 1024, got {queues!r}")
-        if attributes is None and name in self.topic_configs:  # an update keeps the topic's attributes
-            attributes = (self.topic_configs[name].get("attributes") or {})
-        attributes = dict(attributes or {})
-        kind = attributes.get(TC.QUEUE_TYPE, BATCH_CQ if name in self.batch_topics else TC.SIMPLE_CQ)
-        if kind not in TC.QUEUE_TYPES:
-            raise ValueError(f"{TC.QUEUE_TYPE} must be one of {', '.join(TC.QUEUE_TYPES)}, got {kind!r}")
-        if kind == BATCH_CQ:
-            attributes[TC.QUEUE_TYPE] = kind  # say it in the file: only SimpleCQ is the default
-        with self.writer.lock:
-            current = TC.queue_type(self.topic_configs.get(name)) if name in self.topic_configs else (
-                BATCH_CQ if name in self.batch_topics else
-                TC.SIMPLE_CQ if any(t == name for t, _ in self._cqs) else None)
-            if current is not None and current != kind:
-                raise ValueError(f"topic {name} has {TC.QUEUE_TYPE} {current}; it cannot become {kind}")
-            configs = dict(self.topic_configs)
-            configs[name] = TC.topic_config(name, queues, attributes)
-            TC.write_topic_configs(self.root, configs, counter=len(configs))
-            self.topic_configs = configs
-            if kind == BATCH_CQ:
-                self.batch_topics.add(name)
-            self.writer.forget_topic(name)
+        self._check_writable()
+        self.topic_table.create(name, queues, attributes, self.writer)
 
     def ensure_topic(self, name: str) -> None:
         """Give a topic that has no config one (config/topics.json) with the default queue count, or as many
         queues as it already has if more: what a broker's auto-create does for a new topic."""
-        if name not in self.topic_configs:
-            existing = [q for t, q in self._cqs if t == name]
-            self.create_topic(name, max(TC.DEFAULT_QUEUE_NUMS, max(existing, default=-1) + 1))
+        if name not in self.topic_table.configs:
+            self._check_writable()
+            self.topic_table.ensure(name, self.writer)
 
     def delete_topic(self, name: str) -> bool:
         """deleteTopic as RocketMQ's broker does it (deleteTopicInBroker): the topic's config, its queues
         (ConsumeQueue, batch ConsumeQueue and ext files: messageStore.deleteTopics) and the groups' offsets
         for it (cleanOffsetByTopic). Its CommitLog records stay until they expire, as in RocketMQ. False when
         the store knows no such topic."""
-        self._check_open()
-        if self.read_only:
-            raise StoreOpenError(f"{self.root}: opened read-only")
-        with self.writer.lock:
-            queues = [(t, q) for t, q in self._cqs if t == name]
-            if name not in self.topic_configs and not queues:
-                return False
-            if name in self.topic_configs:
-                configs = {t: c for t, c in self.topic_configs.items() if t != name}
-                TC.write_topic_configs(self.root, configs, counter=len(configs))
-                self.topic_configs = configs
-            for key in queues:
-                self._cqs.pop(key).destroy()
-                self.writer.queue_offsets.pop(key, None)
-            for sub in ("consumequeue", "batchconsumequeue", "consumequeue_ext"):
-                directory = os.path.join(self.root, sub, name)
-                if os.path.isdir(directory) and not os.listdir(directory):
-                    os.rmdir(directory)
-            self.batch_topics.discard(name)
-            self.writer.forget_topic(name)
-            self._round_robin.pop(name, None)
+        self._check_writable()
+        if not self.topic_table.delete(name, self.writer):
+            return False
         self.consumer_offsets.remove_topic(name)
         return True
+
+    def queue_count(self, topic: str) -> int:
+        """How many queues a put without a queue id spreads over (TopicTable.queue_count)."""
+        return self.topic_table.queue_count(topic)
+
+    def pick_queue(self, msg: Message) -> int:
+        """A queue for a message sent without one: by its sharding key, else round robin (TopicTable)."""
+        return self.topic_table.pick_queue(msg)
 
     # ---------------------------------------------------------------- consumer groups
     @property
@@ -623,21 +410,20 @@ class MessageStore:
 
     def wait_for_arrival(self, timeout_s: float) -> None:
         """Sleep until a new message is dispatched or the timeout passes (long polling)."""
-        with self._arrival:
-            self._waiters += 1
-            try:
-                self._arrival.wait(timeout_s)
-            finally:
-                self._waiters -= 1
+        self.arrivals.wait(timeout_s)
 
     # ---------------------------------------------------------------- put
+    def _refuses_puts(self) -> bool:
+        return (self.read_only or not self._health.writeable or self.pipeline.error is not None
+                or self.cleanup.refuses_put(self.root))
+
     def put(self, msg: Message, queue_id: int | None = None) -> PutResult:
         """Put one message; without a queue id the store picks one (pick_queue)."""
         self._check_open()
-        if self.read_only or self._not_writeable or self.pipeline.error is not None or self._disk_full_refusal():
+        if self._refuses_puts():
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE)
         if queue_id is None:
-            queue_id = self.pick_queue(msg)
+            queue_id = self.topic_table.pick_queue(msg)
         r = self.writer.put(msg, queue_id)
         if r.ok:
             r.queue_id = queue_id
@@ -650,13 +436,13 @@ class MessageStore:
     def put_batch(self, messages: list[Message], queue_id: int | None = None) -> PutBatchResult:
         """Put a producer batch into one queue; without a queue id the store picks one for the batch."""
         self._check_open()
-        if self.read_only or self._not_writeable or self.pipeline.error is not None or self._disk_full_refusal():
+        if self._refuses_puts():
             return PutBatchResult(PutStatus.SERVICE_NOT_AVAILABLE)
         messages = list(messages)
         if queue_id is None:
             if not messages:
                 return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
-            queue_id = self.pick_queue(messages[0])
+            queue_id = self.topic_table.pick_queue(messages[0])
         r = self.writer.put_batch(messages, queue_id)
         if r.ok:
             r.queue_id = queue_id
@@ -665,49 +451,6 @@ class MessageStore:
             elif self.writer.dispatch is None:
                 self.reput.wake()
         return r
-
-    def queue_count(self, topic: str) -> int:
-        """How many queues a put without a queue id spreads over: the topic config's writeQueueNums, else
-        the queues the topic has, else a producer's default of 4 (DefaultMQProducer.defaultTopicQueueNums)."""
-        cfg = self.topic_configs.get(topic)
-        if cfg and int(cfg.get("writeQueueNums") or 0) > 0:
-            return int(cfg["writeQueueNums"])
-        existing = [q for t, q in self._cqs if t == topic]
-        return max(max(existing, default=-1) + 1, DEFAULT_QUEUES)
-
-    def _configured_queues(self, topic: str) -> int | None:
-        """The queue ids a put may name for a topic with a config: below max(writeQueueNums, readQueueNums),
-        as the broker's msgCheck requires; None (any int32) for a topic without one."""
-        cfg = self.topic_configs.get(topic)
-        if not cfg or (cfg.get("writeQueueNums") is None and cfg.get("readQueueNums") is None):
-            return None
-        return max(cfg.get("writeQueueNums") or 0, cfg.get("readQueueNums") or 0)
-
-    def pick_queue(self, msg: Message) -> int:
-        """A queue for a message sent without one: by its sharding key (`__SHARDINGKEY`, as RocketMQ's
-        SelectMessageQueueByHash: |hashCode % n|), else round robin over the topic's queues."""
-        if not isinstance(msg.topic, str):
-            return 0    # the put refuses the topic
-        n = self.queue_count(msg.topic)
-        key = (msg.properties or {}).get(SHARDING_KEY) if msg.raw_properties is None else \
-            parse_properties(msg.raw_properties).get(SHARDING_KEY)
-        if key:
-            return abs(java_string_hash(key)) % n
-        turn = self._round_robin.get(msg.topic, 0)
-        self._round_robin[msg.topic] = turn + 1
-        return turn % n
-
-    @property
-    def writeable(self) -> bool:
-        """False once a CommitLog sync failed (RunningFlags.getAndMakeNotWriteable, as RocketMQ's MappedFile.flush
-        does on an IOException): puts answer SERVICE_NOT_AVAILABLE and nothing more is flushed, so no later
-        sync can seem to vouch for bytes an earlier failed one may have lost, until the store is reopened."""
-        return not self._not_writeable
-
-    def commitlog_sync_failed(self, error: OSError) -> None:
-        if not self._not_writeable:
-            log.error("%s: CommitLog sync failed (%s): the store is not writeable any more", self.root, error)
-        self._not_writeable = True
 
     def _wait_flushed(self, r, msg: Message) -> None:
         """SYNC_FLUSH (handleDiskFlush): wait for the group commit to flush the record's bytes; unconfirmed
@@ -720,26 +463,19 @@ class MessageStore:
         if status is not PutStatus.PUT_OK:
             r.status = status
 
+    @property
+    def writeable(self) -> bool:
+        """False once a CommitLog sync failed (RunningFlags.getAndMakeNotWriteable, as RocketMQ's MappedFile.flush
+        does on an IOException): puts answer SERVICE_NOT_AVAILABLE and nothing more is flushed, so no later
+        sync can seem to vouch for bytes an earlier failed one may have lost, until the store is reopened."""
+        return self._health.writeable
+
     # ---------------------------------------------------------------- cleanup
     @property
     def disk_full(self) -> bool:
         """RunningFlags' DISK_FULL_BIT: the last cleanup pass found the disk above
         disk_space_warning_level_ratio; puts answer SERVICE_NOT_AVAILABLE until a pass finds it below."""
         return self.cleanup.disk_full
-
-    def _disk_full_refusal(self) -> bool:
-        now = time.monotonic()
-        if now >= self._next_disk_check:   # measured by puts too: a disk that fills is seen within 0.1 s
-            self._next_disk_check = now + DISK_CHECK_INTERVAL_S
-            self.cleanup.check_disk_full()
-        if not self.cleanup.disk_full:
-            return False
-        n = getattr(self, "_refused_puts", 0)
-        if n % 50000 == 0:
-            log.warning("%s: the disk is full (above %d%%): put refused with SERVICE_NOT_AVAILABLE",
-                        self.root, self.config.disk_space_warning_level_ratio)
-        self._refused_puts = n + 1
-        return True
 
     def delete_expired_files(self, now_ms: int | None = None) -> int:
         """The manual trigger (executeDeleteFilesManually): delete expired CommitLog files now, whatever the
@@ -761,13 +497,13 @@ class MessageStore:
         return self.commitlog.max_offset()
 
     def min_offset(self, topic: str, queue_id: int) -> int:
-        cq = self._cqs.get((topic, queue_id))
+        cq = self.queues.get(topic, queue_id)
         if cq is None:  # RocketMQ creates the queue to answer; an empty batch ConsumeQueue says -1
-            return -1 if topic in self.batch_topics else 0
+            return -1 if self.queues.is_batch(topic) else 0
         return cq.min_offset
 
     def max_offset(self, topic: str, queue_id: int) -> int:
-        cq = self._cqs.get((topic, queue_id))
+        cq = self.queues.get(topic, queue_id)
         return cq.max_offset if cq else 0
 
     def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int, boundary: str = LOWER) -> int:
@@ -776,24 +512,25 @@ class MessageStore:
         boundary = boundary.lower()
         if boundary not in (LOWER, UPPER):
             raise ValueError(f"boundary must be 'lower' or 'upper', got {boundary!r}")
-        cq = self._cqs.get((topic, queue_id))
+        cq = self.queues.get(topic, queue_id)
         if cq is None:
             return 0
         off = cq.offset_by_time(timestamp_ms, boundary, self.commitlog)
         return min(max(off, cq.min_offset), cq.max_offset)
 
     def topics(self) -> dict[str, list[int]]:
+        """topic -> its queue ids, from the queue table."""
         out: dict[str, list[int]] = {}
-        for (t, q) in sorted(self._cqs):
+        for (t, q) in sorted(self.queues.keys()):
             out.setdefault(t, []).append(q)
         return out
 
     def queue_unit(self, topic: str, queue_id: int, offset: int):
         """(physical offset, size, tagsCode) of a queue offset, or None. A tagsCode slot holding a ConsumeQueue
         ext address answers the ext unit's tagsCode (the address itself if that unit cannot be read)."""
-        cq = self._cqs.get((topic, queue_id))
+        cq = self.queues.get(topic, queue_id)
         u = cq.get_unit(offset) if cq else None
-        if u is not None and getattr(cq, "ext", None) is not None:
+        if u is not None and cq.ext is not None:
             tags = cq.resolve_tags(u[2])[0]
             if tags is not None:
                 u = (u[0], u[1], tags)
@@ -805,45 +542,15 @@ class MessageStore:
         return self.commitlog.pickup_store_timestamp(u[0], u[1]) if u else -1
 
     def earliest_message_time(self, topic: str, queue_id: int) -> int:
-        cq = self._cqs.get((topic, queue_id))
+        cq = self.queues.get(topic, queue_id)
         return self.store_timestamp_at(topic, queue_id, cq.min_offset) if cq else -1
 
-    # ---------------------------------------------------------------- read
+    # ---------------------------------------------------------------- lookups (lookups.py)
     def look(self, physical_offset: int):
         """The message whose record starts at a physical offset, or None (lookMessageByOffset)."""
         self._check_open()
-        head = self.commitlog.read(physical_offset, 4)
-        if head is None:
-            return None
-        size = R.I32.unpack_from(head, 0)[0]
-        if size <= 0:
-            return None
-        view = self.commitlog.read(physical_offset, size)
-        if view is None:
-            return None
-        try:
-            return self.decode_at(view, physical_offset)
-        except CorruptDataError:
-            return None
+        return self.lookups.look(physical_offset)
 
-    def decode_at(self, view, physical_offset: int):
-        """Decode a record; with force_verify_prop_crc also check its appended CRC (as recovery does)."""
-        try:
-            m = decode_record(view, 0)
-            if self.config.force_verify_prop_crc:
-                self.verify_prop_crc(view, 0)
-            return m
-        except CorruptDataError as e:
-            raise e.in_file(self.commitlog.segment_path(physical_offset),
-                            physical_offset % self.commitlog.file_size) from None
-
-    @staticmethod
-    def verify_prop_crc(buf, pos: int) -> None:
-        problem = R.verify_crc(buf, R.read_header(buf, pos), pos, True)
-        if problem:
-            raise CorruptDataError(problem, pos)
-
-    # ---------------------------------------------------------------- lookups by key and id
     def query(self, topic: str, key: str, max_count: int = 32, begin_ms: int = 0,
               end_ms: int | None = None) -> QueryResult:
         """queryMessage: messages of `topic` whose KEYS or UNIQ_KEY is `key`, stored within [begin_ms,
@@ -851,45 +558,19 @@ class MessageStore:
         max_msgs_num_batch. The index matches on a hash; every hit is re-checked against the record, so
         another key with the same hash never answers (apache/rocketmq #3616)."""
         self._check_open()
-        if not isinstance(topic, str) or not isinstance(key, str):
-            raise TypeError("query takes a topic and a key as strings")
-        max_num = min(max_count, self.config.max_msgs_num_batch)
-        found: dict[int, object] = {}
-
-        def accept(phy: int) -> bool:
-            m = found.get(phy)
-            if m is None:
-                m = self.look(phy)
-                if m is None or m.physical_offset != phy:
-                    # gone with a deleted CommitLog file (look(0) would give the first record left):
-                    # RocketMQ counts it, then drops it
-                    return True
-                if m.topic != topic or (m.unique_key != key and key not in m.keys):
-                    return False
-                found[phy] = m
-            return True
-        offsets, last_ts, last_phy = self.index.query_offsets(
-            topic, key, max_num, begin_ms, LONG_MAX if end_ms is None else end_ms, accept)
-        if not offsets:
-            return QueryResult()  # RocketMQ reports how far the index got only along with a hit
-        return QueryResult((found[p] for p in sorted(offsets) if p in found), last_ts, last_phy)
+        return self.lookups.query(topic, key, max_count, begin_ms, end_ms)
 
     def by_msg_id(self, msg_id: str):
         """The message an offset msgId names (store host + physical offset), or None."""
         self._check_open()
-        host, offset = R.parse_msg_id(msg_id)
-        m = self.look(offset)
-        if m is None or m.physical_offset != offset or m.store_host != host:
-            return None
-        return m
+        return self.lookups.by_msg_id(msg_id)
 
     def by_unique_key(self, topic: str, uniq_key: str):
         """The first stored message of `topic` whose UNIQ_KEY (the id a producer assigned) is uniq_key."""
-        for m in self.query(topic, uniq_key, self.config.max_msgs_num_batch):
-            if m.unique_key == uniq_key:
-                return m
-        return None
+        self._check_open()
+        return self.lookups.by_unique_key(topic, uniq_key)
 
+    # ---------------------------------------------------------------- get
     def get(self, group: str, topic: str, queue_id: int, offset: int, max_count: int = 32, tags=None,
             wait_ms: int = 0, matches=None, sql: str | None = None) -> GetResult:
         """getMessage: up to max_count messages of a queue from `offset`, filtered by tags (None, a set of
@@ -907,7 +588,7 @@ class MessageStore:
         topic (register_filter) and bitmaps are on, each unit's ext bitmap is tested first and only
         candidates are read; the expression then decides on each record."""
         self._check_open()
-        codes = parse_subscription(tags)
+        codes = get_message.parse_subscription(tags)
         accept = None
         if sql is not None:
             if codes is not None:
@@ -919,20 +600,12 @@ class MessageStore:
                 user = matches
                 matches = lambda t, e: mf.matches(t, e) and user(t, e)   # noqa: E731
             accept = mf.accept
-        r = self._get_once(topic, queue_id, offset, max_count, codes, matches, accept)
-        if wait_ms > 0 and r.status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.OFFSET_OVERFLOW_ONE):
-            deadline = time.monotonic() + wait_ms / 1000.0
-            with self._arrival:
-                self._waiters += 1
-                try:
-                    while r.status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.OFFSET_OVERFLOW_ONE):
-                        left = deadline - time.monotonic()
-                        if left <= 0:
-                            break
-                        self._arrival.wait(min(left, 0.1))
-                        r = self._get_once(topic, queue_id, offset, max_count, codes, matches, accept)
-                finally:
-                    self._waiters -= 1
+
+        def once():
+            return self._get_once(topic, queue_id, offset, max_count, codes, matches, accept)
+        r = once()
+        if wait_ms > 0 and r.status in _WAITING:
+            r = self.arrivals.poll(r, once, lambda res: res.status in _WAITING, wait_ms)
         return r
 
     def message_filter(self, group: str, topic: str, sql: str):
@@ -957,18 +630,7 @@ class MessageStore:
         self.filters.unregister(group)
 
     def _get_once(self, topic, queue_id, offset, max_count, codes, matches=None, accept=None) -> GetResult:
-        cq = self._cqs.get((topic, queue_id))
+        cq = self.queues.get(topic, queue_id)
         if cq is None:
             return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, self.min_offset(topic, queue_id), 0)
-        lo, hi = cq.min_offset, cq.max_offset
-        if hi == 0:
-            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
-        if offset < lo:
-            return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
-        if offset == hi:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
-        if offset > hi:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
-        if cq.cq_type == BATCH_CQ:
-            return get_message.scan_batch(self, cq, offset, max_count, codes, matches, accept)
-        return get_message.scan(self, cq, offset, max_count, codes, matches, accept)
+        return get_message.get(self, cq, offset, max_count, codes, matches, accept)

@@ -47,7 +47,7 @@ from .formats import properties as P
 from .formats import record as R
 from .formats.javahash import index_key_hash   # IndexFile's key hash (the compiled String.hashCode when built)
 from .services.dispatch import gets_queue_unit, tags_code_for
-from .store import resolve_file_sizes
+from .file_sizes import resolve_file_sizes
 
 PRE_BLANK_SIZE = 0x7FFFFFFF
 PROGRESS_STEP = 4 << 20     # progress("commitlog", bytes done, bytes total) every this many bytes

@@ -65,7 +65,7 @@ def assert_rebuilt_as_locally(summary, root, ref, cfg):
     assert_same_rebuild(root, ref)
     with MessageStore.open(ref, cfg, read_only=True) as s:
         assert (summary["queues"], summary["indexFiles"], summary["commitLogMaxOffset"]) == \
-               (len(s.all_consume_queues()), len(s.index.files), s.max_physical_offset)
+               (len(s.queues), len(s.index.files), s.max_physical_offset)
     assert not [n for n in os.listdir(root) if n.startswith(".rebuild-")]
 
 

@@ -68,7 +68,7 @@ def inspect_store(store) -> dict:
     segs = store.commitlog.files.files
     last = segs[-1] if segs else None
     queues = []
-    for cq in sorted(store.all_consume_queues(), key=lambda q: (q.topic, q.queue_id)):
+    for cq in sorted(store.queues, key=lambda q: (q.topic, q.queue_id)):
         topic, qid = cq.topic, cq.queue_id
         lo, hi = cq.min_offset, cq.max_offset
         row = {"topic": topic, "queueId": qid, "type": cq.cq_type, "minOffset": lo, "maxOffset": hi,
@@ -76,7 +76,7 @@ def inspect_store(store) -> dict:
         ext_files, ext_used = _ext_usage(root, topic, qid)
         if ext_files:   # the ConsumeQueue extension's files (on disk, whether or not this open uses them)
             row["extFiles"], row["extBytesOnDisk"] = ext_files, ext_used
-            if getattr(cq, "ext", None) is not None:
+            if cq.ext is not None:
                 row["extBytesWritten"] = _ext_written(cq.ext)
         queues.append(row)
     cp = store.checkpoint

@@ -72,7 +72,7 @@ def _report(title: str, summary: dict, cuts: list[str], as_json: bool) -> None:
 
 
 def _queue_totals(s: MessageStore) -> tuple[int, int]:
-    queues = s.all_consume_queues()
+    queues = list(s.queues)
     return len(queues), sum(max(cq.max_offset - max(cq.min_offset, 0), 0) for cq in queues)
 
 

@@ -8,7 +8,6 @@ they are ported as RocketMQ gives them: they are what a RocketMQ broker would an
 from __future__ import annotations
 
 import logging
-import os
 from bisect import bisect_right, insort
 
 import numpy as np
@@ -16,7 +15,9 @@ import numpy as np
 from ..files.mapped_file import MappedFile
 from ..files.mapped_file_queue import MappedFileQueue
 from ..formats import batch_cq as B
+from ..formats import cq_ext
 from ..formats.batch_cq import BatchUnit
+from ..layout import StoreLayout
 
 log = logging.getLogger("rocketstore.batchconsumequeue")
 UNIT = B.UNIT_SIZE
@@ -52,8 +53,12 @@ class _FloorMap:
 
 
 class BatchConsumeQueue:
+    """A queue of the log/queue.py protocol: a unit per inner batch, slots are places in the files."""
     cq_type = "BatchCQ"
+    is_batch = True
+    label = "batch consume queue"
     unit_size = UNIT
+    ext = None   # a batch ConsumeQueue has no ConsumeQueue extension
 
     def __init__(self, root: str, topic: str, queue_id: int, file_size: int = DEFAULT_FILE_SIZE, *,
                  writable: bool, search_by_cache: bool = True):
@@ -63,7 +68,7 @@ class BatchConsumeQueue:
         self.queue_id = queue_id
         self.file_size = file_size
         self.search_by_cache = search_by_cache  # MessageStoreConfig.searchBcqByCacheEnable (default true)
-        self.directory = os.path.join(root, "batchconsumequeue", topic, str(queue_id))
+        self.directory = StoreLayout(root).queue_dir(topic, queue_id, batch=True)
         self.files = MappedFileQueue(self.directory, file_size, writable=writable, unit=UNIT)
         # maxMsgPhyOffsetInCommitLog: the START of the last unit's record (a plain CQ keeps its end), which
         # is why the put guard below is `offset <= max`, not `offset + size <= max`.
@@ -244,6 +249,29 @@ class BatchConsumeQueue:
             return None
         return self.put(offset, size, tags_code, store_time, msg_base_offset, batch_size)
 
+    def put_position(self, offset: int, size: int, tags_code: int, queue_offset: int, store_timestamp: int = 0,
+                     msg_base_offset: int | None = None, batch_size: int = 1, bit_map: bytes | None = None):
+        """The queue protocol's put: a unit covering `batch_size` queue offsets from msg_base_offset (from
+        queue_offset for a record without one: a plain record of a batch topic). None when dropped
+        (dispatch). A batch queue keeps no bitmap (it has no ext)."""
+        base = queue_offset if msg_base_offset is None else msg_base_offset
+        return self.dispatch(offset, size, tags_code, store_timestamp, base, batch_size)
+
+    def put_units(self, phys: list, sizes: list, tags_codes: list, queue_offsets: list, store_ts: list,
+                  bit_maps: list | None = None) -> bool:
+        """A run of plain records' units (one message each), in order. False when a unit could not be
+        written (a dropped one is no failure)."""
+        ok = True
+        for p, size, code, qoff, ts in zip(phys, sizes, tags_codes, queue_offsets, store_ts):
+            ok = self.put_position(p, size, code, qoff, ts) is not False and ok
+        return ok
+
+    @staticmethod
+    def resolve_tags(tags_code: int):
+        """(tagsCode, ext unit) as a plain queue without the ext answers: a slot value that looks like an ext
+        address has no valid tagsCode (None: a tag filter lets it through)."""
+        return (None, None) if cq_ext.is_ext_addr(tags_code) else (tags_code, None)
+
     # -- read by message offset
     def _file_by_offset(self, msg_offset: int) -> MappedFile | None:
         last = self.files.last()
@@ -290,6 +318,13 @@ class BatchConsumeQueue:
         if mid == -1:
             return None
         return mf.file_from_offset // UNIT + mid, arr[mid:]
+
+    @staticmethod
+    def unit_rows(units, first_slot: int, start: int, n: int) -> list[tuple]:
+        """(pos, size, tagsCode, base offset, batch size) of units[start:start + n]."""
+        part = units[start:start + n]
+        return list(zip(part["pos"].tolist(), part["size"].tolist(), part["tags"].tolist(),
+                        part["base_offset"].tolist(), part["batch_size"].tolist()))
 
     # -- units by slot: a unit's place in the files (its byte offset / 46), what the checks against the
     # CommitLog (services.queue_check) walk; a slot is not a queue offset

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import logging
-import os
 
 from ..errors import RocketStoreError
 from ..files.mapped_file_queue import MappedFileQueue
 from ..formats import record as R
+from ..layout import StoreLayout
 
 log = logging.getLogger("rocketstore.commitlog")
 
@@ -17,7 +17,7 @@ class DoesNotFit(RocketStoreError):
 
 class CommitLog:
     def __init__(self, root: str, file_size: int, *, writable: bool):
-        self.directory = os.path.join(root, "commitlog")
+        self.directory = StoreLayout(root).commitlog
         self.file_size = file_size
         self.files = MappedFileQueue(self.directory, file_size, writable=writable)
         self.confirm_offset = -1

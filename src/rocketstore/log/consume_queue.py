@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import logging
-import os
+from itertools import repeat
 
 import numpy as np
 
@@ -10,7 +10,9 @@ from ..files.mapped_file import MappedFile
 from ..files.mapped_file_queue import MappedFileQueue
 from ..formats import cq
 from ..formats import cq_ext
+from ..layout import StoreLayout
 from .consume_queue_ext import ConsumeQueueExt
+from .queue import QueueUnit
 
 log = logging.getLogger("rocketstore.consumequeue")
 UNIT = cq.UNIT_SIZE
@@ -18,7 +20,10 @@ LOWER, UPPER = "lower", "upper"
 
 
 class ConsumeQueue:
+    """A queue of the log/queue.py protocol: one unit per message, a slot is a queue offset."""
     cq_type = "SimpleCQ"
+    is_batch = False
+    label = "consume queue"
     unit_size = UNIT
 
     def __init__(self, root: str, topic: str, queue_id: int, file_size: int, *, writable: bool,
@@ -26,7 +31,7 @@ class ConsumeQueue:
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
-        self.directory = os.path.join(root, "consumequeue", topic, str(queue_id))
+        self.directory = StoreLayout(root).queue_dir(topic, queue_id)
         # The extension (enableConsumeQueueExt): None when off, and then nothing below touches it. With it,
         # the segment queue is one whose flushes also flush the ext (ConsumeQueue.flush: cq & ext), so
         # whoever flushes cq.files (the flush service, store.flush) covers both.
@@ -160,12 +165,13 @@ class ConsumeQueue:
         mf.append(cq.UNIT.pack(offset, size, tags_code))
         return True
 
-    def put_wrapped(self, offset: int, size: int, tags_code: int, cq_offset: int, store_timestamp: int,
-                    bit_map: bytes | None = None) -> bool:
+    def put_position(self, offset: int, size: int, tags_code: int, queue_offset: int, store_timestamp: int = 0,
+                     msg_base_offset: int | None = None, batch_size: int = 1, bit_map: bytes | None = None) -> bool:
         """putMessagePositionInfoWrapper's unit: with the ext, first an ext unit (tagsCode, store time, the
         request's bitmap) whose address then takes the tagsCode slot; if the ext put fails, the plain
         tagsCode goes in (RocketMQ: "Save consume queue extend fail, So just save tagsCode!"). The ext unit
-        is written even when put() then finds the unit already built, as RocketMQ does."""
+        is written even when put() then finds the unit already built, as RocketMQ does. (msg_base_offset and
+        batch_size are a batch queue's; a plain unit covers its queue offset alone.)"""
         if self.ext is not None:
             addr = self.ext.put(tags_code, store_timestamp, bit_map)
             if cq_ext.is_ext_addr(addr):
@@ -173,7 +179,29 @@ class ConsumeQueue:
             else:
                 log.warning("saving the consume queue ext unit failed, so just the tagsCode: %s-%d, offset %d",
                             self.topic, self.queue_id, offset)
-        return self.put(offset, size, tags_code, cq_offset)
+        return self.put(offset, size, tags_code, queue_offset)
+
+    def put_wrapped(self, offset: int, size: int, tags_code: int, cq_offset: int, store_timestamp: int,
+                    bit_map: bytes | None = None) -> bool:
+        return self.put_position(offset, size, tags_code, cq_offset, store_timestamp, bit_map=bit_map)
+
+    def put_units(self, phys, sizes, tags_codes, queue_offsets, store_ts, bit_maps=None) -> bool:
+        """A run of records' units, in order (lists or numpy arrays; queue_offsets a list or a range): one
+        write per file when the queue offsets follow each other and there is no ext (put_many decides),
+        else unit by unit through the guards. False when a unit could not be written."""
+        if self.ext is not None:
+            ok = True
+            for i, (p, size, code, qoff, ts) in enumerate(zip(_ints(phys), _ints(sizes), _ints(tags_codes),
+                                                              queue_offsets, store_ts)):
+                ok = self.put_position(p, size, code, qoff, ts, bit_map=None if bit_maps is None else bit_maps[i]) \
+                    and ok
+            return ok
+        first = queue_offsets[0]
+        if isinstance(queue_offsets, range) or queue_offsets == list(range(first, first + len(queue_offsets))):
+            return self.put_many(np.asarray(phys, dtype=np.int64), np.asarray(sizes, dtype=np.int64),
+                                 np.asarray(tags_codes, dtype=np.int64), first)
+        return all([self.put(p, size, code, qoff) for p, size, code, qoff in zip(_ints(phys), _ints(sizes),
+                                                                                   _ints(tags_codes), queue_offsets)])
 
     def put_many(self, offsets, sizes, tags_codes, first_cq_offset: int) -> bool:
         """Units for consecutive queue offsets (a producer batch) in as few writes as there are files.
@@ -220,12 +248,37 @@ class ConsumeQueue:
         arr = self._units(mf)
         return index, arr[pos // UNIT: mf.read_position // UNIT]
 
+    def locate(self, index: int):
+        """units_from, whose first index is also the first unit's slot: (slot, numpy units)."""
+        return self.units_from(index)
+
+    @staticmethod
+    def unit_rows(units, first_slot: int, start: int, n: int) -> list[tuple]:
+        """(pos, size, tagsCode, queue offset, 1) of units[start:start + n], units[0] being at first_slot:
+        a plain unit covers the one queue offset that is its slot."""
+        part = units[start:start + n]
+        first = first_slot + start
+        return list(zip(part["pos"].tolist(), part["size"].tolist(), part["tags"].tolist(),
+                        range(first, first + len(part)), repeat(1)))
+
     def get_unit(self, index: int):
         r = self.units_from(index)
         if r is None or len(r[1]) == 0:
             return None
         u = r[1][0]
         return int(u["pos"]), int(u["size"]), int(u["tags"])
+
+    # -- units by slot (for a plain queue a slot is a queue offset)
+    def slot_range(self) -> tuple[int, int]:
+        return self.min_offset, self.max_offset
+
+    def unit_at(self, slot: int) -> QueueUnit | None:
+        u = self.get_unit(slot)
+        return None if u is None else QueueUnit(u[0], u[1], u[2], slot, 1)
+
+    def chain_break_slots(self) -> list[int]:
+        """Units carry no queue offsets of their own: nothing can break their chain."""
+        return []
 
     def get_ext(self, address: int):
         """getExt: the ext unit at a tagsCode that holds an ext address; None without the ext, for a plain

@@ -4,9 +4,9 @@ unit's tagsCode slot. Layout in formats/cq_ext.py."""
 from __future__ import annotations
 
 import logging
-import os
 
 from ..errors import CorruptDataError
+from ..layout import StoreLayout
 from ..files.mapped_file_queue import MappedFileQueue
 from ..formats import cq_ext as X
 
@@ -24,7 +24,7 @@ class ConsumeQueueExt:
         self.queue_id = queue_id
         self.file_size = file_size
         self.bit_map_length = bit_map_length  # RocketMQ sizes a scratch buffer with it; nothing on disk depends on it
-        self.directory = os.path.join(root, "consumequeue_ext", topic, str(queue_id))
+        self.directory = StoreLayout(root).ext_dir(topic, queue_id)
         self.files = MappedFileQueue(self.directory, file_size, writable=writable)
 
     def load(self) -> None:

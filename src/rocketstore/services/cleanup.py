@@ -16,6 +16,9 @@ One pass (`CleanupService.run_once`) is what RocketMQ's two scheduled tasks do e
 * ConsumeQueues, batch ConsumeQueues and index files: once the CommitLog's min offset has moved, delete the
   files whose entries all lie below it, then correct each queue's min offset.
 
+The services are given what they work on (the config, the CommitLog, the queue table, the index, the put
+lock, the store's layout), never the store.
+
 "Now" comes from `config.clock` and expiry from the segments' mtimes (File.lastModified), so tests fake time
 with the clock and os.utime. The disk usage function (path -> used ratio 0..1, or -1) can be replaced.
 """
@@ -26,9 +29,11 @@ import os
 import threading
 import time
 
+from ..layout import COMMITLOG, CONSUMEQUEUE
 from .service_thread import ServiceThread
 
 log = logging.getLogger("rocketstore.cleanup")
+store_log = logging.getLogger("rocketstore")
 
 MAX_MANUAL_DELETE_FILE_TIMES = 20
 FIRST_RUN_DELAY_MS = 60_000   # RocketMQ schedules the first cleanup a minute after start
@@ -71,8 +76,10 @@ def is_it_time_to_do(when: str, now_ms: int) -> bool:
 class CleanCommitLogService:
     """DefaultMessageStore.CleanCommitLogService."""
 
-    def __init__(self, store, disk_usage=None):
-        self.store = store
+    def __init__(self, config, commitlog, layout, disk_usage=None):
+        self.config = config
+        self.commitlog = commitlog
+        self.layout = layout
         self.disk_usage = disk_usage or disk_space_used_ratio
         self.manual_delete_times = 0
         self.clean_immediately = False
@@ -80,10 +87,10 @@ class CleanCommitLogService:
 
     # -- the three ratios, clamped as RocketMQ clamps them
     def disk_space_warning_level_ratio(self) -> float:
-        return min(max(self.store.config.disk_space_warning_level_ratio / 100.0, 0.35), 0.90)
+        return min(max(self.config.disk_space_warning_level_ratio / 100.0, 0.35), 0.90)
 
     def disk_space_clean_forcibly_ratio(self) -> float:
-        return min(max(self.store.config.disk_space_clean_forcibly_ratio / 100.0, 0.30), 0.85)
+        return min(max(self.config.disk_space_clean_forcibly_ratio / 100.0, 0.30), 0.85)
 
     def execute_delete_files_manually(self) -> None:
         self.manual_delete_times = MAX_MANUAL_DELETE_FILE_TIMES
@@ -92,8 +99,8 @@ class CleanCommitLogService:
     def _measure(self, sub: str) -> float:
         # a directory that does not exist yet is measured on the store root (RocketMQ answers -1 there,
         # which reads as "disk full soon": apache/rocketmq #1493, #3463)
-        path = os.path.join(self.store.root, sub)
-        return self.disk_usage(path if os.path.isdir(path) else self.store.root)
+        path = self.layout.path(sub)
+        return self.disk_usage(path if os.path.isdir(path) else self.layout.root)
 
     def _mark_full(self, what: str, ratio: float) -> None:
         if not self.disk_full:
@@ -111,7 +118,7 @@ class CleanCommitLogService:
         Returns (the ratios measured, whether one is past the forcible level)."""
         warning, forcibly = self.disk_space_warning_level_ratio(), self.disk_space_clean_forcibly_ratio()
         used = {}
-        for what, sub in (("physic", "commitlog"), ("logics", "consumequeue")):
+        for what, sub in (("physic", COMMITLOG), ("logics", CONSUMEQUEUE)):
             used[what] = ratio = self._measure(sub)
             if ratio > warning:
                 self._mark_full(what, ratio)
@@ -133,7 +140,7 @@ class CleanCommitLogService:
         self.clean_immediately = past_forcible
         if past_forcible:
             return True
-        most = self.store.config.disk_max_used_space_ratio / 100.0
+        most = self.config.disk_max_used_space_ratio / 100.0
         for what, name in (("physic", "commitLog"), ("logics", "consumeQueue")):
             if used[what] < 0 or used[what] > most:
                 log.info("%s disk maybe full soon, so reclaim space, %.2f", name, used[what])
@@ -142,7 +149,7 @@ class CleanCommitLogService:
 
     def run(self, now_ms: int) -> int:
         """deleteExpiredFiles: one pass; returns how many CommitLog segments were deleted."""
-        cfg = self.store.config
+        cfg = self.config
         is_time_up = is_it_time_to_do(cfg.delete_when, now_ms)
         usage_exceeds = self.is_space_to_delete()
         manual = self.manual_delete_times > 0
@@ -154,7 +161,7 @@ class CleanCommitLogService:
         log.info("begin to delete files older than %d hours: timeUp %s, usageExceeds %s, manual %d, "
                  "cleanAtOnce %s, batchMax %d", cfg.file_reserved_time, is_time_up, usage_exceeds,
                  self.manual_delete_times, clean_at_once, cfg.delete_file_batch_max)
-        count = self.store.commitlog.files.delete_expired_by_time(
+        count = self.commitlog.files.delete_expired_by_time(
             cfg.file_reserved_time * 3600 * 1000, now_ms, cfg.delete_commit_log_files_interval, clean_at_once,
             cfg.delete_file_batch_max)
         if count == 0 and usage_exceeds:
@@ -165,41 +172,47 @@ class CleanCommitLogService:
 class CleanConsumeQueueService:
     """ConsumeQueueStore.CleanConsumeQueueService: queue and index files in step with the CommitLog's min."""
 
-    def __init__(self, store):
-        self.store = store
+    def __init__(self, config, commitlog, queues, index, lock):
+        self.config = config
+        self.commitlog = commitlog
+        self.queues = queues    # the queue table
+        self.index = index      # the IndexService
+        self.lock = lock        # the put lock: dispatch (put path or reput) writes the queues under it
         self.last_physical_min_offset = 0
 
     def run(self, sleep=time.sleep) -> int:
         """One pass; returns how many queue files were deleted."""
-        store = self.store
-        min_offset = store.commitlog.min_offset()
+        min_offset = self.commitlog.min_offset()
         if min_offset <= self.last_physical_min_offset:
             return 0
         self.last_physical_min_offset = min_offset
-        interval = store.config.delete_consume_queue_files_interval
+        interval = self.config.delete_consume_queue_files_interval
         total = 0
-        for cq in store.all_consume_queues():
-            with store.writer.lock:  # dispatch (put path or reput) writes the queues under this lock
+        for cq in self.queues:
+            with self.lock:
                 count = cq.delete_expired(min_offset)
             total += count
             if count > 0 and interval > 0:
                 sleep(interval / 1000.0)
-        store.index.delete_expired(min_offset)
+        self.index.delete_expired(min_offset)
         return total
 
 
 class CleanupService(ServiceThread):
-    """Both services, run in one pass by the store's cleanup thread (or by hand: run_once)."""
+    """Both services, run in one pass by the store's cleanup thread (or by hand: run_once); and the put
+    path's disk-full gate (refuses_put)."""
     name = "rocketstore-cleanup"
     wakeable = False
 
-    def __init__(self, store, disk_usage=None):
+    def __init__(self, config, commitlog, queues, index, lock, layout, disk_usage=None):
         super().__init__()
-        self.store = store
-        self.commitlog = CleanCommitLogService(store, disk_usage)
-        self.consume_queues = CleanConsumeQueueService(store)
+        self.config = config
+        self.commitlog = CleanCommitLogService(config, commitlog, layout, disk_usage)
+        self.consume_queues = CleanConsumeQueueService(config, commitlog, queues, index, lock)
         self.first_run_delay_ms = FIRST_RUN_DELAY_MS
         self._pass_lock = threading.Lock()
+        self._next_disk_check = 0.0   # time.monotonic() of the put path's next disk measure
+        self._refused_puts = 0
 
     @property
     def disk_usage(self):
@@ -217,10 +230,30 @@ class CleanupService(ServiceThread):
         """Measure the disks now and set the disk-full flag (no files deleted)."""
         return self.commitlog.check_disk_full()
 
+    def checked_at_open(self) -> None:
+        """Measure at open: puts see a full disk from the first one (not a pass later)."""
+        self.check_disk_full()
+        self._next_disk_check = time.monotonic() + DISK_CHECK_INTERVAL_S
+
+    def refuses_put(self, name: str = "") -> bool:
+        """The put path's gate: is the disk full (measured again at most every DISK_CHECK_INTERVAL_S, so a
+        disk that fills is seen within 0.1 s)? A refusal is logged once per 50,000."""
+        now = time.monotonic()
+        if now >= self._next_disk_check:
+            self._next_disk_check = now + DISK_CHECK_INTERVAL_S
+            self.check_disk_full()
+        if not self.commitlog.disk_full:
+            return False
+        if self._refused_puts % 50000 == 0:
+            store_log.warning("%s: the disk is full (above %d%%): put refused with SERVICE_NOT_AVAILABLE",
+                              name, self.config.disk_space_warning_level_ratio)
+        self._refused_puts += 1
+        return True
+
     def run_once(self, now_ms: int | None = None) -> int:
         """cleanFilesPeriodically then cleanQueueFilesPeriodically; returns the CommitLog segments deleted."""
         with self._pass_lock:
-            now = self.store.config.clock() if now_ms is None else now_ms
+            now = self.config.clock() if now_ms is None else now_ms
             try:
                 deleted = self.commitlog.run(now)
             except Exception:
@@ -251,4 +284,4 @@ class CleanupService(ServiceThread):
 
     def do_round(self) -> float:
         self.run_once()
-        return max(self.store.config.clean_resource_interval, 1) / 1000.0
+        return max(self.config.clean_resource_interval, 1) / 1000.0

@@ -24,11 +24,14 @@
 
 Under SYNC_FLUSH nothing may be readable before it is on disk (apache/rocketmq #8239). The store turns the
 put path's inline dispatch off and lets reput dispatch, which already stops at the flushed offset
-(MessageStore.reput_end_offset): one gate, in one place, for every kind of put (plain, producer batch,
+(ReputService.end_offset): one gate, in one place, for every kind of put (plain, producer batch,
 batch ConsumeQueue topic) instead of holding each put path's queue units back until its flush. Dispatching
 again costs a decode per record, which is small next to an fsync. The group-commit thread runs reput
 itself right after each flush and before it answers the puts, so a put that returned PUT_OK is readable
 at once (read-your-writes), and a whole group is dispatched in one bulk pass.
+
+The services are given what they work on (the CommitLog, the queue table, the checkpoint file, the reput
+service), never the store; `CommitLogHealth` is the NOT_WRITEABLE flag they set and the store reads.
 
 The sync function is replaceable (`sync`: fn(mapped_file, start, length), must make those bytes durable or
 raise OSError) so that tests can count, slow down or fail fsyncs.
@@ -44,6 +47,7 @@ from ..message import PutStatus
 from .service_thread import ServiceThread
 
 log = logging.getLogger("rocketstore.flush")
+store_log = logging.getLogger("rocketstore")
 
 RETRY_TIMES_OVER = 10          # CommitLog: flush attempts on shutdown
 CQ_RETRY_TIMES_OVER = 3        # FlushConsumeQueueService
@@ -53,14 +57,30 @@ def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
+class CommitLogHealth:
+    """RunningFlags' NOT_WRITEABLE: False once a CommitLog sync failed (as RocketMQ's MappedFile.flush on an
+    IOException), until the store is reopened. `name`: the store's directory, for the log."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.writeable = True
+
+    def sync_failed(self, error: OSError) -> None:
+        if self.writeable:
+            store_log.error("%s: CommitLog sync failed (%s): the store is not writeable any more", self.name, error)
+        self.writeable = False
+
+
 class _Service(ServiceThread):
-    """A flush service: a ServiceThread over the store, pausing `interval_ms` between rounds (and after a
-    failed round: RocketMQ logs and goes on at its interval)."""
+    """A flush service: a ServiceThread pausing `interval_ms` between rounds (and after a failed round:
+    RocketMQ logs and goes on at its interval)."""
     name = "rocketstore-flush"
 
-    def __init__(self, store, interval_ms: int):
+    def __init__(self, config, commitlog, health: CommitLogHealth, interval_ms: int):
         super().__init__()
-        self.store = store
+        self.config = config
+        self.commitlog = commitlog
+        self.health = health
         self.initial_delay_s = self.error_delay_s = interval_ms / 1000.0
 
 
@@ -68,34 +88,35 @@ class CommitLogFlushService(_Service):
     """FlushRealTimeService: ASYNC_FLUSH's periodic CommitLog flush."""
     name = "rocketstore-flush-commitlog"
 
-    def __init__(self, store):
-        super().__init__(store, store.config.flush_interval_commit_log)
+    def __init__(self, config, commitlog, health, checkpoint):
+        super().__init__(config, commitlog, health, config.flush_interval_commit_log)
+        self.checkpoint = checkpoint   # formats.checkpoint.Checkpoint: physicMsgTimestamp is set here
         # flushCommitLogTimed: the interval is slept out; else a wakeup may cut it short
-        self.wakeable = not store.config.flush_commit_log_timed
+        self.wakeable = not config.flush_commit_log_timed
         self.last_flush_timestamp = 0
         self.flushes = 0
 
     def flush_once(self, least_pages: int | None = None) -> None:
         """One round: a flush of the segment at the flushed offset (thorough when it is time, or when
         least_pages is 0), then physicMsgTimestamp from what a thorough flush reached."""
-        cfg = self.store.config
+        cfg = self.config
         if least_pages is None:
             least_pages = cfg.flush_commit_log_least_pages
             now = _now_ms()
             if now >= self.last_flush_timestamp + cfg.flush_commit_log_thorough_interval:
                 self.last_flush_timestamp = now
                 least_pages = 0
-        files = self.store.commitlog.files
-        if not self.store.writeable:
+        files = self.commitlog.files
+        if not self.health.writeable:
             return
         try:
             files.flush(least_pages)
         except OSError as e:
-            self.store.commitlog_sync_failed(e)
+            self.health.sync_failed(e)
             return
         self.flushes += 1
         if files.store_timestamp > 0:
-            self.store.checkpoint.physic_msg_timestamp = files.store_timestamp
+            self.checkpoint.physic_msg_timestamp = files.store_timestamp
 
     def do_round(self) -> float:
         self.flush_once()
@@ -104,13 +125,13 @@ class CommitLogFlushService(_Service):
     def on_stop(self) -> None:
         """Normal shutdown: flush everything before leaving (until a flush moves nothing)."""
         for _ in range(RETRY_TIMES_OVER):
-            if not self.store.writeable:
+            if not self.health.writeable:
                 break
             try:
-                if self.store.commitlog.files.flush(0):
+                if self.commitlog.files.flush(0):
                     break
             except OSError as e:
-                self.store.commitlog_sync_failed(e)
+                self.health.sync_failed(e)
                 break
 
 
@@ -123,31 +144,32 @@ class CommitService(_Service):
 
     wakeable = False
 
-    def __init__(self, store, flush: _Service):
-        super().__init__(store, store.config.commit_interval_commit_log)
+    def __init__(self, config, commitlog, health, flush: _Service, reput):
+        super().__init__(config, commitlog, health, config.commit_interval_commit_log)
         self.flush = flush
+        self.reput = reput
         self.last_commit_timestamp = 0
         self.commits = 0
 
     def commit_once(self, least_pages: int | None = None) -> None:
-        cfg = self.store.config
+        cfg = self.config
         if least_pages is None:
             least_pages = cfg.commit_commit_log_least_pages
             now = _now_ms()
             if now >= self.last_commit_timestamp + cfg.commit_commit_log_thorough_interval:
                 self.last_commit_timestamp = now
                 least_pages = 0
-        if not self.store.commitlog.files.commit(least_pages):
+        if not self.commitlog.files.commit(least_pages):
             self.commits += 1
             self.flush.wake()
-            self.store.reput.wake()
+            self.reput.wake()
 
     def do_round(self) -> float:
         self.commit_once()
         return self.initial_delay_s
 
     def on_stop(self) -> None:
-        self.store.commitlog.files.commit_all()  # shutdown: everything into the file before the last flush
+        self.commitlog.files.commit_all()  # shutdown: everything into the file before the last flush
 
 
 class _Request:
@@ -163,8 +185,10 @@ class GroupCommitService(_Service):
     """GroupCommitService: SYNC_FLUSH's group commit."""
     name = "rocketstore-group-commit"
 
-    def __init__(self, store):
-        super().__init__(store, 10)
+    def __init__(self, config, commitlog, health, checkpoint, reput):
+        super().__init__(config, commitlog, health, 10)
+        self.checkpoint = checkpoint
+        self.reput = reput
         self._lock = threading.Lock()
         self._requests: list[_Request] = []
         self.commits = 0          # flush rounds that served at least one request
@@ -172,7 +196,7 @@ class GroupCommitService(_Service):
     def wait_for(self, next_offset: int) -> PutStatus:
         """Block until the CommitLog is flushed up to `next_offset`: PUT_OK, or FLUSH_DISK_TIMEOUT after
         sync_flush_timeout ms or when the flush failed."""
-        files = self.store.commitlog.files
+        files = self.commitlog.files
         if files.flushed_where >= next_offset:
             return PutStatus.PUT_OK
         req = _Request(next_offset)
@@ -181,33 +205,32 @@ class GroupCommitService(_Service):
                 return PutStatus.FLUSH_DISK_TIMEOUT
             self._requests.append(req)
         self.wake()
-        if not req.done.wait(self.store.config.sync_flush_timeout / 1000.0):
+        if not req.done.wait(self.config.sync_flush_timeout / 1000.0):
             log.error("group commit: the flush up to %d did not come within %d ms", next_offset,
-                      self.store.config.sync_flush_timeout)
+                      self.config.sync_flush_timeout)
             return PutStatus.FLUSH_DISK_TIMEOUT
         return req.status
 
     def do_commit(self) -> None:
         with self._lock:
             reqs, self._requests = self._requests, []
-        store = self.store
-        files = store.commitlog.files
+        files = self.commitlog.files
         target = max((r.next_offset for r in reqs), default=files.max_offset())
         try:
-            while store.writeable and files.flushed_where < target:
+            while self.health.writeable and files.flushed_where < target:
                 if files.flush(0):       # flushed_where did not move: nothing more to flush
                     break
         except OSError as e:
             log.error("group commit: flush failed at %d: %s; %d puts waiting for it fail", files.flushed_where,
                       e, len(reqs))
-            store.commitlog_sync_failed(e)
+            self.health.sync_failed(e)
         if files.store_timestamp > 0:
-            store.checkpoint.physic_msg_timestamp = files.store_timestamp
+            self.checkpoint.physic_msg_timestamp = files.store_timestamp
         if not reqs:
             return
         self.commits += 1
         try:
-            store.reput.do_reput()       # what was flushed becomes readable before the puts are answered
+            self.reput.do_reput()        # what was flushed becomes readable before the puts are answered
         except Exception:
             log.exception("group commit: dispatch after the flush failed")
         where = files.flushed_where
@@ -239,35 +262,37 @@ class ConsumeQueueFlushService(_Service):
     """FlushConsumeQueueService: the ConsumeQueues' periodic flush, and the checkpoint on thorough rounds."""
     name = "rocketstore-flush-consumequeue"
 
-    def __init__(self, store):
-        super().__init__(store, store.config.flush_interval_consume_queue)
+    def __init__(self, config, queues, checkpoint_file):
+        super().__init__(config, None, None, config.flush_interval_consume_queue)
+        self.queues = queues                    # the queue table
+        self.checkpoint_file = checkpoint_file  # log.checkpoint_file.CheckpointFile
         self.last_flush_timestamp = 0
         self.checkpoints_written = 0
 
     def do_flush(self, retry_times: int = 1) -> None:
-        store = self.store
-        cfg = store.config
+        cfg = self.config
+        checkpoint = self.checkpoint_file.data
         least_pages = 0 if retry_times == CQ_RETRY_TIMES_OVER else cfg.flush_consume_queue_least_pages
         logics_msg_timestamp = 0
         now = _now_ms()
         if now >= self.last_flush_timestamp + cfg.flush_consume_queue_thorough_interval:
             self.last_flush_timestamp = now
             least_pages = 0
-            logics_msg_timestamp = store.checkpoint.logics_msg_timestamp
-        for cq in store.all_consume_queues():
+            logics_msg_timestamp = checkpoint.logics_msg_timestamp
+        for cq in self.queues:
             result = False
             for _ in range(retry_times):
                 if result:
                     break
                 try:
-                    result = cq.files.flush(least_pages)
+                    result = cq.flush(least_pages)
                 except OSError as e:
                     log.error("flushing consume queue %s-%d failed: %s", cq.topic, cq.queue_id, e)
                     break
         if least_pages == 0:
             if logics_msg_timestamp > 0:
-                store.checkpoint.logics_msg_timestamp = logics_msg_timestamp
-            store.write_checkpoint()
+                checkpoint.logics_msg_timestamp = logics_msg_timestamp
+            self.checkpoint_file.write()
             self.checkpoints_written += 1
 
     def do_round(self) -> float:
@@ -280,22 +305,31 @@ class ConsumeQueueFlushService(_Service):
 
 class FlushServices:
     """The store's flush services: the CommitLog's (group commit under SYNC_FLUSH, else the periodic one)
-    and the ConsumeQueues'. `sync` replaces the CommitLog's msync (tests)."""
+    and the ConsumeQueues'; the commit service with the transient store pool. `health`: the NOT_WRITEABLE
+    flag a failed sync sets. `sync` replaces the CommitLog's msync (tests)."""
 
-    def __init__(self, store):
-        self.store = store
-        self.sync_mode = store.config.flush_disk_type == SYNC_FLUSH
-        self.commitlog = GroupCommitService(store) if self.sync_mode else CommitLogFlushService(store)
-        self.consume_queue = ConsumeQueueFlushService(store)
-        self.commit = CommitService(store, self.commitlog) if store.commitlog.files.pool is not None else None
+    def __init__(self, config, commitlog, queues, checkpoint_file, reput, name: str = ""):
+        self.files = commitlog.files
+        self.health = CommitLogHealth(name)
+        self.sync_mode = config.flush_disk_type == SYNC_FLUSH
+        checkpoint = checkpoint_file.data
+        self.commitlog = GroupCommitService(config, commitlog, self.health, checkpoint, reput) if self.sync_mode \
+            else CommitLogFlushService(config, commitlog, self.health, checkpoint)
+        self.consume_queue = ConsumeQueueFlushService(config, queues, checkpoint_file)
+        self.commit = CommitService(config, commitlog, self.health, self.commitlog, reput) \
+            if commitlog.files.pool is not None else None
+
+    @property
+    def writeable(self) -> bool:
+        return self.health.writeable
 
     @property
     def sync(self):
-        return self.store.commitlog.files.sync
+        return self.files.sync
 
     @sync.setter
     def sync(self, fn) -> None:
-        self.store.commitlog.files.sync = fn
+        self.files.sync = fn
 
     def start(self) -> None:
         if self.commit is not None:

@@ -19,8 +19,11 @@ unit they hit (get_message); a bad one is rebuilt in place from the records betw
 (`repair_units`).
 
 Both kinds of queue go through one mechanism: a unit is found by its slot (its place in the queue's files;
-for a plain ConsumeQueue that is its queue offset) and seen as a `Unit`; `_PlainUnits` and `_BatchUnits`
-say how each kind reads, cuts and rewrites a slot and which slot a record of the log belongs to.
+for a plain ConsumeQueue that is its queue offset, log/queue.py) and seen as a `Unit`; `_PlainUnits` and
+`_BatchUnits` say what a unit must match in its record and which slot a record of the log belongs to.
+
+The checks work on a `QueueCheck` (the CommitLog and how to read its records), the queues they are given
+and, to rebuild units, the ConsumeQueue dispatcher: never on the ctx.
 """
 from __future__ import annotations
 
@@ -35,6 +38,16 @@ from .dispatch import BLANK, OK, check_record, gets_queue_unit
 log = logging.getLogger("rocketstore.queuecheck")
 PRE_BLANK_SIZE = 0x7FFFFFFF
 GOOD, EXPIRED, BAD = "good", "expired", "bad"
+
+
+class QueueCheck:
+    """What checking units against the CommitLog needs: the CommitLog, the delay levels (for the tagsCodes
+    of SCHEDULE_TOPIC_XXXX records) and whether a record's appended CRC is checked too."""
+
+    def __init__(self, commitlog, delay_levels, force_verify_prop_crc: bool):
+        self.commitlog = commitlog
+        self.delay_levels = delay_levels
+        self.force_verify_prop_crc = force_verify_prop_crc
 
 
 class Unit(NamedTuple):
@@ -53,43 +66,6 @@ class _PlainUnits:
         self.cq = cq
 
     def slot_range(self) -> tuple[int, int]:
-        return self.cq.min_offset, self.cq.max_offset
-
-    def unit(self, slot: int) -> Unit | None:
-        u = self.cq.get_unit(slot)
-        return None if u is None else Unit(u[0], u[1], slot, 1)
-
-    def suspects(self) -> list[int]:
-        return []
-
-    def cut_to(self, slot: int) -> None:
-        self.cq.cut_to(slot)
-
-    def end(self) -> int:
-        """Where the queue's last unit's record ends (0 without units)."""
-        return max(self.cq.max_physic_offset, 0)
-
-    @staticmethod
-    def from_record(req) -> Unit:
-        return Unit(req.commit_log_offset, req.msg_size, req.consume_queue_offset, 1)
-
-    def rewrite(self, store, slot: int, req) -> None:
-        self.cq.rewrite_unit(slot, req.commit_log_offset, req.msg_size, req.tags_code)
-
-    @staticmethod
-    def place(reqs, lo_slot: int, hi_slot: int, lo_unit, hi_unit):
-        """Each record names its queue offset, which is its slot."""
-        return [(req.consume_queue_offset, req) for req in reqs if lo_slot < req.consume_queue_offset < hi_slot]
-
-
-class _BatchUnits:
-    """A batch ConsumeQueue (RIP-26): slots are places in the files; a unit names its queue offsets."""
-    checks_batch = True
-
-    def __init__(self, cq):
-        self.cq = cq
-
-    def slot_range(self) -> tuple[int, int]:
         return self.cq.slot_range()
 
     def unit(self, slot: int) -> Unit | None:
@@ -103,6 +79,27 @@ class _BatchUnits:
         self.cq.cut_to(slot)
 
     def end(self) -> int:
+        """Where the queue's last unit's record ends (0 without units)."""
+        return max(self.cq.max_physic_offset, 0)
+
+    @staticmethod
+    def from_record(req) -> Unit:
+        return Unit(req.commit_log_offset, req.msg_size, req.consume_queue_offset, 1)
+
+    def rewrite(self, ctx, slot: int, req) -> None:
+        self.cq.rewrite_unit(slot, req.commit_log_offset, req.msg_size, req.tags_code)
+
+    @staticmethod
+    def place(reqs, lo_slot: int, hi_slot: int, lo_unit, hi_unit):
+        """Each record names its queue offset, which is its slot."""
+        return [(req.consume_queue_offset, req) for req in reqs if lo_slot < req.consume_queue_offset < hi_slot]
+
+
+class _BatchUnits(_PlainUnits):
+    """A batch ConsumeQueue (RIP-26): slots are places in the files; a unit names its queue offsets."""
+    checks_batch = True
+
+    def end(self) -> int:
         """Where the queue's last unit's record ends (0 without units; max_physic_offset is its start)."""
         u = self.unit(self.slot_range()[1] - 1)
         return u.pos + u.size if u is not None and u.pos >= 0 and u.size > 0 else 0
@@ -111,9 +108,9 @@ class _BatchUnits:
     def from_record(req) -> Unit:
         return Unit(req.commit_log_offset, req.msg_size, req.msg_base_offset, req.batch_size)
 
-    def rewrite(self, store, slot: int, req) -> None:
+    def rewrite(self, ctx, slot: int, req) -> None:
         self.cq.rewrite_unit(slot, req.commit_log_offset, req.msg_size, req.tags_code, req.store_timestamp,
-                             req.msg_base_offset, req.batch_size, store.commitlog.min_offset())
+                             req.msg_base_offset, req.batch_size, ctx.commitlog.min_offset())
 
     def place(self, reqs, lo_slot: int, hi_slot: int, lo_unit: Unit | None, hi_unit: Unit | None):
         """A record names no slot: the k-th record of the queue between two good units belongs to the k-th
@@ -141,15 +138,15 @@ class _BatchUnits:
 
 
 def units_of(cq):
-    """The unit view of a queue of either kind."""
-    return _BatchUnits(cq) if cq.cq_type == "BatchCQ" else _PlainUnits(cq)
+    """The unit view of a queue of either kind (log/queue.py's is_batch: what its units cover)."""
+    return _BatchUnits(cq) if cq.is_batch else _PlainUnits(cq)
 
 
-def check_unit(store, cq, slot: int, unit: Unit, units=None) -> tuple[str, str | None]:
+def check_unit(ctx, cq, slot: int, unit: Unit, units=None) -> tuple[str, str | None]:
     """(GOOD | EXPIRED | BAD, problem) for the unit at `slot` of a queue. A unit below the CommitLog's first
     file (its record expired) or a pre-blank cannot be checked and counts as EXPIRED."""
     units = units or units_of(cq)
-    cl = store.commitlog
+    cl = ctx.commitlog
     pos, size = unit.pos, unit.size
     if pos < 0 or size <= 0 or unit.queue_offset < 0 or unit.batch_size <= 0:
         return BAD, f"unit ({pos}, {size}) is not a written unit"
@@ -162,17 +159,17 @@ def check_unit(store, cq, slot: int, unit: Unit, units=None) -> tuple[str, str |
     problem = R.unit_target_problem(mf.buf, rel, mf.read_position, size, cq.topic, cq.queue_id,
                                     None if units.checks_batch else slot, pos)
     if problem is None and units.checks_batch:
-        problem = _batch_problem(store, mf, rel, unit, units)
-    if problem and corrupt_record(store, pos, size):
+        problem = _batch_problem(ctx, mf, rel, unit, units)
+    if problem and corrupt_record(ctx, pos, size):
         return GOOD, None   # the unit is right, the record it points at is damaged: reads report that
     return (BAD, problem) if problem else (GOOD, None)
 
 
-def _batch_problem(store, mf, rel: int, unit: Unit, units) -> str | None:
+def _batch_problem(ctx, mf, rel: int, unit: Unit, units) -> str | None:
     """What a batch unit says that the record it points at (whose header matches) does not: its queue
     offsets (msgBaseOffset, batch size) are those dispatch takes from the record (INNER_BASE, INNER_NUM)."""
     kind, _, req, problem = check_record(mf.buf, rel, mf.read_position, check_crc=False,
-                                         force_verify_prop_crc=False, delay_levels=store.delay_levels)
+                                         force_verify_prop_crc=False, delay_levels=ctx.delay_levels)
     if kind != OK:
         return f"no record of {unit.size} bytes at {unit.pos}: {problem}"
     if not gets_queue_unit(req.sys_flag):
@@ -184,12 +181,12 @@ def _batch_problem(store, mf, rel: int, unit: Unit, units) -> str | None:
     return None
 
 
-def corrupt_record(store, pos: int, size: int) -> str | None:
+def corrupt_record(ctx, pos: int, size: int) -> str | None:
     """What is wrong with a record that starts at `pos` (its header says so: this size, this physical
     offset) but fails its CRC (the body CRC, or the appended one with force_verify_prop_crc); None when
     there is no such record. A unit pointing there is taken to be right and the record to be damaged,
     rather than the unit to point at the wrong record."""
-    view = store.commitlog.read(pos, size)
+    view = ctx.commitlog.read(pos, size)
     if view is None:
         return None
     try:
@@ -198,27 +195,27 @@ def corrupt_record(store, pos: int, size: int) -> str | None:
         return None
     if h.size != size or h.physical_offset != pos:
         return None
-    return R.verify_crc(view, h, 0, store.config.force_verify_prop_crc)
+    return R.verify_crc(view, h, 0, ctx.force_verify_prop_crc)
 
 
-def check_tails(store) -> int:
+def check_tails(ctx: QueueCheck, queues) -> int:
     """Check every queue's units from its last one back to the first good (or expired) one, and cut the bad
     ones off; before that, a batch queue's units around breaks in its chain (rebuilt in place from the
     CommitLog, else cut there). Returns the CommitLog offset from which the damaged queues must be
     dispatched again (the lowest end of their last good units), -1 when no queue is damaged. Queues whose
     recovery found a hole (damaged_from) count as damaged too."""
     repair_from = -1
-    for cq in store.all_consume_queues():
+    for cq in queues:
         units = units_of(cq)
         damaged = cq.damaged_from
-        cut = _check_suspects(store, cq, units)
+        cut = _check_suspects(ctx, cq, units)
         first, end = units.slot_range()
         slot = end - 1
         while slot >= first:
             unit = units.unit(slot)
             if unit is None:
                 break
-            verdict, problem = check_unit(store, cq, slot, unit, units)
+            verdict, problem = check_unit(ctx, cq, slot, unit, units)
             if verdict != BAD:
                 break
             log.warning("%s %s-%d: unit %d is wrong (%s); cutting it and rebuilding it from the CommitLog",
@@ -236,28 +233,29 @@ def check_tails(store) -> int:
     return repair_from
 
 
-def _check_suspects(store, cq, units) -> bool:
+def _check_suspects(ctx, cq, units) -> bool:
     """Check the units recovery's validity test cannot judge but their neighbours make suspect; a bad one is
     rebuilt in place from the CommitLog, or, when that fails, the queue is cut there. True when cut."""
     for slot in units.suspects():
         unit = units.unit(slot)
         if unit is None:
             break
-        verdict, problem = check_unit(store, cq, slot, unit, units)
+        verdict, problem = check_unit(ctx, cq, slot, unit, units)
         if verdict != BAD:
             continue
         log.warning("%s %s-%d: unit %d does not follow its neighbours and is wrong (%s); rebuilding it from the "
                     "CommitLog", _name(cq), cq.topic, cq.queue_id, slot, problem)
-        if not repair_units(store, cq, slot):
+        if not repair_units(ctx, cq, slot):
             units.cut_to(slot)
             return True
     return False
 
 
-def redispatch_damaged(store, end: int) -> None:
+def redispatch_damaged(ctx: QueueCheck, queues, dispatcher, end: int) -> None:
     """After the CommitLog's recovery: queues whose truncation found a hole (damaged_from) get their units
-    again from the records of theirs between where they now end and `end`, in log order."""
-    damaged = [cq for cq in store.all_consume_queues() if getattr(cq, "damaged_from", None) is not None]
+    again (through the ConsumeQueue dispatcher's put_position) from the records of theirs between where
+    they now end and `end`, in log order."""
+    damaged = [cq for cq in queues if cq.damaged_from is not None]
     if not damaged:
         return
     start = min(cq.damaged_from for cq in damaged)
@@ -265,29 +263,29 @@ def redispatch_damaged(store, end: int) -> None:
     for cq in damaged:
         cq.damaged_from = None
     n = 0
-    for req in _records(store, max(start, store.commitlog.min_offset()), end):
+    for req in _records(ctx, max(start, ctx.commitlog.min_offset()), end):
         if (req.topic, req.queue_id) in wanted and gets_queue_unit(req.sys_flag):
-            store.put_message_position_info(req.topic, req.queue_id, req.commit_log_offset, req.msg_size,
-                                            req.tags_code, req.consume_queue_offset, req.store_timestamp,
-                                            req.msg_base_offset, req.batch_size)
+            dispatcher.put_position(req.topic, req.queue_id, req.commit_log_offset, req.msg_size, req.tags_code,
+                                    req.consume_queue_offset, req.store_timestamp, req.msg_base_offset,
+                                    req.batch_size)
             n += 1
     log.warning("rebuilt %d unit(s) of %s from the CommitLog", n, ", ".join(f"{t}-{q}" for t, q in sorted(wanted)))
 
 
-def repair_units(store, cq, slot: int) -> bool:
+def repair_units(ctx, cq, slot: int) -> bool:
     """Rebuild the unit at `slot` of a queue, and any other bad unit of the same stretch, from the CommitLog:
     the records of this queue between the good units around it (queue units follow the log's order) say
     what each of its units really is. The units are rewritten in the mapping (a read-only store maps
     copy-on-write: its file never changes). True when the unit at `slot` now points at its record."""
     units = units_of(cq)
-    cl = store.commitlog
+    cl = ctx.commitlog
     first, end = units.slot_range()
     lo_slot, lo, lo_unit = slot - 1, cl.min_offset(), None
     while lo_slot >= first:
         u = units.unit(lo_slot)
         if u is None:
             break
-        verdict, _ = check_unit(store, cq, lo_slot, u, units)
+        verdict, _ = check_unit(ctx, cq, lo_slot, u, units)
         if verdict == GOOD:
             lo, lo_unit = u.pos + u.size, u
             break
@@ -299,11 +297,11 @@ def repair_units(store, cq, slot: int) -> bool:
         u = units.unit(hi_slot)
         if u is None:
             break
-        if check_unit(store, cq, hi_slot, u, units)[0] == GOOD:
+        if check_unit(ctx, cq, hi_slot, u, units)[0] == GOOD:
             hi, hi_unit = u.pos, u
             break
         hi_slot += 1
-    reqs = [req for req in _records(store, max(lo, cl.min_offset()), hi)
+    reqs = [req for req in _records(ctx, max(lo, cl.min_offset()), hi)
             if req.topic == cq.topic and req.queue_id == cq.queue_id and gets_queue_unit(req.sys_flag)]
     fixed = 0
     found = False
@@ -312,7 +310,7 @@ def repair_units(store, cq, slot: int) -> bool:
         if current is None:
             continue
         if current != units.from_record(req):
-            units.rewrite(store, s, req)
+            units.rewrite(ctx, s, req)
             fixed += 1
         found |= s == slot
     if fixed:
@@ -322,13 +320,13 @@ def repair_units(store, cq, slot: int) -> bool:
 
 
 def _name(cq) -> str:
-    return "batch consume queue" if cq.cq_type == "BatchCQ" else "consume queue"
+    return cq.label
 
 
-def _records(store, start: int, end: int):
+def _records(ctx, start: int, end: int):
     """The records (as dispatch requests) that start in [start, end), across segments; stops at the first
     record that does not parse."""
-    cl = store.commitlog
+    cl = ctx.commitlog
     offset = start
     while offset < end:
         got = cl.data_from(offset, False)
@@ -338,7 +336,7 @@ def _records(store, start: int, end: int):
         pos = 0
         while base + pos < end:
             kind, size, req, _ = check_record(view, pos, len(view), check_crc=False, force_verify_prop_crc=False,
-                                              delay_levels=store.delay_levels)
+                                              delay_levels=ctx.delay_levels)
             if kind == OK:
                 yield req
                 pos += size

@@ -1,11 +1,16 @@
 """Recovery on open, as DefaultMessageStore.recover: ConsumeQueues first, then the CommitLog from a safe
 segment on, re-dispatching records the ConsumeQueues lack, then truncation of everything past the last
-valid record. Works the same read-only, where truncation only moves positions in memory."""
+valid record. Works the same read-only, where truncation only moves positions in memory.
+
+It is given the files it recovers (the CommitLog, the queue table), the dispatch pipeline, the checks
+against the CommitLog and the checkpoint (read only), and returns what it found (`Recovered`): the store
+applies that to itself (the confirm offset, the queue offsets its writer continues from)."""
 from __future__ import annotations
 
 import logging
 import os
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -19,29 +24,47 @@ ZERO_SCAN = 64 << 20        # _data_end looks back over at most this many zero b
 ZERO_CHUNK = 1 << 20
 
 
-def recover(store, last_exit_ok: bool, progress=None) -> None:
-    """`progress(done_bytes, total_bytes)`, when given, is called as the CommitLog recovery goes, in bytes of
+@dataclass
+class Recovered:
+    """What recovery found. `confirm_offset`: where the last valid record starts (the checkpoint's
+    confirmPhyOffset and the CommitLog's confirm offset), None when the CommitLog was not recovered (trusted
+    queues); `end`: where the CommitLog ends now (everything past it was cut); `queue_offsets`: (topic,
+    queue id) -> the next queue offset of each queue."""
+    confirm_offset: int | None
+    end: int
+    queue_offsets: dict = field(default_factory=dict)
+
+
+def recover(commitlog, queues, pipeline, check, checkpoint, config, *, normal: bool, check_commitlog: bool = True,
+            progress=None) -> Recovered:
+    """`queues`: the queue table; `pipeline`: where records the queues lack are dispatched; `check`: a
+    services.queue_check.QueueCheck; `checkpoint`: the loaded formats.checkpoint.Checkpoint; `normal`: the
+    last exit was clean (no abort file). check_commitlog=False trusts the queues (a read-only open).
+
+    `progress(done_bytes, total_bytes)`, when given, is called as the CommitLog recovery goes, in bytes of
     the log from the segment recovery starts at: (0, total) first, then every PROGRESS_STEP bytes within a
     segment and at each segment's end; the last call has done_bytes == total_bytes == where the log ends
     (with no CommitLog file, one call (0, 0)). Segments are preallocated, so their sizes say nothing about
     how much they hold: total_bytes is first an estimate of where the data ends (`_data_end`), and becomes
     exact when recovery gets there. An exception from it propagates (the open fails)."""
-    for cq in store.all_consume_queues():
+    for cq in queues:
         cq.recover()
-    if not store.check_commitlog:
+    if not check_commitlog:
         # where the last record any queue points at ends (a batch queue's max_physic_offset is its start)
-        _trust_queues(store, max((units_of(cq).end() for cq in store.all_consume_queues()), default=-1))
+        confirm = None
+        end = _trust_queues(commitlog, max((units_of(cq).end() for cq in queues), default=-1))
     else:
         # units are checked against the CommitLog before they decide where dispatching starts: a unit
         # pointing past the log's end would otherwise make it start there (and skip every later unit)
-        repair_from = check_tails(store)
-        dispatch_from = max((cq.max_physic_offset for cq in store.all_consume_queues()), default=-1)
+        repair_from = check_tails(check, queues)
+        dispatch_from = queues.max_physic_offset()
         if repair_from >= 0:
             # records are dispatched again when they start past dispatch_from (RocketMQ's `>`): the first
             # record a damaged queue lacks starts right at repair_from
             dispatch_from = min(dispatch_from, repair_from - 1)
-        recover_commitlog(store, dispatch_from, normal=last_exit_ok, progress=progress, repair_from=repair_from)
-    recover_topic_queue_table(store)
+        run = _CommitLogRecovery(commitlog, queues, pipeline, check, checkpoint, config)
+        confirm, end = run.recover(dispatch_from, normal=normal, progress=progress, repair_from=repair_from)
+    return Recovered(confirm, end, recover_topic_queue_table(commitlog, queues))
 
 
 class _Progress:
@@ -117,114 +140,129 @@ def _data_end(mfs: list, file_size: int) -> int:
     return last.file_from_offset + end       # zeros as far as it looked: the file system's answer
 
 
-def _first_record_matches(store, mf, dispatch_from: int, normal: bool, repair_from: int = -1) -> bool:
-    """isMappedFileMatchedRecover: may recovery start at this segment? Not after `repair_from` (where a
-    damaged queue must be dispatched again from), when there is one."""
-    if 0 <= repair_from < mf.file_from_offset:
-        return False
-    cfg = store.config
-    kind, size, req, _ = check_record(mf.buf, 0, store.commitlog.file_size, check_crc=cfg.check_crc_on_recover,
-                                      force_verify_prop_crc=cfg.force_verify_prop_crc,
-                                      delay_levels=store.delay_levels)
-    if kind != OK or req.store_timestamp == 0:
-        return False
-    if cfg.message_index_enable and cfg.message_index_safe:
-        if req.store_timestamp > store.checkpoint.index_msg_timestamp:
+class _CommitLogRecovery:
+    """recoverNormally / recoverAbnormally over the CommitLog's segments."""
+
+    def __init__(self, commitlog, queues, pipeline, check, checkpoint, config):
+        self.commitlog = commitlog
+        self.queues = queues
+        self.pipeline = pipeline
+        self.check = check
+        self.checkpoint = checkpoint
+        self.config = config
+        self.delay_levels = check.delay_levels
+
+    def _first_record_matches(self, mf, dispatch_from: int, normal: bool, repair_from: int = -1) -> bool:
+        """isMappedFileMatchedRecover: may recovery start at this segment? Not after `repair_from` (where a
+        damaged queue must be dispatched again from), when there is one."""
+        if 0 <= repair_from < mf.file_from_offset:
             return False
-    if normal:
-        return req.commit_log_offset <= dispatch_from
-    return req.store_timestamp <= store.checkpoint.min_timestamp()
+        cfg = self.config
+        kind, size, req, _ = check_record(mf.buf, 0, self.commitlog.file_size, check_crc=cfg.check_crc_on_recover,
+                                          force_verify_prop_crc=cfg.force_verify_prop_crc,
+                                          delay_levels=self.delay_levels)
+        if kind != OK or req.store_timestamp == 0:
+            return False
+        if cfg.message_index_enable and cfg.message_index_safe:
+            if req.store_timestamp > self.checkpoint.index_msg_timestamp:
+                return False
+        if normal:
+            return req.commit_log_offset <= dispatch_from
+        return req.store_timestamp <= self.checkpoint.min_timestamp()
 
-
-def recover_commitlog(store, dispatch_from: int, normal: bool, progress=None, repair_from: int = -1) -> None:
-    cl = store.commitlog
-    mfs = cl.files.files
-    cfg = store.config
-    if not mfs:
-        if store.all_consume_queues():
-            log.warning("the CommitLog has no files: dropping every ConsumeQueue")
-        cl.files.flushed_where = cl.files.committed_where = 0
-        store.destroy_consume_queues()
-        if progress is not None:
-            progress(0, 0)
-        return
-    index = len(mfs) - 1
-    while index > (0 if normal else -1):
-        if _first_record_matches(store, mfs[index], dispatch_from, normal, repair_from):
-            break
-        index -= 1
-    index = max(index, 0)
-    mf = mfs[index]
-    process = mf.file_from_offset
-    pos = 0
-    last_valid = store.checkpoint.confirm_phy_offset if normal else process
-    log.info("recovering the CommitLog %s from %s", "normally" if normal else "after a crash", mf.path)
-    report = _Progress(process, _data_end(mfs[index:], cl.file_size) if progress is not None else process,
-                       progress)
-    # runs of plain records are checked (and re-dispatched) in bulk; anything else goes one at a time. A run
-    # ends by the next progress report's offset, so progress is told within a segment too (the record across
-    # that offset goes one at a time)
-    pipeline = store.pipeline
-    bulk = not cfg.force_verify_prop_crc and pipeline.bulk
-    while True:
-        if bulk:
-            done, after, last = dispatch_run(pipeline, mf.buf, pos, min(cl.file_size, report.report_at - process),
-                                             cfg.check_crc_on_recover, store.delay_levels,
-                                             dispatch_after=dispatch_from if normal else -1)
-            if done:
-                last_valid = process + last
-                pos = after
-                report.records += done
-                report.at(process + pos)
-                continue
-        kind, size, req, problem = check_record(mf.buf, pos, cl.file_size, check_crc=cfg.check_crc_on_recover,
-                                                force_verify_prop_crc=cfg.force_verify_prop_crc,
-                                                delay_levels=store.delay_levels)
-        if kind == OK:
-            last_valid = process + pos
-            pos += size
-            report.records += 1
-            if not normal or req.commit_log_offset > dispatch_from:
-                pipeline.dispatch(req)
-            report.at(process + pos)
-        elif kind == BLANK:
-            index += 1
-            report.segment_done(mf, pos, index >= len(mfs))
-            if index >= len(mfs):
+    def recover(self, dispatch_from: int, normal: bool, progress=None, repair_from: int = -1) -> tuple[int, int]:
+        """(confirm offset, end): where the last valid record starts and where the log ends now."""
+        cl = self.commitlog
+        mfs = cl.files.files
+        cfg = self.config
+        queues = self.queues
+        if not mfs:
+            if queues:
+                log.warning("the CommitLog has no files: dropping every ConsumeQueue")
+            cl.files.flushed_where = cl.files.committed_where = 0
+            queues.destroy_all()
+            if progress is not None:
+                progress(0, 0)
+            return self.checkpoint.confirm_phy_offset, 0
+        index = len(mfs) - 1
+        while index > (0 if normal else -1):
+            if self._first_record_matches(mfs[index], dispatch_from, normal, repair_from):
                 break
-            mf = mfs[index]
-            process, pos = mf.file_from_offset, 0
-            log.info("recovering %s", mf.path)
-        else:
-            if problem and problem != "no record here" and any(mf.buf[pos:pos + 8]):
-                log.warning("%s: offset %d: %s; the log is cut here", mf.path, pos, problem)
-            report.segment_done(mf, pos, True)
-            break
-    process += pos
-    log.info("CommitLog recovered up to %d: %d records checked", process, report.total_records)
-    cl.confirm_offset = last_valid
-    store.checkpoint.confirm_phy_offset = last_valid
-    if max((cq.max_physic_offset for cq in store.all_consume_queues()), default=-1) >= process:
-        for cq in store.all_consume_queues():
-            cq.truncate_dirty(process)
-    cl.files.flushed_where = cl.files.committed_where = process
-    cl.files.truncate_dirty(process)
-    redispatch_damaged(store, process)
+            index -= 1
+        index = max(index, 0)
+        mf = mfs[index]
+        process = mf.file_from_offset
+        pos = 0
+        last_valid = self.checkpoint.confirm_phy_offset if normal else process
+        log.info("recovering the CommitLog %s from %s", "normally" if normal else "after a crash", mf.path)
+        report = _Progress(process, _data_end(mfs[index:], cl.file_size) if progress is not None else process,
+                           progress)
+        # runs of plain records are checked (and re-dispatched) in bulk; anything else goes one at a time. A
+        # run ends by the next progress report's offset, so progress is told within a segment too (the
+        # record across that offset goes one at a time)
+        pipeline = self.pipeline
+        bulk = not cfg.force_verify_prop_crc and pipeline.bulk
+        while True:
+            if bulk:
+                done, after, last = dispatch_run(pipeline, mf.buf, pos, min(cl.file_size, report.report_at - process),
+                                                 cfg.check_crc_on_recover, self.delay_levels,
+                                                 dispatch_after=dispatch_from if normal else -1)
+                if done:
+                    last_valid = process + last
+                    pos = after
+                    report.records += done
+                    report.at(process + pos)
+                    continue
+            kind, size, req, problem = check_record(mf.buf, pos, cl.file_size, check_crc=cfg.check_crc_on_recover,
+                                                    force_verify_prop_crc=cfg.force_verify_prop_crc,
+                                                    delay_levels=self.delay_levels)
+            if kind == OK:
+                last_valid = process + pos
+                pos += size
+                report.records += 1
+                if not normal or req.commit_log_offset > dispatch_from:
+                    pipeline.dispatch(req)
+                report.at(process + pos)
+            elif kind == BLANK:
+                index += 1
+                report.segment_done(mf, pos, index >= len(mfs))
+                if index >= len(mfs):
+                    break
+                mf = mfs[index]
+                process, pos = mf.file_from_offset, 0
+                log.info("recovering %s", mf.path)
+            else:
+                if problem and problem != "no record here" and any(mf.buf[pos:pos + 8]):
+                    log.warning("%s: offset %d: %s; the log is cut here", mf.path, pos, problem)
+                report.segment_done(mf, pos, True)
+                break
+        process += pos
+        log.info("CommitLog recovered up to %d: %d records checked", process, report.total_records)
+        if queues.max_physic_offset() >= process:
+            for cq in queues:
+                cq.truncate_dirty(process)
+        cl.files.flushed_where = cl.files.committed_where = process
+        cl.files.truncate_dirty(process)
+        redispatch_damaged(self.check, queues, pipeline.queues, process)
+        return last_valid, process
 
 
-def _trust_queues(store, queues_end: int) -> None:
+def _trust_queues(cl, queues_end: int) -> int:
     """A read-only open that reads only through the queues (open(check_commitlog=False)): the CommitLog is
-    taken to end where the queues' last record ends, unchecked. Cheap (no record is read), for planners."""
-    cl = store.commitlog
+    taken to end where the queues' last record ends, unchecked. Cheap (no record is read), for planners.
+    Returns that end."""
     end = max(queues_end, cl.min_offset())
     cl.files.flushed_where = cl.files.committed_where = end
     cl.files.truncate_dirty(end)
+    return end
 
 
-def recover_topic_queue_table(store) -> None:
-    min_phy = store.commitlog.min_offset()
+def recover_topic_queue_table(commitlog, queues) -> dict:
+    """recoverTopicQueueTable: each queue's min offset corrected to the CommitLog's min; returns (topic,
+    queue id) -> the queue's max offset, where the writer continues it."""
+    min_phy = commitlog.min_offset()
     table = {}
-    for cq in store.all_consume_queues():
+    for cq in queues:
         table[(cq.topic, cq.queue_id)] = cq.max_offset
         cq.correct_min_offset(min_phy)
-    store.writer.queue_offsets = table
+    return table

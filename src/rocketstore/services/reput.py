@@ -15,17 +15,27 @@ log = logging.getLogger("rocketstore.reput")
 class ReputService(ServiceThread):
     name = "rocketstore-reput"
 
-    def __init__(self, commitlog, pipeline, lock, end_offset, delay_levels):
+    def __init__(self, commitlog, pipeline, lock, delay_levels, stop_at_flushed: bool = False):
         """`commitlog`: what it follows; `pipeline`: where the records go; `lock`: the put lock (dispatch
-        writes the queues under it); `end_offset()`: how far it may go (the flushed offset under
-        SYNC_FLUSH); `delay_levels`: for SCHEDULE_TOPIC_XXXX's tagsCodes."""
+        writes the queues under it); `delay_levels`: for SCHEDULE_TOPIC_XXXX's tagsCodes;
+        `stop_at_flushed`: go no further than the CommitLog's flushed offset (SYNC_FLUSH: nothing may be
+        readable before it is on disk), else to its end."""
         super().__init__()
         self.commitlog = commitlog
         self.pipeline = pipeline
         self.lock = lock
-        self.end_offset = end_offset
         self.delay_levels = delay_levels
+        self.stop_at_flushed = stop_at_flushed
         self.reput_from_offset = 0
+
+    def end_offset(self) -> int:
+        """How far reput may go: the flushed offset under SYNC_FLUSH, else the CommitLog's end."""
+        files = self.commitlog.files
+        return files.flushed_where if self.stop_at_flushed else files.max_offset()
+
+    def caught_up(self) -> bool:
+        """Everything reput may dispatch is dispatched, without a dispatch error pending."""
+        return self.reput_from_offset >= self.end_offset() and self.pipeline.error is None
 
     def advance_to(self, offset: int) -> None:
         """The put path dispatched everything up to `offset` itself (called under the put lock)."""
