@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import engine
 from . import topics as TC
 from .config import StoreConfig
 from .config_files import write_checkpoint_file
@@ -344,6 +345,21 @@ def index_file_names(count: int, now_ms: int | None = None) -> list[str]:
 def index_entries(topics, keys, uniqs, sys_flags, phys, stamps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(key hashes, physical offsets, store times) of the index entries of records, in order: what
     IndexService's builds make of them (dispatch_rows.index_entries)."""
+    phys = np.asarray(phys, dtype=np.int64)
+    # the compiled loop skips a record below the last one that made keys (reput's replay rule): none is when
+    # the offsets increase, as a segment's do; None back from it means a record it leaves to Python
+    if engine.native is not None and len(phys) and (len(phys) == 1 or bool((np.diff(phys) > 0).all())):
+        records = list(zip(topics, phys.tolist(), np.asarray(stamps, dtype=np.int64).tolist(),
+                           np.asarray(sys_flags, dtype=np.int64).tolist(), uniqs, keys))
+        got = engine.native.index_keys(records, -2 ** 63)
+        if got is not None:
+            return (np.frombuffer(got[0], dtype=np.int32), np.frombuffer(got[1], dtype=np.int64),
+                    np.frombuffer(got[2], dtype=np.int64))
+    return index_entries_py(topics, keys, uniqs, sys_flags, phys, stamps)
+
+
+def index_entries_py(topics, keys, uniqs, sys_flags, phys, stamps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """index_entries in Python (the reference)."""
     hashes, entry_phys, entry_stamps, _ = dispatch_index_entries(topics, uniqs, keys, sys_flags, phys, stamps)
     return hashes, entry_phys, entry_stamps
 
