@@ -170,6 +170,23 @@ static Py_ssize_t format_host(const unsigned char *h, Py_ssize_t len, char *out)
     return n;
 }
 
+/* format_host through a one-entry memo: a run's records mostly share their hosts. */
+typedef struct {
+    unsigned char raw[20];
+    Py_ssize_t raw_len, text_len;
+    char text[HOST_MAX];
+} host_memo;
+
+static Py_ssize_t format_host_memo(host_memo *m, const unsigned char *h, Py_ssize_t len, char *out) {
+    if (m->raw_len != len || memcmp(m->raw, h, (size_t)len) != 0) {
+        m->text_len = format_host(h, len, m->text);
+        memcpy(m->raw, h, (size_t)len);
+        m->raw_len = len;
+    }
+    memcpy(out, m->text, (size_t)m->text_len);
+    return m->text_len;
+}
+
 static const char HEX[] = "0123456789ABCDEF";
 
 enum {
@@ -265,6 +282,7 @@ static PyObject *arrow_columns(PyObject *self, PyObject *args) {
     memset(PyBytes_AS_STRING(bufs[B_KEYS_VALID]), 0, (size_t)bits);
     /* pass 2: every column (the buffers are this function's alone until it returns) */
     Py_ssize_t at[B_COUNT] = {0}, m = 0;
+    host_memo born_memo = {.raw_len = 0}, store_memo = {.raw_len = 0};
     Py_BEGIN_ALLOW_THREADS
     PUT(B_TOPIC_OFF, 0, int32_t, 0); PUT(B_MSGID_OFF, 0, int32_t, 0); PUT(B_TAGS_OFF, 0, int32_t, 0);
     PUT(B_KEYS_OFF, 0, int32_t, 0); PUT(B_BODY_OFF, 0, int32_t, 0); PUT(B_MAP_OFF, 0, int32_t, 0);
@@ -303,9 +321,11 @@ static PyObject *arrow_columns(PyObject *self, PyObject *args) {
         }
         at[B_MSGID] += 2 * (r->store + 8);
         PUT(B_MSGID_OFF, i + 1, int32_t, at[B_MSGID]);
-        at[B_BORN] += format_host(p + 48, r->born, PyBytes_AS_STRING(bufs[B_BORN]) + at[B_BORN]);
+        at[B_BORN] += format_host_memo(&born_memo, p + 48, r->born,
+                                       PyBytes_AS_STRING(bufs[B_BORN]) + at[B_BORN]);
         PUT(B_BORN_OFF, i + 1, int32_t, at[B_BORN]);
-        at[B_STORE] += format_host(store_host, r->store, PyBytes_AS_STRING(bufs[B_STORE]) + at[B_STORE]);
+        at[B_STORE] += format_host_memo(&store_memo, store_host, r->store,
+                                        PyBytes_AS_STRING(bufs[B_STORE]) + at[B_STORE]);
         PUT(B_STORE_OFF, i + 1, int32_t, at[B_STORE]);
         /* properties: the map entries, and TAGS / KEYS (the last pair of that name) */
         Py_ssize_t k = property_pairs(props, r->props_len, exact, pairs), tags = -1, keys = -1;

@@ -119,6 +119,7 @@ def _named(names: pa.Array, values: pa.Array, row_of_pair: np.ndarray, n: int, n
 def from_records_py(buf, positions: list[int], sizes: list[int]) -> pa.RecordBatch:
     """A RecordBatch of the records at `positions` (with `sizes`) of one mapped segment `buf` (numpy and
     Arrow's kernels: the reference of the compiled from_records)."""
+    positions, sizes = np.asarray(positions, dtype=np.int64).tolist(), np.asarray(sizes, dtype=np.int64).tolist()
     done = 0
     parts = []
     while done < len(positions):
