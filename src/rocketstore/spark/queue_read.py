@@ -139,7 +139,7 @@ def read_range(spec: ReadSpec, r: QueueRange):
                     _lost(spec, f"CommitLog file {start:020d} for {r.topic}-{r.queue_id} offsets "
                                 f"{offsets[a]}..{offsets[b - 1]}")
                     continue
-                batch = RB.from_records(buf, (phys[a:b] - start).tolist(), sizes[a:b].tolist())
+                batch = RB.from_records(buf, phys[a:b] - start, sizes[a:b])
                 yield _sql_filter(spec, _exact_tags(spec, batch))
     finally:
         segments.close()

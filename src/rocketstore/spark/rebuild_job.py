@@ -7,7 +7,7 @@ orchestrates them:
    the last one may end before its BLANK filler;
 2. records that get a unit, grouped by (topic, queueId): one task writes each queue;
 3. index entries numbered across the log from per-segment counts (the driver's plan), grouped by the file
-   they fall in: one task writes each index file;
+   they fall in: one task writes each index file (2 and 3 share one shuffle, so one job);
 4. the driver makes the store consistent (checkpoint, the CommitLog's end) and reports.
 
 The store's lock is held throughout; the stages write into a staging store that is swapped in only once
@@ -70,10 +70,7 @@ def rebuild(store, spark, progress=None, **options) -> dict:
             summaries = summaries[:last + 1]
             parts = max(sc.defaultParallelism, 1) * 2
             tell("queues", records=sum(s.records for s in summaries))
-            queues = _write_queues(decoded, run, parts)
-            files, entries = [], 0
-            if run.config.message_index_enable:
-                files, entries = _write_index(decoded, run, summaries, parts, tell)
+            queues, files, entries = _write_files(decoded, run, summaries, parts, tell)
         finally:
             decoded.unpersist()
         summary = run.finish(queues, files, finishing)
@@ -103,11 +100,49 @@ def _segment_summaries(decoded) -> list[RB.SegmentSummary]:
     return sorted(decoded.filter(lambda x: x[0] == END).map(lambda x: x[2]).collect(), key=lambda s: s.base)
 
 
-# ---------------------------------------------------------------------------- 2. queues
-def _write_queues(decoded, run: RB.RebuildRun, parts: int) -> list[RB.QueueWritten]:
-    writer = _queue_writer(run.target, frozenset(run.batch_topics), run.queue_dir_size(False), run.queue_dir_size(True))
-    return (decoded.filter(lambda x: x[0] == ROWS).flatMap(_units_by_queue)
-            .groupByKey(parts).map(writer).collect())
+# ---------------------------------------------------------------------------- 2. and 3. queues, index files
+def _write_files(decoded, run: RB.RebuildRun, summaries: list[RB.SegmentSummary], parts: int,
+                 tell) -> tuple[list[RB.QueueWritten], list[dict], int]:
+    """The queues and the index files in one shuffle (one job: on a small log, each Spark job costs more
+    than the writing), keyed ("q", (topic, queueId)) and ("i", file number)."""
+    cfg = run.config
+    plan, explode, directory = None, None, os.path.join(run.target, "index")
+    if cfg.message_index_enable:
+        plan = RB.plan_index(cfg.max_index_num, [(s.base, s.records, s.entries) for s in summaries],
+                             RB.arrival_after_last_entry(summaries))
+        tell("index", files=len(plan.names), entries=plan.total_entries)
+        os.makedirs(directory, exist_ok=True)
+        if plan.files_with_entries:
+            explode = _entry_exploder(plan.segment_first_entry, plan.per_file, plan.files_with_entries)
+    queue_writer = _queue_writer(run.target, frozenset(run.batch_topics), run.queue_dir_size(False),
+                                 run.queue_dir_size(True))
+    index_writer = (_index_writer(directory, plan.names, cfg.max_hash_slot_num, cfg.max_index_num)
+                    if explode is not None else None)
+
+    def keyed(item):
+        for key, cols in _units_by_queue(item):
+            yield ("q", key), cols
+        if explode is not None:
+            for f, cols in explode(item):
+                yield ("i", f), cols
+
+    def write(group):
+        (kind, key), chunks = group
+        return kind, (queue_writer if kind == "q" else index_writer)((key, chunks))
+
+    done = decoded.filter(lambda x: x[0] == ROWS).flatMap(keyed).groupByKey(parts).map(write).collect()
+    queues = [w for kind, w in done if kind == "q"]
+    if plan is None:
+        return queues, [], 0
+    written = dict(w for kind, w in done if kind == "i")
+    if sorted(written) != list(range(plan.files_with_entries)):
+        raise RB.RebuildError(f"the index stage wrote files {sorted(written)}, expected "
+                              f"0..{plan.files_with_entries - 1}")
+    # the empty file a record opens after the entries filled the last one exactly: written here
+    for i in range(plan.files_with_entries, len(plan.names)):
+        written[i] = RB.write_index_file(os.path.join(directory, plan.names[i]), cfg.max_hash_slot_num,
+                                         cfg.max_index_num, [], [], [], RB.last_entry(summaries))
+    return queues, [written[i] for i in range(len(plan.names))], plan.total_entries
 
 
 def _units_by_queue(item):
@@ -126,32 +161,6 @@ def _queue_writer(root: str, batch_topics: frozenset, cq_size: int, bcq_size: in
         batch = topic in batch_topics
         return RB.write_queue(root, topic, queue_id, batch, bcq_size if batch else cq_size, cols)
     return write
-
-
-# ---------------------------------------------------------------------------- 3. index
-def _write_index(decoded, run: RB.RebuildRun, summaries: list[RB.SegmentSummary],
-                 parts: int, tell) -> tuple[list[dict], int]:
-    cfg = run.config
-    plan = RB.plan_index(cfg.max_index_num, [(s.base, s.records, s.entries) for s in summaries],
-                         RB.arrival_after_last_entry(summaries))
-    tell("index", files=len(plan.names), entries=plan.total_entries)
-    directory = os.path.join(run.target, "index")
-    os.makedirs(directory, exist_ok=True)
-    with_entries = plan.files_with_entries
-    written: dict[int, dict] = {}
-    if with_entries:
-        writer = _index_writer(directory, plan.names, cfg.max_hash_slot_num, cfg.max_index_num)
-        rows = (decoded.filter(lambda x: x[0] == ROWS)
-                .flatMap(_entry_exploder(plan.segment_first_entry, plan.per_file, with_entries))
-                .groupByKey(parts).map(writer).collect())
-        written = dict(rows)
-        if sorted(written) != list(range(with_entries)):
-            raise RB.RebuildError(f"the index stage wrote files {sorted(written)}, expected 0..{with_entries - 1}")
-    # the empty file a record opens after the entries filled the last one exactly: written here
-    for i in range(with_entries, len(plan.names)):
-        written[i] = RB.write_index_file(os.path.join(directory, plan.names[i]), cfg.max_hash_slot_num,
-                                         cfg.max_index_num, [], [], [], RB.last_entry(summaries))
-    return [written[i] for i in range(len(plan.names))], plan.total_entries
 
 
 def _entry_exploder(first_entry: dict, per_file: int, files: int):

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import engine
 from ..formats import properties as P
 from ..formats import record as R
 from ..formats.record_scan import _gather, scan
@@ -115,8 +116,10 @@ def _named(names: pa.Array, values: pa.Array, row_of_pair: np.ndarray, n: int, n
     return pc.take(values, pa.array(where, mask=where < 0))
 
 
-def from_records(buf, positions: list[int], sizes: list[int]) -> pa.RecordBatch:
-    """A RecordBatch of the records at `positions` (with `sizes`) of one mapped segment `buf`."""
+def from_records_py(buf, positions: list[int], sizes: list[int]) -> pa.RecordBatch:
+    """A RecordBatch of the records at `positions` (with `sizes`) of one mapped segment `buf` (numpy and
+    Arrow's kernels: the reference of the compiled from_records)."""
+    positions, sizes = np.asarray(positions, dtype=np.int64).tolist(), np.asarray(sizes, dtype=np.int64).tolist()
     done = 0
     parts = []
     while done < len(positions):
@@ -130,6 +133,55 @@ def from_records(buf, positions: list[int], sizes: list[int]) -> pa.RecordBatch:
     if len(parts) == 1:
         return parts[0]
     return pa.Table.from_batches(parts, SCHEMA).combine_chunks().to_batches()[0] if parts else empty()
+
+
+def from_records_native(buf, positions, sizes) -> pa.RecordBatch:
+    """from_records_py's batch, its buffers filled by the compiled arrow_columns straight from the mapped
+    segment in one pass without the GIL; records it refuses are decoded one at a time as there, and a run
+    whose text is not UTF-8 goes to from_records_py (which decodes it with "replace")."""
+    pos = np.ascontiguousarray(positions, dtype=np.int64)
+    size = np.ascontiguousarray(sizes, dtype=np.int64)
+    done = 0
+    parts = []
+    while done < len(pos):
+        got = engine.native.arrow_columns(buf, pos[done:], size[done:])
+        if got is None:
+            return from_records_py(buf, pos.tolist(), size.tolist())
+        count, pairs, buffers = got
+        if count:
+            parts.append(_from_buffers(count, pairs, buffers))
+            done += count
+        if done < len(pos):
+            parts.append(from_messages([R.decode_record(buf, int(pos[done]), int(pos[done] + size[done]))]))
+            done += 1
+    if len(parts) == 1:
+        return parts[0]
+    return pa.Table.from_batches(parts, SCHEMA).combine_chunks().to_batches()[0] if parts else empty()
+
+
+def _from_buffers(n: int, pairs: int, b: tuple) -> pa.RecordBatch:
+    (topic_off, topic, qid, qoff, phys, msgid_off, msgid, tags_valid, tags_off, tags, keys_valid, keys_off, keys,
+     body_off, body, map_off, name_off, name, value_off, value, born_ts, store_ts, born_off, born, store_off,
+     store, sys_flag, reconsume, flag, crc) = [pa.py_buffer(x) for x in b]
+
+    def var(kind, offsets, data, count=n, valid=None):
+        return pa.Array.from_buffers(kind, count, [valid, offsets, data])
+
+    def fixed(kind, data):
+        return pa.Array.from_buffers(kind, n, [None, data])
+    ts = pa.timestamp("us", tz="UTC")
+    maps = pa.MapArray.from_arrays(pa.Array.from_buffers(pa.int32(), n + 1, [None, map_off]),
+                                   var(pa.string(), name_off, name, pairs), var(pa.string(), value_off, value, pairs))
+    columns = [var(pa.string(), topic_off, topic), fixed(pa.int32(), qid), fixed(pa.int64(), qoff),
+               fixed(pa.int64(), phys), var(pa.string(), msgid_off, msgid),
+               var(pa.string(), tags_off, tags, valid=tags_valid), var(pa.string(), keys_off, keys, valid=keys_valid),
+               var(pa.binary(), body_off, body), maps, fixed(ts, born_ts), fixed(ts, store_ts),
+               var(pa.string(), born_off, born), var(pa.string(), store_off, store), fixed(pa.int32(), sys_flag),
+               fixed(pa.int32(), reconsume), fixed(pa.int32(), flag), fixed(pa.int32(), crc)]
+    return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
+
+
+from_records = from_records_native if engine.native is not None else from_records_py
 
 
 def empty() -> pa.RecordBatch:

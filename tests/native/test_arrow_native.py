@@ -1,0 +1,108 @@
+"""The compiled Arrow filler of the Spark source (arrow_columns, behind spark.record_batch.from_records)
+against the numpy reference (from_records_py): the same RecordBatch, or the same error, on random records
+(V1 and V2, IPv4 and IPv6 hosts, non-ASCII topics and properties, with and without TAGS / KEYS, repeated
+and empty names, inner batches) and on corrupted ones."""
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rocketstore.formats import record as R
+
+from ._records import corrupted, record_params
+
+RB = pytest.importorskip("rocketstore.spark.record_batch")
+
+
+def _records(params_list):
+    buf = bytearray()
+    positions, sizes = [], []
+    for params in params_list:
+        rec = R.encode_record(physical_offset=len(buf), **params)
+        positions.append(len(buf))
+        sizes.append(len(rec))
+        buf += rec
+    return bytes(buf), positions, sizes
+
+
+def _outcome(fn, buf, positions, sizes):
+    try:
+        return fn(buf, positions, sizes)
+    except Exception as e:   # the same kind of error from both is what is compared
+        return type(e)
+
+
+def _same(buf, positions, sizes):
+    want = _outcome(RB.from_records_py, buf, positions, sizes)
+    got = _outcome(RB.from_records_native, buf, positions, sizes)
+    if isinstance(want, pa.RecordBatch):
+        assert isinstance(got, pa.RecordBatch), got
+        got.validate(full=True)
+        assert got.schema == want.schema and got.num_rows == want.num_rows
+        differ = [f.name for f in want.schema if not got.column(f.name).equals(want.column(f.name))]
+        assert not differ, differ
+    else:
+        assert got is want
+    return got
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(record_params(), max_size=10), st.data())
+def test_same_batch_as_reference(native, params_list, data):
+    buf, positions, sizes = _records(params_list)
+    # a window of the records, as a queue's units pick them (not necessarily all, not necessarily from 0)
+    a = data.draw(st.integers(0, len(positions)))
+    b = data.draw(st.integers(a, len(positions)))
+    got = _same(buf, positions[a:b], sizes[a:b])
+    # and the rows hold what was written (an expectation of its own, not the reference's)
+    if isinstance(got, pa.RecordBatch):
+        rows = got.to_pylist()
+        assert [r["body"] for r in rows] == [p["body"] for p in params_list[a:b]]
+        assert [r["bornHost"] for r in rows] == [R.host_from_bytes(p["born_host"]) for p in params_list[a:b]]
+        assert [r["physicalOffset"] for r in rows] == positions[a:b]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(record_params(), min_size=1, max_size=6))
+def test_native_fills_valid_text_itself(native, params_list):
+    """Records with UTF-8 text and no inner batch are filled by arrow_columns, not handed back."""
+    params_list = [dict(p, sys_flag=p["sys_flag"] & ~R.INNER_BATCH_FLAG) for p in params_list]
+    buf, positions, sizes = _records(params_list)
+    texts_ok = True
+    for p in params_list:
+        try:
+            p["topic"].decode("utf-8")
+            p["props"].decode("utf-8")
+        except UnicodeDecodeError:
+            texts_ok = False
+    import numpy as np
+    got = native.arrow_columns(buf, np.array(positions, np.int64), np.array(sizes, np.int64))
+    if texts_ok:
+        assert got is not None and got[0] == len(positions)
+    else:
+        assert got is None
+    _same(buf, positions, sizes)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(record_params(), min_size=1, max_size=5), st.data())
+def test_same_on_corrupted(native, params_list, data):
+    buf, positions, sizes = _records(params_list)
+    bad = data.draw(corrupted(buf))
+    keep = [i for i, (p, s) in enumerate(zip(positions, sizes)) if p + s <= len(bad)]   # as queue_read checks
+    _same(bad, [positions[i] for i in keep], [sizes[i] for i in keep])
+
+
+def test_ipv6_and_unusual_properties_by_hand(native):
+    """An IPv6 store host makes a 56-digit msgId; properties without a final \\x02 are parsed as
+    parse_properties (empty values dropped, the last of a repeated name)."""
+    buf, positions, sizes = _records([
+        dict(topic=b"T", body=b"b", props=b"TAGS\x01x\x02a\x01\x02TAGS\x01y", queue_id=1, flag=0, sys_flag=0x30,
+             born_timestamp=5, born_host=R.host_to_bytes("[2001:db8::7]:40013"), store_timestamp=6,
+             store_host=R.host_to_bytes("[fd00::5]:10911"), reconsume_times=2, prepared_transaction_offset=0,
+             queue_offset=3, v2=True)])
+    row = _same(buf, positions, sizes).to_pylist()[0]
+    assert row["msgId"] == "FD000000000000000000000000000005" + "00002A9F" + "0000000000000000"
+    assert row["bornHost"] == "2001:db8:0:0:0:0:0:7:40013" and row["storeHost"] == "fd00:0:0:0:0:0:0:5:10911"
+    assert row["properties"] == [("TAGS", "y")] and row["tags"] == "y" and row["keys"] is None
+    assert row["reconsumeTimes"] == 2 and row["bornTimestamp"].timestamp() == 0.005
