@@ -1,4 +1,4 @@
-"""An independent reference for the batch-topic store tests (tests/test_batch_topic.py).
+"""An independent reference for the batch-topic store tests (tests/store/test_batch_topic.py).
 
 Written from RocketMQ's source, not from rocketstore (nothing here imports it):
 - the client batch encoding: MessageDecoder.encodeMessage / encodeMessages (common/.../message/MessageDecoder.java);

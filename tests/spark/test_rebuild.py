@@ -11,8 +11,8 @@ import sys
 import rocketstore.spark
 from rocketstore import MessageStore
 from tests.golden import goldens as G
-from tests.test_rebuild import (SMALL, assert_same_rebuild, index_contents, make_store, rebuild_locally, tree)
-from tests.test_rebuild_safety import assert_sizes_kept, make_sized_store
+from tests.rebuild.test_rebuild import (SMALL, assert_same_rebuild, index_contents, make_store, rebuild_locally, tree)
+from tests.rebuild.test_rebuild_safety import assert_sizes_kept, make_sized_store
 
 OPTIONS = {"mappedFileSizeCommitLog": SMALL["mapped_file_size_commit_log"],
            "mappedFileSizeConsumeQueue": SMALL["mapped_file_size_consume_queue"],

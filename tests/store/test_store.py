@@ -343,7 +343,7 @@ def test_fields_a_record_cannot_hold_are_refused_not_raised(tmp_path, bad):
 def test_tags_code_is_that_of_the_tags_as_stored(tmp_path):
     """An unpaired surrogate is stored as "?": the put path's ConsumeQueue unit must carry the tagsCode
     reput would compute. (A separator inside a tag, which RocketMQ would read back cut, is refused:
-    tests/test_put_separators.py.)"""
+    tests/store/test_put_separators.py.)"""
     from _index_ref import java_hash   # the tests' own String.hashCode
     for dispatch in (True, False):
         root = tmp_path / str(dispatch)

@@ -19,7 +19,7 @@ import pytest
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.files.space import is_sparse
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+SRC = str(Path(__file__).resolve().parents[2] / "src")
 KIB = 1024
 
 
