@@ -1,9 +1,10 @@
 """The index service: IndexFiles under index/, built from dispatched records, queried by key
 (RocketMQ's IndexService and CommitLogDispatcherBuildIndex).
 
-Dispatch only queues a record (a few hundred ns); the queue is turned into entries a run at a time,
-with the keys hashed by numpy, when it grows long, when reput or recovery finishes a pass, and before
-any query or flush, so a query always sees every record dispatched before it.
+Dispatch only queues a record (a few hundred ns), or a whole run of the bulk decoder's columns; the queue is
+turned into entries a run at a time (the keys and their hashes by the compiled index_keys / index_columns,
+else by dispatch_rows.index_entries with numpy), when it grows long, when reput or recovery finishes a pass,
+and before any query or flush, so a query always sees every record dispatched before it.
 """
 from __future__ import annotations
 
@@ -58,7 +59,11 @@ class IndexService:
         self.on_full_flushed = on_full_flushed
         self.files: list[IndexFile] = []
         self.lock = threading.RLock()
-        self._pending: list[tuple] = []
+        self._pending: list[tuple] = []      # records queued one by one (add), after those in _queued
+        # earlier pieces of the queue, oldest first: ("rows", records as add takes them) or ("cols", a run's
+        # columns: topics, phys, stamps, sys_flags, uniqs, keys); _queued_rows counts their records
+        self._queued: list[tuple[str, object]] = []
+        self._queued_rows = 0
         self._last_name: str | None = None   # names must stay unique and ordered, even in a burst
         # a full file's fsync (420 MB with default sizes) on its own thread, as RocketMQ's FlushIndexFileThread,
         # so the put path that filled it does not wait for the disk
@@ -111,6 +116,22 @@ class IndexService:
         if len(self._pending) >= BUILD_AT:
             self.build()
 
+    def add_columns(self, topics, phys, stamps, sys_flags, uniqs, keys) -> None:
+        """A run of dispatched records as columns (lists, row i one record), in dispatch order after
+        everything queued before: add() for each row, without a tuple per row."""
+        n = len(phys)
+        if not n:
+            return
+        with self.lock:   # a query's build may be taking the queue apart on another thread
+            if self._pending:   # what add() queued came first
+                self._queued.append(("rows", self._pending))
+                self._queued_rows += len(self._pending)
+                self._pending = []
+            self._queued.append(("cols", (topics, phys, stamps, sys_flags, uniqs, keys)))
+            self._queued_rows += n
+            if self._queued_rows >= BUILD_AT:
+                self.build()
+
     def build(self) -> None:
         """Index every queued record, in dispatch order (IndexService.buildIndex, a run at a time).
 
@@ -139,28 +160,25 @@ class IndexService:
         if self._roll_pending:
             self._last_file()
             self._roll_pending = False
-        if not self._pending:
-            return
-        end = self._last_file().end_phy_offset
-        records, self._pending = self._pending, []
-        got = _native.index_keys(records, end) if _native is not None else None
-        if got is not None:   # index_entries' loop in C (None: a record it leaves to Python)
-            hashes, entry_phys, entry_stamps, last_owner = got
-            hashes = np.frombuffer(hashes, dtype=np.int32)
-            entry_phys = np.frombuffer(entry_phys, dtype=np.int64)
-            entry_stamps = np.frombuffer(entry_stamps, dtype=np.int64)
-        else:
-            topics, phys, stamps, flags, uniqs, kstrs = zip(*records)
-            # already indexed (recovery replays from a safe point), or rolled back: nothing to add
-            hashes, entry_phys, entry_stamps, last_owner = index_entries(topics, uniqs, kstrs, flags, phys, stamps,
-                                                                         end)
-        # RocketMQ opens the next file as soon as a record arrives while the last one is full
-        self._roll_pending = last_owner < len(records) - 1
-        if len(hashes):
-            self._put(hashes, entry_phys, entry_stamps)
-        if self._roll_pending and self.files and self.files[-1].is_write_full():
-            self._last_file()
-        self._roll_pending = False
+        while self._queued or self._pending:
+            # a piece leaves the queue once its entries are made (the last file's end tells which records are
+            # indexed already); entries that then find no file wait in _unplaced
+            end = self._last_file().end_phy_offset
+            if self._queued:
+                kind, piece = self._queued.pop(0)
+                n = len(piece) if kind == "rows" else len(piece[1])
+                self._queued_rows -= n
+            else:
+                kind, (piece, self._pending) = "rows", (self._pending, [])
+                n = len(piece)
+            hashes, entry_phys, entry_stamps, last_owner = _entries(kind, piece, end)
+            # RocketMQ opens the next file as soon as a record arrives while the last one is full
+            self._roll_pending = last_owner < n - 1
+            if len(hashes):
+                self._put(hashes, entry_phys, entry_stamps)
+            if self._roll_pending and self.files and self.files[-1].is_write_full():
+                self._last_file()
+            self._roll_pending = False
 
     def _put(self, hashes: np.ndarray, phys: np.ndarray, stamps: np.ndarray) -> None:
         done = 0
@@ -269,6 +287,23 @@ class IndexService:
             self.files = []
 
 
+def _entries(kind: str, piece, end: int):
+    """The index entries of a queued piece, records from `end` on: (key hashes, physical offsets, store times)
+    as numpy arrays, and the piece's row of the last entry (-1: none)."""
+    if _native is not None:   # index_entries' loop in C (None: a record it leaves to Python)
+        got = _native.index_keys(piece, end) if kind == "rows" else _native.index_columns(*piece, end)
+        if got is not None:
+            hashes, phys, stamps, last_owner = got
+            return (np.frombuffer(hashes, dtype=np.int32), np.frombuffer(phys, dtype=np.int64),
+                    np.frombuffer(stamps, dtype=np.int64), last_owner)
+    if kind == "rows":
+        topics, phys, stamps, flags, uniqs, keys = zip(*piece)
+    else:
+        topics, phys, stamps, flags, uniqs, keys = piece
+    # already indexed (recovery replays from a safe point), or rolled back: nothing to add
+    return index_entries(topics, uniqs, keys, flags, phys, stamps, end)
+
+
 class IndexDispatcher:
     """CommitLogDispatcherBuildIndex: hands each dispatched record to the index service."""
     bulk_capable = True
@@ -281,17 +316,8 @@ class IndexDispatcher:
                        req.keys)
 
     def dispatch_columns(self, cols) -> None:
-        """A run's records with keys; a record without keys only matters to the index as an arrival (it
-        may open the next file): the run's last, when it has none, stands for all of them."""
-        topics, phys, stamps, flags, keys, uniqs = cols.topic, cols.phys, cols.store_ts, cols.sys_flag, cols.keys, \
-            cols.uniq
-        n = len(phys)
-        records = [(topics[i], phys[i], stamps[i], flags[i], uniqs[i], keys[i]) for i in range(n)
-                   if keys[i] or uniqs[i] is not None]
-        last = n - 1
-        if n and not keys[last] and uniqs[last] is None:
-            records.append((topics[last], phys[last], stamps[last], flags[last], None, ""))
-        self.index.add_many(records)
+        """A run's records, queued as the columns they came in."""
+        self.index.add_columns(cols.topic, cols.phys, cols.store_ts, cols.sys_flag, cols.uniq, cols.keys)
 
     def put(self, topic: str, phys: int, store_ts: int, sys_flag: int, props: bytes, info=None) -> None:
         """The record the put path just wrote (`props`: its properties as stored; `info`: their props_info
