@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from .. import engine
-from ..formats import index as I
+from ..formats.javahash import index_key_hash
 from ..formats.properties import parse_properties
 from ..log.index_file import IndexFile
 from .bulk_dispatch import props_info
@@ -237,18 +237,22 @@ class IndexService:
                       accept=None) -> tuple[list[int], int, int]:
         """IndexService.queryOffset: (physical offsets, newest file's end time, its end offset), newest
         file first, stopping once a file begins before `begin` or max_num offsets are found."""
-        self.build()
+        if self._pending or self._queued or self._unplaced is not None or self._roll_pending or \
+                self.error is not None:
+            self.build()
         offsets: list[int] = []
-        last_ts = last_phy = 0
-        key_hash = I.key_hash(I.build_key(topic, key))
+        key_hash = index_key_hash(f"{topic}#{key}")   # formats.index.build_key's key (compiled hash when built)
         with self.lock:
-            for i in range(len(self.files) - 1, -1, -1):
-                f = self.files[i]
-                if i == len(self.files) - 1:
-                    last_ts, last_phy = f.end_timestamp, f.end_phy_offset
-                if f.header.time_matched(begin, end):
+            files = self.files
+            if not files:
+                return offsets, 0, 0
+            h = files[-1].header
+            last_ts, last_phy = h.end_timestamp, h.end_phy_offset
+            for f in reversed(files):
+                h = f.header
+                if h.time_matched(begin, end):
                     f.select(offsets, key_hash, max_num, begin, end, accept)
-                if f.begin_timestamp < begin or len(offsets) >= max_num:
+                if h.begin_timestamp < begin or len(offsets) >= max_num:
                     break
         return offsets, last_ts, last_phy
 
