@@ -99,17 +99,6 @@ class IndexService:
         if len(self._pending) >= BUILD_AT:
             self.build()
 
-    def add_each(self, records: list[tuple]) -> None:
-        """add() for each record in turn, a build exactly where add() would start one, without its per-call
-        cost (the put path's producer batches)."""
-        i, n = 0, len(records)
-        while i < n:
-            room = max(BUILD_AT - len(self._pending), 1)
-            self._pending.extend(records[i:i + room])
-            i += room
-            if len(self._pending) >= BUILD_AT:
-                self.build()
-
     def add_many(self, records: list[tuple]) -> None:
         """Several dispatched records, as add() takes them, in dispatch order."""
         self._pending.extend(records)
@@ -340,11 +329,9 @@ class IndexDispatcher:
         path has them."""
         if _may_hold_keys(props_list):
             if infos is not None and None not in infos:
-                if _native is not None:
-                    self.index.add_each(_native.index_records(topic, offsets.tolist(), store_ts, sys_flag, infos))
-                else:
-                    self.index.add_each([(topic, p, store_ts, sys_flag, info[2], info[1])
-                                         for p, info in zip(offsets.tolist(), infos)])
+                n = len(infos)   # as columns: no tuple per record
+                self.index.add_columns([topic] * n, offsets.tolist(), [store_ts] * n, [sys_flag] * n,
+                                       [info[2] for info in infos], [info[1] for info in infos])
                 return
             for p, props in zip(offsets.tolist(), props_list):
                 self.put(topic, p, store_ts, sys_flag, props)
