@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Fuzz target for the native decoders (atheris / libFuzzer): random bytes, mutated from a corpus of valid
-CommitLog records and IndexFile chains, go to the compiled decoders and to their pure references; any
-difference in answer or error, and any crash, hang or over-allocation, fails.
+CommitLog records, IndexFile chains and message properties, go to the compiled decoders and to their pure
+references; any difference in answer or error, and any crash, hang or over-allocation, fails.
 
     python tests/native/fuzz_decoders.py -max_total_time=60      (.ci/run)
     python tests/native/fuzz_decoders.py -atheris_runs=100000
@@ -21,6 +21,7 @@ with atheris.instrument_imports(include=["rocketstore"], enable_loader_override=
     from rocketstore.errors import CorruptDataError
     from rocketstore.formats import cq as CQ
     from rocketstore.formats import index as I
+    from rocketstore.formats import properties as P
     from rocketstore.formats.cq_ext import MAX_ADDR as CQ_EXT_MAX
     from rocketstore.formats import record as R
     from rocketstore.services import bulk_dispatch as B
@@ -56,7 +57,7 @@ def _chain(fn, buf, args):
 def test_one_input(data: bytes) -> None:
     if len(data) < 4:
         return
-    what, knob = data[0] % 4, data[1]
+    what, knob = data[0] % 5, data[1]
     buf = data[4:]
     if what == 0:       # the bulk decoder
         check_crc, dispatch_after = bool(knob & 1), (-1, 0, 200, 1 << 40)[(knob >> 1) & 3]
@@ -75,6 +76,9 @@ def test_one_input(data: bytes) -> None:
         out_py, out_c = [], []
         got_py, got_c = CQ.take_units_py(units, *args, out_py), CQ.take_units(units, *args, out_c)
         assert got_py == got_c and [m.as_dict() for m in out_py] == [m.as_dict() for m in out_c], (got_py, got_c)
+    elif what == 4:     # a message's properties
+        pure, native = P.parse_properties_py(buf), P.parse_properties(buf)
+        assert pure == native and list(pure) == list(native), (pure, native)
     else:               # a query's chain walk over an index file of 4 slots and 8 entries
         slots, num = 4, 8
         size = I.file_size(slots, num)
@@ -114,6 +118,7 @@ def _seeds() -> list[bytes]:
                             reconsume_times=0, prepared_transaction_offset=0, queue_offset=0, physical_offset=0, v2=True)
     units = struct.pack(">qiq", 0, len(first), 97) + units
     out.append(bytes([3, 0, 9, 9]) + units.ljust(200, b"\0") + first)
+    out.append(bytes([4, 0, 0, 0]) + "TAGS\x01TagA\x02KEYS\x01k1 k2\x02UNIQ_KEY\x01\u00e9\x02".encode())
     return out
 
 

@@ -12,6 +12,7 @@ from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore import put as put_module
 from rocketstore.formats import index as I
 from rocketstore.formats import record as R
+from rocketstore.log import index_file
 from rocketstore.put import MessageWriter
 from rocketstore.services import index_service
 from rocketstore.services.bulk_dispatch import props_info as props_info_py
@@ -116,12 +117,12 @@ def test_index_keys_leaves_odd_records_to_python(native):
 # ---------------------------------------------------------------- whole stores, byte for byte
 @contextmanager
 def engine(on: bool, native):
-    saved = put_module._native, index_service._native
-    put_module._native = index_service._native = native if on else None
+    saved = put_module._native, index_service._native, index_file._native
+    put_module._native = index_service._native = index_file._native = native if on else None
     try:
         yield
     finally:
-        put_module._native, index_service._native = saved
+        put_module._native, index_service._native, index_file._native = saved
 
 
 def run_store(path, ops, append_crc, on, native, slots=8, entries=24):

@@ -1,4 +1,5 @@
-/* The module object: the method tables of common.c, put.c, scan.c, read.c and arrow.c under one name. */
+/* The module object: the method tables of common.c, put.c, scan.c, read.c, arrow.c, index.c and props.c
+ * under one name. */
 #include "native.h"
 
 PyObject *rs_CorruptDataError = NULL;
@@ -15,6 +16,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (PyModule_AddFunctions(m, rs_common_methods) < 0 || PyModule_AddFunctions(m, rs_put_methods) < 0
             || PyModule_AddFunctions(m, rs_scan_methods) < 0 || PyModule_AddFunctions(m, rs_read_methods) < 0
             || PyModule_AddFunctions(m, rs_arrow_methods) < 0
+            || PyModule_AddFunctions(m, rs_index_methods) < 0 || PyModule_AddFunctions(m, rs_props_methods) < 0
             || rs_scan_init(m) < 0)
         goto fail;
     PyObject *errors = PyImport_ImportModule("rocketstore.errors");

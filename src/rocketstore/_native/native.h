@@ -14,6 +14,8 @@ extern PyMethodDef rs_put_methods[];
 extern PyMethodDef rs_scan_methods[];
 extern PyMethodDef rs_read_methods[];   /* read.c */
 extern PyMethodDef rs_arrow_methods[];  /* arrow.c */
+extern PyMethodDef rs_index_methods[];  /* index.c */
+extern PyMethodDef rs_props_methods[];  /* props.c */
 
 /* rocketstore.errors.CorruptDataError, looked up at import. */
 extern PyObject *rs_CorruptDataError;

@@ -1,9 +1,9 @@
 /* The put path's loops (see native.h): the PROPERTIES bytes of messages, what the queues and the index read
  * from them (props_info, exported for the scan path too), whole records of a producer batch with their
- * CRCs, and the index keys of a run of dispatched records with their hashes.
+ * CRCs (the index keys of dispatched records are index.c's).
  *
  * The pure Python modules are the reference (put.py, message.py, services/bulk_dispatch.props_info,
- * services/index_service._build, formats/index.key_hashes); tests/native/test_put_native.py holds both to
+ * services/index_service.put_batch); tests/native/test_put_native.py holds both to
  * the same bytes. Anything these functions do not handle the way the reference does (an unusual type, a
  * separator in a text) is handed back to Python: they answer None and the caller runs the reference. */
 #include "native.h"
@@ -548,150 +548,6 @@ static PyObject *fill_crc(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
-/* ---------------------------------------------------------------- index keys */
-static inline uint32_t hash_more(uint32_t h, PyObject *s, Py_ssize_t from, Py_ssize_t to) {
-    int kind = PyUnicode_KIND(s);
-    const void *data = PyUnicode_DATA(s);
-    if (kind == PyUnicode_1BYTE_KIND) {
-        const Py_UCS1 *p = data;
-        for (Py_ssize_t i = from; i < to; i++)
-            h = 31u * h + p[i];
-    } else if (kind == PyUnicode_2BYTE_KIND) {
-        const Py_UCS2 *p = data;
-        for (Py_ssize_t i = from; i < to; i++)
-            h = 31u * h + p[i];
-    } else {
-        const Py_UCS4 *p = data;
-        for (Py_ssize_t i = from; i < to; i++) {
-            Py_UCS4 c = p[i];
-            if (c > 0xFFFF) {
-                c -= 0x10000;
-                h = 31u * h + (0xD800u + (c >> 10));
-                h = 31u * h + (0xDC00u + (c & 0x3FF));
-            } else {
-                h = 31u * h + c;
-            }
-        }
-    }
-    return h;
-}
-
-/* IndexFile's key hash: |hashCode|, Integer.MIN_VALUE -> 0. */
-static inline int32_t key_hash_of(uint32_t h) {
-    int32_t s = (int32_t)h;
-    return s == INT32_MIN ? 0 : (s < 0 ? -s : s);
-}
-
-typedef struct {
-    unsigned char *data;
-    Py_ssize_t len, cap;
-} growbuf;
-
-static int grow_put(growbuf *g, const void *p, Py_ssize_t n) {
-    if (g->len + n > g->cap) {
-        Py_ssize_t cap = g->cap ? g->cap * 2 : 4096;
-        while (cap < g->len + n)
-            cap *= 2;
-        unsigned char *d = PyMem_Realloc(g->data, cap);
-        if (d == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        g->data = d;
-        g->cap = cap;
-    }
-    memcpy(g->data + g->len, p, n);
-    g->len += n;
-    return 0;
-}
-
-/* index_keys(records, end) -> (hashes, phys, stamps, last_owner) | None: what IndexService._build takes
- * from its queued records (topic, phy, store_ts, sys_flag, uniq_key, keys): every record at or past `end`
- * and not rolled back gives topic#UNIQ_KEY, then topic#token per non-empty space-separated KEYS token
- * (formats.index.record_keys), each with its key hash (formats.index.key_hashes) and the record's offset
- * and time (native int32 / int64 / int64 bytes); last_owner: the last record that gave a key (-1 none).
- * None when a record is not of those types (the caller runs the Python loop). */
-static PyObject *index_keys(PyObject *self, PyObject *args) {
-    PyObject *records;
-    long long end;
-    if (!PyArg_ParseTuple(args, "O!L:index_keys", &PyList_Type, &records, &end))
-        return NULL;
-    growbuf hb = {0}, pb = {0}, tb = {0};
-    PyObject *result = NULL;
-    Py_ssize_t n = PyList_GET_SIZE(records), last_owner = -1;
-    PyObject *last_topic = NULL;
-    uint32_t topic_h = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *r = PyList_GET_ITEM(records, i);
-        if (!PyTuple_CheckExact(r) || PyTuple_GET_SIZE(r) != 6)
-            goto fallback;
-        PyObject *topic = PyTuple_GET_ITEM(r, 0), *uniq = PyTuple_GET_ITEM(r, 4), *keys = PyTuple_GET_ITEM(r, 5);
-        if (!PyUnicode_CheckExact(topic) || !PyLong_CheckExact(PyTuple_GET_ITEM(r, 1))
-                || !PyLong_CheckExact(PyTuple_GET_ITEM(r, 2)) || !PyLong_CheckExact(PyTuple_GET_ITEM(r, 3))
-                || (uniq != Py_None && !PyUnicode_CheckExact(uniq)) || !PyUnicode_CheckExact(keys))
-            goto fallback;
-        long long phy = PyLong_AsLongLong(PyTuple_GET_ITEM(r, 1));
-        long long ts = PyLong_AsLongLong(PyTuple_GET_ITEM(r, 2));
-        long long flag = PyLong_AsLongLong(PyTuple_GET_ITEM(r, 3));
-        if (PyErr_Occurred())
-            goto fallback;
-        if (phy < end || (flag & 0xC) == 0xC)
-            continue;
-        if (topic != last_topic) {
-            topic_h = 31u * hash_more(0, topic, 0, PyUnicode_GET_LENGTH(topic)) + '#';
-            last_topic = topic;
-        }
-        Py_ssize_t added = 0;
-        int32_t h;
-        if (uniq != Py_None) {
-            h = key_hash_of(hash_more(topic_h, uniq, 0, PyUnicode_GET_LENGTH(uniq)));
-            if (grow_put(&hb, &h, 4) < 0)
-                goto error;
-            added++;
-        }
-        Py_ssize_t kl = PyUnicode_GET_LENGTH(keys);
-        if (kl > 0) {
-            int kind = PyUnicode_KIND(keys);
-            const void *data = PyUnicode_DATA(keys);
-            Py_ssize_t start = 0;
-            for (Py_ssize_t j = 0; j <= kl; j++) {
-                if (j == kl || PyUnicode_READ(kind, data, j) == ' ') {
-                    if (j > start) {
-                        h = key_hash_of(hash_more(topic_h, keys, start, j));
-                        if (grow_put(&hb, &h, 4) < 0)
-                            goto error;
-                        added++;
-                    }
-                    start = j + 1;
-                }
-            }
-        }
-        for (Py_ssize_t k = 0; k < added; k++) {
-            int64_t p64 = phy, t64 = ts;
-            if (grow_put(&pb, &p64, 8) < 0 || grow_put(&tb, &t64, 8) < 0)
-                goto error;
-        }
-        if (added) {
-            last_owner = i;
-            end = phy;
-        }
-    }
-    result = Py_BuildValue("(y#y#y#n)", hb.data ? (char *)hb.data : "", hb.len, pb.data ? (char *)pb.data : "",
-                           pb.len, tb.data ? (char *)tb.data : "", tb.len, last_owner);
-    goto done;
-fallback:
-    PyErr_Clear();
-    result = Py_NewRef(Py_None);
-    goto done;
-error:
-    result = NULL;
-done:
-    PyMem_Free(hb.data);
-    PyMem_Free(pb.data);
-    PyMem_Free(tb.data);
-    return result;
-}
-
 /* index_records(topic, offsets, store_ts, sys_flag, infos) -> [(topic, offset, store_ts, sys_flag, UNIQ_KEY,
  * KEYS)]: the records of a producer batch as IndexService.add takes them, from each one's props_info. */
 static PyObject *index_records(PyObject *self, PyObject *args) {
@@ -740,7 +596,5 @@ PyMethodDef rs_put_methods[] = {
      "encode_batch(template, bodies, props, topic_tail, reserve, flags, first_qoff, phys, total, append_crc)"
      " -> the records of a producer batch."},
     {"fill_crc", fill_crc, METH_O, "fill_crc(record) fills the appended __CRC32# entry in place."},
-    {"index_keys", index_keys, METH_VARARGS,
-     "index_keys(records, end) -> (hashes, phys, stamps, last_owner) | None: IndexService._build's keys."},
     {NULL, NULL, 0, NULL},
 };

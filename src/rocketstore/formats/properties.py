@@ -1,5 +1,7 @@
 """Message properties: UTF-8 `name \\x01 value \\x02` pairs, parsed exactly as RocketMQ's MessageDecoder does."""
 
+from .. import engine
+
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 
@@ -20,7 +22,7 @@ KEY_SEPARATOR = " "
 CRC32_RESERVED_LEN = len(CRC32) + 1 + 10 + 1
 
 
-def parse_properties(raw: bytes | str) -> dict[str, str]:
+def parse_properties_py(raw: bytes | str) -> dict[str, str]:
     """string2messageProperties: empty names and empty values are dropped; a missing final \\x02 is fine.
 
     Splitting on bytes is exact because \\x01 and \\x02 never occur inside a UTF-8 multibyte sequence.
@@ -33,6 +35,10 @@ def parse_properties(raw: bytes | str) -> dict[str, str]:
         if sep and k and v:
             out[k.decode("utf-8", "replace")] = v.decode("utf-8", "replace")
     return out
+
+
+# the compiled twin when built (rocketstore.engine); parse_properties_py stays the reference
+parse_properties = engine.native.parse_properties if engine.native is not None else parse_properties_py
 
 
 def storable_text(value) -> bool:

@@ -1,9 +1,10 @@
 """The index service: IndexFiles under index/, built from dispatched records, queried by key
 (RocketMQ's IndexService and CommitLogDispatcherBuildIndex).
 
-Dispatch only queues a record (a few hundred ns); the queue is turned into entries a run at a time,
-with the keys hashed by numpy, when it grows long, when reput or recovery finishes a pass, and before
-any query or flush, so a query always sees every record dispatched before it.
+Dispatch only queues a record (a few hundred ns), or a whole run of the bulk decoder's columns; the queue is
+turned into entries a run at a time (the keys and their hashes by the compiled index_keys / index_columns,
+else by dispatch_rows.index_entries with numpy), when it grows long, when reput or recovery finishes a pass,
+and before any query or flush, so a query always sees every record dispatched before it.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import time
 import numpy as np
 
 from .. import engine
-from ..formats import index as I
+from ..formats.javahash import index_key_hash
 from ..formats.properties import parse_properties
 from ..log.index_file import IndexFile
 from .bulk_dispatch import props_info
@@ -58,7 +59,11 @@ class IndexService:
         self.on_full_flushed = on_full_flushed
         self.files: list[IndexFile] = []
         self.lock = threading.RLock()
-        self._pending: list[tuple] = []
+        self._pending: list[tuple] = []      # records queued one by one (add), after those in _queued
+        # earlier pieces of the queue, oldest first: ("rows", records as add takes them) or ("cols", a run's
+        # columns: topics, phys, stamps, sys_flags, uniqs, keys); _queued_rows counts their records
+        self._queued: list[tuple[str, object]] = []
+        self._queued_rows = 0
         self._last_name: str | None = None   # names must stay unique and ordered, even in a burst
         # a full file's fsync (420 MB with default sizes) on its own thread, as RocketMQ's FlushIndexFileThread,
         # so the put path that filled it does not wait for the disk
@@ -94,22 +99,27 @@ class IndexService:
         if len(self._pending) >= BUILD_AT:
             self.build()
 
-    def add_each(self, records: list[tuple]) -> None:
-        """add() for each record in turn, a build exactly where add() would start one, without its per-call
-        cost (the put path's producer batches)."""
-        i, n = 0, len(records)
-        while i < n:
-            room = max(BUILD_AT - len(self._pending), 1)
-            self._pending.extend(records[i:i + room])
-            i += room
-            if len(self._pending) >= BUILD_AT:
-                self.build()
-
     def add_many(self, records: list[tuple]) -> None:
         """Several dispatched records, as add() takes them, in dispatch order."""
         self._pending.extend(records)
         if len(self._pending) >= BUILD_AT:
             self.build()
+
+    def add_columns(self, topics, phys, stamps, sys_flags, uniqs, keys) -> None:
+        """A run of dispatched records as columns (lists, row i one record), in dispatch order after
+        everything queued before: add() for each row, without a tuple per row."""
+        n = len(phys)
+        if not n:
+            return
+        with self.lock:   # a query's build may be taking the queue apart on another thread
+            if self._pending:   # what add() queued came first
+                self._queued.append(("rows", self._pending))
+                self._queued_rows += len(self._pending)
+                self._pending = []
+            self._queued.append(("cols", (topics, phys, stamps, sys_flags, uniqs, keys)))
+            self._queued_rows += n
+            if self._queued_rows >= BUILD_AT:
+                self.build()
 
     def build(self) -> None:
         """Index every queued record, in dispatch order (IndexService.buildIndex, a run at a time).
@@ -139,28 +149,25 @@ class IndexService:
         if self._roll_pending:
             self._last_file()
             self._roll_pending = False
-        if not self._pending:
-            return
-        end = self._last_file().end_phy_offset
-        records, self._pending = self._pending, []
-        got = _native.index_keys(records, end) if _native is not None else None
-        if got is not None:   # index_entries' loop in C (None: a record it leaves to Python)
-            hashes, entry_phys, entry_stamps, last_owner = got
-            hashes = np.frombuffer(hashes, dtype=np.int32)
-            entry_phys = np.frombuffer(entry_phys, dtype=np.int64)
-            entry_stamps = np.frombuffer(entry_stamps, dtype=np.int64)
-        else:
-            topics, phys, stamps, flags, uniqs, kstrs = zip(*records)
-            # already indexed (recovery replays from a safe point), or rolled back: nothing to add
-            hashes, entry_phys, entry_stamps, last_owner = index_entries(topics, uniqs, kstrs, flags, phys, stamps,
-                                                                         end)
-        # RocketMQ opens the next file as soon as a record arrives while the last one is full
-        self._roll_pending = last_owner < len(records) - 1
-        if len(hashes):
-            self._put(hashes, entry_phys, entry_stamps)
-        if self._roll_pending and self.files and self.files[-1].is_write_full():
-            self._last_file()
-        self._roll_pending = False
+        while self._queued or self._pending:
+            # a piece leaves the queue once its entries are made (the last file's end tells which records are
+            # indexed already); entries that then find no file wait in _unplaced
+            end = self._last_file().end_phy_offset
+            if self._queued:
+                kind, piece = self._queued.pop(0)
+                n = len(piece) if kind == "rows" else len(piece[1])
+                self._queued_rows -= n
+            else:
+                kind, (piece, self._pending) = "rows", (self._pending, [])
+                n = len(piece)
+            hashes, entry_phys, entry_stamps, last_owner = _entries(kind, piece, end)
+            # RocketMQ opens the next file as soon as a record arrives while the last one is full
+            self._roll_pending = last_owner < n - 1
+            if len(hashes):
+                self._put(hashes, entry_phys, entry_stamps)
+            if self._roll_pending and self.files and self.files[-1].is_write_full():
+                self._last_file()
+            self._roll_pending = False
 
     def _put(self, hashes: np.ndarray, phys: np.ndarray, stamps: np.ndarray) -> None:
         done = 0
@@ -219,18 +226,22 @@ class IndexService:
                       accept=None) -> tuple[list[int], int, int]:
         """IndexService.queryOffset: (physical offsets, newest file's end time, its end offset), newest
         file first, stopping once a file begins before `begin` or max_num offsets are found."""
-        self.build()
+        if self._pending or self._queued or self._unplaced is not None or self._roll_pending or \
+                self.error is not None:
+            self.build()
         offsets: list[int] = []
-        last_ts = last_phy = 0
-        key_hash = I.key_hash(I.build_key(topic, key))
+        key_hash = index_key_hash(f"{topic}#{key}")   # formats.index.build_key's key (compiled hash when built)
         with self.lock:
-            for i in range(len(self.files) - 1, -1, -1):
-                f = self.files[i]
-                if i == len(self.files) - 1:
-                    last_ts, last_phy = f.end_timestamp, f.end_phy_offset
-                if f.header.time_matched(begin, end):
+            files = self.files
+            if not files:
+                return offsets, 0, 0
+            h = files[-1].header
+            last_ts, last_phy = h.end_timestamp, h.end_phy_offset
+            for f in reversed(files):
+                h = f.header
+                if h.time_matched(begin, end):
                     f.select(offsets, key_hash, max_num, begin, end, accept)
-                if f.begin_timestamp < begin or len(offsets) >= max_num:
+                if h.begin_timestamp < begin or len(offsets) >= max_num:
                     break
         return offsets, last_ts, last_phy
 
@@ -269,6 +280,23 @@ class IndexService:
             self.files = []
 
 
+def _entries(kind: str, piece, end: int):
+    """The index entries of a queued piece, records from `end` on: (key hashes, physical offsets, store times)
+    as numpy arrays, and the piece's row of the last entry (-1: none)."""
+    if _native is not None:   # index_entries' loop in C (None: a record it leaves to Python)
+        got = _native.index_keys(piece, end) if kind == "rows" else _native.index_columns(*piece, end)
+        if got is not None:
+            hashes, phys, stamps, last_owner = got
+            return (np.frombuffer(hashes, dtype=np.int32), np.frombuffer(phys, dtype=np.int64),
+                    np.frombuffer(stamps, dtype=np.int64), last_owner)
+    if kind == "rows":
+        topics, phys, stamps, flags, uniqs, keys = zip(*piece)
+    else:
+        topics, phys, stamps, flags, uniqs, keys = piece
+    # already indexed (recovery replays from a safe point), or rolled back: nothing to add
+    return index_entries(topics, uniqs, keys, flags, phys, stamps, end)
+
+
 class IndexDispatcher:
     """CommitLogDispatcherBuildIndex: hands each dispatched record to the index service."""
     bulk_capable = True
@@ -281,17 +309,8 @@ class IndexDispatcher:
                        req.keys)
 
     def dispatch_columns(self, cols) -> None:
-        """A run's records with keys; a record without keys only matters to the index as an arrival (it
-        may open the next file): the run's last, when it has none, stands for all of them."""
-        topics, phys, stamps, flags, keys, uniqs = cols.topic, cols.phys, cols.store_ts, cols.sys_flag, cols.keys, \
-            cols.uniq
-        n = len(phys)
-        records = [(topics[i], phys[i], stamps[i], flags[i], uniqs[i], keys[i]) for i in range(n)
-                   if keys[i] or uniqs[i] is not None]
-        last = n - 1
-        if n and not keys[last] and uniqs[last] is None:
-            records.append((topics[last], phys[last], stamps[last], flags[last], None, ""))
-        self.index.add_many(records)
+        """A run's records, queued as the columns they came in."""
+        self.index.add_columns(cols.topic, cols.phys, cols.store_ts, cols.sys_flag, cols.uniq, cols.keys)
 
     def put(self, topic: str, phys: int, store_ts: int, sys_flag: int, props: bytes, info=None) -> None:
         """The record the put path just wrote (`props`: its properties as stored; `info`: their props_info
@@ -310,11 +329,9 @@ class IndexDispatcher:
         path has them."""
         if _may_hold_keys(props_list):
             if infos is not None and None not in infos:
-                if _native is not None:
-                    self.index.add_each(_native.index_records(topic, offsets.tolist(), store_ts, sys_flag, infos))
-                else:
-                    self.index.add_each([(topic, p, store_ts, sys_flag, info[2], info[1])
-                                         for p, info in zip(offsets.tolist(), infos)])
+                n = len(infos)   # as columns: no tuple per record
+                self.index.add_columns([topic] * n, offsets.tolist(), [store_ts] * n, [sys_flag] * n,
+                                       [info[2] for info in infos], [info[1] for info in infos])
                 return
             for p, props in zip(offsets.tolist(), props_list):
                 self.put(topic, p, store_ts, sys_flag, props)

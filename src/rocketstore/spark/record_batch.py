@@ -204,11 +204,16 @@ def _columns(buf, c) -> pa.RecordBatch:
                   pa.array([r.get(P.TAGS) for r in rows], pa.string()),
                   pa.array([r.get(P.KEYS) for r in rows], pa.string()))
     maps, tags, keys = parsed
+    topics = _var(pa.string(), topic, topic_off)
+    try:
+        topics.validate(full=True)
+    except pa.ArrowInvalid:   # a topic that is not UTF-8 (a damaged record): decoded one at a time, as get does
+        return from_messages([R.decode_record(buf, p, p + s) for p, s in zip(c.pos.tolist(), c.size.tolist())])
     born_host = _gather(data, pos + 48, 8)
     store_host = _gather(data, pos + 64, 8)
     us = lambda ms: pa.array(ms.astype(np.int64) * 1000, pa.timestamp("us", tz="UTC"))
     columns = [
-        _var(pa.string(), topic, topic_off),
+        topics,
         pa.array(c.queue_id.astype(np.int32)),
         pa.array(c.queue_offset.astype(np.int64)),
         pa.array(c.phys.astype(np.int64)),
