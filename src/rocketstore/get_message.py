@@ -172,6 +172,11 @@ def _scan(store, cq, offset: int, max_count: int, codes, matches, accept_message
             if k:
                 result.status = (GetStatus.FOUND if count else GetStatus.NO_MATCHED_MESSAGE if skipped
                                  else result.status)
+                if count >= max_count or k == len(units):
+                    # the loop below would look at no unit: none is left, or the next would not fit (count
+                    # past max_count: batch_full), so its first unit breaks before anything changes
+                    next_begin = slot0 + k
+                    continue
                 units, slot0, next_begin = units[k:], slot0 + k, slot0 + k
         n_units = len(units)
         rows = cq.unit_rows(units, slot0, 0, chunk)
