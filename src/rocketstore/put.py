@@ -21,6 +21,7 @@ import numpy as np
 from .formats import properties as P
 from .formats import record as R
 from . import engine, put_batch_topic
+from .config import wall_clock_ms
 from .log.commitlog import CommitLog, DoesNotFit
 from .message import Message, PutBatchResult, PutResult, PutStatus
 from .services.bulk_dispatch import props_info
@@ -259,8 +260,10 @@ class MessageWriter:
             mf = files[-1]
             qoff = self.queue_offsets.get(key, 0)
             phys = mf.file_from_offset + mf.wrote
+            clock = self.config.clock
             got = _native.keyed_record(msg, t.tail, t.magic, queue_id, qoff, phys, mf.file_size - mf.wrote,
-                                       self.max_body, self.max_record, self.store_host, self.config.clock)
+                                       self.max_body, self.max_record, self.store_host,
+                                       None if clock is wall_clock_ms else clock)
             if got is None:
                 return self._put_checked(msg, queue_id)
             record, props, info, store_ts = got

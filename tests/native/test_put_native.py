@@ -354,3 +354,11 @@ def test_keyed_record_by_hand(native):
     assert got[2] == (props_info_py(props)[0], "k", None, False)
     # a record that leaves fewer than 8 bytes of the segment: Python's (it rolls the segment)
     assert native.keyed_record(msg, b"\x01T", R.MAGIC_V1, 2, 5, 1000, size + 7, 100, 200, host, lambda: 9) is None
+    # clock None: the wall clock (config.wall_clock_ms) read in C, for BORNTIMESTAMP and STORETIMESTAMP
+    import time
+    before = time.time_ns() // 1_000_000
+    got = native.keyed_record(Message(topic="T", body=b"hi", keys="k"), b"\x01T", R.MAGIC_V1, 2, 5, 1000, 4096, 100,
+                              200, host, None)
+    after = time.time_ns() // 1_000_000
+    born_ts, store_ts = struct.unpack_from(">q", got[0], 40)[0], struct.unpack_from(">q", got[0], 56)[0]
+    assert before <= born_ts <= store_ts == got[3] <= after

@@ -8,6 +8,7 @@
  * separator in a text) is handed back to Python: they answer None and the caller runs the reference. */
 #include "native.h"
 #include <string.h>
+#include <time.h>
 
 /* zlib.crc32(data): scan.c's rs_crc32 (zlib itself). */
 #define put_crc32 rs_crc32
@@ -557,7 +558,18 @@ static int int_attr(PyObject *msg, PyObject *name, long long lo, long long hi, l
     return ok;
 }
 
+/* clock(), or with clock None config.wall_clock_ms's time.time_ns() // 1_000_000 (CLOCK_REALTIME, as
+ * time.time_ns reads it on POSIX) without a Python call. */
 static int clock_ms(PyObject *clock, long long *out) {
+    if (clock == Py_None) {
+        struct timespec ts;
+        if (clock_gettime(CLOCK_REALTIME, &ts) != 0) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+        *out = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        return 0;
+    }
     PyObject *v = PyObject_CallNoArgs(clock);
     if (v == NULL)
         return -1;
@@ -573,7 +585,8 @@ static int clock_ms(PyObject *clock, long long *out) {
  * of the message. None, before the clock is read, for whatever Python decides: properties the C leaves to
  * Python or with INNER_NUM/INNER_BASE, a field that is not an int of its width, a body that is not bytes or
  * is over max_body, properties over 32767 bytes, a record over max_record or that does not leave 8 bytes of
- * `room`. Then born_ts (unless the message has one) and store_ts are read from clock(), in that order. */
+ * `room`. Then born_ts (unless the message has one) and store_ts are read from clock(), in that order
+ * (clock None: the wall clock, config.wall_clock_ms, read here). */
 static PyObject *keyed_record(PyObject *self, PyObject *args) {
     PyObject *msg, *ttail, *host, *clock;
     int magic, queue_id;
