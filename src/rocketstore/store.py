@@ -589,6 +589,8 @@ class MessageStore:
         candidates are read; the expression then decides on each record."""
         self._check_open()
         codes = get_message.parse_subscription(tags)
+        if sql is None and wait_ms <= 0:   # the common call: one look, no filter to build
+            return self._get_once(topic, queue_id, offset, max_count, codes, matches)
         accept = None
         if sql is not None:
             if codes is not None:
