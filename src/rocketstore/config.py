@@ -25,7 +25,8 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
 
 
-def _wall_clock_ms() -> int:
+def wall_clock_ms() -> int:
+    """The default clock: ms since the epoch (the put path's C reads the same clock itself when it is this)."""
     return time.time_ns() // 1_000_000
 
 
@@ -100,7 +101,7 @@ class StoreConfig:
     bit_map_length_consume_queue_ext: int = 64
     # rocketstore's own
     store_host: str = "127.0.0.1:10911"                 # written into STOREHOST and msgIds
-    clock: Callable[[], int] = field(default=_wall_clock_ms, repr=False, compare=False)  # ms since epoch
+    clock: Callable[[], int] = field(default=wall_clock_ms, repr=False, compare=False)  # ms since epoch
     dispatch_in_put_path: bool = True   # build ConsumeQueue units while putting instead of in the reput thread
     total_physical_memory: int | None = None  # for RocketMQ's "in memory" read limits; None = this machine's
     extra: dict = field(default_factory=dict)  # broker.conf keys rocketstore does not use

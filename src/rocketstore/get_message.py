@@ -86,10 +86,11 @@ def get(store, cq, offset: int, max_count: int, codes, matches=None, accept_mess
         return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
     if offset > hi:
         return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
-    return scan(store, cq, offset, max_count, codes, matches, accept_message)
+    return scan(store, cq, offset, max_count, codes, matches, accept_message, (lo, hi))
 
 
-def scan(store, cq, offset: int, max_count: int, codes, matches=None, accept_message=None) -> GetResult:
+def scan(store, cq, offset: int, max_count: int, codes, matches=None, accept_message=None,
+         bounds: tuple[int, int] | None = None) -> GetResult:
     """getMessage over a queue of either kind. `codes`: the tag hash set or None; `matches`: see
     unit_filter; `accept_message(message)`: the record-level filter (isMatchedByCommitLog), asked about each
     decoded message. A batch queue's records are whole inner batches, each counting its batch size; a get
@@ -97,9 +98,11 @@ def scan(store, cq, offset: int, max_count: int, codes, matches=None, accept_mes
 
     A wrong unit met on the way is rebuilt from the CommitLog (services.queue_check.repair_units). In a batch
     queue, wrong base offsets mislead the binary search that found the first unit: after a repair with
-    nothing found yet, the search runs again over the rebuilt units."""
+    nothing found yet, the search runs again over the rebuilt units. `bounds`: the queue's (min, max) offsets
+    as the caller just read them (the first attempt's; a search again reads them anew)."""
     for attempt in range(3):
-        r = _scan(store, cq, offset, max_count, codes, matches, accept_message, may_search_again=attempt < 2)
+        r = _scan(store, cq, offset, max_count, codes, matches, accept_message, attempt < 2, bounds)
+        bounds = None
         if r is not _SEARCH_AGAIN:
             return r
     raise AssertionError("unreachable: the last attempt never searches again")
@@ -133,9 +136,10 @@ def _undecodable(store, cq, e: CorruptDataError, buf, rel: int, limit: int, size
     return WRONG_UNIT
 
 
-def _scan(store, cq, offset: int, max_count: int, codes, matches, accept_message, may_search_again: bool):
+def _scan(store, cq, offset: int, max_count: int, codes, matches, accept_message, may_search_again: bool,
+          bounds: tuple[int, int] | None = None):
     cfg = store.config
-    lo, hi = cq.min_offset, cq.max_offset
+    lo, hi = bounds or (cq.min_offset, cq.max_offset)
     result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
     result.requested_offset = offset
     unit_size = cq.unit_size
@@ -172,6 +176,11 @@ def _scan(store, cq, offset: int, max_count: int, codes, matches, accept_message
             if k:
                 result.status = (GetStatus.FOUND if count else GetStatus.NO_MATCHED_MESSAGE if skipped
                                  else result.status)
+                if count >= max_count or k == len(units):
+                    # the loop below would look at no unit: none is left, or the next would not fit (count
+                    # past max_count: batch_full), so its first unit breaks before anything changes
+                    next_begin = slot0 + k
+                    continue
                 units, slot0, next_begin = units[k:], slot0 + k, slot0 + k
         n_units = len(units)
         rows = cq.unit_rows(units, slot0, 0, chunk)

@@ -21,6 +21,7 @@ import numpy as np
 from .formats import properties as P
 from .formats import record as R
 from . import engine, put_batch_topic
+from .config import wall_clock_ms
 from .log.commitlog import CommitLog, DoesNotFit
 from .message import Message, PutBatchResult, PutResult, PutStatus
 from .services.bulk_dispatch import props_info
@@ -219,9 +220,11 @@ class MessageWriter:
                     return PutResult(PutStatus.MESSAGE_ILLEGAL)
                 return self._put_plain(msg, queue_id, t)
             if _native is not None:
-                if not _fields_fit(msg):
-                    return PutResult(PutStatus.MESSAGE_ILLEGAL)
                 return self._put_keyed(msg, queue_id, t)
+        return self._put_checked(msg, queue_id)
+
+    def _put_checked(self, msg: Message, queue_id: int) -> PutResult:
+        """The general path, after the checks of put that it does not make itself."""
         if not isinstance(msg.body, _BYTES) or not _fields_fit(msg):
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
         return self._put(msg, queue_id)
@@ -245,28 +248,37 @@ class MessageWriter:
         return self._write_plain(msg, queue_id, t, body, blen, size, tail, code, props, info)
 
     def _put_keyed(self, msg: Message, queue_id: int, t: _Topic) -> PutResult:
-        """A producer's message (KEYS, UNIQ_KEY, user properties) on the plain path, its properties made and
-        read in C; the same bytes and statuses as _put (which decides whatever the C leaves to Python)."""
-        body = msg.body
-        if len(body) > self.max_body:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL)
-        props = _native.message_props(msg, False)
-        info = _native.props_info(props) if props is not None else None
-        if info is None:    # left to Python, or INNER_NUM / INNER_BASE: the general path decides
-            return self._put(msg, queue_id)
-        plen = len(props)
-        if plen > MAX_PROPERTIES:
-            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
-        blen = len(body)
-        tail = t.tail + plen.to_bytes(2, "big") + props
-        size = 88 + blen + len(tail)
-        if size > self.max_record:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL)
-        return self._write_plain(msg, queue_id, t, body, blen, size, tail, info[0], props, info)
+        """A producer's message (KEYS, UNIQ_KEY, user properties) on the plain path: its record, properties
+        and their props_info made in one C call (keyed_record) under the put lock, with nothing re-derived
+        that the topic's cache knows; the same bytes and statuses as _put, which decides whatever the C
+        leaves to Python (before the clock is read) and writes the record that opens a new segment."""
+        key = (t.name, queue_id)
+        with self.lock:
+            files = self.commitlog.files.files
+            if not files:
+                return self._put_checked(msg, queue_id)
+            mf = files[-1]
+            qoff = self.queue_offsets.get(key, 0)
+            phys = mf.file_from_offset + mf.wrote
+            clock = self.config.clock
+            got = _native.keyed_record(msg, t.tail, t.magic, queue_id, qoff, phys, mf.file_size - mf.wrote,
+                                       self.max_body, self.max_record, self.store_host,
+                                       None if clock is wall_clock_ms else clock)
+            if got is None:
+                return self._put_checked(msg, queue_id)
+            record, props, info, store_ts = got
+            mf.append(record)
+            size = len(record)
+            self.last_physical_offset = phys
+            mf.store_timestamp = store_ts
+            self.queue_offsets[key] = qoff + 1
+            if self.dispatch is not None:
+                self.dispatch(t.name, queue_id, phys, size, info[0], store_ts, qoff, 0, props, phys + size, info=info)
+        return PutResult(PutStatus.PUT_OK, phys, size, qoff, self.store_host, store_ts)
 
     def _write_plain(self, msg: Message, queue_id: int, t: _Topic, body: bytes, blen: int, size: int, tail: bytes,
                      code: int, props: bytes, info) -> PutResult:
-        """The record of _put_plain or _put_keyed (IPv4 hosts, sysFlag 0, no appended CRC) and its dispatch."""
+        """The record of _put_plain (IPv4 hosts, sysFlag 0, no appended CRC) and its dispatch."""
         clock = self.config.clock
         born_ts = msg.born_timestamp if msg.born_timestamp is not None else clock()
         crc = _crc32(body) & 0x7FFFFFFF

@@ -419,8 +419,10 @@ class MessageStore:
 
     def put(self, msg: Message, queue_id: int | None = None) -> PutResult:
         """Put one message; without a queue id the store picks one (pick_queue)."""
-        self._check_open()
-        if self._refuses_puts():
+        if self._closed:
+            self._check_open()
+        if (self.read_only or not self._health.writeable or self.pipeline.error is not None
+                or self.cleanup.refuses_put(self.root)):   # _refuses_puts, without its call (once per put)
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE)
         if queue_id is None:
             queue_id = self.topic_table.pick_queue(msg)
@@ -589,6 +591,8 @@ class MessageStore:
         candidates are read; the expression then decides on each record."""
         self._check_open()
         codes = get_message.parse_subscription(tags)
+        if sql is None and wait_ms <= 0:   # the common call: one look, no filter to build
+            return self._get_once(topic, queue_id, offset, max_count, codes, matches)
         accept = None
         if sql is not None:
             if codes is not None:

@@ -283,3 +283,90 @@ def test_batch_props_and_index_records_by_hand(native):
     _, _, uniform, careful, _ = native.batch_props([a, a], False)
     assert uniform is True and careful is False
     assert native.index_records("T", [5, 9], 7, 0, infos[:2]) == [("T", 5, 7, 0, None, "k1"), ("T", 9, 7, 0, None, "k1")]
+
+
+# ---------------------------------------------------------------- one keyed message's record (put's keyed path)
+def _fields_fit_ref(msg) -> bool:
+    """The record's int fields as RocketMQ's layout holds them: int32 FLAG and RECONSUMETIMES, int64
+    PREPAREDTRANSACTIONOFFSET and BORNTIMESTAMP (or none given)."""
+    def fits(v, bits):
+        return type(v) is int and -2 ** (bits - 1) <= v < 2 ** (bits - 1)
+    return (fits(msg.flag, 32) and fits(msg.reconsume_times, 32) and fits(msg.prepared_transaction_offset, 64)
+            and (msg.born_timestamp is None or fits(msg.born_timestamp, 64)))
+
+
+I32, I64 = st.integers(-2 ** 31, 2 ** 31 - 1), st.integers(-2 ** 63, 2 ** 63 - 1)
+# at most one field spoiled: a value its width does not hold, or not an int (Python decides those)
+SPOIL = st.one_of(st.none(), st.tuples(st.sampled_from(["flag", "reconsume_times", "prepared_transaction_offset",
+                                                        "born_timestamp"]),
+                                       st.sampled_from([True, 1.0, "1", 2 ** 31, -2 ** 31 - 1, 2 ** 63])))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.data_too_large])
+@given(messages(), st.integers(0, 2 ** 31 - 1), st.integers(0, 2 ** 40), st.integers(0, 2 ** 40),
+       st.one_of(st.integers(0, 400), st.just(1 << 20)), st.one_of(st.just(4 << 20), st.integers(0, 70_000)),
+       I32, I32, I64, st.one_of(st.none(), I64), SPOIL, st.booleans(), st.sampled_from(["T", "a-topic"]))
+def test_keyed_record_is_encode_record(native, msg, qid, qoff, phys, room, max_body, flag, rt, pto, born_ts, spoil,
+                                       v2, topic):
+    """keyed_record against formats.record.encode_record of the reference's properties (or, when it leaves
+    the message to Python, one of the reasons it does, and the clock not read)."""
+    msg.flag, msg.reconsume_times, msg.prepared_transaction_offset, msg.born_timestamp = flag, rt, pto, born_ts
+    if spoil is not None:
+        setattr(msg, *spoil)
+        flag, rt, pto, born_ts = msg.flag, msg.reconsume_times, msg.prepared_transaction_offset, msg.born_timestamp
+    host = R.host_to_bytes("127.0.0.1:10911")
+    tail = R.topic_tail(topic.encode(), v2)
+    magic = R.MAGIC_V2 if v2 else R.MAGIC_V1
+    max_record = max_body + 64 * 1024
+    room += 88 + len(tail) + len(msg.body)
+    ticks = []
+
+    def clock():
+        ticks.append(1_700_000_000_000 + len(ticks))
+        return ticks[-1]
+    got = native.keyed_record(msg, tail, magic, qid, qoff, phys, room, max_body, max_record, host, clock)
+    props = MessageWriter._props_py(msg, False)
+    info = props_info_py(props) if props is not None else None
+    if got is None:
+        assert ticks == []
+        size = 88 + len(tail) + len(msg.body) + 2 + len(props or b"")
+        assert (props is None or info is None or not _fields_fit_ref(msg) or type(msg.body) is not bytes
+                or len(msg.body) > max_body or len(props) > 32767 or size > max_record or size + 8 > room
+                or native.message_props(msg, False) is None)
+        return
+    record, got_props, got_info, store_ts = got
+    assert got_props == props and got_info == info
+    assert ticks[-1] == store_ts and len(ticks) == (2 if born_ts is None else 1)
+    want = R.encode_record(topic=topic.encode(), body=msg.body, props=props, queue_id=qid, flag=flag, sys_flag=0,
+                           born_timestamp=ticks[0] if born_ts is None else born_ts, born_host=host,
+                           store_timestamp=store_ts, store_host=host, reconsume_times=rt,
+                           prepared_transaction_offset=pto, queue_offset=qoff, physical_offset=phys, v2=v2,
+                           append_crc=False)
+    assert record == want
+    assert len(record) + 8 <= room
+
+
+def test_keyed_record_by_hand(native):
+    """A record laid out by hand from RocketMQ's CommitLog format (MessageExtEncoder)."""
+    import struct
+    msg = Message(topic="T", body=b"hi", tags="A", keys="k", flag=3, born_timestamp=7)
+    host = bytes([127, 0, 0, 1]) + struct.pack(">i", 10911)
+    got = native.keyed_record(msg, b"\x01T", R.MAGIC_V1, 2, 5, 1000, 4096, 100, 200, host, lambda: 9)
+    props = b"KEYS\x01k\x02TAGS\x01A\x02"
+    size = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + 2 + 1 + 1 + 2 + len(props)
+    import zlib
+    want = (struct.pack(">iiiiiqqiq", size, R.MAGIC_V1, zlib.crc32(b"hi") & 0x7FFFFFFF, 2, 3, 5, 1000, 0, 7) + host
+            + struct.pack(">q", 9) + host + struct.pack(">iqi", 0, 0, 2) + b"hi" + b"\x01T"
+            + struct.pack(">h", len(props)) + props)
+    assert got[0] == want and got[1] == props and got[3] == 9
+    assert got[2] == (props_info_py(props)[0], "k", None, False)
+    # a record that leaves fewer than 8 bytes of the segment: Python's (it rolls the segment)
+    assert native.keyed_record(msg, b"\x01T", R.MAGIC_V1, 2, 5, 1000, size + 7, 100, 200, host, lambda: 9) is None
+    # clock None: the wall clock (config.wall_clock_ms) read in C, for BORNTIMESTAMP and STORETIMESTAMP
+    import time
+    before = time.time_ns() // 1_000_000
+    got = native.keyed_record(Message(topic="T", body=b"hi", keys="k"), b"\x01T", R.MAGIC_V1, 2, 5, 1000, 4096, 100,
+                              200, host, None)
+    after = time.time_ns() // 1_000_000
+    born_ts, store_ts = struct.unpack_from(">q", got[0], 40)[0], struct.unpack_from(">q", got[0], 56)[0]
+    assert before <= born_ts <= store_ts == got[3] <= after

@@ -8,6 +8,7 @@
  * separator in a text) is handed back to Python: they answer None and the caller runs the reference. */
 #include "native.h"
 #include <string.h>
+#include <time.h>
 
 /* zlib.crc32(data): scan.c's rs_crc32 (zlib itself). */
 #define put_crc32 rs_crc32
@@ -531,6 +532,169 @@ done:
     return out;
 }
 
+/* ---------------------------------------------------------------- one keyed message */
+static PyObject *s_body, *s_flag, *s_reconsume, *s_pto, *s_born_ts;
+
+/* An attribute that must be an int (exactly: not a bool) within [lo, hi]; 1 and *out set, 0 (no error) when it
+ * is not such an int, -1 on an error. */
+static int int_attr(PyObject *msg, PyObject *name, long long lo, long long hi, long long *out) {
+    PyObject *v = PyObject_GetAttr(msg, name);
+    if (v == NULL)
+        return -1;
+    int ok = 0;
+    if (PyLong_CheckExact(v)) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (x == -1 && PyErr_Occurred()) {
+            Py_DECREF(v);
+            return -1;
+        }
+        if (!overflow && x >= lo && x <= hi) {
+            *out = x;
+            ok = 1;
+        }
+    }
+    Py_DECREF(v);
+    return ok;
+}
+
+/* clock(), or with clock None config.wall_clock_ms's time.time_ns() // 1_000_000 (CLOCK_REALTIME, as
+ * time.time_ns reads it on POSIX) without a Python call. */
+static int clock_ms(PyObject *clock, long long *out) {
+    if (clock == Py_None) {
+        struct timespec ts;
+        if (clock_gettime(CLOCK_REALTIME, &ts) != 0) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+        *out = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        return 0;
+    }
+    PyObject *v = PyObject_CallNoArgs(clock);
+    if (v == NULL)
+        return -1;
+    *out = PyLong_AsLongLong(v);    /* as struct.pack("q") takes it: an int that fits, else an error */
+    Py_DECREF(v);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* keyed_record(msg, topic_tail, magic, queue_id, queue_offset, phys, room, max_body, max_record, host, clock)
+ * -> (record, props, info, store_ts) | None: put.py's plain-path record of one message (IPv4 hosts `host`
+ * for both, sysFlag 0, no appended CRC) at `phys` with `queue_offset`, as MessageWriter._put writes it:
+ * fixed fields, body, topic tail, PROPLEN, properties. `props` and `info` are message_props and props_info
+ * of the message. None, before the clock is read, for whatever Python decides: properties the C leaves to
+ * Python or with INNER_NUM/INNER_BASE, a field that is not an int of its width, a body that is not bytes or
+ * is over max_body, properties over 32767 bytes, a record over max_record or that does not leave 8 bytes of
+ * `room`. Then born_ts (unless the message has one) and store_ts are read from clock(), in that order
+ * (clock None: the wall clock, config.wall_clock_ms, read here). */
+static PyObject *keyed_record(PyObject *self, PyObject *args) {
+    PyObject *msg, *ttail, *host, *clock;
+    int magic, queue_id;
+    long long qoff, phys;
+    Py_ssize_t room, max_body, max_record;
+    if (!PyArg_ParseTuple(args, "OO!iiLLnnnO!O:keyed_record", &msg, &PyBytes_Type, &ttail, &magic, &queue_id, &qoff,
+                          &phys, &room, &max_body, &max_record, &PyBytes_Type, &host, &clock))
+        return NULL;
+    if (PyBytes_GET_SIZE(host) != 8) {
+        PyErr_SetString(PyExc_ValueError, "keyed_record: the store host must be an IPv4 host (8 bytes)");
+        return NULL;
+    }
+    if (names_ready() < 0 || info_ready() < 0)
+        return NULL;
+    if (s_body == NULL) {
+        s_body = PyUnicode_InternFromString("body");
+        s_flag = PyUnicode_InternFromString("flag");
+        s_reconsume = PyUnicode_InternFromString("reconsume_times");
+        s_pto = PyUnicode_InternFromString("prepared_transaction_offset");
+        s_born_ts = PyUnicode_InternFromString("born_timestamp");
+        if (!s_body || !s_flag || !s_reconsume || !s_pto || !s_born_ts) {
+            s_body = NULL;
+            return NULL;
+        }
+    }
+    PyObject *props = NULL, *info = NULL, *body = NULL, *born = NULL, *rec = NULL, *out = NULL;
+    long long flag, reconsume, pto, born_ts, store_ts;
+    int r;
+    if ((r = int_attr(msg, s_flag, INT32_MIN, INT32_MAX, &flag)) <= 0
+            || (r = int_attr(msg, s_reconsume, INT32_MIN, INT32_MAX, &reconsume)) <= 0
+            || (r = int_attr(msg, s_pto, INT64_MIN, INT64_MAX, &pto)) <= 0)
+        goto answer;
+    born = PyObject_GetAttr(msg, s_born_ts);
+    if (born == NULL)
+        goto fail;
+    if (born != Py_None && (r = int_attr(msg, s_born_ts, INT64_MIN, INT64_MAX, &born_ts)) <= 0)
+        goto answer;
+    body = PyObject_GetAttr(msg, s_body);
+    if (body == NULL)
+        goto fail;
+    if (!PyBytes_CheckExact(body) || PyBytes_GET_SIZE(body) > max_body)
+        goto none;
+    props = message_props_one(msg, 0);
+    if (props == NULL)
+        goto fail;
+    if (props == Py_None)
+        goto none;
+    info = props_info_bytes((const unsigned char *)PyBytes_AS_STRING(props), PyBytes_GET_SIZE(props));
+    if (info == NULL)
+        goto fail;
+    if (info == Py_None)
+        goto none;
+    Py_ssize_t bl = PyBytes_GET_SIZE(body), pl = PyBytes_GET_SIZE(props), tl = PyBytes_GET_SIZE(ttail);
+    if (pl > 32767)
+        goto none;
+    Py_ssize_t size = 88 + bl + tl + 2 + pl;
+    if (size > max_record || size > INT32_MAX || room - 8 < size)
+        goto none;
+    if (born == Py_None && clock_ms(clock, &born_ts) < 0)
+        goto fail;
+    if (clock_ms(clock, &store_ts) < 0)
+        goto fail;
+    rec = PyBytes_FromStringAndSize(NULL, size);
+    if (rec == NULL)
+        goto fail;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(rec);
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(body);
+    const unsigned char *h = (const unsigned char *)PyBytes_AS_STRING(host);
+    rs_put32(o, (uint32_t)size);
+    rs_put32(o + 4, (uint32_t)magic);
+    rs_put32(o + 8, put_crc32(b, bl) & 0x7FFFFFFFu);
+    rs_put32(o + 12, (uint32_t)queue_id);
+    rs_put32(o + 16, (uint32_t)flag);
+    rs_put64(o + 20, (uint64_t)qoff);
+    rs_put64(o + 28, (uint64_t)phys);
+    rs_put32(o + 36, 0);                    /* sysFlag */
+    rs_put64(o + 40, (uint64_t)born_ts);
+    memcpy(o + 48, h, 8);                   /* born host */
+    rs_put64(o + 56, (uint64_t)store_ts);
+    memcpy(o + 64, h, 8);                   /* store host */
+    rs_put32(o + 72, (uint32_t)reconsume);
+    rs_put64(o + 76, (uint64_t)pto);
+    rs_put32(o + 84, (uint32_t)bl);
+    unsigned char *q = o + 88;
+    memcpy(q, b, bl);
+    q += bl;
+    memcpy(q, PyBytes_AS_STRING(ttail), tl);
+    q += tl;
+    rs_put16(q, (unsigned)pl);
+    memcpy(q + 2, PyBytes_AS_STRING(props), pl);
+    out = Py_BuildValue("(NOOL)", rec, props, info, store_ts);
+    goto done;
+answer:
+    if (r < 0)
+        goto fail;
+none:
+    out = Py_NewRef(Py_None);
+    goto done;
+fail:
+    out = NULL;
+done:
+    Py_XDECREF(props);
+    Py_XDECREF(info);
+    Py_XDECREF(body);
+    Py_XDECREF(born);
+    return out;
+}
+
 /* fill_crc(record: bytearray) -> None: the appended __CRC32# entry over the record's last 20 bytes
  * (R.fill_crc_property, in place). */
 static PyObject *fill_crc(PyObject *self, PyObject *arg) {
@@ -595,6 +759,9 @@ PyMethodDef rs_put_methods[] = {
     {"encode_batch", encode_batch, METH_VARARGS,
      "encode_batch(template, bodies, props, topic_tail, reserve, flags, first_qoff, phys, total, append_crc)"
      " -> the records of a producer batch."},
+    {"keyed_record", keyed_record, METH_VARARGS,
+     "keyed_record(msg, topic_tail, magic, queue_id, queue_offset, phys, room, max_body, max_record, host, clock)"
+     " -> (record, props, info, store_ts) | None: one keyed message's record on the plain put path."},
     {"fill_crc", fill_crc, METH_O, "fill_crc(record) fills the appended __CRC32# entry in place."},
     {NULL, NULL, 0, NULL},
 };

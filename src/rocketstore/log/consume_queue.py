@@ -15,6 +15,7 @@ from .consume_queue_ext import ConsumeQueueExt
 from .queue import QueueUnit
 
 log = logging.getLogger("rocketstore.consumequeue")
+_pack_unit = cq.UNIT.pack
 UNIT = cq.UNIT_SIZE
 LOWER, UPPER = "lower", "upper"
 
@@ -143,6 +144,16 @@ class ConsumeQueue:
         if offset + size <= self.max_physic_offset:
             return True  # already built (recovery or reput replaying what is there)
         expect = cq_offset * UNIT
+        files = self.files.files
+        if files:
+            # the put path's common case, without the guards' calls: the next unit of a started segment with
+            # room for it (what get_last would return, no pre-blank, no out-of-order warning)
+            mf = files[-1]
+            wrote = mf.wrote
+            if 0 < wrote <= mf.file_size - UNIT and mf.file_from_offset + wrote == expect:
+                self.max_physic_offset = offset + size
+                mf.append(_pack_unit(offset, size, tags_code))
+                return True
         mf = self.files.get_last(expect)
         if mf is None:
             return False

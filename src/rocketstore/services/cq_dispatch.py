@@ -71,7 +71,9 @@ class ConsumeQueueDispatcher:
         """The record the put path just wrote (called once per put)."""
         if gets_queue_unit(sys_flag):
             cq = self.lookup((topic, queue_id)) or self.queues.find_or_create(topic, queue_id)
-            ok = cq.put_position(phys, size, tags_code, queue_offset, store_ts, queue_offset, batch_size)
+            # (a plain queue without the ext: its unit alone, as its put_position would write it)
+            ok = (cq.put(phys, size, tags_code, queue_offset) if cq.ext is None and not cq.is_batch
+                  else cq.put_position(phys, size, tags_code, queue_offset, store_ts, queue_offset, batch_size))
             if ok:
                 self.checkpoint.logics_msg_timestamp = store_ts
             elif ok is not None:
