@@ -5,6 +5,7 @@ SYNC_FLUSH put throughput with 1, 8 and 64 producer threads (group commit), with
     .venv/bin/python bench/bench_durability.py --quick
     .venv/bin/python bench/bench_durability.py
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,6 +72,7 @@ def sync_puts(producers: int, per_producer: int, base: str) -> float:
                 for _ in range(per_producer):
                     if s.put(Message("Sync", BODY, tags="T"), q % 4).status is not PutStatus.PUT_OK:
                         bad.append(q)
+
             threads = [threading.Thread(target=work, args=(i,)) for i in range(producers)]
             t = time.perf_counter()
             for th in threads:
@@ -121,8 +123,10 @@ def main(argv=None) -> int:
         rate = sync_puts(p, max(per // max(p // 8, 1), 20), args.tmpdir)
         print(f"{p:>10} {rate:>10,.0f} {rate / peer:>14.2f}x")
     print(f"{'SQLite':>10} {peer:>10,.0f}   (WAL, synchronous=FULL, one insert per transaction, 1 thread)")
-    print("RocketMQ Java on this kind of machine (notes, not measured here): SYNC_FLUSH 5.5k / 21k / 38k msg/s "
-          "for 1 / 8 / 64 producers; reopen of 1 M messages 0.66 s clean, 1.35 s after kill -9")
+    print(
+        "RocketMQ Java on this kind of machine (notes, not measured here): SYNC_FLUSH 5.5k / 21k / 38k msg/s "
+        "for 1 / 8 / 64 producers; reopen of 1 M messages 0.66 s clean, 1.35 s after kill -9"
+    )
     return 0
 
 

@@ -23,6 +23,7 @@ Reads (a full pass over the 4 queues, get(max_count=32) following next_begin_off
   (c) plain get (no filter) and a hand-written Python predicate on m.properties; on the ext+bitmap store
       and (c') on the store without the ext.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,8 @@ from rocketstore import GetStatus, Message, MessageStore, StoreConfig  # noqa: E
 
 TOPIC = "Shop"
 QUEUES = 4
-GROUP = "g-filter"          # registers SQL
-GROUP_NOREG = "g-plain"     # registers nothing: get(sql=) has no bitmap verdict
+GROUP = "g-filter"  # registers SQL
+GROUP_NOREG = "g-plain"  # registers nothing: get(sql=) has no bitmap verdict
 REGIONS = ["eu", "us", "apac", "sa", "af", "me", "oc", "cn", "jp", "in"]
 SQL = "region = 'eu' AND amount < 100"
 
@@ -64,8 +65,9 @@ def make_batches(n: int, body_size: int, batch: int):
     per_queue = [[] for _ in range(QUEUES)]
     for i in range(n):
         per_queue[i % QUEUES].append(
-            Message(TOPIC, body, properties={"region": REGIONS[i % 10], "amount": str(i % 1000)}))
-    return [(q, msgs[k:k + batch]) for q, msgs in enumerate(per_queue) for k in range(0, len(msgs), batch)]
+            Message(TOPIC, body, properties={"region": REGIONS[i % 10], "amount": str(i % 1000)})
+        )
+    return [(q, msgs[k : k + batch]) for q, msgs in enumerate(per_queue) for k in range(0, len(msgs), batch)]
 
 
 def expected(n: int) -> list[tuple[int, int]]:
@@ -154,7 +156,7 @@ def bitmap_verdicts(store: MessageStore) -> tuple[int, int]:
         nonlocal through
         hit = mf.matches(t, e)
         through += hit
-        return False   # read no record: only the verdicts are counted
+        return False  # read no record: only the verdicts are counted
 
     for q in range(QUEUES):
         off, hi = 0, store.max_offset(TOPIC, q)
@@ -174,7 +176,7 @@ def run_round(batches, n, want, base, put_times, read_times, checked) -> tuple[i
             store, t = fill(d, kind, batches, n)
             if put_times is not None:
                 put_times[kind].append(t)
-            if kind == "ext":   # a put row only
+            if kind == "ext":  # a put row only
                 store.close()
                 shutil.rmtree(d, ignore_errors=True)
             else:
@@ -214,8 +216,12 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=None, help="runs per row, best taken (default 3, --quick 1)")
     ap.add_argument("--body", type=int, default=100, help="body bytes (default 100)")
     ap.add_argument("--batch", type=int, default=1000, help="put_batch size (default 1,000)")
-    ap.add_argument("--warmup", type=int, default=None,
-                    help="messages in an untimed warm-up round (default max(20,000, N/10); 0: none)")
+    ap.add_argument(
+        "--warmup",
+        type=int,
+        default=None,
+        help="messages in an untimed warm-up round (default max(20,000, N/10); 0: none)",
+    )
     ap.add_argument("--tmpdir", default=None, help="where the temporary stores go (default: $TMPDIR or /tmp)")
     args = ap.parse_args(argv)
     n = args.messages or (100_000 if args.quick else 500_000)
@@ -232,8 +238,11 @@ def main(argv=None) -> int:
     free = shutil.disk_usage(base).free
     if need > free:
         ap.error(f"{base} has {free / 1e9:.1f} GB free, the run needs about {need / 1e9:.1f} GB")
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, tmp {base}\n"
-          f"rocketstore {rocketstore.__version__} from {code_version()}", flush=True)
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, tmp {base}\n"
+        f"rocketstore {rocketstore.__version__} from {code_version()}",
+        flush=True,
+    )
     t_start = time.perf_counter()
 
     want = expected(n)
@@ -256,15 +265,16 @@ def main(argv=None) -> int:
 
     matches = len(want)
     print()
-    print(f"{n:,} messages of {args.body} B, {QUEUES} queues; `{SQL}` matches {matches:,} ({matches / n:.0%}); "
-          f"best of {runs}\n")
+    print(
+        f"{n:,} messages of {args.body} B, {QUEUES} queues; `{SQL}` matches {matches:,} ({matches / n:.0%}); "
+        f"best of {runs}\n"
+    )
     print("| put | msgs/s | vs default | runs (s) |")
     print("|---|---:|---:|---|")
     best_put = {k: min(v) for k, v in put_times.items()}
     for k in CONFIGS:
         runs_s = ", ".join(f"{t:.2f}" for t in put_times[k])
-        print(f"| {PUT_LABELS[k]} | {fmt_rate(n / best_put[k])} | {best_put['plain'] / best_put[k]:.2f}x "
-              f"| {runs_s} |")
+        print(f"| {PUT_LABELS[k]} | {fmt_rate(n / best_put[k])} | {best_put['plain'] / best_put[k]:.2f}x | {runs_s} |")
     print()
     best = {k: min(v) for k, v in read_times.items()}
     print("| read mode | scanned msgs/s | matches/s | vs (a) bitmap | vs (b) no bitmap | vs (c) Python | runs (s) |")
@@ -272,14 +282,20 @@ def main(argv=None) -> int:
     for key, label, _kind, _fn, _group in READS:
         t = best[key]
         runs_s = ", ".join(f"{x:.3f}" for x in read_times[key])
-        print(f"| ({key}) {label} | {fmt_rate(n / t)} | {fmt_rate(matches / t)} | {best['a'] / t:.2f}x "
-              f"| {best['b'] / t:.2f}x | {best['c'] / t:.2f}x | {runs_s} |")
+        print(
+            f"| ({key}) {label} | {fmt_rate(n / t)} | {fmt_rate(matches / t)} | {best['a'] / t:.2f}x "
+            f"| {best['b'] / t:.2f}x | {best['c'] / t:.2f}x | {runs_s} |"
+        )
     print()
     refused, through = verdicts
-    print(f"bitmap verdicts (registered group, whole topic): {refused:,} units refused by the bitmap alone, "
-          f"{through:,} let through ({through - matches:,} false positives, then refused by the expression)")
-    print(f"checked: modes {', '.join(checked)} each scanned all {n:,} units and returned exactly the "
-          f"{matches:,} (queue, offset) pairs the Python predicate names")
+    print(
+        f"bitmap verdicts (registered group, whole topic): {refused:,} units refused by the bitmap alone, "
+        f"{through:,} let through ({through - matches:,} false positives, then refused by the expression)"
+    )
+    print(
+        f"checked: modes {', '.join(checked)} each scanned all {n:,} units and returned exactly the "
+        f"{matches:,} (queue, offset) pairs the Python predicate names"
+    )
     print("ratios: a column is that column's mode time / this row's time (> 1: this row is faster)")
     print(f"\nwall time {time.perf_counter() - t_start:.0f} s")
     return 0

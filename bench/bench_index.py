@@ -15,6 +15,7 @@ Queries (--queries random keys each, after the put-path fill): store.query by an
 shared key (32 hits), by a missing key; store.by_unique_key; and store.index.query_offsets (the index alone:
 offsets only, no record read), the like-for-like peer of SQLite's `SELECT phy FROM k WHERE key = ?`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,11 @@ TOPIC = "BenchTopic"
 CUSTOMERS = 1001
 SLOTS, ENTRIES = 5_000_000, 20_000_000
 # apache/rocketmq 5.x measured on the same kind of machine (/work/shared/notes/python-performance.md)
-JAVA = [("dispatch (reput) alone", "653 k msg/s"), ("full CQ + index rebuild on restart", "about 550 k msg/s"),
-        ("queryMessage by key", "248 k queries/s")]
+JAVA = [
+    ("dispatch (reput) alone", "653 k msg/s"),
+    ("full CQ + index rebuild on restart", "about 550 k msg/s"),
+    ("queryMessage by key", "248 k queries/s"),
+]
 
 
 def uniq(i: int) -> str:
@@ -47,10 +51,18 @@ def uniq(i: int) -> str:
 
 def make_messages(n: int, body_size: int, batch: int):
     body = (bytes(range(256)) * (body_size // 256 + 1))[:body_size]
-    msgs = [Message(TOPIC, body, tags="TagA", properties={"UNIQ_KEY": uniq(i)},
-                    keys=[f"order-{i}", f"cust-{i % CUSTOMERS}"] if i % 2 else [f"order-{i}"]) for i in range(n)]
+    msgs = [
+        Message(
+            TOPIC,
+            body,
+            tags="TagA",
+            properties={"UNIQ_KEY": uniq(i)},
+            keys=[f"order-{i}", f"cust-{i % CUSTOMERS}"] if i % 2 else [f"order-{i}"],
+        )
+        for i in range(n)
+    ]
     keys = [k for i in range(n) for k in (uniq(i), f"order-{i}") + ((f"cust-{i % CUSTOMERS}",) if i % 2 else ())]
-    return [msgs[i:i + batch] for i in range(0, n, batch)], keys
+    return [msgs[i : i + batch] for i in range(0, n, batch)], keys
 
 
 def entries(store) -> int:
@@ -94,6 +106,7 @@ def latency(fn, args) -> tuple[float, list[int]]:
 
 # ---------------------------------------------------------------- one round
 
+
 def put_path_and_queries(batches, n, n_keys, picks, base, res, index: bool) -> None:
     """put_batch into a fresh store; with the index on, then the query rows and the crash rebuilds on it."""
     d = tempfile.mkdtemp(prefix="rs-index-", dir=base)
@@ -117,8 +130,10 @@ def put_path_and_queries(batches, n, n_keys, picks, base, res, index: bool) -> N
                 got, cq = entries(store), store.max_offset(TOPIC, 0)
                 found = idx and len(store.query(TOPIC, f"order-{n - 1}")) == 1 and store.by_unique_key(TOPIC, uniq(0))
                 if cq != n or got != (n_keys if idx else 0) or (idx and not found):
-                    res.notes.add(f"crash rebuild (index {'on' if idx else 'off'}) was NOT complete: {cq:,} of "
-                                  f"{n:,} ConsumeQueue units, {got:,} of {n_keys:,} index entries")
+                    res.notes.add(
+                        f"crash rebuild (index {'on' if idx else 'off'}) was NOT complete: {cq:,} of "
+                        f"{n:,} ConsumeQueue units, {got:,} of {n_keys:,} index entries"
+                    )
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -168,12 +183,15 @@ def sqlite(keys, picks, base, res, batch: int) -> None:
         t0 = time.perf_counter()
         for i in range(0, len(rows), batch):
             ex("BEGIN")
-            exm("INSERT INTO k VALUES (?, ?)", rows[i:i + batch])
+            exm("INSERT INTO k VALUES (?, ?)", rows[i : i + batch])
             ex("COMMIT")
         res.add("sq_insert", time.perf_counter() - t0)
         sel = "SELECT phy FROM k WHERE key = ?"
-        for key, make, want in (("sq_key", lambda i: f"order-{i}", 1), ("sq_uniq", uniq, 1),
-                                ("sq_missing", lambda i: f"nope-{i}", 0)):
+        for key, make, want in (
+            ("sq_key", lambda i: f"order-{i}", 1),
+            ("sq_uniq", uniq, 1),
+            ("sq_missing", lambda i: f"nope-{i}", 0),
+        ):
             fn = lambda i: ex(sel, (f"{TOPIC}#{make(i)}",)).fetchall()  # noqa: E731
             if not all(len(fn(i)) == want for i in picks[:200]):
                 raise RuntimeError(f"{key}: wrong answers")
@@ -209,6 +227,7 @@ def run_round(batches, keys, n, picks, base, res, batch) -> None:
 
 # ---------------------------------------------------------------- report
 
+
 def rate(v: float) -> str:
     return f"{v / 1e6:.2f} M" if v >= 1e6 else f"{v / 1e3:.0f} k"
 
@@ -216,30 +235,46 @@ def rate(v: float) -> str:
 def report(res: Results, n: int, n_keys: int) -> str:
     out = [f"{'index build':<38} {'msgs/s':>9} {'keys/s':>9} {'vs SQLite':>10}  runs (s)"]
     sq = n_keys / res.best("sq_insert")
-    for what, key in (("put_batch(1,000)", "put"), ("reput (wait_dispatched)", "reput"),
-                      ("crash rebuild on open", "rebuild")):
+    for what, key in (
+        ("put_batch(1,000)", "put"),
+        ("reput (wait_dispatched)", "reput"),
+        ("crash rebuild on open", "rebuild"),
+    ):
         on, off = res.best(f"{key}_True"), res.best(f"{key}_False")
         for label, k, t in ((f"{what}, index off", f"{key}_False", off), (f"{what}, index on", f"{key}_True", on)):
             runs = ", ".join(f"{x:.3f}" for x in res.t[k])
-            out.append(f"{label:<38} {rate(n / t):>9} {rate(n_keys / t) if k.endswith('True') else '':>9} "
-                       f"{'':>10}  {runs}")
+            out.append(
+                f"{label:<38} {rate(n / t):>9} {rate(n_keys / t) if k.endswith('True') else '':>9} {'':>10}  {runs}"
+            )
         if on > off:
             cost = n_keys / (on - off)
-            out.append(f"{'  = the index alone (on - off)':<38} {rate(n / (on - off)):>9} {rate(cost):>9} "
-                       f"{cost / sq:>9.2f}x  {on - off:.3f}")
+            out.append(
+                f"{'  = the index alone (on - off)':<38} {rate(n / (on - off)):>9} {rate(cost):>9} "
+                f"{cost / sq:>9.2f}x  {on - off:.3f}"
+            )
         else:
             out.append(f"{'  = the index alone (on - off)':<38} {'n/a: on <= off, noise':>20}")
-    out.append(f"{'SQLite executemany, 1,000 rows/txn':<38} {'':>9} {rate(sq):>9} {'':>10}  "
-               + ", ".join(f"{x:.3f}" for x in res.t["sq_insert"]))
-    out += sorted(res.notes) or [f"crash rebuild checked: every run re-dispatched all {n:,} ConsumeQueue units "
-                                 f"and all {n_keys:,} index entries (index on), and the queries find them"]
+    out.append(
+        f"{'SQLite executemany, 1,000 rows/txn':<38} {'':>9} {rate(sq):>9} {'':>10}  "
+        + ", ".join(f"{x:.3f}" for x in res.t["sq_insert"])
+    )
+    out += sorted(res.notes) or [
+        f"crash rebuild checked: every run re-dispatched all {n:,} ConsumeQueue units "
+        f"and all {n_keys:,} index entries (index on), and the queries find them"
+    ]
     out.append("")
     out.append(f"{'query (random keys)':<38} {'p50 us':>7} {'p99 us':>7} {'queries/s':>10} {'vs SQLite':>10}")
     peers = {"q_key": "sq_key", "q_uniq": "sq_uniq", "q_missing": "sq_missing", "q_offsets": "sq_key"}
-    labels = {"q_key": "query(order key), 1 hit", "q_shared": "query(shared key), 32 hits",
-              "q_uniq": "by_unique_key", "q_missing": "query(missing key)",
-              "q_offsets": "index.query_offsets(order key)", "sq_key": "SQLite SELECT phy, order key",
-              "sq_uniq": "SQLite SELECT phy, UNIQ_KEY", "sq_missing": "SQLite SELECT phy, missing key"}
+    labels = {
+        "q_key": "query(order key), 1 hit",
+        "q_shared": "query(shared key), 32 hits",
+        "q_uniq": "by_unique_key",
+        "q_missing": "query(missing key)",
+        "q_offsets": "index.query_offsets(order key)",
+        "sq_key": "SQLite SELECT phy, order key",
+        "sq_uniq": "SQLite SELECT phy, UNIQ_KEY",
+        "sq_missing": "SQLite SELECT phy, missing key",
+    }
     qps = {k: len(res.lat[k]) / res.best(k) for k in res.lat}
     for k, label in labels.items():
         lat = sorted(res.lat[k])
@@ -247,11 +282,15 @@ def report(res: Results, n: int, n_keys: int) -> str:
         ratio = f"{qps[k] / qps[peers[k]]:.2f}x" if k in peers else ""
         out.append(f"{label:<38} {p50:>7.1f} {p99:>7.1f} {rate(qps[k]):>10} {ratio:>10}")
     out.append("")
-    out.append(f"{n:,} messages of 100 B, {n_keys:,} index keys ({n_keys / n:.1f}/message), {len(lat):,} queries "
-               f"per row; best of {len(res.t['sq_insert'])}. query/by_unique_key read and decode each hit and "
-               f"re-check its key; SQLite returns the offset only (query_offsets is the like-for-like row).")
-    out.append("Not measured in this run: apache/rocketmq 5.x (Java 17) on the same kind of machine, from "
-               "/work/shared/notes/python-performance.md:")
+    out.append(
+        f"{n:,} messages of 100 B, {n_keys:,} index keys ({n_keys / n:.1f}/message), {len(lat):,} queries "
+        f"per row; best of {len(res.t['sq_insert'])}. query/by_unique_key read and decode each hit and "
+        f"re-check its key; SQLite returns the offset only (query_offsets is the like-for-like row)."
+    )
+    out.append(
+        "Not measured in this run: apache/rocketmq 5.x (Java 17) on the same kind of machine, from "
+        "/work/shared/notes/python-performance.md:"
+    )
     out += [f"  {w}: {v}" for w, v in JAVA]
     return "\n".join(out)
 
@@ -282,10 +321,12 @@ def main(argv=None) -> int:
     if need > free:
         ap.error(f"{base} has {free / 1e9:.1f} GB free, the run needs about {need / 1e9:.1f} GB")
     logging.basicConfig(level=logging.ERROR)
-    print(f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs, tmp {base} "
-          f"({free / 1e9:.0f} GB free)\nrocketstore {rocketstore.__version__} from {code_version()}\n"
-          f"index files: {SLOTS:,} slots x {ENTRIES:,} entries ({(40 + SLOTS * 4 + ENTRIES * 20) / 1e6:.0f} MB sparse)",
-          flush=True)
+    print(
+        f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs, tmp {base} "
+        f"({free / 1e9:.0f} GB free)\nrocketstore {rocketstore.__version__} from {code_version()}\n"
+        f"index files: {SLOTS:,} slots x {ENTRIES:,} entries ({(40 + SLOTS * 4 + ENTRIES * 20) / 1e6:.0f} MB sparse)",
+        flush=True,
+    )
     t_start = time.perf_counter()
     if warm:
         print(f"warming up with {warm:,} messages ...", flush=True)

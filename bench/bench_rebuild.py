@@ -11,6 +11,7 @@ store (old files removed first; the copy is not timed); the best time counts. Ra
 of records) and records/s; ratios against the local engine. Spark's session start is not timed (one per
 master, reused across runs); its first job is (workers start).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,16 @@ def fill(root: str, cfg: StoreConfig, messages: int, body: int, queues: int) -> 
     with MessageStore.open(root, cfg) as s:
         for start in range(0, messages, batch):
             n = min(batch, messages - start)
-            msgs = [Message("Bench", payload, tags=f"T{(start + j) % 8}", keys=[f"order-{start + j}"],
-                            properties={"UNIQ_KEY": f"U{start + j:010d}"}) for j in range(n)]
+            msgs = [
+                Message(
+                    "Bench",
+                    payload,
+                    tags=f"T{(start + j) % 8}",
+                    keys=[f"order-{start + j}"],
+                    properties={"UNIQ_KEY": f"U{start + j:010d}"},
+                )
+                for j in range(n)
+            ]
             r = s.put_batch(msgs, queue_id=(start // batch) % queues)
             assert r.ok, r
         return s.max_physical_offset - s.min_physical_offset
@@ -57,13 +66,20 @@ def run_local(store: str, cfg: StoreConfig) -> float:
 
 def run_spark(store: str, spark, options: dict) -> float:
     import rocketstore.spark
+
     t = time.perf_counter()
     rocketstore.spark.rebuild(store, spark, **options)
     return time.perf_counter() - t
 
 
-def bench(messages: int = 200_000, body: int = 100, segment_mb: int = 16, queues: int = 8, runs: int = 1,
-          masters=("local[1]", "local[2]")) -> dict:
+def bench(
+    messages: int = 200_000,
+    body: int = 100,
+    segment_mb: int = 16,
+    queues: int = 8,
+    runs: int = 1,
+    masters=("local[1]", "local[2]"),
+) -> dict:
     """Times (s) per engine, and prints MB/s, records/s and ratios. Callable from other code."""
     cfg = StoreConfig(mapped_file_size_commit_log=segment_mb * 1024 * 1024)
     options = {"mappedFileSizeCommitLog": str(cfg.mapped_file_size_commit_log)}
@@ -72,23 +88,29 @@ def bench(messages: int = 200_000, body: int = 100, segment_mb: int = 16, queues
         src = os.path.join(work, "src")
         t = time.perf_counter()
         size = fill(src, cfg, messages, body, queues)
-        print(f"store: {messages:,} messages of {body} B, {size / 1e6:.1f} MB CommitLog in "
-              f"{len(os.listdir(os.path.join(src, 'commitlog')))} segments of {segment_mb} MB "
-              f"(written in {time.perf_counter() - t:.1f} s)")
+        print(
+            f"store: {messages:,} messages of {body} B, {size / 1e6:.1f} MB CommitLog in "
+            f"{len(os.listdir(os.path.join(src, 'commitlog')))} segments of {segment_mb} MB "
+            f"(written in {time.perf_counter() - t:.1f} s)"
+        )
         times: dict[str, float] = {}
         times["local"] = min(run_local(fresh_copy(src, os.path.join(work, "run")), cfg) for _ in range(runs))
         for master in masters:
             import rocketstore.spark
+
             spark = rocketstore.spark.session(master, "bench-rebuild")
             try:
-                times[f"spark {master}"] = min(run_spark(fresh_copy(src, os.path.join(work, "run")), spark, options)
-                                               for _ in range(runs))
+                times[f"spark {master}"] = min(
+                    run_spark(fresh_copy(src, os.path.join(work, "run")), spark, options) for _ in range(runs)
+                )
             finally:
                 spark.stop()
         print(f"{'engine':<18}{'seconds':>10}{'MB/s':>10}{'records/s':>14}{'vs local':>10}")
         for name, secs in times.items():
-            print(f"{name:<18}{secs:>10.2f}{size / 1e6 / secs:>10.1f}{messages / secs:>14,.0f}"
-                  f"{times['local'] / secs:>9.2f}x")
+            print(
+                f"{name:<18}{secs:>10.2f}{size / 1e6 / secs:>10.1f}{messages / secs:>14,.0f}"
+                f"{times['local'] / secs:>9.2f}x"
+            )
         return times
     finally:
         shutil.rmtree(work, ignore_errors=True)

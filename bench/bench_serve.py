@@ -23,6 +23,7 @@ fresh store, with the same bodies and properties: store.put one message a call, 
 over every queue; and a latency row where one thread puts and another long-polls get(wait_ms) on the same
 queue. --quick: 2,000 messages and only the 1x1 and 8x4 scenarios.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,12 +56,14 @@ def free_port() -> int:
 # ------------------------------------------------------------------ client processes (spawned)
 def _config(endpoint):
     from rocketmq import ClientConfiguration, Credentials
+
     return ClientConfiguration(endpoint, Credentials(), request_timeout=10)
 
 
 def producer_proc(endpoint, topic, count, body_size, index, ready, go, results):
     try:
         from rocketmq import Message, Producer
+
         p = Producer(_config(endpoint), (topic,))
         p.startup()
         pad = b"x" * body_size
@@ -81,12 +84,13 @@ def producer_proc(endpoint, topic, count, body_size, index, ready, go, results):
     except BaseException as e:  # noqa: BLE001 - reported to the parent
         results.put(("producer", index, 0, 0, 0, repr(e)))
     finally:
-        os._exit(0)   # the client's scheduler threads need not be waited for
+        os._exit(0)  # the client's scheduler threads need not be waited for
 
 
 def consumer_proc(endpoint, topic, total, index, received, ready, go, stop, results):
     try:
         from rocketmq import FilterExpression, SimpleConsumer
+
         c = SimpleConsumer(_config(endpoint), GROUP, {topic: FilterExpression("*")}, await_duration=1)
         c.startup()
         ready.put(index)
@@ -119,8 +123,12 @@ def consumer_proc(endpoint, topic, total, index, received, ready, go, stop, resu
                 if received.value >= total:
                     stop.set()
         if os.environ.get("BENCH_SERVE_DEBUG"):
-            print(f"consumer {index}: {calls} receive calls, {t_recv:.2f} s in receive, {t_ack:.2f} s in ack "
-                  f"({len(ids)} messages)", file=sys.stderr, flush=True)
+            print(
+                f"consumer {index}: {calls} receive calls, {t_recv:.2f} s in receive, {t_ack:.2f} s in ack "
+                f"({len(ids)} messages)",
+                file=sys.stderr,
+                flush=True,
+            )
         results.put(("consumer", index, last, lat_ms, len(ids), None))
         c.shutdown()
     except BaseException as e:  # noqa: BLE001
@@ -142,8 +150,22 @@ class Serve:
 
     def __enter__(self):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rocketstore.cli", "serve", "--store", self.store, "--listen", self.endpoint,
-             "-c", self.conf], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            [
+                sys.executable,
+                "-m",
+                "rocketstore.cli",
+                "serve",
+                "--store",
+                self.store,
+                "--listen",
+                self.endpoint,
+                "-c",
+                self.conf,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         ready = threading.Event()
         self.lines = []
 
@@ -153,6 +175,7 @@ class Serve:
                 if "listening on" in line:
                     ready.set()
             ready.set()
+
         threading.Thread(target=pump, daemon=True).start()
         if not ready.wait(30) or self.proc.poll() is not None:
             raise SystemExit("the server did not start:\n" + "".join(self.lines))
@@ -174,6 +197,7 @@ def percentiles(values):
 
     def pick(q):
         return v[min(len(v) - 1, int(q * len(v)))]
+
     return pick(0.50), pick(0.90), pick(0.99)
 
 
@@ -184,10 +208,14 @@ def run_scenario(endpoint, n, body, producers, consumers, tag):
     go, stop = ctx.Event(), ctx.Event()
     received = ctx.Value("q", 0)
     share = [n // producers + (1 if i < n % producers else 0) for i in range(producers)]
-    procs = [ctx.Process(target=consumer_proc, args=(endpoint, topic, n, i, received, ready, go, stop, results))
-             for i in range(consumers)]
-    procs += [ctx.Process(target=producer_proc, args=(endpoint, topic, share[i], body, i, ready, go, results))
-              for i in range(producers)]
+    procs = [
+        ctx.Process(target=consumer_proc, args=(endpoint, topic, n, i, received, ready, go, stop, results))
+        for i in range(consumers)
+    ]
+    procs += [
+        ctx.Process(target=producer_proc, args=(endpoint, topic, share[i], body, i, ready, go, results))
+        for i in range(producers)
+    ]
     for p in procs:
         p.start()
     for _ in procs:
@@ -207,15 +235,23 @@ def run_scenario(endpoint, n, body, producers, consumers, tag):
     unique = sum(o[4] for o in cons)
     lat = [x for o in cons for x in o[3]]
     p50, p90, p99 = percentiles(lat)
-    return {"scenario": f"{producers} producer{'s' if producers > 1 else ''} x {consumers} consumer"
-                        f"{'s' if consumers > 1 else ''}",
-            "sent_s": n / (sent_end - start), "recv_s": n / (recv_end - start), "unique": unique,
-            "deliveries": received.value, "p50": p50, "p90": p90, "p99": p99}
+    return {
+        "scenario": f"{producers} producer{'s' if producers > 1 else ''} x {consumers} consumer"
+        f"{'s' if consumers > 1 else ''}",
+        "sent_s": n / (sent_end - start),
+        "recv_s": n / (recv_end - start),
+        "unique": unique,
+        "deliveries": received.value,
+        "p50": p50,
+        "p90": p90,
+        "p99": p99,
+    }
 
 
 # ------------------------------------------------------------------ the peer: the library in-process
 def run_peer(root, n, body):
     from rocketstore import GetStatus, Message, MessageStore, StoreConfig
+
     cfg = StoreConfig.from_properties({"mappedFileSizeCommitLog": "134217728"})
     pad = b"x" * body
     msgs = [Message("PeerTopic", pad, tags="TagA", keys=[f"k{i}"], properties={STAMP: "0"}) for i in range(n)]
@@ -237,9 +273,18 @@ def run_peer(root, n, body):
                 off = r.next_begin_offset
         get_s = n / (time.perf_counter() - t)
         assert got == n, got
-        rows.append({"scenario": "library put / get(32), 1 thread", "sent_s": put_s, "recv_s": get_s,
-                     "unique": got, "deliveries": got, "p50": float("nan"), "p90": float("nan"),
-                     "p99": float("nan")})
+        rows.append(
+            {
+                "scenario": "library put / get(32), 1 thread",
+                "sent_s": put_s,
+                "recv_s": get_s,
+                "unique": got,
+                "deliveries": got,
+                "p50": float("nan"),
+                "p90": float("nan"),
+                "p99": float("nan"),
+            }
+        )
         # latency: one thread puts (stamping the time), another long-polls get(wait_ms) on the same queue
         m_lat = min(n, 5000)
         lat = []
@@ -253,19 +298,31 @@ def run_peer(root, n, body):
                     lat.append((now - int(m.properties[STAMP])) / 1e6)
                 if r.messages:
                     off = r.next_begin_offset
+
         th = threading.Thread(target=reader)
         th.start()
         t = time.perf_counter()
         for i in range(m_lat):
-            store.put(Message("PeerLatency", pad, tags="TagA", keys=[f"k{i}"],
-                              properties={STAMP: str(time.time_ns())}), queue_id=0)
+            store.put(
+                Message("PeerLatency", pad, tags="TagA", keys=[f"k{i}"], properties={STAMP: str(time.time_ns())}),
+                queue_id=0,
+            )
         put_s = m_lat / (time.perf_counter() - t)
         th.join()
         recv_s = m_lat / (time.perf_counter() - t)
         p50, p90, p99 = percentiles(lat)
-        rows.append({"scenario": f"library put || get(wait_ms), 2 threads ({m_lat:,} msgs)", "sent_s": put_s,
-                     "recv_s": recv_s, "unique": len(lat), "deliveries": len(lat), "p50": p50, "p90": p90,
-                     "p99": p99})
+        rows.append(
+            {
+                "scenario": f"library put || get(wait_ms), 2 threads ({m_lat:,} msgs)",
+                "sent_s": put_s,
+                "recv_s": recv_s,
+                "unique": len(lat),
+                "deliveries": len(lat),
+                "p50": p50,
+                "p90": p90,
+                "p99": p99,
+            }
+        )
     return rows
 
 
@@ -284,16 +341,23 @@ def main(argv=None):
     os.environ["HOME"] = os.path.join(root, "home")
     os.makedirs(os.environ["HOME"])
     import rocketstore
-    print(f"rocketstore {getattr(rocketstore, '__version__', '?')} serve, {n:,} messages of {args.body} B, "
-          f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs", flush=True)
+
+    print(
+        f"rocketstore {getattr(rocketstore, '__version__', '?')} serve, {n:,} messages of {args.body} B, "
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs",
+        flush=True,
+    )
     rows = []
     try:
         with Serve(root) as server:
             for producers, consumers in scenarios:
                 r = run_scenario(server.endpoint, n, args.body, producers, consumers, f"{producers}x{consumers}")
                 rows.append(r)
-                print(f"  {r['scenario']}: {r['sent_s']:,.0f} sent/s, {r['recv_s']:,.0f} received/s, "
-                      f"p50 {r['p50']:.1f} ms p90 {r['p90']:.1f} ms p99 {r['p99']:.1f} ms", flush=True)
+                print(
+                    f"  {r['scenario']}: {r['sent_s']:,.0f} sent/s, {r['recv_s']:,.0f} received/s, "
+                    f"p50 {r['p50']:.1f} ms p90 {r['p90']:.1f} ms p99 {r['p99']:.1f} ms",
+                    flush=True,
+                )
         peer = run_peer(root, n, args.body)
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -302,8 +366,10 @@ def main(argv=None):
     print("|---|---:|---:|---:|---:|---:|---:|")
     for r in rows + peer:
         lat = " | ".join("-" if r[k] != r[k] else f"{r[k]:.1f}" for k in ("p50", "p90", "p99"))
-        print(f"| {r['scenario']} | {r['sent_s']:,.0f} | {r['recv_s']:,.0f} | {r['unique']:,} / "
-              f"{r['deliveries']:,} | {lat} |")
+        print(
+            f"| {r['scenario']} | {r['sent_s']:,.0f} | {r['recv_s']:,.0f} | {r['unique']:,} / "
+            f"{r['deliveries']:,} | {lat} |"
+        )
     bad = [r["scenario"] for r in rows if r["unique"] != n]
     if bad:
         print(f"\nNOT ALL MESSAGES RECEIVED in: {bad}")

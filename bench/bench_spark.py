@@ -28,6 +28,7 @@ starts local[1] and then local[2] itself. Every session's master is checked (spa
 Spark measurement is the best of --runs (default 2, --quick 1) after one untimed warm-up query (workers
 start); the in-process peers are best of --runs too. Rows/s = rows / wall seconds of the action.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,11 +58,26 @@ PER_TRIGGER = 100_000
 STAGES = ("read", "stream", "sink", "rebuild")
 
 # an aggregate that needs every column of the source's schema
-ALL_COLUMNS_AGG = ("count(*) AS n", "sum(length(body)) AS body_bytes", "max(length(msgId))", "max(length(topic))",
-                   "sum(queueId)", "sum(queueOffset)", "sum(physicalOffset)", "count(tags)", "count(keys)",
-                   "sum(size(properties))", "max(bornTimestamp)", "max(storeTimestamp)", "max(length(bornHost))",
-                   "max(length(storeHost))", "sum(sysFlag)", "sum(reconsumeTimes)", "sum(flag)",
-                   "sum(cast(bodyCRC AS BIGINT))")
+ALL_COLUMNS_AGG = (
+    "count(*) AS n",
+    "sum(length(body)) AS body_bytes",
+    "max(length(msgId))",
+    "max(length(topic))",
+    "sum(queueId)",
+    "sum(queueOffset)",
+    "sum(physicalOffset)",
+    "count(tags)",
+    "count(keys)",
+    "sum(size(properties))",
+    "max(bornTimestamp)",
+    "max(storeTimestamp)",
+    "max(length(bornHost))",
+    "max(length(storeHost))",
+    "sum(sysFlag)",
+    "sum(reconsumeTimes)",
+    "sum(flag)",
+    "sum(cast(bodyCRC AS BIGINT))",
+)
 
 
 class Table:
@@ -70,8 +86,16 @@ class Table:
     def __init__(self):
         self.rows: list[tuple] = []
 
-    def add(self, what: str, rows: int, secs: float | None, peer: str = "", peer_rows: int = 0,
-            peer_secs: float | None = None, note: str = ""):
+    def add(
+        self,
+        what: str,
+        rows: int,
+        secs: float | None,
+        peer: str = "",
+        peer_rows: int = 0,
+        peer_secs: float | None = None,
+        note: str = "",
+    ):
         self.rows.append((what, rows, secs, peer, peer_rows, peer_secs, note))
         rate = f"{rows / secs:,.0f} rows/s" if secs else "-"
         print(f"  {what:<46} {secs if secs is not None else float('nan'):8.2f} s  {rate}", flush=True)
@@ -82,9 +106,12 @@ class Table:
             rate = rows / secs if secs else None
             prate = prow / psecs if psecs else None
             ratio = f"{rate / prate:.2f}x" if rate and prate else ""
-            out.append(f"| {what}{' (' + note + ')' if note else ''} | {rows:,} | "
-                       f"{secs:.2f} | {_k(rate)} | {peer} | {_k(prate)} | {ratio} |" if secs is not None else
-                       f"| {what} | {rows:,} | - | - | {peer} | {_k(prate)} | {note} |")
+            out.append(
+                f"| {what}{' (' + note + ')' if note else ''} | {rows:,} | "
+                f"{secs:.2f} | {_k(rate)} | {peer} | {_k(prate)} | {ratio} |"
+                if secs is not None
+                else f"| {what} | {rows:,} | - | - | {peer} | {_k(prate)} | {note} |"
+            )
         return "\n".join(out)
 
 
@@ -100,14 +127,17 @@ def best(fn, runs: int) -> float:
 
 # ---------------------------------------------------------------- the store
 
+
 def fill(root: str, n: int) -> float:
     """N messages, 2 topics x 4 queues, a put_batch of 1,000 per (topic, queue) in turn; returns seconds."""
     t = time.perf_counter()
     with MessageStore.open(root) as store:
         for b, start in enumerate(range(0, n, BATCH)):
             topic, queue = TOPICS[b % 2], (b // 2) % QUEUES
-            msgs = [Message(topic, f"{i:012d}".encode().ljust(BODY, b"x"), tags=f"T{i % 8}", keys=[f"order-{i}"])
-                    for i in range(start, min(start + BATCH, n))]
+            msgs = [
+                Message(topic, f"{i:012d}".encode().ljust(BODY, b"x"), tags=f"T{i % 8}", keys=[f"order-{i}"])
+                for i in range(start, min(start + BATCH, n))
+            ]
             r = store.put_batch(msgs, queue)
             assert r.ok, r
         assert sum(store.max_offset(t_, q) for t_ in TOPICS for q in range(QUEUES)) == n
@@ -129,9 +159,25 @@ def library_get(root: str, touch: bool) -> tuple[int, float]:
                         break
                     if touch:
                         for m in g.messages:
-                            (m.topic, m.queue_id, m.queue_offset, m.physical_offset, m.msg_id, m.tags, m.keys,
-                             len(m.body), m.properties, m.born_timestamp, m.store_timestamp, m.born_host,
-                             m.store_host, m.sys_flag, m.reconsume_times, m.flag, m.body_crc)
+                            (
+                                m.topic,
+                                m.queue_id,
+                                m.queue_offset,
+                                m.physical_offset,
+                                m.msg_id,
+                                m.tags,
+                                m.keys,
+                                len(m.body),
+                                m.properties,
+                                m.born_timestamp,
+                                m.store_timestamp,
+                                m.born_host,
+                                m.store_host,
+                                m.sys_flag,
+                                m.reconsume_times,
+                                m.flag,
+                                m.body_crc,
+                            )
                     got += len(g.messages)
                     off = g.next_begin_offset
         return got, time.perf_counter() - t
@@ -139,8 +185,10 @@ def library_get(root: str, touch: bool) -> tuple[int, float]:
 
 # ---------------------------------------------------------------- Spark
 
+
 def session(master: str, app: str = "bench-spark"):
     import rocketstore.spark
+
     spark = rocketstore.spark.session(master, app)
     actual = spark.sparkContext.master
     if actual != master:
@@ -195,7 +243,7 @@ def stage_read(spark, root: str, work: str, n: int, runs: int, table: Table) -> 
     pq = os.path.join(work, "parquet")
     s_pq_write = timed(lambda: df.write.mode("overwrite").parquet(pq))
     pdf = spark.read.parquet(pq)
-    noop(pdf)                                                    # warm-up
+    noop(pdf)  # warm-up
     check_agg(pdf, n)
     p_all = best(lambda: timed(lambda: noop(pdf)), runs)
     p_nobody = best(lambda: timed(lambda: noop(pdf.drop("body"))), runs)
@@ -204,13 +252,25 @@ def stage_read(spark, root: str, work: str, n: int, runs: int, table: Table) -> 
     src = "rocketstore source"
     table.add("batch read, all columns -> noop", n, s_all, "library get(32), every field", n, lib_touch)
     table.add("  same", n, s_all, "Parquet, all columns -> noop", n, p_all)
-    table.add("batch read, drop(body) -> noop", n, s_nobody, "library get(32), records decoded", n, lib_plain,
-              note="no pruning: body still built")
+    table.add(
+        "batch read, drop(body) -> noop",
+        n,
+        s_nobody,
+        "library get(32), records decoded",
+        n,
+        lib_plain,
+        note="no pruning: body still built",
+    )
     table.add("  same", n, s_nobody, "Parquet, drop(body) -> noop", n, p_nobody, note="Parquet prunes body")
     table.add("batch read, aggregate over every column", n, s_agg, "Parquet, same aggregate", n, p_agg)
     table.add("batch read, count()", n, s_count, "", note=f"{src}, info")
-    table.add("batch query reading no record (tags = 'NoSuchTag')", n, s_plan, "",
-              note="info: planning + ConsumeQueue scan, the fixed cost in every row above")
+    table.add(
+        "batch query reading no record (tags = 'NoSuchTag')",
+        n,
+        s_plan,
+        "",
+        note="info: planning + ConsumeQueue scan, the fixed cost in every row above",
+    )
     table.add(f"{src} -> write Parquet", n, s_pq_write, "", note="info, once")
     table.add("library get(32), records decoded", n, lib_plain, "", note="peer")
     table.add("library get(32), every field", n, lib_touch, "", note="peer")
@@ -218,14 +278,17 @@ def stage_read(spark, root: str, work: str, n: int, runs: int, table: Table) -> 
 
 
 def stream_once(spark, root: str, work: str, n: int, per_trigger: int | None) -> tuple[float, int]:
-    reader = (spark.readStream.format("rocketstore").option("path", root).option("topics", ",".join(TOPICS))
-              .option("startingOffsets", "earliest"))
+    reader = (
+        spark.readStream.format("rocketstore")
+        .option("path", root)
+        .option("topics", ",".join(TOPICS))
+        .option("startingOffsets", "earliest")
+    )
     if per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(per_trigger))
     ckpt = tempfile.mkdtemp(prefix="ckpt-", dir=work)
     t = time.perf_counter()
-    q = (reader.load().writeStream.format("noop").option("checkpointLocation", ckpt)
-         .trigger(availableNow=True).start())
+    q = reader.load().writeStream.format("noop").option("checkpointLocation", ckpt).trigger(availableNow=True).start()
     q.awaitTermination()
     secs = time.perf_counter() - t
     progress = [p for p in q.recentProgress if p["numInputRows"]]
@@ -233,8 +296,11 @@ def stream_once(spark, root: str, work: str, n: int, per_trigger: int | None) ->
     for p in progress:
         for k, v in p["durationMs"].items():
             spent[k] = spent.get(k, 0) + v
-    print(f"    stream ({per_trigger or 'no limit'}): {secs:.2f} s wall, durationMs summed over "
-          f"{len(progress)} micro-batches: {json.dumps(spent, sort_keys=True)}", flush=True)
+    print(
+        f"    stream ({per_trigger or 'no limit'}): {secs:.2f} s wall, durationMs summed over "
+        f"{len(progress)} micro-batches: {json.dumps(spent, sort_keys=True)}",
+        flush=True,
+    )
     rows = sum(p["numInputRows"] for p in progress)
     shutil.rmtree(ckpt, ignore_errors=True)
     if q.exception() is not None:
@@ -251,12 +317,20 @@ def stage_stream(spark, root: str, work: str, n: int, runs: int, batch_secs: flo
         results = [stream_once(spark, root, work, n, per) for _ in range(runs)]
         secs, batches = min(results)
         what = "stream availableNow -> noop, " + (f"maxOffsetsPerTrigger {per:,}" if per else "no limit")
-        table.add(what, n, secs, "batch read, all columns -> noop" if batch_secs else "", n, batch_secs,
-                  note=f"{batches} micro-batch{'es' if batches != 1 else ''}")
+        table.add(
+            what,
+            n,
+            secs,
+            "batch read, all columns -> noop" if batch_secs else "",
+            n,
+            batch_secs,
+            note=f"{batches} micro-batch{'es' if batches != 1 else ''}",
+        )
 
 
 def stage_sink(spark, work: str, n: int, runs: int, table: Table):
     import bench_sink
+
     print("sink: warm-up (untimed) ...", flush=True)
     bench_sink.spark_sink(spark, os.path.join(work, "sink-warmup"), 1000)
 
@@ -278,13 +352,21 @@ def stage_sink(spark, work: str, n: int, runs: int, table: Table):
 
     s_sink = best(one_sink, runs)
     s_lib = best(one_lib, runs)
-    table.add("sink: df.write.format(rocketstore) (bench_sink)", n, s_sink, "library put_batch(1,000)", n, s_lib,
-              note="topic + body columns")
+    table.add(
+        "sink: df.write.format(rocketstore) (bench_sink)",
+        n,
+        s_sink,
+        "library put_batch(1,000)",
+        n,
+        s_lib,
+        note="topic + body columns",
+    )
 
 
 def stage_rebuild(n: int, runs: int, table: Table) -> dict[str, float]:
     import bench_rebuild
     import rocketstore.spark
+
     seen = []
     original = rocketstore.spark.session
 
@@ -312,21 +394,29 @@ def stage_rebuild(n: int, runs: int, table: Table) -> dict[str, float]:
 def targets(master: str, n: int, read: tuple[float, float] | None, rebuild: dict[str, float] | None) -> str:
     """Issue #15's two Spark targets, from the rows above: the read against Parquet's rate on the same rows,
     the rebuild at local[2] against the local engine."""
-    out = ["| issue #15 target | rocketstore rows/s | peer rows/s | ratio | target | met |", "|---|---:|---:|---:|---|---|"]
+    out = [
+        "| issue #15 target | rocketstore rows/s | peer rows/s | ratio | target | met |",
+        "|---|---:|---:|---:|---|---|",
+    ]
     if read:
         ours, parquet = n / read[0], n / read[1]
-        out.append(f"| Spark batch read, all columns, {master} | {_k(ours)} | {_k(parquet)} (Parquet, same rows) | "
-                   f"{ours / parquet:.2f}x | >= Parquet's rate | {'yes' if ours >= parquet else 'no'} |")
+        out.append(
+            f"| Spark batch read, all columns, {master} | {_k(ours)} | {_k(parquet)} (Parquet, same rows) | "
+            f"{ours / parquet:.2f}x | >= Parquet's rate | {'yes' if ours >= parquet else 'no'} |"
+        )
     if rebuild and "local" in rebuild:
         spark2 = next((v for k, v in rebuild.items() if k.endswith("local[2]")), None)
         if spark2:
             ours, local = n / spark2, n / rebuild["local"]
-            out.append(f"| Spark rebuild local[2] vs local engine | {_k(ours)} | {_k(local)} (local engine) | "
-                       f"{ours / local:.2f}x | faster than the local engine | {'yes' if ours > local else 'no'} |")
+            out.append(
+                f"| Spark rebuild local[2] vs local engine | {_k(ours)} | {_k(local)} (local engine) | "
+                f"{ours / local:.2f}x | faster than the local engine | {'yes' if ours > local else 'no'} |"
+            )
     return "\n".join(out) if len(out) > 2 else ""
 
 
 # ---------------------------------------------------------------- main
+
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -349,13 +439,16 @@ def main(argv=None) -> int:
 
     import pyspark
     from bench_store import code_version
+
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     started = datetime.datetime.now(datetime.timezone.utc)
-    header = (f"{started:%Y-%m-%d %H:%M} UTC, {platform.node()}, {cores} cores (os.cpu_count {os.cpu_count()}), "
-              f"load {os.getloadavg()[0]:.1f}, python {sys.version.split()[0]}, pyspark {pyspark.__version__}\n"
-              f"rocketstore {rocketstore.__version__} from {code_version()}\n"
-              f"{n:,} messages of {BODY} B, {len(TOPICS)} topics x {QUEUES} queues, best of {runs}; "
-              f"read/stream/sink on {a.master}")
+    header = (
+        f"{started:%Y-%m-%d %H:%M} UTC, {platform.node()}, {cores} cores (os.cpu_count {os.cpu_count()}), "
+        f"load {os.getloadavg()[0]:.1f}, python {sys.version.split()[0]}, pyspark {pyspark.__version__}\n"
+        f"rocketstore {rocketstore.__version__} from {code_version()}\n"
+        f"{n:,} messages of {BODY} B, {len(TOPICS)} topics x {QUEUES} queues, best of {runs}; "
+        f"read/stream/sink on {a.master}"
+    )
     print(header, flush=True)
     t0 = time.perf_counter()
     table = Table()
@@ -373,8 +466,11 @@ def main(argv=None) -> int:
                 secs = fill(root, n)
                 with MessageStore.open(root, read_only=True) as s:
                     size = s.max_physical_offset - s.min_physical_offset
-                print(f"store: {n:,} messages written in {secs:.1f} s ({n / secs:,.0f} msgs/s, put_batch with "
-                      f"tags and keys), CommitLog {size / 1e6:.0f} MB", flush=True)
+                print(
+                    f"store: {n:,} messages written in {secs:.1f} s ({n / secs:,.0f} msgs/s, put_batch with "
+                    f"tags and keys), CommitLog {size / 1e6:.0f} MB",
+                    flush=True,
+                )
                 if "read" in want:
                     read = stage_read(spark, root, work, n, runs, table)
                     batch_secs = read[0]

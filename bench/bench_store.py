@@ -28,6 +28,7 @@ MB/s counts message bodies only (N * body bytes / s, 1 MB = 10^6 B); the stored 
 store are printed under the table. Timed sections exclude building the Message objects / row tuples, which
 are made once up front and then frozen out of the garbage collector's view (gc.freeze); the collector stays on.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,8 +61,13 @@ TARGETS = {
     "rs_put_keyed": (450_000, None),
     "rs_batch_keyed": (1_500_000, None),
 }
-PEERS = {"rs_put": "sq_auto", "rs_batch": "sq_batch", "rs_get": "sq_read32", "rs_put_keyed": "sq_auto_keyed",
-         "rs_batch_keyed": "sq_batch_keyed"}
+PEERS = {
+    "rs_put": "sq_auto",
+    "rs_batch": "sq_batch",
+    "rs_get": "sq_read32",
+    "rs_put_keyed": "sq_auto_keyed",
+    "rs_batch_keyed": "sq_batch_keyed",
+}
 LABELS = {
     "rs_put": "rocketstore put (1/call)",
     "rs_batch": "rocketstore put_batch",
@@ -80,21 +86,47 @@ LABELS = {
     "sq_auto_keyed": "SQLite autocommit, key indexes",
     "sq_batch_keyed": "SQLite executemany, key indexes",
 }
-ORDER = ["rs_put", "sq_auto", "rs_batch", "sq_batch", "rs_put_keyed", "sq_auto_keyed", "rs_batch_keyed",
-         "sq_batch_keyed", "rs_get", "sq_read32", "sq_cursor",
-         "rs_reput_open", "rs_reput_held", "rs_reput_bitmap", "rs_batch_nodisp", "rs_close"]
+ORDER = [
+    "rs_put",
+    "sq_auto",
+    "rs_batch",
+    "sq_batch",
+    "rs_put_keyed",
+    "sq_auto_keyed",
+    "rs_batch_keyed",
+    "sq_batch_keyed",
+    "rs_get",
+    "sq_read32",
+    "sq_cursor",
+    "rs_reput_open",
+    "rs_reput_held",
+    "rs_reput_bitmap",
+    "rs_batch_nodisp",
+    "rs_close",
+]
 KEYED = {"rs_put_keyed", "rs_batch_keyed", "sq_auto_keyed", "sq_batch_keyed"}
 GROUPS = {  # --only names -> what to run
-    "put": {"rs_put"}, "put_batch": {"rs_batch"}, "get": {"rs_batch", "rs_get"},
+    "put": {"rs_put"},
+    "put_batch": {"rs_batch"},
+    "get": {"rs_batch", "rs_get"},
     "reput": {"rs_batch", "rs_reput_open", "rs_reput_held", "rs_reput_bitmap"},
     "sqlite": {"sq_batch", "sq_auto", "sq_read32", "sq_auto_keyed", "sq_batch_keyed"},
     "keyed": KEYED,
-    "rocketstore": {"rs_put", "rs_batch", "rs_get", "rs_reput_open", "rs_reput_held", "rs_reput_bitmap",
-                    "rs_put_keyed", "rs_batch_keyed"},
+    "rocketstore": {
+        "rs_put",
+        "rs_batch",
+        "rs_get",
+        "rs_reput_open",
+        "rs_reput_held",
+        "rs_reput_bitmap",
+        "rs_put_keyed",
+        "rs_batch_keyed",
+    },
 }
 
 
 # ---------------------------------------------------------------- helpers
+
 
 class Results:
     def __init__(self):
@@ -119,6 +151,7 @@ def check_put(r) -> None:
 
 
 # ---------------------------------------------------------------- rocketstore
+
 
 def rs_put(msgs, base, res: Results | None) -> None:
     d = new_dir(base, "rs-put-")
@@ -231,7 +264,7 @@ def rs_batch_get_reput(batches, n, base, res: Results | None, want: set[str]) ->
         shutil.rmtree(d, ignore_errors=True)
 
 
-BITMAP_SQL = "region = 'eu' OR TAGS = 'TagA'"   # true for every message: each one gets its filter bits
+BITMAP_SQL = "region = 'eu' OR TAGS = 'TagA'"  # true for every message: each one gets its filter bits
 
 
 def rs_reput_held(batches, n, base, res: Results | None, bitmaps: bool = False) -> None:
@@ -275,8 +308,11 @@ INSERT = "INSERT INTO m (topic, queue, tags, body) VALUES (?, ?, ?, ?)"
 READ32 = "SELECT id, topic, queue, tags, body FROM m WHERE id > ? ORDER BY id LIMIT 32"
 READALL = "SELECT id, topic, queue, tags, body FROM m ORDER BY id"
 # the keyed workload's peer: KEYS and UNIQ_KEY columns with an index each (what the IndexFile answers)
-SCHEMA_KEYED = ("CREATE TABLE mk (id INTEGER PRIMARY KEY, topic TEXT, queue INT, tags TEXT, keys TEXT, uniq TEXT, "
-                "body BLOB)", "CREATE INDEX mk_keys ON mk (keys)", "CREATE INDEX mk_uniq ON mk (uniq)")
+SCHEMA_KEYED = (
+    "CREATE TABLE mk (id INTEGER PRIMARY KEY, topic TEXT, queue INT, tags TEXT, keys TEXT, uniq TEXT, body BLOB)",
+    "CREATE INDEX mk_keys ON mk (keys)",
+    "CREATE INDEX mk_uniq ON mk (uniq)",
+)
 INSERT_KEYED = "INSERT INTO mk (topic, queue, tags, keys, uniq, body) VALUES (?, ?, ?, ?, ?, ?)"
 
 
@@ -385,20 +421,27 @@ def sq_autocommit(rows, base, res: Results | None) -> None:
 
 # ---------------------------------------------------------------- driver
 
+
 def make_inputs(n: int, body_size: int, batch: int, keyed: bool = False):
     body = bytes(range(256)) * (body_size // 256 + 1)
     body = body[:body_size]
     msgs = [Message(topic=TOPIC, body=body, tags=TAGS) for _ in range(n)]
-    batches = [msgs[i:i + batch] for i in range(0, n, batch)]
+    batches = [msgs[i : i + batch] for i in range(0, n, batch)]
     rows = [(TOPIC, QUEUE, TAGS, body) for _ in range(n)]
-    row_batches = [rows[i:i + batch] for i in range(0, n, batch)]
+    row_batches = [rows[i : i + batch] for i in range(0, n, batch)]
     kmsgs = krows = None
-    if keyed:   # what real producers send: a KEYS value and the client's message id as UNIQ_KEY
-        kmsgs = [Message(topic=TOPIC, body=body, tags=TAGS, keys=f"order-{i}", properties={"UNIQ_KEY": f"{i:032X}"})
-                 for i in range(n)]
+    if keyed:  # what real producers send: a KEYS value and the client's message id as UNIQ_KEY
+        kmsgs = [
+            Message(topic=TOPIC, body=body, tags=TAGS, keys=f"order-{i}", properties={"UNIQ_KEY": f"{i:032X}"})
+            for i in range(n)
+        ]
         krows = [(TOPIC, QUEUE, TAGS, f"order-{i}", f"{i:032X}", body) for i in range(n)]
-    keyed_inputs = (kmsgs, [kmsgs[i:i + batch] for i in range(0, n, batch)] if keyed else None,
-                    krows, [krows[i:i + batch] for i in range(0, n, batch)] if keyed else None)
+    keyed_inputs = (
+        kmsgs,
+        [kmsgs[i : i + batch] for i in range(0, n, batch)] if keyed else None,
+        krows,
+        [krows[i : i + batch] for i in range(0, n, batch)] if keyed else None,
+    )
     return msgs, batches, rows, row_batches, keyed_inputs
 
 
@@ -472,10 +515,13 @@ def code_version() -> str:
     src = os.path.dirname(os.path.dirname(os.path.abspath(rocketstore.__file__)))
     try:
         import subprocess
-        head = subprocess.run(["git", "-C", src, "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", src, "status", "--porcelain", "--", "."], capture_output=True,
-                               text=True, check=True).stdout.strip()
+
+        head = subprocess.run(
+            ["git", "-C", src, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", src, "status", "--porcelain", "--", "."], capture_output=True, text=True, check=True
+        ).stdout.strip()
         return f"{src} @ {head}{' + uncommitted changes' if dirty else ''}"
     except (OSError, subprocess.CalledProcessError):
         return src
@@ -483,16 +529,17 @@ def code_version() -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--messages", type=int, default=None, help="messages per row (default 1,000,000; "
-                                                                "--quick: 100,000)")
+    ap.add_argument("--messages", type=int, default=None, help="messages per row (default 1,000,000; --quick: 100,000)")
     ap.add_argument("--body", type=int, default=100, help="body bytes (default 100)")
     ap.add_argument("--batch", type=int, default=1000, help="put_batch / executemany size (default 1,000)")
     ap.add_argument("--quick", action="store_true", help="100,000 messages, best of 1")
     ap.add_argument("--runs", type=int, default=None, help="runs per row, best taken (default 3, --quick 1)")
-    ap.add_argument("--warmup", type=int, default=None,
-                    help="messages in the warm-up round (default max(20,000, N/10); 0: none)")
-    ap.add_argument("--only", default=None,
-                    help="comma list of: " + ", ".join(sorted(GROUPS)) + " (default: everything)")
+    ap.add_argument(
+        "--warmup", type=int, default=None, help="messages in the warm-up round (default max(20,000, N/10); 0: none)"
+    )
+    ap.add_argument(
+        "--only", default=None, help="comma list of: " + ", ".join(sorted(GROUPS)) + " (default: everything)"
+    )
     ap.add_argument("--tmpdir", default=None, help="where the temporary stores go (default: $TMPDIR or /tmp)")
     args = ap.parse_args(argv)
 
@@ -516,14 +563,16 @@ def main(argv=None) -> int:
     # ConsumeQueue (20 B), or an SQLite database with its WAL
     need = n * (args.body + 250) * 2
     free = shutil.disk_usage(base).free
-    if need > 3 * 1024 ** 3:
+    if need > 3 * 1024**3:
         ap.error(f"{n:,} messages of {args.body} B need about {need / 1e9:.1f} GB of disk; keep it under 3 GB")
     if need > free:
         ap.error(f"{base} has {free / 1e9:.1f} GB free, the run needs about {need / 1e9:.1f} GB")
 
-    print(f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs, "
-          f"tmp {base} ({free / 1e9:.0f} GB free)\nrocketstore {rocketstore.__version__} from {code_version()}",
-          flush=True)
+    print(
+        f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs, "
+        f"tmp {base} ({free / 1e9:.0f} GB free)\nrocketstore {rocketstore.__version__} from {code_version()}",
+        flush=True,
+    )
     t_start = time.perf_counter()
     if warm:
         print(f"warming up with {warm:,} messages ...", flush=True)

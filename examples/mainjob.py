@@ -3,6 +3,7 @@ read, export and rebuild it with Spark.
 
     python examples/mainjob.py --store work/store --messages 300000
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,12 @@ def body_for(i: int, size: int) -> bytes:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--store", default="work/store", help="store directory (a store an earlier run left there "
-                    "is removed first, and said so; anything else there is left alone and the job stops)")
+    ap.add_argument(
+        "--store",
+        default="work/store",
+        help="store directory (a store an earlier run left there "
+        "is removed first, and said so; anything else there is left alone and the job stops)",
+    )
     ap.add_argument("--messages", type=int, default=300_000)
     ap.add_argument("--body", type=int, default=100, help="body size in bytes")
     ap.add_argument("--segment-mb", type=int, default=64, help="CommitLog segment size in MiB")
@@ -62,15 +67,18 @@ def main(argv=None) -> int:
             first_ts = first_ts or r.store_timestamp
             i += k
         for j in range(i, n):
-            r = store.put(Message(TOPICS[j % 2], body_for(j, size), tags=TAGS[j % 3], keys=[f"order-{j}"]),
-                          queue_id=j % QUEUES)
+            r = store.put(
+                Message(TOPICS[j % 2], body_for(j, size), tags=TAGS[j % 3], keys=[f"order-{j}"]), queue_id=j % QUEUES
+            )
             if not r.ok:
                 print(f"put failed at message {j}: {r.status.name}", file=sys.stderr)
                 return 1
         wrote = store.max_physical_offset
     t_put = time.perf_counter() - t0
-    print(f"  wrote   {n:,} messages, {wrote / 1e6:.1f} MB of CommitLog in {t_put:.2f} s "
-          f"({n / t_put / 1e3:,.0f} k msg/s); closed cleanly")
+    print(
+        f"  wrote   {n:,} messages, {wrote / 1e6:.1f} MB of CommitLog in {t_put:.2f} s "
+        f"({n / t_put / 1e3:,.0f} k msg/s); closed cleanly"
+    )
 
     # 2. reopen (recovery) and read every queue back through the ConsumeQueue, checking every body
     t0 = time.perf_counter()
@@ -98,16 +106,20 @@ def main(argv=None) -> int:
         if seen != n:
             print(f"read back {seen:,} messages, expected {n:,}", file=sys.stderr)
             return 1
-        print(f"  reopened in {t_open:.2f} s; read back and checked all {seen:,} bodies in {t_get:.2f} s "
-              f"({seen / t_get / 1e3:,.0f} k msg/s)")
+        print(
+            f"  reopened in {t_open:.2f} s; read back and checked all {seen:,} bodies in {t_get:.2f} s "
+            f"({seen / t_get / 1e3:,.0f} k msg/s)"
+        )
         expected_a = len(range(0, n, 3))
         print(f"  tag filter 'TagA' matched {tag_a:,} messages (expected {expected_a:,})")
         if tag_a != expected_a:
             return 1
         probe = store.get("mainjob", TOPICS[0], 0, 0, max_count=1).messages[0]
         again = store.look(probe.physical_offset)
-        print(f"  look({probe.physical_offset}) -> msgId {again.msg_id}, topic {again.topic}, "
-              f"queue offset {again.queue_offset}")
+        print(
+            f"  look({probe.physical_offset}) -> msgId {again.msg_id}, topic {again.topic}, "
+            f"queue offset {again.queue_offset}"
+        )
         off = store.offset_by_time(TOPICS[0], 0, probe.store_timestamp)
         print(f"  offset_by_time({TOPICS[0]}/0, {probe.store_timestamp}) -> {off}")
         # 3. look messages up by key (IndexFile), by offset msgId, by unique key
@@ -123,8 +135,10 @@ def main(argv=None) -> int:
                 print(f"by_msg_id({hits[0].msg_id}) found another message", file=sys.stderr)
                 return 1
         t_q = time.perf_counter() - t1
-        print(f"  found {len(probes):,} messages by key and again by msgId in {t_q:.2f} s "
-              f"({len(probes) / t_q:,.0f} lookups/s)")
+        print(
+            f"  found {len(probes):,} messages by key and again by msgId in {t_q:.2f} s "
+            f"({len(probes) / t_q:,.0f} lookups/s)"
+        )
         # 4. a consumer group reads both topics across their queues and commits its offsets
         t1 = time.perf_counter()
         consumed = 0
@@ -139,11 +153,15 @@ def main(argv=None) -> int:
         if consumed != n:
             print(f"the consumer group read {consumed:,} messages, expected {n:,}", file=sys.stderr)
             return 1
-        print(f"  consumer group read all {consumed:,} messages and committed its offsets in {t_c:.2f} s "
-              f"({consumed / t_c / 1e3:,.0f} k msg/s)")
+        print(
+            f"  consumer group read all {consumed:,} messages and committed its offsets in {t_c:.2f} s "
+            f"({consumed / t_c / 1e3:,.0f} k msg/s)"
+        )
         for topic in TOPICS:
-            print(f"  {topic}: " + ", ".join(f"q{q} {store.min_offset(topic, q)}..{store.max_offset(topic, q)}"
-                                            for q in range(QUEUES)))
+            print(
+                f"  {topic}: "
+                + ", ".join(f"q{q} {store.min_offset(topic, q)}..{store.max_offset(topic, q)}" for q in range(QUEUES))
+            )
     # 5. verify every record, queue unit and index entry of the closed store, as `rocketstore verify` does
     t1 = time.perf_counter()
     report = verify_store(args.store, cfg)
@@ -155,12 +173,17 @@ def main(argv=None) -> int:
     # 6. the Spark stage: read and aggregate, export to Parquet, rebuild the queues and indexes in parallel
     if not args.no_spark:
         import importlib.util
+
         missing = [m for m in ("pyspark", "pyarrow") if importlib.util.find_spec(m) is None]
         if missing:
-            print(f"the Spark stage needs {' and '.join(missing)} (pip install 'rocketstore[spark]'), or run "
-                  f"with --no-spark", file=sys.stderr)
+            print(
+                f"the Spark stage needs {' and '.join(missing)} (pip install 'rocketstore[spark]'), or run "
+                f"with --no-spark",
+                file=sys.stderr,
+            )
             return 1
         from mainjob_spark import run as spark_stage
+
         if spark_stage(args.store, TOPICS, TAGS, n, parquet):
             return 1
     print("OK")

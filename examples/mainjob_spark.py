@@ -3,6 +3,7 @@ Parquet, rebuild the ConsumeQueues and index files with Spark and check them aga
 
 Expectations come from how the main job wrote the store (message j has tag TAGS[j % 3]), not from Spark.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -29,14 +30,16 @@ def _queue_digest(root: str) -> str:
 def run(store: str, topics, tags, n: int, parquet_dir: str) -> int:
     from rocketstore.spark import rebuild, session
     from rocketstore.verify import verify_store
+
     t0 = time.perf_counter()
     spark = session("local[*]", "rocketstore-mainjob")
     try:
         print(f"  Spark {spark.version} session ({spark.sparkContext.master}) up in {time.perf_counter() - t0:.1f} s")
         # the first query starts the Python workers (a few seconds): timed on its own
         t1 = time.perf_counter()
-        spark.read.format("rocketstore").option("path", store).option("topics", topics[0]) \
-            .option("endingOffsets", f'{{"{topics[0]}": {{"0": 1}}}}').load().count()
+        spark.read.format("rocketstore").option("path", store).option("topics", topics[0]).option(
+            "endingOffsets", f'{{"{topics[0]}": {{"0": 1}}}}'
+        ).load().count()
         print(f"  first Spark query (Python workers starting) took {time.perf_counter() - t1:.1f} s")
         # 1. read every topic through the ConsumeQueue and count messages per tag
         t1 = time.perf_counter()
@@ -47,19 +50,24 @@ def run(store: str, topics, tags, n: int, parquet_dir: str) -> int:
         if counts != expected:
             print(f"Spark counted {counts} messages per tag, expected {expected}", file=sys.stderr)
             return 1
-        print(f"  Spark read {n:,} messages and counted them by tag in {t_read:.2f} s ({n / t_read / 1e3:,.0f} k "
-              f"msg/s): " + ", ".join(f"{t} {c:,}" for t, c in sorted(counts.items())))
+        print(
+            f"  Spark read {n:,} messages and counted them by tag in {t_read:.2f} s ({n / t_read / 1e3:,.0f} k "
+            f"msg/s): " + ", ".join(f"{t} {c:,}" for t, c in sorted(counts.items()))
+        )
         # 2. export one tag to Parquet and read it back
         t1 = time.perf_counter()
         shutil.rmtree(parquet_dir, ignore_errors=True)
-        df.where(f"tags = '{tags[0]}'").select("topic", "queueId", "queueOffset", "msgId", "keys", "body",
-                                                 "storeTimestamp").write.parquet(parquet_dir)
+        df.where(f"tags = '{tags[0]}'").select(
+            "topic", "queueId", "queueOffset", "msgId", "keys", "body", "storeTimestamp"
+        ).write.parquet(parquet_dir)
         exported = spark.read.parquet(parquet_dir).count()
         if exported != expected[tags[0]]:
             print(f"the Parquet export holds {exported:,} rows, expected {expected[tags[0]]:,}", file=sys.stderr)
             return 1
-        print(f"  exported the {exported:,} '{tags[0]}' messages to Parquet ({parquet_dir}) in "
-              f"{time.perf_counter() - t1:.2f} s")
+        print(
+            f"  exported the {exported:,} '{tags[0]}' messages to Parquet ({parquet_dir}) in "
+            f"{time.perf_counter() - t1:.2f} s"
+        )
         # 3. rebuild the ConsumeQueues and index files with Spark: the same bytes as reput wrote
         before = _queue_digest(store)
         t1 = time.perf_counter()
@@ -74,6 +82,8 @@ def run(store: str, topics, tags, n: int, parquet_dir: str) -> int:
     if not report["ok"]:
         print(f"verify after the Spark rebuild: {report['problems'][:3]}", file=sys.stderr)
         return 1
-    print(f"  rebuilt {summary['queues']} ConsumeQueues ({summary['messages']:,} units, byte-identical to reput's) "
-          f"and {summary['indexFiles']} index file(s) with Spark in {t_rebuild:.2f} s; verify passes")
+    print(
+        f"  rebuilt {summary['queues']} ConsumeQueues ({summary['messages']:,} units, byte-identical to reput's) "
+        f"and {summary['indexFiles']} index file(s) with Spark in {t_rebuild:.2f} s; verify passes"
+    )
     return 0

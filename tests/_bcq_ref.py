@@ -10,6 +10,7 @@ Written from RocketMQ's source, not from rocketstore (nothing here imports it):
   to a unit boundary, the per-file first-time map built at load (searchTimeFromCache), the last file
   first, and the early "timestamp >= the file's last time" answer.
 """
+
 import os
 import struct
 import zlib
@@ -17,19 +18,21 @@ import zlib
 from _index_ref import java_hash  # the tests' one reference String.hashCode
 
 UNIT_SIZE = 46
-UNIT = struct.Struct(">qiqqqhii")   # phyOffset size tagsCode storeTime msgBaseOffset batchSize compacted reserved
+UNIT = struct.Struct(">qiqqqhii")  # phyOffset size tagsCode storeTime msgBaseOffset batchSize compacted reserved
 MSG_STORE_TIME_OFFSET_INDEX = 20
 MSG_BASE_OFFSET_INDEX = 28
-MAGIC_V1 = -626843481               # MessageDecoder.MESSAGE_MAGIC_CODE (0xDAA320A7)
-INNER_BATCH_FLAG = 0x80             # MessageSysFlag.INNER_BATCH_FLAG = 0x1 << 7
+MAGIC_V1 = -626843481  # MessageDecoder.MESSAGE_MAGIC_CODE (0xDAA320A7)
+INNER_BATCH_FLAG = 0x80  # MessageSysFlag.INNER_BATCH_FLAG = 0x1 << 7
 
 
 def hashmap_order(keys, capacity: int = 16) -> list:
     """java.util.HashMap iteration order (no resize: few keys): by bucket (h ^ h >>> 16) & (n - 1),
     insertion order inside a bucket."""
+
     def bucket(k):
         h = java_hash(k) & 0xFFFFFFFF
         return (h ^ (h >> 16)) & (capacity - 1)
+
     return [k for _, _, k in sorted((bucket(k), i, k) for i, k in enumerate(keys))]
 
 
@@ -49,11 +52,12 @@ def parse_props(raw: bytes) -> dict:
 
 # ---- the client batch encoding ---------------------------------------------------------------------
 
+
 def encode_message(body: bytes, props: bytes = b"", flag: int = 0) -> bytes:
     """MessageDecoder.encodeMessage: TOTALSIZE, MAGICCODE 0, BODYCRC 0, FLAG, BODY (len + bytes),
     PROPERTIES (short len + bytes)."""
     total = 4 + 4 + 4 + 4 + 4 + len(body) + 2 + len(props)
-    return (struct.pack(">iiiii", total, 0, 0, flag, len(body)) + body + struct.pack(">h", len(props)) + props)
+    return struct.pack(">iiiii", total, 0, 0, flag, len(body)) + body + struct.pack(">h", len(props)) + props
 
 
 def encode_messages(messages) -> bytes:
@@ -68,9 +72,9 @@ def decode_messages(buf: bytes) -> list:
     while p < len(buf):
         total, magic, crc, flag, blen = struct.unpack_from(">iiiii", buf, p)
         assert (magic, crc) == (0, 0), "encodeMessage writes magic and body CRC as 0"
-        body = buf[p + 20:p + 20 + blen]
+        body = buf[p + 20 : p + 20 + blen]
         (plen,) = struct.unpack_from(">h", buf, p + 20 + blen)
-        props = buf[p + 22 + blen:p + 22 + blen + plen]
+        props = buf[p + 22 + blen : p + 22 + blen + plen]
         assert total == 22 + blen + plen, "TOTALSIZE must cover the fields"
         out.append((body, props, flag))
         p += total
@@ -80,39 +84,55 @@ def decode_messages(buf: bytes) -> list:
 
 # ---- a CommitLog record ----------------------------------------------------------------------------
 
+
 def record_size(body_len: int, topic_len: int, props_len: int) -> int:
     """calMsgLength for IPv4 hosts (BatchPutMessageTest.calMsgLength)."""
-    return (4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8
-            + 4 + body_len + 1 + topic_len + 2 + props_len)
+    return 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + body_len + 1 + topic_len + 2 + props_len
 
 
 def decode_record(buf: bytes, pos: int) -> dict:
     """A v1 record with IPv4 hosts, field by field."""
-    (total, magic, body_crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
-     born_ts) = struct.unpack_from(">iiiiiqqiq", buf, pos)
+    (total, magic, body_crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts) = struct.unpack_from(
+        ">iiiiiqqiq", buf, pos
+    )
     assert sys_flag & 0x30 == 0, "IPv4 hosts only"
     p = pos + 48
-    born_host = buf[p:p + 8]
+    born_host = buf[p : p + 8]
     p += 8
     (store_ts,) = struct.unpack_from(">q", buf, p)
     p += 8
-    store_host = buf[p:p + 8]
+    store_host = buf[p : p + 8]
     p += 8
     reconsume, prepared, blen = struct.unpack_from(">iqi", buf, p)
     p += 16
-    body = buf[p:p + blen]
+    body = buf[p : p + blen]
     p += blen
     tlen = buf[p]
-    topic = buf[p + 1:p + 1 + tlen].decode("utf-8")
+    topic = buf[p + 1 : p + 1 + tlen].decode("utf-8")
     p += 1 + tlen
     (plen,) = struct.unpack_from(">h", buf, p)
-    props = buf[p + 2:p + 2 + plen]
+    props = buf[p + 2 : p + 2 + plen]
     p += 2 + plen
     assert p - pos == total, "TOTALSIZE must match the fields"
-    return dict(total=total, magic=magic, body_crc=body_crc, queue_id=queue_id, flag=flag,
-                queue_offset=queue_offset, physical_offset=physical_offset, sys_flag=sys_flag,
-                born_ts=born_ts, born_host=born_host, store_ts=store_ts, store_host=store_host,
-                reconsume=reconsume, prepared=prepared, body=body, topic=topic, props=props)
+    return dict(
+        total=total,
+        magic=magic,
+        body_crc=body_crc,
+        queue_id=queue_id,
+        flag=flag,
+        queue_offset=queue_offset,
+        physical_offset=physical_offset,
+        sys_flag=sys_flag,
+        born_ts=born_ts,
+        born_host=born_host,
+        store_ts=store_ts,
+        store_host=store_host,
+        reconsume=reconsume,
+        prepared=prepared,
+        body=body,
+        topic=topic,
+        props=props,
+    )
 
 
 def crc31(data: bytes) -> int:
@@ -154,6 +174,7 @@ def read_segment_bytes(root: str, sub: str, file_size: int) -> bytes:
 
 # ---- the batch ConsumeQueue unit -------------------------------------------------------------------
 
+
 def unit(pos: int, size: int, tags_code: int, store_time: int, base: int, batch: int) -> bytes:
     """putBatchMessagePositionInfo: compactedOffset INVALID_POS (-1), 4 reserved bytes 0."""
     return UNIT.pack(pos, size, tags_code, store_time, base, batch, -1, 0)
@@ -181,6 +202,7 @@ def valid_units(data: bytes) -> list:
 
 
 # ---- BatchConsumeQueue.getOffsetInQueueByTime, literally -------------------------------------------
+
 
 def _ceil(pos: int) -> int:
     return (pos // UNIT_SIZE) * UNIT_SIZE
@@ -228,9 +250,9 @@ def offset_in_queue_by_time(files: list, timestamp: int, upper: bool) -> int:
         cache = {}
         for f in files:
             if len(f) >= UNIT_SIZE:
-                cache[_long(f, MSG_STORE_TIME_OFFSET_INDEX)] = f   # put: a later equal key wins
+                cache[_long(f, MSG_STORE_TIME_OFFSET_INDEX)] = f  # put: a later equal key wins
         keys = sorted(k for k in cache if k <= timestamp)
-        target = cache[keys[-1]] if keys else files[0]        # floorEntry, else the first file
+        target = cache[keys[-1]] if keys else files[0]  # floorEntry, else the first file
     if len(target) < UNIT_SIZE:
         return -1
     left, right = 0, len(target) - UNIT_SIZE

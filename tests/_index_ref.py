@@ -4,15 +4,16 @@ into a bytearray with struct, and Java's String.hashCode as the textbook loop.
 
 Nothing here imports rocketstore: it exists only to compute expected bytes and answers.
 """
+
 import struct
 
 INDEX_HEADER_SIZE = 40
 HASH_SLOT_SIZE = 4
 INDEX_SIZE = 20
 INVALID_INDEX = 0
-INT_MAX = 2 ** 31 - 1
-INT_MIN = -2 ** 31
-LONG_MAX = 2 ** 63 - 1
+INT_MAX = 2**31 - 1
+INT_MIN = -(2**31)
+LONG_MAX = 2**63 - 1
 TRANSACTION_ROLLBACK_TYPE = 0xC
 
 
@@ -34,7 +35,7 @@ def java_hash(s: str) -> int:
 def index_key_hash(key: str) -> int:
     """IndexFile.indexKeyHashMethod: Math.abs(hashCode), which stays Integer.MIN_VALUE for MIN_VALUE -> 0."""
     h = java_hash(key)
-    positive = to_int(-h) if h < 0 else h   # Math.abs on an int overflows exactly like this
+    positive = to_int(-h) if h < 0 else h  # Math.abs on an int overflows exactly like this
     return 0 if positive < 0 else positive
 
 
@@ -61,6 +62,7 @@ def string_with_hash(prefix: str, target: int, n: int = 7) -> str:
 
 class RefIndexHeader:
     """IndexHeader: AtomicLong/AtomicInteger fields; every setter also writes its field into the buffer."""
+
     BEGIN_TS, END_TS, BEGIN_PHY, END_PHY, SLOT_COUNT, INDEX_COUNT = 0, 8, 16, 24, 32, 36
 
     def __init__(self, buf: bytearray):
@@ -73,14 +75,29 @@ class RefIndexHeader:
         self.index_count = 1
 
     def load(self):
-        (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
-         self.hash_slot_count, self.index_count) = struct.unpack_from(">qqqqii", self.buf, 0)
+        (
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
+        ) = struct.unpack_from(">qqqqii", self.buf, 0)
         if self.index_count <= 0:
             self.index_count = 1
 
     def update_byte_buffer(self):
-        struct.pack_into(">qqqqii", self.buf, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
-                         self.end_phy_offset, self.hash_slot_count, self.index_count)
+        struct.pack_into(
+            ">qqqqii",
+            self.buf,
+            0,
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
+        )
 
     def set_begin_timestamp(self, v):
         self.begin_timestamp = v
@@ -110,8 +127,14 @@ class RefIndexHeader:
 class RefIndexFile:
     """IndexFile, line by line."""
 
-    def __init__(self, hash_slot_num: int, index_num: int, end_phy_offset: int = 0, end_timestamp: int = 0,
-                 data: bytes | None = None):
+    def __init__(
+        self,
+        hash_slot_num: int,
+        index_num: int,
+        end_phy_offset: int = 0,
+        end_timestamp: int = 0,
+        data: bytes | None = None,
+    ):
         size = INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE + index_num * INDEX_SIZE
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
@@ -204,8 +227,7 @@ class RefIndexFile:
             matched = begin <= time_read <= end
             if key_hash == key_hash_read and matched:
                 phy_offsets.append(phy_read)
-            if prev_read <= INVALID_INDEX or prev_read > h.index_count or prev_read == next_index \
-                    or time_read < begin:
+            if prev_read <= INVALID_INDEX or prev_read > h.index_count or prev_read == next_index or time_read < begin:
                 break
             next_index = prev_read
 
@@ -219,7 +241,7 @@ class RefIndexService:
         self.index_num = index_num
         self.max_msgs_num_batch = max_msgs_num_batch
         self.files: list[RefIndexFile] = []
-        self.index_msg_timestamps: list[int] = []   # every StoreCheckpoint.setIndexMsgTimestamp
+        self.index_msg_timestamps: list[int] = []  # every StoreCheckpoint.setIndexMsgTimestamp
 
     def get_and_create_last_index_file(self) -> RefIndexFile:
         prev = None

@@ -1,4 +1,5 @@
 """StoreConfig: RocketMQ's MessageStoreConfig names in snake_case, with RocketMQ's defaults."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,8 +34,8 @@ def wall_clock_ms() -> int:
 @dataclass
 class StoreConfig:
     # file sizes; None = RocketMQ's default for a new store, or the size of the segments already on disk
-    mapped_file_size_commit_log: int | None = None          # 1 GiB
-    mapped_file_size_consume_queue: int | None = None       # 300,000 units of 20 B
+    mapped_file_size_commit_log: int | None = None  # 1 GiB
+    mapped_file_size_consume_queue: int | None = None  # 300,000 units of 20 B
     mapped_file_size_batch_consume_queue: int | None = None  # 300,000 units of 46 B
     # flushing
     flush_disk_type: str = ASYNC_FLUSH
@@ -97,12 +98,12 @@ class StoreConfig:
     expect_consumer_num_use_filter: int = 32
     # the ConsumeQueue extension (consumequeue_ext/): its file size (RocketMQ: 48 MiB) and the filter bitmap's
     # length in bits (RocketMQ's default 64; set by the bitmap calculation, nothing on disk depends on it)
-    mapped_file_size_consume_queue_ext: int | None = None   # 48 MiB, or the size of the ext files on disk
+    mapped_file_size_consume_queue_ext: int | None = None  # 48 MiB, or the size of the ext files on disk
     bit_map_length_consume_queue_ext: int = 64
     # rocketstore's own
-    store_host: str = "127.0.0.1:10911"                 # written into STOREHOST and msgIds
+    store_host: str = "127.0.0.1:10911"  # written into STOREHOST and msgIds
     clock: Callable[[], int] = field(default=wall_clock_ms, repr=False, compare=False)  # ms since epoch
-    dispatch_in_put_path: bool = True   # build ConsumeQueue units while putting instead of in the reput thread
+    dispatch_in_put_path: bool = True  # build ConsumeQueue units while putting instead of in the reput thread
     total_physical_memory: int | None = None  # for RocketMQ's "in memory" read limits; None = this machine's
     extra: dict = field(default_factory=dict)  # broker.conf keys rocketstore does not use
 
@@ -116,14 +117,18 @@ class StoreConfig:
     def __post_init__(self):
         if self.flush_disk_type not in (ASYNC_FLUSH, SYNC_FLUSH):
             raise ValueError(f"flush_disk_type must be {ASYNC_FLUSH} or {SYNC_FLUSH}, got {self.flush_disk_type!r}")
-        for name in ("mapped_file_size_commit_log", "mapped_file_size_consume_queue",
-                     "mapped_file_size_batch_consume_queue"):
+        for name in (
+            "mapped_file_size_commit_log",
+            "mapped_file_size_consume_queue",
+            "mapped_file_size_batch_consume_queue",
+        ):
             v = getattr(self, name)
             if v is not None and v <= 0:
                 raise ValueError(f"{name} must be positive, got {v}")
         if self.mapped_file_size_consume_queue_ext is not None and self.mapped_file_size_consume_queue_ext <= 0:
-            raise ValueError(f"mapped_file_size_consume_queue_ext must be positive, got "
-                             f"{self.mapped_file_size_consume_queue_ext}")
+            raise ValueError(
+                f"mapped_file_size_consume_queue_ext must be positive, got {self.mapped_file_size_consume_queue_ext}"
+            )
         cq = self.mapped_file_size_consume_queue
         if cq is not None and cq % 20:
             raise ValueError(f"mapped_file_size_consume_queue must be a multiple of 20, got {cq}")
@@ -155,6 +160,7 @@ class StoreConfig:
 
     def delay_levels(self):
         from .formats.record import parse_delay_levels
+
         return parse_delay_levels(self.message_delay_level)
 
 

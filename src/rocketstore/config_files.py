@@ -8,6 +8,7 @@ left behind). Reading falls back to the `.bak` when the file is missing, unreada
 as ConfigManager.load does (any exception from decode: loadBak), and only when neither can be used is the
 store refused (StoreOpenError naming both files and what is wrong with each).
 """
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,8 @@ from .files.space import is_sparse
 
 log = logging.getLogger("rocketstore.config")
 
-JAVA_INT = (-2 ** 31, 2 ** 31 - 1)
-JAVA_LONG = (-2 ** 63, 2 ** 63 - 1)
+JAVA_INT = (-(2**31), 2**31 - 1)
+JAVA_LONG = (-(2**63), 2**63 - 1)
 
 
 def write_atomically(path: str, text: str) -> None:
@@ -34,7 +35,7 @@ def write_atomically(path: str, text: str) -> None:
         except FileNotFoundError:
             previous = None
         if previous is not None:
-            _replace_synced(path + ".bak", previous, sync_directory=False)   # the one below covers both
+            _replace_synced(path + ".bak", previous, sync_directory=False)  # the one below covers both
     except BaseException:
         _unlink_quietly(tmp)
         raise
@@ -101,8 +102,15 @@ def load_json(text: str):
 
 
 def _kind(value) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
-            float: "a non-integer number", type(None): "null"}.get(type(value), type(value).__name__)
+    return {
+        dict: "an object",
+        list: "an array",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a non-integer number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
 
 
 def as_object(value, what: str, *, optional: bool = True) -> dict:
@@ -147,7 +155,7 @@ def _write_synced(path: str, data: bytes) -> None:
             os.fsync(fh.fileno())
     except OSError as e:
         _unlink_quietly(path)
-        if e.filename is None:   # a failed flush does not say which file
+        if e.filename is None:  # a failed flush does not say which file
             raise OSError(e.errno, e.strerror, path) from None
         raise
     except BaseException:

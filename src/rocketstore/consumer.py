@@ -4,6 +4,7 @@
 RocketMQ writes that file with fastjson, whose integer map keys are not quoted (`{0:12,1:7}`): not JSON,
 but what a broker reads back. rocketstore reads both spellings and writes RocketMQ's.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,7 @@ from .formats.record import INNER_BATCH_FLAG
 from .message import GetStatus
 
 SEPARATOR = "@"
-_UNQUOTED_INT_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')  # topic and group names hold none of {,:
+_UNQUOTED_INT_KEY = re.compile(r"([{,]\s*)(-?\d+)(\s*:)")  # topic and group names hold none of {,:
 
 
 def offsets_path(root: str) -> str:
@@ -45,8 +46,10 @@ def parse_offsets(text: str) -> dict[str, dict[int, int]]:
 
 def format_offsets(table: dict[str, dict[int, int]], counter: int) -> str:
     """RocketMQ's layout of the file (fastjson: integer keys unquoted)."""
-    entries = ",".join(f"{json.dumps(key)}:{{{','.join(f'{q}:{o}' for q, o in sorted(queues.items()))}}}"
-                       for key, queues in sorted(table.items()))
+    entries = ",".join(
+        f"{json.dumps(key)}:{{{','.join(f'{q}:{o}' for q, o in sorted(queues.items()))}}}"
+        for key, queues in sorted(table.items())
+    )
     version = json.dumps({"counter": counter, "stateVersion": 0, "timestamp": int(time.time() * 1000)})
     return f'{{"dataVersion":{version},"offsetTable":{{{entries}}}}}'
 
@@ -107,8 +110,17 @@ class Consumer:
     yields messages until there are none (or, with follow, waits for more). commit() stores how far the
     group got: call it after processing (at-least-once)."""
 
-    def __init__(self, store, offsets: ConsumerOffsets, group: str, topic: str, tags=None, start: str = "earliest",
-                 sql: str | None = None, queues: list[int] | None = None):
+    def __init__(
+        self,
+        store,
+        offsets: ConsumerOffsets,
+        group: str,
+        topic: str,
+        tags=None,
+        start: str = "earliest",
+        sql: str | None = None,
+        queues: list[int] | None = None,
+    ):
         if start not in ("earliest", "latest"):
             raise ValueError(f"start must be 'earliest' or 'latest', got {start!r}")
         self.store, self.offsets = store, offsets
@@ -142,8 +154,11 @@ class Consumer:
         if pos is None:
             pos = self.offsets.query(self.group, self.topic, q)
             if pos < 0:
-                pos = (max(self.store.min_offset(self.topic, q), 0) if self.start == "earliest"
-                       else self.store.max_offset(self.topic, q))
+                pos = (
+                    max(self.store.min_offset(self.topic, q), 0)
+                    if self.start == "earliest"
+                    else self.store.max_offset(self.topic, q)
+                )
             self.positions[q] = pos
         return pos
 
@@ -162,7 +177,7 @@ class Consumer:
     def _gather(self, max_count: int) -> list:
         out: list = []
         ids = self.queue_ids()
-        empty = 0   # queues in a row that had nothing: once every queue had nothing, stop
+        empty = 0  # queues in a row that had nothing: once every queue had nothing, stop
         while ids and len(out) < max_count and empty < len(ids):
             q = ids[self._turn % len(ids)]
             self._turn = (self._turn + 1) % len(ids)

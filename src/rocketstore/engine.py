@@ -4,6 +4,7 @@ The pure Python modules are the reference; the extension must answer exactly as 
 ROCKETSTORE_PURE=1 forces the pure path. When the extension was not built (no compiler at install time),
 the package says so once, with a warning, and runs in pure Python.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,11 +18,16 @@ if os.environ.get("ROCKETSTORE_PURE", "") not in ("", "0"):
 else:
     try:
         from . import _native as native
+
         REASON = ""
-    except ImportError as e:   # not built: no compiler or headers when the package was installed
+    except ImportError as e:  # not built: no compiler or headers when the package was installed
         REASON = f"the compiled extension is not available ({e})"
-        warnings.warn(f"rocketstore runs in pure Python (slower): {REASON}; reinstall with a C compiler "
-                      "and Python headers to build it", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"rocketstore runs in pure Python (slower): {REASON}; reinstall with a C compiler "
+            "and Python headers to build it",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
 NAME = "native (C extension)" if native is not None else "pure Python"
 

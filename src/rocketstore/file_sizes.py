@@ -1,5 +1,6 @@
 """File sizes a config leaves open (None), read from the files of the store as RocketMQ would have written
 them: every segment of a kind has one size, so the first one found says it; else RocketMQ's defaults."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,8 +14,12 @@ from .layout import BATCH_CONSUMEQUEUE, COMMITLOG, CONSUMEQUEUE, CONSUMEQUEUE_EX
 _INFERRED = {
     "mapped_file_size_commit_log": (COMMITLOG, "CommitLog", 1, "mappedFileSizeCommitLog"),
     "mapped_file_size_consume_queue": (CONSUMEQUEUE, "ConsumeQueue", 20, "mappedFileSizeConsumeQueue"),
-    "mapped_file_size_batch_consume_queue": (BATCH_CONSUMEQUEUE, "batch ConsumeQueue", 46,
-                                             "mapperFileSizeBatchConsumeQueue"),
+    "mapped_file_size_batch_consume_queue": (
+        BATCH_CONSUMEQUEUE,
+        "batch ConsumeQueue",
+        46,
+        "mapperFileSizeBatchConsumeQueue",
+    ),
     "mapped_file_size_consume_queue_ext": (CONSUMEQUEUE_EXT, "ConsumeQueueExt", 1, "mappedFileSizeConsumeQueueExt"),
 }
 _DEFAULTS = {
@@ -34,8 +39,10 @@ def inferred_size(layout: StoreLayout, name: str) -> int | None:
         return None
     size = os.path.getsize(path)
     if size and size % unit:
-        raise StoreOpenError(f"{path}: {what} file is {size} bytes, not a whole number of {unit}-byte units "
-                             f"(cut short or damaged; {setting} cannot be taken from it)")
+        raise StoreOpenError(
+            f"{path}: {what} file is {size} bytes, not a whole number of {unit}-byte units "
+            f"(cut short or damaged; {setting} cannot be taken from it)"
+        )
     return size or None
 
 
@@ -60,7 +67,9 @@ def index_sizes(layout: StoreLayout, slots: int | None, entries: int | None) -> 
 def resolve_file_sizes(root: str, config: StoreConfig) -> StoreConfig:
     """Fill in file sizes the config leaves open: from the files on disk, else RocketMQ's defaults."""
     layout = StoreLayout(root)
-    sizes = {name: getattr(config, name) if getattr(config, name) is not None
-             else inferred_size(layout, name) or default for name, default in _DEFAULTS.items()}
+    sizes = {
+        name: getattr(config, name) if getattr(config, name) is not None else inferred_size(layout, name) or default
+        for name, default in _DEFAULTS.items()
+    }
     slots, entries = index_sizes(layout, config.max_hash_slot_num, config.max_index_num)
     return dataclasses.replace(config, **sizes, max_hash_slot_num=slots, max_index_num=entries)

@@ -2,6 +2,7 @@
 it returns and where the next call begins, exactly as RocketMQ answers; one scan for plain and batch
 ConsumeQueues, through the queue protocol (log/queue.py): a unit covers `batch size` queue offsets from its
 base offset (a plain unit: its own queue offset, batch size 1)."""
+
 from __future__ import annotations
 
 import logging
@@ -18,7 +19,7 @@ from .services.queue_check import BAD, GOOD, Unit, check_unit, corrupt_record, r
 log = logging.getLogger("rocketstore.get")
 
 MAX_PULL_MSG_SIZE = 128 * 1024 * 1024
-WRONG_UNIT = object()   # a unit that points at no record of its queue
+WRONG_UNIT = object()  # a unit that points at no record of its queue
 
 
 def int32(v: int) -> int:
@@ -33,10 +34,14 @@ def batch_full(cfg, size: int, batch: int, max_count: int, total: int, count: in
     if count + batch > max_count or total + size > MAX_PULL_MSG_SIZE:
         return True
     if in_memory:
-        return (total + size > cfg.max_transfer_bytes_on_message_in_memory
-                or count > cfg.max_transfer_count_on_message_in_memory - 1)
-    return (total + size > cfg.max_transfer_bytes_on_message_in_disk
-            or count > cfg.max_transfer_count_on_message_in_disk - 1)
+        return (
+            total + size > cfg.max_transfer_bytes_on_message_in_memory
+            or count > cfg.max_transfer_count_on_message_in_memory - 1
+        )
+    return (
+        total + size > cfg.max_transfer_bytes_on_message_in_disk
+        or count > cfg.max_transfer_count_on_message_in_disk - 1
+    )
 
 
 def unit_filter(cq, codes, matches):
@@ -60,6 +65,7 @@ def unit_filter(cq, codes, matches):
             if codes is not None and tags is not None and int32(tags) not in codes:
                 return False
         return matches is None or bool(matches(tags, ext_unit))
+
     return accept
 
 
@@ -89,8 +95,16 @@ def get(store, cq, offset: int, max_count: int, codes, matches=None, accept_mess
     return scan(store, cq, offset, max_count, codes, matches, accept_message, (lo, hi))
 
 
-def scan(store, cq, offset: int, max_count: int, codes, matches=None, accept_message=None,
-         bounds: tuple[int, int] | None = None) -> GetResult:
+def scan(
+    store,
+    cq,
+    offset: int,
+    max_count: int,
+    codes,
+    matches=None,
+    accept_message=None,
+    bounds: tuple[int, int] | None = None,
+) -> GetResult:
     """getMessage over a queue of either kind. `codes`: the tag hash set or None; `matches`: see
     unit_filter; `accept_message(message)`: the record-level filter (isMatchedByCommitLog), asked about each
     decoded message. A batch queue's records are whole inner batches, each counting its batch size; a get
@@ -136,8 +150,17 @@ def _undecodable(store, cq, e: CorruptDataError, buf, rel: int, limit: int, size
     return WRONG_UNIT
 
 
-def _scan(store, cq, offset: int, max_count: int, codes, matches, accept_message, may_search_again: bool,
-          bounds: tuple[int, int] | None = None):
+def _scan(
+    store,
+    cq,
+    offset: int,
+    max_count: int,
+    codes,
+    matches,
+    accept_message,
+    may_search_again: bool,
+    bounds: tuple[int, int] | None = None,
+):
     cfg = store.config
     lo, hi = bounds or (cq.min_offset, cq.max_offset)
     result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
@@ -153,12 +176,12 @@ def _scan(store, cq, offset: int, max_count: int, codes, matches, accept_message
     msgs = result.messages
     accept = unit_filter(cq, codes, matches)
     cl_files = store.commitlog.files
-    seg_start, seg_end, seg_buf = 0, -1, None   # the CommitLog segment in hand
+    seg_start, seg_end, seg_buf = 0, -1, None  # the CommitLog segment in hand
     verify = cfg.force_verify_prop_crc
     topic, qid = cq.topic, cq.queue_id
-    chained = cq.is_batch       # units carry their own queue offsets, which must follow each other
+    chained = cq.is_batch  # units carry their own queue offsets, which must follow each other
     ahead = 1 if chained else 0  # rows needed past the one in hand (the next unit's base offset)
-    checked: set[int] = set()   # slots checked against the CommitLog by this get
+    checked: set[int] = set()  # slots checked against the CommitLog by this get
     chunk = max(max_count, 32) + 1  # units as Python tuples a chunk at a time (a full get looks at one more)
     while total <= 0 and next_begin < hi and files_read < cfg.travel_cq_file_num_when_get_message:
         files_read += 1
@@ -171,11 +194,10 @@ def _scan(store, cq, offset: int, max_count: int, codes, matches, accept_message
         if not chained and accept is None and accept_message is None and not verify:
             # the compiled fast path (get_plain.take_plain) takes the plain units it can, up to the filter
             # cap; the loop below goes on from the first unit that needs a closer look
-            head = units[:max(0, min(cap, hi) - slot0)]
+            head = units[: max(0, min(cap, hi) - slot0)]
             k, total, count, skipped = take_plain(store, cq, head, slot0, codes, max_count, max_py, memory, msgs)
             if k:
-                result.status = (GetStatus.FOUND if count else GetStatus.NO_MATCHED_MESSAGE if skipped
-                                 else result.status)
+                result.status = GetStatus.FOUND if count else GetStatus.NO_MATCHED_MESSAGE if skipped else result.status
                 if count >= max_count or k == len(units):
                     # the loop below would look at no unit: none is left, or the next would not fit (count
                     # past max_count: batch_full), so its first unit breaks before anything changes
@@ -196,8 +218,10 @@ def _scan(store, cq, offset: int, max_count: int, codes, matches, accept_message
             if chained:
                 slot = slot0 + j
                 following = rows[j + 1][3] if j + 1 < n_rows else _base_at(cq, slot + 1)
-                if ((prev_next is not None and base != prev_next)
-                        or (following is not None and following != base + batch)) and slot not in checked:
+                if (
+                    (prev_next is not None and base != prev_next)
+                    or (following is not None and following != base + batch)
+                ) and slot not in checked:
                     # this unit does not follow the one before it, or the next does not follow it: one of
                     # them is wrong, and a wrong base offset or batch size would misplace every offset after it
                     checked.add(slot)
@@ -213,7 +237,7 @@ def _scan(store, cq, offset: int, max_count: int, codes, matches, accept_message
                         j += 1
                         continue
                 prev_next = base + batch
-                if base + batch <= offset:   # wholly before the offset asked for: only a wrong unit leads here
+                if base + batch <= offset:  # wholly before the offset asked for: only a wrong unit leads here
                     j += 1
                     continue
             if next_begin >= hi or base >= cap:
@@ -227,15 +251,16 @@ def _scan(store, cq, offset: int, max_count: int, codes, matches, accept_message
                 continue
             # a tagsCode slot holding an ext address (<= EXT_MAX_ADDR) is no tags hash: it passes here, and
             # `accept` reads its ext unit; without the ext RocketMQ lets it through (no valid tagsCode)
-            if (codes is not None and int32(tcode) not in codes and tcode > EXT_MAX_ADDR) or \
-                    (accept is not None and not accept(tcode)):
-                if total == 0:   # isMatchedByConsumeQueue refused: nothing found so far says so
+            if (codes is not None and int32(tcode) not in codes and tcode > EXT_MAX_ADDR) or (
+                accept is not None and not accept(tcode)
+            ):
+                if total == 0:  # isMatchedByConsumeQueue refused: nothing found so far says so
                     result.status = GetStatus.NO_MATCHED_MESSAGE
                 continue
             m = None
-            if not seg_start <= pos <= seg_end - size:   # a record outside the segment in hand: find its own
+            if not seg_start <= pos <= seg_end - size:  # a record outside the segment in hand: find its own
                 seg = _segment(cl_files, pos, size)
-                if seg is None:      # its record expired
+                if seg is None:  # its record expired
                     if total == 0:
                         result.status = GetStatus.MESSAGE_WAS_REMOVING
                     next_file_start = store.commitlog.roll_next_file(pos)
@@ -254,20 +279,23 @@ def _scan(store, cq, offset: int, max_count: int, codes, matches, accept_message
                         if verify:
                             verify_prop_crc(seg_buf, rel)
                     except CorruptDataError as e:
-                        m = _undecodable(store, cq, e, seg_buf, rel, seg_end - seg_start, size,
-                                         None if chained else base, pos)
+                        m = _undecodable(
+                            store, cq, e, seg_buf, rel, seg_end - seg_start, size, None if chained else base, pos
+                        )
             # the unit must point at this queue's record for its offset (fields decoded anyway: topic,
             # queueId, queueOffset, size, physicalOffset): a corrupt unit may point at another record
             if m is WRONG_UNIT or not m.is_at(topic, qid, base, size, pos):
                 problem = corrupt_record(store.queue_check, pos, size)
-                if problem:   # a damaged record, not a wrong unit: said as any corrupt record is
-                    raise CorruptDataError(problem, pos % store.commitlog.file_size,
-                                           store.commitlog.segment_path(pos))
+                if problem:  # a damaged record, not a wrong unit: said as any corrupt record is
+                    raise CorruptDataError(problem, pos % store.commitlog.file_size, store.commitlog.segment_path(pos))
                 slot = slot0 + j - 1
                 first_look = slot not in checked
                 checked.add(slot)
-                if not first_look or m is WRONG_UNIT \
-                        or check_unit(store.queue_check, cq, slot, Unit(pos, size, base, batch))[0] != GOOD:
+                if (
+                    not first_look
+                    or m is WRONG_UNIT
+                    or check_unit(store.queue_check, cq, slot, Unit(pos, size, base, batch))[0] != GOOD
+                ):
                     if first_look and _repair(store, cq, slot, "does not point at its record"):
                         if total == 0 and may_search_again:
                             return _SEARCH_AGAIN
@@ -275,7 +303,7 @@ def _scan(store, cq, offset: int, max_count: int, codes, matches, accept_message
                         next_begin, prev_next = begin_before, None
                         j -= 1
                         continue
-                    if total == 0:   # RocketMQ's answer for a unit whose record cannot be read
+                    if total == 0:  # RocketMQ's answer for a unit whose record cannot be read
                         result.status = GetStatus.MESSAGE_WAS_REMOVING
                     continue
                 # else the unit is what dispatch writes from this record (a batch record's INNER_BASE is not
@@ -297,7 +325,8 @@ def _scan(store, cq, offset: int, max_count: int, codes, matches, accept_message
 
 def _repair(store, cq, slot: int, why: str) -> bool:
     """Rebuild the unit at `slot` (and its stretch) from the CommitLog under the writer's lock."""
-    log.error("%s %s-%d: the unit at slot %d %s; rebuilding it from the CommitLog", cq.label, cq.topic,
-              cq.queue_id, slot, why)
-    with store.writer.lock:    # repairs write units: never alongside the writer's own
+    log.error(
+        "%s %s-%d: the unit at slot %d %s; rebuilding it from the CommitLog", cq.label, cq.topic, cq.queue_id, slot, why
+    )
+    with store.writer.lock:  # repairs write units: never alongside the writer's own
         return repair_units(store.queue_check, cq, slot)

@@ -8,6 +8,7 @@
     config/*.json, checkpoint, abort, lock
 
 Every module that needs a path or a segment listing asks here, so the layout is written down once."""
+
 from __future__ import annotations
 
 import os

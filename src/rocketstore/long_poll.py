@@ -1,5 +1,6 @@
 """Long polling: gets and consumers that found nothing wait here until the dispatch pipeline says records
 arrived (RocketMQ's PullRequestHoldService / messageArrivingListener), or their time is up."""
+
 from __future__ import annotations
 
 import threading

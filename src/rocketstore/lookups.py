@@ -1,5 +1,6 @@
 """Messages looked up outside the queues: by physical offset (lookMessageByOffset), by an offset msgId, and
 by key through the index (queryMessage), every index hit re-checked against its record."""
+
 from __future__ import annotations
 
 from .errors import CorruptDataError
@@ -48,11 +49,13 @@ class Lookups:
                 verify_prop_crc(view, 0)
             return m
         except CorruptDataError as e:
-            raise e.in_file(self.commitlog.segment_path(physical_offset),
-                            physical_offset % self.commitlog.file_size) from None
+            raise e.in_file(
+                self.commitlog.segment_path(physical_offset), physical_offset % self.commitlog.file_size
+            ) from None
 
-    def query(self, topic: str, key: str, max_count: int = 32, begin_ms: int = 0,
-              end_ms: int | None = None) -> QueryResult:
+    def query(
+        self, topic: str, key: str, max_count: int = 32, begin_ms: int = 0, end_ms: int | None = None
+    ) -> QueryResult:
         """queryMessage (see MessageStore.query)."""
         if not isinstance(topic, str) or not isinstance(key, str):
             raise TypeError("query takes a topic and a key as strings")
@@ -71,8 +74,10 @@ class Lookups:
                     return False
                 found[phy] = m
             return True
+
         offsets, last_ts, last_phy = self.index.query_offsets(
-            topic, key, max_num, begin_ms, LONG_MAX if end_ms is None else end_ms, accept)
+            topic, key, max_num, begin_ms, LONG_MAX if end_ms is None else end_ms, accept
+        )
         if not offsets:
             return QueryResult()  # RocketMQ reports how far the index got only along with a hit
         return QueryResult((found[p] for p in sorted(offsets) if p in found), last_ts, last_phy)

@@ -1,4 +1,5 @@
 """The public message types: what a caller puts, and the results of put and get."""
+
 from __future__ import annotations
 
 import enum
@@ -11,6 +12,7 @@ from .formats.record import INNER_BATCH_FLAG, StoredMessage, body_crc, make_msg_
 
 class PutStatus(enum.Enum):
     """RocketMQ's PutMessageStatus."""
+
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
     FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
@@ -25,6 +27,7 @@ class PutStatus(enum.Enum):
 
 class GetStatus(enum.Enum):
     """RocketMQ's GetMessageStatus."""
+
     FOUND = "FOUND"
     NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
     MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
@@ -43,6 +46,7 @@ class Message:
 
     `raw_properties` replaces properties/tags/keys with an exact properties string, for replaying what
     another store (or a RocketMQ proxy) produced byte for byte."""
+
     topic: str
     body: bytes = b""
     tags: str | None = None
@@ -55,7 +59,7 @@ class Message:
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
     raw_properties: str | bytes | None = None
-    store_host: str | None = None   # this message's STOREHOST, when not the store's own (replays, proxies)
+    store_host: str | None = None  # this message's STOREHOST, when not the store's own (replays, proxies)
 
     def text_problem(self) -> str | None:
         """None when the tags, keys and property names and values can be stored as given (strings without
@@ -69,7 +73,7 @@ class Message:
         if keys is not None:
             if not isinstance(keys, (str, list, tuple)):
                 return f"keys must be a string or a list of strings, not {type(keys).__name__}"
-            for k in ((keys,) if isinstance(keys, str) else keys):
+            for k in (keys,) if isinstance(keys, str) else keys:
                 if not P.storable_text(k):
                     return f"key {k!r} must be a string without \\x01 or \\x02"
         props = self.properties
@@ -96,8 +100,9 @@ class Message:
             raw = self.raw_properties
             raw = raw.encode("utf-8", "replace") if isinstance(raw, str) else bytes(raw)
             if drop_crc and P.CRC32.encode() in raw:
-                return P.format_properties({k: v for k, v in P.parse_properties(raw).items()
-                                            if k != P.CRC32}).encode("utf-8", "surrogatepass")
+                return P.format_properties({k: v for k, v in P.parse_properties(raw).items() if k != P.CRC32}).encode(
+                    "utf-8", "surrogatepass"
+                )
             return raw
         props = self.property_map()
         if drop_crc:
@@ -108,11 +113,19 @@ class Message:
 class PutResult:
     """The answer to one put: status, where the record went (queue id, queue offset, physical offset) and
     its msgId. queue_id is -1 when nothing was put."""
-    __slots__ = ("status", "physical_offset", "size", "queue_offset", "store_timestamp", "msg_num", "_host",
-                 "queue_id")
 
-    def __init__(self, status: PutStatus, physical_offset: int = -1, size: int = 0, queue_offset: int = -1,
-                 store_host: bytes | None = None, store_timestamp: int = 0, msg_num: int = 1):
+    __slots__ = ("status", "physical_offset", "size", "queue_offset", "store_timestamp", "msg_num", "_host", "queue_id")
+
+    def __init__(
+        self,
+        status: PutStatus,
+        physical_offset: int = -1,
+        size: int = 0,
+        queue_offset: int = -1,
+        store_host: bytes | None = None,
+        store_timestamp: int = 0,
+        msg_num: int = 1,
+    ):
         self.status = status
         self.physical_offset = physical_offset
         self.size = size
@@ -120,7 +133,7 @@ class PutResult:
         self.store_timestamp = store_timestamp
         self.msg_num = msg_num
         self._host = store_host
-        self.queue_id = -1   # set by the store, which knows the queue it chose
+        self.queue_id = -1  # set by the store, which knows the queue it chose
 
     @property
     def ok(self) -> bool:
@@ -132,22 +145,33 @@ class PutResult:
         return make_msg_id(self._host, self.physical_offset) if self._host is not None else None
 
     def __repr__(self) -> str:
-        return (f"PutResult({self.status.name}, physical_offset={self.physical_offset}, size={self.size}, "
-                f"queue_id={self.queue_id}, queue_offset={self.queue_offset}, msg_id={self.msg_id}, store_timestamp={self.store_timestamp})")
+        return (
+            f"PutResult({self.status.name}, physical_offset={self.physical_offset}, size={self.size}, "
+            f"queue_id={self.queue_id}, queue_offset={self.queue_offset}, msg_id={self.msg_id}, store_timestamp={self.store_timestamp})"
+        )
 
 
 class PutBatchResult:
     """A producer batch: one status for all (all or nothing) and the per-message results, built on demand."""
 
-    def __init__(self, status: PutStatus, offsets=(), sizes=(), physical_offset: int = -1, size: int = 0,
-                 queue_offset: int = -1, store_host: bytes | None = None, store_timestamp: int = 0):
+    def __init__(
+        self,
+        status: PutStatus,
+        offsets=(),
+        sizes=(),
+        physical_offset: int = -1,
+        size: int = 0,
+        queue_offset: int = -1,
+        store_host: bytes | None = None,
+        store_timestamp: int = 0,
+    ):
         self.status = status
         self.physical_offset = physical_offset
         self.size = size
         self.queue_offset = queue_offset
         self.store_timestamp = store_timestamp
         self._offsets, self._sizes, self._host = offsets, sizes, store_host  # numpy arrays from the put path
-        self.queue_id = -1   # set by the store, which knows the queue it chose
+        self.queue_id = -1  # set by the store, which knows the queue it chose
         self._results = None
 
     @property
@@ -157,8 +181,10 @@ class PutBatchResult:
     @property
     def results(self) -> list[PutResult]:
         if self._results is None:
-            self._results = [PutResult(self.status, p, s, self.queue_offset + i, self._host, self.store_timestamp)
-                             for i, (p, s) in enumerate(zip(_ints(self._offsets), _ints(self._sizes)))]
+            self._results = [
+                PutResult(self.status, p, s, self.queue_offset + i, self._host, self.store_timestamp)
+                for i, (p, s) in enumerate(zip(_ints(self._offsets), _ints(self._sizes)))
+            ]
             for r in self._results:
                 r.queue_id = self.queue_id
         return self._results
@@ -177,8 +203,10 @@ class PutBatchResult:
         return self.results[i]
 
     def __repr__(self) -> str:
-        return (f"PutBatchResult({self.status.name}, {len(self)} messages, physical_offset={self.physical_offset}, "
-                f"size={self.size}, queue_id={self.queue_id}, queue_offset={self.queue_offset})")
+        return (
+            f"PutBatchResult({self.status.name}, {len(self)} messages, physical_offset={self.physical_offset}, "
+            f"size={self.size}, queue_id={self.queue_id}, queue_offset={self.queue_offset})"
+        )
 
 
 def _ints(values) -> list[int]:
@@ -218,6 +246,7 @@ class GetResult:
 
 class BatchedMessage:
     """One message of an inner batch: its own body, flag and properties; the rest from the batch record."""
+
     __slots__ = ("batch", "index", "body", "flag", "properties_raw", "_props")
 
     def __init__(self, batch: StoredMessage, index: int, inner):
@@ -239,10 +268,10 @@ class BatchedMessage:
     born_timestamp = property(lambda self: self.batch.born_timestamp)
     store_host = property(lambda self: self.batch.store_host)
     born_host = property(lambda self: self.batch.born_host)
-    msg_id = property(lambda self: self.batch.msg_id)       # the batch record's, as RocketMQ answers
+    msg_id = property(lambda self: self.batch.msg_id)  # the batch record's, as RocketMQ answers
     sys_flag = property(lambda self: self.batch.sys_flag)
     reconsume_times = property(lambda self: self.batch.reconsume_times)
-    body_crc = property(lambda self: body_crc(self.body))   # the inner message's own body
+    body_crc = property(lambda self: body_crc(self.body))  # the inner message's own body
     tags = property(lambda self: self.properties.get(P.TAGS))
     keys = property(lambda self: [k for k in (self.properties.get(P.KEYS) or "").split(P.KEY_SEPARATOR) if k])
     unique_key = property(lambda self: self.properties.get(P.UNIQ_KEY))

@@ -10,6 +10,7 @@ message with what the queues and the index read from them (computed once, handed
 producer batch's records with their CRCs in one call. The pure code beside it is the reference and the
 fallback (the C answers None where it leaves a message to Python); `_native = None` runs it alone.
 """
+
 from __future__ import annotations
 
 import logging
@@ -29,22 +30,35 @@ from .services.dispatch import SCHEDULE_TOPIC, tags_code_for
 from .validation import topic_problem
 
 log = logging.getLogger("rocketstore.put")
-_native = engine.native     # None: the pure path alone (the tests compare both)
-_NO_KEYS = (0, "", None, False)   # props_info of properties without TAGS, KEYS, UNIQ_KEY or DELAY
+_native = engine.native  # None: the pure path alone (the tests compare both)
+_NO_KEYS = (0, "", None, False)  # props_info of properties without TAGS, KEYS, UNIQ_KEY or DELAY
 MAX_PROPERTIES = 32767
 _crc32 = zlib.crc32
 _BYTES = (bytes, bytearray, memoryview)
 _BYTES_TYPES = frozenset(_BYTES)
-_I32_MIN, _I32_MAX, _I64_MIN, _I64_MAX = -2 ** 31, 2 ** 31 - 1, -2 ** 63, 2 ** 63 - 1
+_I32_MIN, _I32_MAX, _I64_MIN, _I64_MAX = -(2**31), 2**31 - 1, -(2**63), 2**63 - 1
 
 
 def _fields_fit(msg: Message) -> bool:
     """The record's fixed-width fields can hold the message's numbers (else MESSAGE_ILLEGAL, not a crash)."""
-    flag, rt, sf, pto, bt = msg.flag, msg.reconsume_times, msg.sys_flag, msg.prepared_transaction_offset, \
-        msg.born_timestamp
-    return (type(flag) is int and _I32_MIN <= flag <= _I32_MAX and type(rt) is int and _I32_MIN <= rt <= _I32_MAX
-            and type(sf) is int and _I32_MIN <= sf <= _I32_MAX and type(pto) is int and _I64_MIN <= pto <= _I64_MAX
-            and (bt is None or (type(bt) is int and _I64_MIN <= bt <= _I64_MAX)))
+    flag, rt, sf, pto, bt = (
+        msg.flag,
+        msg.reconsume_times,
+        msg.sys_flag,
+        msg.prepared_transaction_offset,
+        msg.born_timestamp,
+    )
+    return (
+        type(flag) is int
+        and _I32_MIN <= flag <= _I32_MAX
+        and type(rt) is int
+        and _I32_MIN <= rt <= _I32_MAX
+        and type(sf) is int
+        and _I32_MIN <= sf <= _I32_MAX
+        and type(pto) is int
+        and _I64_MIN <= pto <= _I64_MAX
+        and (bt is None or (type(bt) is int and _I64_MIN <= bt <= _I64_MAX))
+    )
 
 
 def _flags_fit(flags: list) -> bool:
@@ -55,12 +69,13 @@ def _flags_fit(flags: list) -> bool:
 class _Topic:
     """What the put path needs of a topic, computed once: its bytes, its record version, whether the
     plain-message fast path applies, and the record tails of the tags seen so far."""
+
     __slots__ = ("name", "tail", "v2", "tlen", "magic", "fast", "tag_tails", "queues")
 
     def __init__(self, name: str, v2: bool, fast: bool, queues: int = _I32_MAX + 1):
         raw = name.encode("utf-8")
         self.name, self.v2, self.tlen = name, v2, len(raw)
-        self.queues = queues    # queue ids below this are accepted (a Java int; fewer with a topic config)
+        self.queues = queues  # queue ids below this are accepted (a Java int; fewer with a topic config)
         self.tail = R.topic_tail(raw, v2)
         self.magic = R.MAGIC_V2 if v2 else R.MAGIC_V1
         self.fast = fast
@@ -72,7 +87,7 @@ class _Topic:
         a separator)."""
         try:
             got = self.tag_tails.get(tags)
-        except TypeError:   # unhashable: not a string
+        except TypeError:  # unhashable: not a string
             return None
         if got is None:
             if tags is not None and not P.storable_text(tags):
@@ -89,8 +104,9 @@ class _Topic:
 
 
 class MessageWriter:
-    def __init__(self, config, commitlog: CommitLog, dispatch, dispatch_batch=None, is_batch_topic=None,
-                 queue_limit=None):
+    def __init__(
+        self, config, commitlog: CommitLog, dispatch, dispatch_batch=None, is_batch_topic=None, queue_limit=None
+    ):
         """`dispatch(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props, end,
         info=...)` builds the queues for each record as it is written, under the put lock (`info`: the
         props_info of `props`, so that nothing reads them again); None leaves it to reput.
@@ -102,7 +118,7 @@ class MessageWriter:
         self.dispatch_batch = dispatch_batch
         self.lock = threading.RLock()
         self.queue_offsets: dict[tuple[str, int], int] = {}
-        self.last_physical_offset = -1      # start of the last record this writer appended
+        self.last_physical_offset = -1  # start of the last record this writer appended
         self.store_host = R.host_to_bytes(config.store_host)
         self.append_crc = config.enabled_append_prop_crc
         self.delay_levels = config.delay_levels()
@@ -140,9 +156,12 @@ class MessageWriter:
                 log.warning("put refused: %s", problem)
                 return None
             limit = self.queue_limit(topic)
-            t = _Topic(topic, self.config.auto_message_version_on_topic_len and len(topic) > R.MAX_TOPIC_BYTES_V1,
-                       self._fast_ok and topic != SCHEDULE_TOPIC and not self.is_batch_topic(topic),
-                       _I32_MAX + 1 if limit is None else min(limit, _I32_MAX + 1))
+            t = _Topic(
+                topic,
+                self.config.auto_message_version_on_topic_len and len(topic) > R.MAX_TOPIC_BYTES_V1,
+                self._fast_ok and topic != SCHEDULE_TOPIC and not self.is_batch_topic(topic),
+                _I32_MAX + 1 if limit is None else min(limit, _I32_MAX + 1),
+            )
             if len(self._topics) < 100_000:
                 self._topics[topic] = t
         return t
@@ -163,8 +182,7 @@ class MessageWriter:
         queueId < max(writeQueueNums, readQueueNums))."""
         if type(queue_id) is int and 0 <= queue_id < t.queues:
             return True
-        log.warning("put refused: queue id %r is not one of topic %s's queues (0..%d)", queue_id, t.name,
-                    t.queues - 1)
+        log.warning("put refused: queue id %r is not one of topic %s's queues (0..%d)", queue_id, t.name, t.queues - 1)
         return False
 
     @staticmethod
@@ -186,13 +204,15 @@ class MessageWriter:
                 try:
                     keys = P.KEY_SEPARATOR.join(keys)
                 except TypeError:
-                    keys = False    # not strings: text_problem below says so
-            if ((keys is None or type(keys) is str and "\x01" not in keys and "\x02" not in keys)
-                    and (tags is None or type(tags) is str and "\x01" not in tags and "\x02" not in tags)):
+                    keys = False  # not strings: text_problem below says so
+            if (keys is None or type(keys) is str and "\x01" not in keys and "\x02" not in keys) and (
+                tags is None or type(tags) is str and "\x01" not in tags and "\x02" not in tags
+            ):
                 # Java's getBytes(UTF_8) writes "?" for an unpaired surrogate; so does "replace"
                 if keys:
-                    return (f"KEYS\x01{keys}\x02TAGS\x01{tags}\x02" if tags
-                            else f"KEYS\x01{keys}\x02").encode("utf-8", "replace")
+                    return (f"KEYS\x01{keys}\x02TAGS\x01{tags}\x02" if tags else f"KEYS\x01{keys}\x02").encode(
+                        "utf-8", "replace"
+                    )
                 return f"TAGS\x01{tags}\x02".encode("utf-8", "replace") if tags else b""
         problem = msg.text_problem()
         if problem is not None:
@@ -210,11 +230,19 @@ class MessageWriter:
     def put(self, msg: Message, queue_id: int) -> PutResult:
         try:
             t = self._topics.get(msg.topic)
-        except TypeError:   # an unhashable topic: _put refuses it
+        except TypeError:  # an unhashable topic: _put refuses it
             t = None
-        if (t is not None and t.fast and type(msg.body) is bytes and msg.raw_properties is None
-                and not msg.sys_flag and msg.born_host is None and msg.store_host is None
-                and type(queue_id) is int and 0 <= queue_id < t.queues):
+        if (
+            t is not None
+            and t.fast
+            and type(msg.body) is bytes
+            and msg.raw_properties is None
+            and not msg.sys_flag
+            and msg.born_host is None
+            and msg.store_host is None
+            and type(queue_id) is int
+            and 0 <= queue_id < t.queues
+        ):
             if not msg.properties and not msg.keys:
                 if not _fields_fit(msg):
                     return PutResult(PutStatus.MESSAGE_ILLEGAL)
@@ -261,9 +289,19 @@ class MessageWriter:
             qoff = self.queue_offsets.get(key, 0)
             phys = mf.file_from_offset + mf.wrote
             clock = self.config.clock
-            got = _native.keyed_record(msg, t.tail, t.magic, queue_id, qoff, phys, mf.file_size - mf.wrote,
-                                       self.max_body, self.max_record, self.store_host,
-                                       None if clock is wall_clock_ms else clock)
+            got = _native.keyed_record(
+                msg,
+                t.tail,
+                t.magic,
+                queue_id,
+                qoff,
+                phys,
+                mf.file_size - mf.wrote,
+                self.max_body,
+                self.max_record,
+                self.store_host,
+                None if clock is wall_clock_ms else clock,
+            )
             if got is None:
                 return self._put_checked(msg, queue_id)
             record, props, info, store_ts = got
@@ -276,8 +314,19 @@ class MessageWriter:
                 self.dispatch(t.name, queue_id, phys, size, info[0], store_ts, qoff, 0, props, phys + size, info=info)
         return PutResult(PutStatus.PUT_OK, phys, size, qoff, self.store_host, store_ts)
 
-    def _write_plain(self, msg: Message, queue_id: int, t: _Topic, body: bytes, blen: int, size: int, tail: bytes,
-                     code: int, props: bytes, info) -> PutResult:
+    def _write_plain(
+        self,
+        msg: Message,
+        queue_id: int,
+        t: _Topic,
+        body: bytes,
+        blen: int,
+        size: int,
+        tail: bytes,
+        code: int,
+        props: bytes,
+        info,
+    ) -> PutResult:
         """The record of _put_plain (IPv4 hosts, sysFlag 0, no appended CRC) and its dispatch."""
         clock = self.config.clock
         born_ts = msg.born_timestamp if msg.born_timestamp is not None else clock()
@@ -291,13 +340,52 @@ class MessageWriter:
             mf = files[-1] if files else None
             if mf is not None and mf.file_size - mf.wrote >= size + R.END_FILE_MIN_BLANK_LENGTH:
                 phys = mf.file_from_offset + mf.wrote
-                mf.append(self._fixed_v4.pack(size, t.magic, crc, queue_id, msg.flag, qoff, phys, 0, born_ts, host,
-                                              store_ts, host, msg.reconsume_times,
-                                              msg.prepared_transaction_offset, blen) + body + tail)
+                mf.append(
+                    self._fixed_v4.pack(
+                        size,
+                        t.magic,
+                        crc,
+                        queue_id,
+                        msg.flag,
+                        qoff,
+                        phys,
+                        0,
+                        born_ts,
+                        host,
+                        store_ts,
+                        host,
+                        msg.reconsume_times,
+                        msg.prepared_transaction_offset,
+                        blen,
+                    )
+                    + body
+                    + tail
+                )
             else:  # a new segment (and a BLANK filler) first: the general append knows how
-                phys = self.append(size, lambda p: self._fixed_v4.pack(
-                    size, t.magic, crc, queue_id, msg.flag, qoff, p, 0, born_ts, host, store_ts, host,
-                    msg.reconsume_times, msg.prepared_transaction_offset, blen) + body + tail)
+                phys = self.append(
+                    size,
+                    lambda p: (
+                        self._fixed_v4.pack(
+                            size,
+                            t.magic,
+                            crc,
+                            queue_id,
+                            msg.flag,
+                            qoff,
+                            p,
+                            0,
+                            born_ts,
+                            host,
+                            store_ts,
+                            host,
+                            msg.reconsume_times,
+                            msg.prepared_transaction_offset,
+                            blen,
+                        )
+                        + body
+                        + tail
+                    ),
+                )
                 if type(phys) is PutStatus:
                     return PutResult(phys)
             self.last_physical_offset = phys
@@ -340,7 +428,7 @@ class MessageWriter:
         fixed = R.fixed_part(len(born), len(store_host))
         tail = t.tail + R.U16.pack(plen) + stored
         magic = R.MAGIC_V2 if t.v2 else R.MAGIC_V1
-        counts = R.gets_queue_unit(sys_flag)   # only these take a queue offset
+        counts = R.gets_queue_unit(sys_flag)  # only these take a queue offset
         key = (t.name, queue_id)
         append_crc = self.append_crc
         with self.lock:
@@ -348,10 +436,29 @@ class MessageWriter:
             store_ts = self.config.clock()
 
             def make(phys):
-                rec = fixed.pack(size, magic, crc, queue_id, msg.flag, qoff, phys, sys_flag, born_ts, born,
-                                 store_ts, store_host, msg.reconsume_times, msg.prepared_transaction_offset,
-                                 blen) + body + tail
+                rec = (
+                    fixed.pack(
+                        size,
+                        magic,
+                        crc,
+                        queue_id,
+                        msg.flag,
+                        qoff,
+                        phys,
+                        sys_flag,
+                        born_ts,
+                        born,
+                        store_ts,
+                        store_host,
+                        msg.reconsume_times,
+                        msg.prepared_transaction_offset,
+                        blen,
+                    )
+                    + body
+                    + tail
+                )
                 return R.fill_crc_property(rec) if append_crc else rec
+
             phys = self.append(size, make)
             if type(phys) is PutStatus:
                 return PutResult(phys)
@@ -361,8 +468,19 @@ class MessageWriter:
                 self.queue_offsets[key] = qoff + 1
             if self.dispatch is not None:
                 info = _info(props)
-                self.dispatch(t.name, queue_id, phys, size, self._tags_code(t.name, props, store_ts, sys_flag, info),
-                              store_ts, qoff, sys_flag, props, phys + size, info=info)
+                self.dispatch(
+                    t.name,
+                    queue_id,
+                    phys,
+                    size,
+                    self._tags_code(t.name, props, store_ts, sys_flag, info),
+                    store_ts,
+                    qoff,
+                    sys_flag,
+                    props,
+                    phys + size,
+                    info=info,
+                )
         return PutResult(PutStatus.PUT_OK, phys, size, qoff, store_host, store_ts)
 
     # -- a producer batch (putMessages): one record per message, all in one segment, all or nothing
@@ -403,7 +521,7 @@ class MessageWriter:
         codes = None
         if _native is not None:
             props_list, infos, uniform, careful, codes = _native.batch_props(msgs, append_crc)
-            if careful and None in props_list:   # what the C leaves to Python
+            if careful and None in props_list:  # what the C leaves to Python
                 for i, props in enumerate(props_list):
                     if props is None:
                         props_list[i] = props = self._props_py(msgs[i], append_crc)
@@ -414,8 +532,8 @@ class MessageWriter:
             props_list, uniform = self._batch_props(msgs, append_crc)
             infos, careful = None, True
         if careful and None in props_list:
-            return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)   # a tag, key or property cannot be stored
-        for props in (props_list[:1] if uniform else props_list) if careful else ():   # (no DELAY: not careful)
+            return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)  # a tag, key or property cannot be stored
+        for props in (props_list[:1] if uniform else props_list) if careful else ():  # (no DELAY: not careful)
             if b"DELAY\x01" in props and P.parse_properties(props).get(P.DELAY, "0").strip() not in ("", "0"):
                 return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)  # RocketMQ refuses delayed batches
         plens = list(map(len, props_list))
@@ -424,12 +542,30 @@ class MessageWriter:
         if 22 * n + sum(blens) + sum(plens) > self.max_body:
             return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)  # the encoded batch is one "body" to RocketMQ
         fixed_len = R.fixed_dtype(len(born), len(store_host)).itemsize
-        sizes = np.array(blens, dtype=np.int64) + (np.array(plens, dtype=np.int64) + (fixed_len + len(t.tail) + 2 + reserve))
+        sizes = np.array(blens, dtype=np.int64) + (
+            np.array(plens, dtype=np.int64) + (fixed_len + len(t.tail) + 2 + reserve)
+        )
         total = int(sizes.sum())
         magic = R.MAGIC_V2 if t.v2 else R.MAGIC_V1
         if _native is not None and set(map(type, bodies)) == {bytes}:
-            return self._put_batch_native(msgs, queue_id, t, bodies, flags, props_list, infos, codes, uniform, sizes,
-                                          total, born, store_host, sys_flag, born_ts, magic)
+            return self._put_batch_native(
+                msgs,
+                queue_id,
+                t,
+                bodies,
+                flags,
+                props_list,
+                infos,
+                codes,
+                uniform,
+                sizes,
+                total,
+                born,
+                store_host,
+                sys_flag,
+                born_ts,
+                magic,
+            )
         crcs = np.fromiter(map(_crc32, bodies), dtype=np.int64, count=n) & 0x7FFFFFFF
         if uniform:
             tails = [t.tail + R.U16.pack(plens[0] + reserve) + props_list[0] + bytes(reserve)] * n
@@ -448,19 +584,32 @@ class MessageWriter:
                 starts[0] = phys
                 np.cumsum(sizes[:-1], out=starts[1:])
                 starts[1:] += phys
-                hb = R.fixed_parts(born=born, store_host=store_host, sizes=sizes, magic=magic, crcs=crcs,
-                                   queue_id=queue_id, flags=flags, first_queue_offset=base, phys=starts,
-                                   sys_flag=sys_flag, born_timestamp=born_ts, store_timestamp=store_ts,
-                                   reconsume_times=first.reconsume_times, body_lens=blens).tobytes()
+                hb = R.fixed_parts(
+                    born=born,
+                    store_host=store_host,
+                    sizes=sizes,
+                    magic=magic,
+                    crcs=crcs,
+                    queue_id=queue_id,
+                    flags=flags,
+                    first_queue_offset=base,
+                    phys=starts,
+                    sys_flag=sys_flag,
+                    born_timestamp=born_ts,
+                    store_timestamp=store_ts,
+                    reconsume_times=first.reconsume_times,
+                    body_lens=blens,
+                ).tobytes()
                 if same_size:
                     data = _interleave_uniform(hb, bodies, tails[0], n, fixed_len, blens[0])
                 else:
                     parts = [None] * (3 * n)
-                    parts[0::3] = [hb[i:i + fixed_len] for i in range(0, n * fixed_len, fixed_len)]
+                    parts[0::3] = [hb[i : i + fixed_len] for i in range(0, n * fixed_len, fixed_len)]
                     parts[1::3] = bodies
                     parts[2::3] = tails
                     data = b"".join(parts)
                 return _fill_crc_properties(data, sizes) if append_crc else data
+
             phys = self.append(total, make)
             if type(phys) is PutStatus:
                 return PutBatchResult(phys)
@@ -474,14 +623,47 @@ class MessageWriter:
                     codes = np.full(n, self._tags_code(tname, props_list[0], store_ts, sys_flag, info), dtype=np.int64)
                 else:
                     infos = [_info(props) for props in props_list]
-                    codes = np.array([self._tags_code(tname, props, store_ts, sys_flag, info)
-                                      for props, info in zip(props_list, infos)], dtype=np.int64)
-                self.dispatch_batch(tname, queue_id, starts, sizes, codes, store_ts, base, sys_flag, props_list,
-                                    phys + total, infos=infos)
+                    codes = np.array(
+                        [
+                            self._tags_code(tname, props, store_ts, sys_flag, info)
+                            for props, info in zip(props_list, infos)
+                        ],
+                        dtype=np.int64,
+                    )
+                self.dispatch_batch(
+                    tname,
+                    queue_id,
+                    starts,
+                    sizes,
+                    codes,
+                    store_ts,
+                    base,
+                    sys_flag,
+                    props_list,
+                    phys + total,
+                    infos=infos,
+                )
         return PutBatchResult(PutStatus.PUT_OK, starts, sizes, phys, total, base, store_host, store_ts)
 
-    def _put_batch_native(self, msgs, queue_id, t, bodies, flags, props_list, infos, codes, uniform, sizes, total,
-                          born, store_host, sys_flag, born_ts, magic) -> PutBatchResult:
+    def _put_batch_native(
+        self,
+        msgs,
+        queue_id,
+        t,
+        bodies,
+        flags,
+        props_list,
+        infos,
+        codes,
+        uniform,
+        sizes,
+        total,
+        born,
+        store_host,
+        sys_flag,
+        born_ts,
+        magic,
+    ) -> PutBatchResult:
         """put_batch's write and dispatch with the compiled engine: the records, CRCs included, in one call
         (the same bytes as the numpy path), and the properties' infos handed to the index as they are."""
         n = len(msgs)
@@ -494,11 +676,38 @@ class MessageWriter:
         with self.lock:
             base = self.queue_offsets.get(key, 0)
             store_ts = self.config.clock()
-            template = fixed.pack(0, magic, 0, queue_id, 0, 0, 0, sys_flag, born_ts, born, store_ts, store_host,
-                                  first.reconsume_times, 0, 0)
-            phys = self.append(total, lambda p: _native.encode_batch(
-                template, bodies, props_list[0] if uniform else props_list, t.tail, reserve, flags, base, p, total,
-                append_crc))
+            template = fixed.pack(
+                0,
+                magic,
+                0,
+                queue_id,
+                0,
+                0,
+                0,
+                sys_flag,
+                born_ts,
+                born,
+                store_ts,
+                store_host,
+                first.reconsume_times,
+                0,
+                0,
+            )
+            phys = self.append(
+                total,
+                lambda p: _native.encode_batch(
+                    template,
+                    bodies,
+                    props_list[0] if uniform else props_list,
+                    t.tail,
+                    reserve,
+                    flags,
+                    base,
+                    p,
+                    total,
+                    append_crc,
+                ),
+            )
             if type(phys) is PutStatus:
                 return PutBatchResult(phys)
             starts = np.empty(n, dtype=np.int64)
@@ -512,17 +721,33 @@ class MessageWriter:
                 if tname != SCHEDULE_TOPIC and codes is not None and None not in infos:
                     codes = np.frombuffer(codes, dtype=np.int64)
                 else:
-                    codes = np.array([self._tags_code(tname, props, store_ts, sys_flag, info)
-                                      for props, info in zip(props_list, infos)], dtype=np.int64)
-                self.dispatch_batch(tname, queue_id, starts, sizes, codes, store_ts, base, sys_flag, props_list,
-                                    phys + total, infos=infos)
+                    codes = np.array(
+                        [
+                            self._tags_code(tname, props, store_ts, sys_flag, info)
+                            for props, info in zip(props_list, infos)
+                        ],
+                        dtype=np.int64,
+                    )
+                self.dispatch_batch(
+                    tname,
+                    queue_id,
+                    starts,
+                    sizes,
+                    codes,
+                    store_ts,
+                    base,
+                    sys_flag,
+                    props_list,
+                    phys + total,
+                    infos=infos,
+                )
         return PutBatchResult(PutStatus.PUT_OK, starts, sizes, phys, total, base, store_host, store_ts)
 
     def _batch_props(self, msgs: list[Message], drop_crc: bool) -> tuple[list[bytes], bool]:
         """Each message's PROPERTIES bytes, and whether they are all the same (computed once, then)."""
         first = msgs[0]
         n = len(msgs)
-        plain = ([m.raw_properties for m in msgs].count(None) == n and not any([m.properties for m in msgs]))
+        plain = [m.raw_properties for m in msgs].count(None) == n and not any([m.properties for m in msgs])
         if plain and [m.keys for m in msgs].count(None) == n and [m.tags for m in msgs].count(first.tags) == n:
             return [self._props(first, drop_crc)] * n, True
         props_list = [self._props(m, drop_crc) for m in msgs]
@@ -542,8 +767,8 @@ def _interleave_uniform(headers: bytes, bodies: list, tail: bytes, n: int, fixed
     strided numpy copy instead of 3n joined parts."""
     out = np.empty((n, fixed_len + body_len + len(tail)), dtype=np.uint8)
     out[:, :fixed_len] = np.frombuffer(headers, dtype=np.uint8).reshape(n, fixed_len)
-    out[:, fixed_len:fixed_len + body_len] = np.frombuffer(b"".join(bodies), dtype=np.uint8).reshape(n, body_len)
-    out[:, fixed_len + body_len:] = np.frombuffer(tail, dtype=np.uint8)
+    out[:, fixed_len : fixed_len + body_len] = np.frombuffer(b"".join(bodies), dtype=np.uint8).reshape(n, body_len)
+    out[:, fixed_len + body_len :] = np.frombuffer(tail, dtype=np.uint8)
     return out.reshape(-1)
 
 
@@ -554,7 +779,7 @@ def _fill_crc_properties(data: bytes, sizes: np.ndarray) -> bytes:
     pos = 0
     for size in sizes.tolist():
         end = pos + size - P.CRC32_RESERVED_LEN
-        buf[end:pos + size] = P.crc32_property(_crc32(view[pos:end]) & 0x7FFFFFFF)
+        buf[end : pos + size] = P.crc32_property(_crc32(view[pos:end]) & 0x7FFFFFFF)
         pos += size
     view.release()
     return bytes(buf)

@@ -6,6 +6,7 @@ queue offset, an inner batch gets the INNER_BASE property (= that offset) with i
 in java.util.HashMap order, and the queue offset then advances by the batch size. This path is the rare
 one, so it uses the generic record encoder rather than the put path's cached pieces.
 """
+
 from __future__ import annotations
 
 import logging
@@ -78,12 +79,25 @@ def put(writer, msg: Message, queue_id: int, topic) -> PutResult:
         store_ts = writer.config.clock()
 
         def make(phys):
-            return R.encode_record(topic=topic.name.encode("utf-8"), body=body, props=stored, queue_id=queue_id,
-                                   flag=msg.flag, sys_flag=sys_flag, born_timestamp=born_ts, born_host=born,
-                                   store_timestamp=store_ts, store_host=store_host,
-                                   reconsume_times=msg.reconsume_times, prepared_transaction_offset=0,
-                                   queue_offset=qoff, physical_offset=phys, v2=topic.v2,
-                                   append_crc=writer.append_crc)
+            return R.encode_record(
+                topic=topic.name.encode("utf-8"),
+                body=body,
+                props=stored,
+                queue_id=queue_id,
+                flag=msg.flag,
+                sys_flag=sys_flag,
+                born_timestamp=born_ts,
+                born_host=born,
+                store_timestamp=store_ts,
+                store_host=store_host,
+                reconsume_times=msg.reconsume_times,
+                prepared_transaction_offset=0,
+                queue_offset=qoff,
+                physical_offset=phys,
+                v2=topic.v2,
+                append_crc=writer.append_crc,
+            )
+
         phys = writer.append(size, make)
         if type(phys) is PutStatus:
             return PutResult(phys)
@@ -92,8 +106,19 @@ def put(writer, msg: Message, queue_id: int, topic) -> PutResult:
         if takes_offset:
             writer.queue_offsets[key] = qoff + count
         if writer.dispatch is not None:
-            writer.dispatch(topic.name, queue_id, phys, size, R.tags_code(props.get(P.TAGS)), store_ts, qoff,
-                            sys_flag, raw, phys + size, batch_size=batch)
+            writer.dispatch(
+                topic.name,
+                queue_id,
+                phys,
+                size,
+                R.tags_code(props.get(P.TAGS)),
+                store_ts,
+                qoff,
+                sys_flag,
+                raw,
+                phys + size,
+                batch_size=batch,
+            )
     return PutResult(PutStatus.PUT_OK, phys, size, qoff, store_host, store_ts, msg_num=count)
 
 
@@ -109,12 +134,26 @@ def put_batch(writer, msgs: list[Message], queue_id: int, topic) -> PutBatchResu
     body = IB.encode_messages((m.body, m.properties_bytes(drop_crc=True), m.flag) for m in msgs)
     if len(body) > writer.max_body:
         return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
-    record = Message(topic.name, body, properties={P.INNER_NUM: str(len(msgs))}, sys_flag=R.INNER_BATCH_FLAG,
-                     born_timestamp=first.born_timestamp, born_host=first.born_host, store_host=first.store_host)
+    record = Message(
+        topic.name,
+        body,
+        properties={P.INNER_NUM: str(len(msgs))},
+        sys_flag=R.INNER_BATCH_FLAG,
+        born_timestamp=first.born_timestamp,
+        born_host=first.born_host,
+        store_host=first.store_host,
+    )
     r = put(writer, record, queue_id, topic)
     if not r.ok:
         return PutBatchResult(r.status)
     n = len(msgs)
-    return PutBatchResult(PutStatus.PUT_OK, [r.physical_offset] * n, [r.size] * n, r.physical_offset, r.size,
-                          r.queue_offset, writer.store_host if first.store_host is None
-                          else R.host_to_bytes(first.store_host), r.store_timestamp)
+    return PutBatchResult(
+        PutStatus.PUT_OK,
+        [r.physical_offset] * n,
+        [r.size] * n,
+        r.physical_offset,
+        r.size,
+        r.queue_offset,
+        writer.store_host if first.store_host is None else R.host_to_bytes(first.store_host),
+        r.store_timestamp,
+    )

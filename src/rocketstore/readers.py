@@ -3,6 +3,7 @@ planner polling a live store, verify, dump) asks of them, read straight from the
 
 A writer fills queue units in order and an unwritten unit is zeros, so the units written in a file are
 found by a binary search for the first unit whose size is not positive."""
+
 from __future__ import annotations
 
 import mmap
@@ -23,7 +24,7 @@ def written_units(path: str, dtype: np.dtype) -> tuple[int, np.ndarray | None]:
         return 0, None
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         units = np.frombuffer(mm, dtype=dtype, count=size // dtype.itemsize)
-        lo, hi = 0, len(units)          # invariant: units[:lo] written, units[hi:] not
+        lo, hi = 0, len(units)  # invariant: units[:lo] written, units[hi:] not
         while lo < hi:
             mid = (lo + hi) // 2
             if units[mid]["size"] > 0 and units[mid]["pos"] >= 0:
@@ -44,7 +45,7 @@ def queue_end(root: str, topic: str, queue_id: int, batch_cq: bool) -> int:
     if not batch_cq:
         n, _ = written_units(os.path.join(directory, names[-1]), CQ.DTYPE)
         return int(names[-1]) // CQ.UNIT_SIZE + n
-    for name in reversed(names):    # an empty newest file: the previous one's end (a fresh queue: 0)
+    for name in reversed(names):  # an empty newest file: the previous one's end (a fresh queue: 0)
         _, last = written_units(os.path.join(directory, name), BCQ.DTYPE)
         if last is not None:
             return int(last["base_offset"]) + int(last["batch_size"])

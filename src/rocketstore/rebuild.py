@@ -19,6 +19,7 @@ Reput dispatches every record in CommitLog order, but what it writes splits clea
 Everything here is plain Python and numpy: `rebuild_serial` runs the pieces in this process;
 rocketstore.spark.rebuild_job runs the same pieces as a Spark job.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -47,14 +48,26 @@ from .services.dispatch_rows import index_entry_counts, unit_rows
 from .services.index_service import file_name_at, name_after
 
 log = logging.getLogger("rocketstore.rebuild")
-EXT_REFUSED = ("the parallel rebuild does not write ConsumeQueue ext files, and the config enables them "
-               "(enableConsumeQueueExt=true): rebuild with --engine local, whose recovery dispatch writes the "
-               "ext units (with the registered SQL92 filters' bitmaps) as reput does")
+EXT_REFUSED = (
+    "the parallel rebuild does not write ConsumeQueue ext files, and the config enables them "
+    "(enableConsumeQueueExt=true): rebuild with --engine local, whose recovery dispatch writes the "
+    "ext units (with the registered SQL92 filters' bitmaps) as reput does"
+)
 
 # the dispatch columns of decoded records: numpy arrays, and Python lists for the strings
-INT_COLUMNS = {"phys": np.int64, "size": np.int32, "queue_id": np.int32, "queue_offset": np.int64,
-               "tags_code": np.int64, "store_ts": np.int64, "sys_flag": np.int32, "base": np.int64,
-               "batch_size": np.int32, "entries": np.int32, "entry_no": np.int64}
+INT_COLUMNS = {
+    "phys": np.int64,
+    "size": np.int32,
+    "queue_id": np.int32,
+    "queue_offset": np.int64,
+    "tags_code": np.int64,
+    "store_ts": np.int64,
+    "sys_flag": np.int32,
+    "base": np.int64,
+    "batch_size": np.int32,
+    "entries": np.int32,
+    "entry_no": np.int64,
+}
 STR_COLUMNS = ("topic", "keys", "uniq")
 
 
@@ -62,6 +75,7 @@ STR_COLUMNS = ("topic", "keys", "uniq")
 @dataclass(frozen=True)
 class DecodeSettings:
     """What decoding a segment needs from the store's config (small and picklable, for Spark tasks)."""
+
     file_size: int
     check_crc: bool = True
     force_verify_prop_crc: bool = False
@@ -70,21 +84,27 @@ class DecodeSettings:
 
     @classmethod
     def of(cls, config: StoreConfig) -> "DecodeSettings":
-        return cls(config.mapped_file_size_commit_log, config.check_crc_on_recover, config.force_verify_prop_crc,
-                   tuple(config.delay_levels()), config.message_index_enable)
+        return cls(
+            config.mapped_file_size_commit_log,
+            config.check_crc_on_recover,
+            config.force_verify_prop_crc,
+            tuple(config.delay_levels()),
+            config.message_index_enable,
+        )
 
 
 # ---------------------------------------------------------------------------- decoding one segment
 @dataclass
 class Segment:
     """One decoded CommitLog segment: its records' dispatch columns and how the segment ends."""
+
     path: str
-    base: int                            # the segment's first physical offset (its file name)
+    base: int  # the segment's first physical offset (its file name)
     columns: dict = field(default_factory=dict)
-    end: int = 0                         # physical offset where the records stop
-    blank: bool = False                  # they stop at a BLANK filler (else: the problem below)
-    problem: str | None = None           # None with blank=False: zeros, nothing written there
-    empty_at_end: bool = False           # nothing at all at the stop position (zeros)
+    end: int = 0  # physical offset where the records stop
+    blank: bool = False  # they stop at a BLANK filler (else: the problem below)
+    problem: str | None = None  # None with blank=False: zeros, nothing written there
+    empty_at_end: bool = False  # nothing at all at the stop position (zeros)
 
     @property
     def records(self) -> int:
@@ -95,16 +115,26 @@ class Segment:
         n = len(c.get("phys", ()))
         with_entries = np.flatnonzero(c["entries"]) if n else np.zeros(0, np.int64)
         last_entry = int(with_entries[-1]) if len(with_entries) else -1
-        return SegmentSummary(self.path, self.base, self.end, self.blank, self.problem, self.empty_at_end, n,
-                              int(c["entries"].sum()) if n else 0, int(c["phys"][-1]) if n else -1,
-                              int(c["phys"][last_entry]) if last_entry >= 0 else -1,
-                              int(c["store_ts"][last_entry]) if last_entry >= 0 else 0)
+        return SegmentSummary(
+            self.path,
+            self.base,
+            self.end,
+            self.blank,
+            self.problem,
+            self.empty_at_end,
+            n,
+            int(c["entries"].sum()) if n else 0,
+            int(c["phys"][-1]) if n else -1,
+            int(c["phys"][last_entry]) if last_entry >= 0 else -1,
+            int(c["store_ts"][last_entry]) if last_entry >= 0 else 0,
+        )
 
 
 @dataclass
 class SegmentSummary:
     """What the driver needs to know about a decoded segment (no columns): where and how it ends, and its
     counts for the index plan."""
+
     path: str
     base: int
     end: int
@@ -113,8 +143,8 @@ class SegmentSummary:
     empty_at_end: bool
     records: int
     entries: int
-    last_record_phys: int          # -1: no record
-    last_entry_phys: int           # the last record with an index entry, -1: none
+    last_record_phys: int  # -1: no record
+    last_entry_phys: int  # the last record with an index entry, -1: none
     last_entry_ts: int
 
 
@@ -133,10 +163,17 @@ class _Collector:
         self.strings["uniq"].extend(uniqs)
 
     def add_one(self, req) -> None:
-        values = {"phys": req.commit_log_offset, "size": req.msg_size, "queue_id": req.queue_id,
-                  "queue_offset": req.consume_queue_offset, "tags_code": req.tags_code,
-                  "store_ts": req.store_timestamp, "sys_flag": req.sys_flag, "base": req.msg_base_offset,
-                  "batch_size": req.batch_size}
+        values = {
+            "phys": req.commit_log_offset,
+            "size": req.msg_size,
+            "queue_id": req.queue_id,
+            "queue_offset": req.consume_queue_offset,
+            "tags_code": req.tags_code,
+            "store_ts": req.store_timestamp,
+            "sys_flag": req.sys_flag,
+            "base": req.msg_base_offset,
+            "batch_size": req.batch_size,
+        }
         for k, v in values.items():
             self.chunks[k].append(np.array([v], dtype=INT_COLUMNS[k]))
         self.strings["topic"].append(req.topic)
@@ -144,8 +181,11 @@ class _Collector:
         self.strings["uniq"].append(req.uniq_key)
 
     def columns(self, index_enabled: bool) -> dict:
-        cols = {k: (np.concatenate(v).astype(INT_COLUMNS[k]) if v else np.zeros(0, INT_COLUMNS[k]))
-                for k, v in self.chunks.items() if k not in ("entries", "entry_no")}
+        cols = {
+            k: (np.concatenate(v).astype(INT_COLUMNS[k]) if v else np.zeros(0, INT_COLUMNS[k]))
+            for k, v in self.chunks.items()
+            if k not in ("entries", "entry_no")
+        }
         cols.update(self.strings)
         n = len(cols["phys"])
         if index_enabled:
@@ -153,7 +193,7 @@ class _Collector:
         else:
             entries = np.zeros(n, dtype=np.int32)
         cols["entries"] = entries
-        cols["entry_no"] = (np.cumsum(entries, dtype=np.int64) - entries)   # the segment's entries before it
+        cols["entry_no"] = np.cumsum(entries, dtype=np.int64) - entries  # the segment's entries before it
         return cols
 
 
@@ -163,10 +203,10 @@ def _entry_counts(cols: dict) -> np.ndarray:
     dispatch_rows.index_entry_counts (the reference)."""
     phys = cols["phys"]
     if engine.native is not None and len(phys) and (len(phys) == 1 or bool((np.diff(phys) > 0).all())):
-        _, entry_phys, _ = index_entries(cols["topic"], cols["keys"], cols["uniq"], cols["sys_flag"], phys,
-                                         cols["store_ts"])
-        return (np.searchsorted(entry_phys, phys, "right") - np.searchsorted(entry_phys, phys, "left")
-                ).astype(np.int32)
+        _, entry_phys, _ = index_entries(
+            cols["topic"], cols["keys"], cols["uniq"], cols["sys_flag"], phys, cols["store_ts"]
+        )
+        return (np.searchsorted(entry_phys, phys, "right") - np.searchsorted(entry_phys, phys, "left")).astype(np.int32)
     return index_entry_counts(cols["uniq"], cols["keys"], cols["sys_flag"])
 
 
@@ -175,8 +215,9 @@ def decode_segment(path: str, base: int, settings: DecodeSettings) -> Segment:
     first position that holds no valid record (the end of the log, or a problem the caller judges)."""
     size = os.path.getsize(path)
     if size != settings.file_size:
-        raise RebuildError(f"{path}: CommitLog file is {size} bytes, the store expects {settings.file_size} "
-                           f"(mappedFileSizeCommitLog)")
+        raise RebuildError(
+            f"{path}: CommitLog file is {size} bytes, the store expects {settings.file_size} (mappedFileSizeCommitLog)"
+        )
     with open(path, "rb") as fh:
         mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     try:
@@ -198,16 +239,21 @@ def _decode(buf, path: str, base: int, settings: DecodeSettings) -> Segment:
             if after != pos:
                 pos = after
                 continue
-        kind, rsize, req, problem = check_record(buf, pos, limit, check_crc=settings.check_crc,
-                                                 force_verify_prop_crc=settings.force_verify_prop_crc,
-                                                 delay_levels=settings.delay_levels)
+        kind, rsize, req, problem = check_record(
+            buf,
+            pos,
+            limit,
+            check_crc=settings.check_crc,
+            force_verify_prop_crc=settings.force_verify_prop_crc,
+            delay_levels=settings.delay_levels,
+        )
         if kind == OK:
             out.add_one(req)
             pos += rsize
             continue
         seg.blank = kind == BLANK
         seg.problem = None if kind == BLANK else problem
-        seg.empty_at_end = kind != BLANK and not any(buf[pos:pos + 8])
+        seg.empty_at_end = kind != BLANK and not any(buf[pos : pos + 8])
         break
     seg.end = base + pos
     seg.columns = out.columns(settings.index_enabled)
@@ -224,13 +270,22 @@ def _take_run(buf, pos: int, limit: int, out: _Collector, settings: DecodeSettin
         return pos
     n = cols.count
     qoff = np.array(cols.queue_offset, dtype=np.int64)
-    out.add_run({"phys": np.array(cols.phys, dtype=np.int64), "size": np.array(cols.size, dtype=np.int32),
-                 "queue_id": np.array(cols.queue_id, dtype=np.int32), "queue_offset": qoff,
-                 "tags_code": np.array(cols.tags_code, dtype=np.int64),
-                 "store_ts": np.array(cols.store_ts, dtype=np.int64),
-                 "sys_flag": np.array(cols.sys_flag, dtype=np.int32), "base": qoff,
-                 "batch_size": np.ones(n, dtype=np.int32)},
-                cols.topic, cols.keys, cols.uniq)
+    out.add_run(
+        {
+            "phys": np.array(cols.phys, dtype=np.int64),
+            "size": np.array(cols.size, dtype=np.int32),
+            "queue_id": np.array(cols.queue_id, dtype=np.int32),
+            "queue_offset": qoff,
+            "tags_code": np.array(cols.tags_code, dtype=np.int64),
+            "store_ts": np.array(cols.store_ts, dtype=np.int64),
+            "sys_flag": np.array(cols.sys_flag, dtype=np.int32),
+            "base": qoff,
+            "batch_size": np.ones(n, dtype=np.int32),
+        },
+        cols.topic,
+        cols.keys,
+        cols.uniq,
+    )
     return after
 
 
@@ -239,15 +294,21 @@ def check_segments(segments: list[SegmentSummary]) -> int:
     record there is an error naming the file and offset (recovery would cut the log at it and drop every
     later segment). Segments after it hold nothing (a preallocated file)."""
     last = len(segments) - 1
-    while last > 0 and segments[last].records == 0 and segments[last].empty_at_end \
-            and segments[last].end == segments[last].base:
+    while (
+        last > 0
+        and segments[last].records == 0
+        and segments[last].empty_at_end
+        and segments[last].end == segments[last].base
+    ):
         last -= 1
     for s in segments[:last]:
         if not s.blank:
             what = s.problem if s.problem and not s.empty_at_end else "no record here (zeros)"
-            raise RebuildError(f"{s.path}: offset {s.end - s.base}: {what}, but later CommitLog files hold "
-                               f"records; run `rocketstore recover` first (it cuts the log there), or repair "
-                               f"the file")
+            raise RebuildError(
+                f"{s.path}: offset {s.end - s.base}: {what}, but later CommitLog files hold "
+                f"records; run `rocketstore recover` first (it cuts the log there), or repair "
+                f"the file"
+            )
     return last
 
 
@@ -257,7 +318,7 @@ class QueueWritten:
     topic: str
     queue_id: int
     units: int
-    last_phys: int = -1       # the last record whose unit went in, and its store time (checkpoint's logics time)
+    last_phys: int = -1  # the last record whose unit went in, and its store time (checkpoint's logics time)
     last_store_ts: int = 0
 
 
@@ -266,8 +327,10 @@ def write_queue(root: str, topic: str, queue_id: int, batch: bool, file_size: in
     tags_code, queue_offset, store_ts, and for a batch queue base, batch_size), in any order: written in
     CommitLog order through the classes reput uses, so the bytes are reput's."""
     order = np.argsort(np.asarray(cols["phys"], dtype=np.int64), kind="stable")
-    c = {k: np.asarray(cols[k])[order].astype(np.int64) for k in ("phys", "size", "tags_code", "queue_offset",
-                                                                  "store_ts")}
+    c = {
+        k: np.asarray(cols[k])[order].astype(np.int64)
+        for k in ("phys", "size", "tags_code", "queue_offset", "store_ts")
+    }
     if batch:
         c["base"] = np.asarray(cols["base"])[order].astype(np.int64)
         c["batch_size"] = np.asarray(cols["batch_size"])[order].astype(np.int64)
@@ -285,7 +348,9 @@ def write_queue(root: str, topic: str, queue_id: int, batch: bool, file_size: in
         for a, b in zip(starts.tolist(), ends.tolist()):
             ok = cq.put(int(c["phys"][a]), int(c["size"][a]), int(c["tags_code"][a]), int(qoffs[a]))
             if b - a > 1:
-                ok = cq.put_many(c["phys"][a + 1:b], c["size"][a + 1:b], c["tags_code"][a + 1:b], int(qoffs[a]) + 1)
+                ok = cq.put_many(
+                    c["phys"][a + 1 : b], c["size"][a + 1 : b], c["tags_code"][a + 1 : b], int(qoffs[a]) + 1
+                )
             if ok:
                 done.last_phys, done.last_store_ts = int(c["phys"][b - 1]), int(c["store_ts"][b - 1])
         cq.files.flush_all()
@@ -299,8 +364,9 @@ def _write_batch_queue(root, topic, queue_id, file_size, c) -> QueueWritten:
     bcq.load()
     try:
         done = QueueWritten(topic, queue_id, len(c["phys"]))
-        for phys, size, code, ts, base, n in zip(*(c[k].tolist() for k in ("phys", "size", "tags_code", "store_ts",
-                                                                          "base", "batch_size"))):
+        for phys, size, code, ts, base, n in zip(
+            *(c[k].tolist() for k in ("phys", "size", "tags_code", "store_ts", "base", "batch_size"))
+        ):
             if bcq.dispatch(phys, size, code, ts, base, n):
                 done.last_phys, done.last_store_ts = phys, ts
         bcq.files.flush_all()
@@ -314,10 +380,11 @@ def _write_batch_queue(root, topic, queue_id, file_size, c) -> QueueWritten:
 class IndexPlan:
     """Which index files the entries make: file i holds global entries [i * per_file, (i+1) * per_file),
     the last one what is left; `names` in order (wall-clock names, unique and increasing)."""
+
     per_file: int
     total_entries: int
     names: list[str]
-    segment_first_entry: dict[int, int]   # segment base -> global number of its first entry
+    segment_first_entry: dict[int, int]  # segment base -> global number of its first entry
 
     @property
     def files_with_entries(self) -> int:
@@ -327,14 +394,18 @@ class IndexPlan:
         return entry_no // self.per_file
 
 
-def plan_index(index_num: int, segment_counts: list[tuple[int, int, int]], arrival_after_last_entry: bool,
-               now_ms: int | None = None) -> IndexPlan:
+def plan_index(
+    index_num: int,
+    segment_counts: list[tuple[int, int, int]],
+    arrival_after_last_entry: bool,
+    now_ms: int | None = None,
+) -> IndexPlan:
     """The index files: `segment_counts` is (segment base, records, entries) in CommitLog order;
     `arrival_after_last_entry` says whether some record comes after the last one with an entry (or, with no
     entries at all, whether there is any record). IndexService opens a new file when a record arrives and
     the last file is full (or there is none), so the files are the full ones, the partly filled one, and an
     empty one when records arrive after the entries filled the last file exactly."""
-    per_file = index_num - 1      # entry 0 is never written
+    per_file = index_num - 1  # entry 0 is never written
     first: dict[int, int] = {}
     total = 0
     for base, _records, entries in segment_counts:
@@ -363,12 +434,23 @@ def index_entries(topics, keys, uniqs, sys_flags, phys, stamps) -> tuple[np.ndar
     # the compiled loop skips a record below the last one that made keys (reput's replay rule): none is when
     # the offsets increase, as a segment's do; None back from it means a record it leaves to Python
     if engine.native is not None and len(phys) and (len(phys) == 1 or bool((np.diff(phys) > 0).all())):
-        records = list(zip(topics, phys.tolist(), np.asarray(stamps, dtype=np.int64).tolist(),
-                           np.asarray(sys_flags, dtype=np.int64).tolist(), uniqs, keys))
-        got = engine.native.index_keys(records, -2 ** 63)
+        records = list(
+            zip(
+                topics,
+                phys.tolist(),
+                np.asarray(stamps, dtype=np.int64).tolist(),
+                np.asarray(sys_flags, dtype=np.int64).tolist(),
+                uniqs,
+                keys,
+            )
+        )
+        got = engine.native.index_keys(records, -(2**63))
         if got is not None:
-            return (np.frombuffer(got[0], dtype=np.int32), np.frombuffer(got[1], dtype=np.int64),
-                    np.frombuffer(got[2], dtype=np.int64))
+            return (
+                np.frombuffer(got[0], dtype=np.int32),
+                np.frombuffer(got[1], dtype=np.int64),
+                np.frombuffer(got[2], dtype=np.int64),
+            )
     return index_entries_py(topics, keys, uniqs, sys_flags, phys, stamps)
 
 
@@ -378,23 +460,31 @@ def index_entries_py(topics, keys, uniqs, sys_flags, phys, stamps) -> tuple[np.n
     return hashes, entry_phys, entry_stamps
 
 
-def write_index_file(path: str, hash_slot_num: int, index_num: int, hashes, phys, stamps,
-                     prev_end: tuple[int, int] | None) -> dict:
+def write_index_file(
+    path: str, hash_slot_num: int, index_num: int, hashes, phys, stamps, prev_end: tuple[int, int] | None
+) -> dict:
     """One index file from its entries in order; `prev_end` is the previous file's end (physical offset,
     store time of its last entry), which a new file starts from (IndexFile's constructor)."""
     end_phy, end_ts = prev_end or (0, 0)
-    f = IndexFile(path, hash_slot_num, index_num, writable=True, create=True, end_phy_offset=end_phy,
-                  end_timestamp=end_ts)
+    f = IndexFile(
+        path, hash_slot_num, index_num, writable=True, create=True, end_phy_offset=end_phy, end_timestamp=end_ts
+    )
     try:
         n = len(hashes)
         if n > f.room():
             raise RebuildError(f"{path}: {n} entries do not fit an index file of {index_num - 1}")
         if n:
-            f.put_entries(np.asarray(hashes, dtype=np.int32), np.asarray(phys, dtype=np.int64),
-                          np.asarray(stamps, dtype=np.int64))
+            f.put_entries(
+                np.asarray(hashes, dtype=np.int32), np.asarray(phys, dtype=np.int64), np.asarray(stamps, dtype=np.int64)
+            )
         f.flush()
-        return {"name": f.name, "entries": n, "full": f.is_write_full(), "end_timestamp": f.end_timestamp,
-                "end_phy_offset": f.end_phy_offset}
+        return {
+            "name": f.name,
+            "entries": n,
+            "full": f.is_write_full(),
+            "end_timestamp": f.end_timestamp,
+            "end_phy_offset": f.end_phy_offset,
+        }
     finally:
         f.close()
 
@@ -439,9 +529,10 @@ class RebuildRun:
             raise RebuildError(f"{self.root}: {EXT_REFUSED}")
         self._stage.__enter__()
         try:
-            self.config = self._stage.config      # sizes read from the files in place: the new ones keep them
-            self.batch_topics = {t for t, cfg in TC.read_topic_configs(self.root).items()
-                                 if TC.queue_type(cfg) == TC.BATCH_CQ}
+            self.config = self._stage.config  # sizes read from the files in place: the new ones keep them
+            self.batch_topics = {
+                t for t, cfg in TC.read_topic_configs(self.root).items() if TC.queue_type(cfg) == TC.BATCH_CQ
+            }
             # a batch ConsumeQueue on disk makes its topic a batch topic for the store too
             self.batch_topics |= set(StoreLayout(self.root).topic_names(BATCH_CONSUMEQUEUE))
             self.checkpoint = self._read_checkpoint()
@@ -471,6 +562,7 @@ class RebuildRun:
         abnormal recovery would drop index files newer than the checkpoint's index time). `progress(done,
         total)`: that recovery's progress in bytes (MessageStore.open's)."""
         from .store import MessageStore
+
         cp = dataclasses.replace(self.checkpoint)
         written = [q for q in queues if q.last_phys >= 0]
         if written:
@@ -481,9 +573,13 @@ class RebuildRun:
         final = dataclasses.replace(self.config, message_index_enable=False)
         with MessageStore.open(self.target, final, progress=progress) as s:
             queues_now = list(s.queues)
-            summary = {"store": self.root, "queues": len(queues_now),
-                       "messages": sum(max(cq.max_offset - max(cq.min_offset, 0), 0) for cq in queues_now),
-                       "indexFiles": len(s.index.files), "commitLogMaxOffset": s.max_physical_offset}
+            summary = {
+                "store": self.root,
+                "queues": len(queues_now),
+                "messages": sum(max(cq.max_offset - max(cq.min_offset, 0), 0) for cq in queues_now),
+                "indexFiles": len(s.index.files),
+                "commitLogMaxOffset": s.max_physical_offset,
+            }
         self._stage.commit()
         return {**summary, "seconds": round(time.perf_counter() - self.started, 3)}
 
@@ -510,8 +606,10 @@ def queue_groups(segments: list[Segment]) -> dict[tuple[str, int], dict]:
             rows.setdefault(key, []).extend((si, i) for i in members)
     out = {}
     for key, members in rows.items():
-        out[key] = {k: np.array([segments[si].columns[k][i] for si, i in members])
-                    for k in ("phys", "size", "tags_code", "queue_offset", "store_ts", "base", "batch_size")}
+        out[key] = {
+            k: np.array([segments[si].columns[k][i] for si, i in members])
+            for k in ("phys", "size", "tags_code", "queue_offset", "store_ts", "base", "batch_size")
+        }
     return out
 
 
@@ -521,9 +619,11 @@ def rebuild_serial(root: str, config: StoreConfig | None = None) -> dict:
         settings = run.settings
         segments = [decode_segment(p, b, settings) for p, b in run.segments()]
         last = check_segments([s.summary() for s in segments]) if segments else -1
-        segments = segments[:last + 1]
-        queues = [write_queue(run.target, t, q, t in run.batch_topics, run.queue_dir_size(t in run.batch_topics), cols)
-                  for (t, q), cols in sorted(queue_groups(segments).items())]
+        segments = segments[: last + 1]
+        queues = [
+            write_queue(run.target, t, q, t in run.batch_topics, run.queue_dir_size(t in run.batch_topics), cols)
+            for (t, q), cols in sorted(queue_groups(segments).items())
+        ]
         files = []
         if settings.index_enabled:
             files = _write_index_serial(run, segments)
@@ -546,10 +646,21 @@ def last_entry(segments: list[SegmentSummary]) -> tuple[int, int] | None:
 def _write_index_serial(run: RebuildRun, segments: list[Segment]) -> list[dict]:
     cfg = run.config
     summaries = [s.summary() for s in segments]
-    plan = plan_index(cfg.max_index_num, [(s.base, s.records, s.entries) for s in summaries],
-                      arrival_after_last_entry(summaries))
-    parts = [index_entries(s.columns["topic"], s.columns["keys"], s.columns["uniq"], s.columns["sys_flag"].tolist(),
-                           s.columns["phys"], s.columns["store_ts"]) for s in segments if s.records]
+    plan = plan_index(
+        cfg.max_index_num, [(s.base, s.records, s.entries) for s in summaries], arrival_after_last_entry(summaries)
+    )
+    parts = [
+        index_entries(
+            s.columns["topic"],
+            s.columns["keys"],
+            s.columns["uniq"],
+            s.columns["sys_flag"].tolist(),
+            s.columns["phys"],
+            s.columns["store_ts"],
+        )
+        for s in segments
+        if s.records
+    ]
     hashes = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int32)
     phys = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
     stamps = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int64)
@@ -559,6 +670,15 @@ def _write_index_serial(run: RebuildRun, segments: list[Segment]) -> list[dict]:
     for i, name in enumerate(plan.names):
         a, b = i * plan.per_file, min((i + 1) * plan.per_file, plan.total_entries)
         prev = (int(phys[a - 1]), int(stamps[a - 1])) if a > 0 else None
-        out.append(write_index_file(os.path.join(directory, name), cfg.max_hash_slot_num, cfg.max_index_num,
-                                    hashes[a:b], phys[a:b], stamps[a:b], prev))
+        out.append(
+            write_index_file(
+                os.path.join(directory, name),
+                cfg.max_hash_slot_num,
+                cfg.max_index_num,
+                hashes[a:b],
+                phys[a:b],
+                stamps[a:b],
+                prev,
+            )
+        )
     return out

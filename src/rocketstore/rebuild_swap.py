@@ -20,6 +20,7 @@ Each step can be run again after a kill: which directories exist says how far it
 step 3; `.rebuild-swap/`: step 4; only `.rebuild-old/`: step 5). The directories are fsynced after
 their renames. A read-only open cannot finish a swap and refuses the store until one for writing has.
 """
+
 from __future__ import annotations
 
 import logging
@@ -86,8 +87,7 @@ def finish_interrupted(root: str, committing: bool = False) -> None:
     swapping, nothing was interrupted.)"""
     new, ready, swap, old = (os.path.join(root, n) for n in (NEW, READY, SWAP, OLD))
     if os.path.isdir(new):
-        log.info("%s: deleting %s, the files of a rebuild that did not finish (the old ones are in place)",
-                 root, NEW)
+        log.info("%s: deleting %s, the files of a rebuild that did not finish (the old ones are in place)", root, NEW)
         _remove_staging(new)
         fsync_dir(root)
     if not committing and (os.path.isdir(ready) or os.path.isdir(swap)):
@@ -107,9 +107,13 @@ def finish_interrupted(root: str, committing: bool = False) -> None:
         fsync_dir(root)
     for name in sorted(os.listdir(root)):
         if _LEGACY.match(name) and not committing:
-            log.warning("%s: %s holds files a rebuild by an older rocketstore moved aside and did not put back; "
-                        "the queues and index in place may be incomplete: run `rocketstore rebuild` (which "
-                        "deletes it)", root, os.path.join(root, name))
+            log.warning(
+                "%s: %s holds files a rebuild by an older rocketstore moved aside and did not put back; "
+                "the queues and index in place may be incomplete: run `rocketstore rebuild` (which "
+                "deletes it)",
+                root,
+                os.path.join(root, name),
+            )
 
 
 def _move_old_out(root: str, old: str) -> None:
@@ -126,7 +130,7 @@ def _move_old_out(root: str, old: str) -> None:
     for sub in REBUILT:
         src, dst = os.path.join(root, sub), os.path.join(old, sub)
         if os.path.lexists(src):
-            if os.path.lexists(dst):      # an older leftover: ours is the one to keep aside
+            if os.path.lexists(dst):  # an older leftover: ours is the one to keep aside
                 shutil.rmtree(dst)
             os.rename(src, dst)
     fsync_dir(old)
@@ -141,8 +145,9 @@ def _move_new_in(root: str, swap: str) -> None:
         if not os.path.lexists(src):
             continue
         if os.path.lexists(dst):
-            raise StoreOpenError(f"{dst}: in the way of the rebuilt {src}, which should replace it; move one "
-                                 f"of them away by hand")
+            raise StoreOpenError(
+                f"{dst}: in the way of the rebuilt {src}, which should replace it; move one of them away by hand"
+            )
         os.rename(src, dst)
     checkpoint = os.path.join(swap, "checkpoint")
     if os.path.exists(checkpoint):
@@ -159,8 +164,10 @@ def refuse_pending_swap(root: str) -> None:
     holds meanwhile is neither the old files nor the new ones."""
     for name in (READY, SWAP):
         if os.path.isdir(os.path.join(root, name)):
-            raise StoreOpenError(f"{os.path.join(root, name)}: a rebuild was interrupted while swapping its files "
-                                 f"in; open the store for writing (e.g. `rocketstore recover`) to finish it")
+            raise StoreOpenError(
+                f"{os.path.join(root, name)}: a rebuild was interrupted while swapping its files "
+                f"in; open the store for writing (e.g. `rocketstore recover`) to finish it"
+            )
 
 
 # ---------------------------------------------------------------------------- the frame
@@ -174,20 +181,24 @@ class StagedRebuild:
         self.root = os.path.abspath(os.fspath(root))
         self.staging = os.path.join(self.root, NEW)
         self.config = config or StoreConfig()
-        self.present: list[str] = []          # which of REBUILT the store had
+        self.present: list[str] = []  # which of REBUILT the store had
         self.committed = False
         self._lock: StoreLock | None = None
 
     def __enter__(self) -> "StagedRebuild":
         from .file_sizes import resolve_file_sizes
+
         if not os.path.isdir(os.path.join(self.root, "commitlog")):
             raise RebuildError(f"{self.root}: no CommitLog here to rebuild from")
         self._lock = StoreLock.take(self.root)
         try:
             for name in sorted(os.listdir(self.root)):
                 if _LEGACY.match(name) and os.path.isdir(os.path.join(self.root, name)):
-                    log.warning("%s: deleting %s, files an interrupted rebuild moved aside (superseded by this one)",
-                                self.root, name)
+                    log.warning(
+                        "%s: deleting %s, files an interrupted rebuild moved aside (superseded by this one)",
+                        self.root,
+                        name,
+                    )
                     shutil.rmtree(os.path.join(self.root, name))
             finish_interrupted(self.root)
             self.config = resolve_file_sizes(self.root, self.config)

@@ -1,6 +1,7 @@
 """MessageStore: the face of rocketstore (RocketMQ's DefaultMessageStore). It opens and closes a store and
 hands each call to the part that owns it: the CommitLog, the queue table (log/queue_table.py), the topic
 table, the checkpoint file, the dispatch pipeline and the services (reput, flush, cleanup, recovery)."""
+
 from __future__ import annotations
 
 import logging
@@ -39,17 +40,17 @@ from .store_lock import StoreLock
 from .topic_table import TopicTable
 from .validation import group_problem, topic_problem
 
-__all__ = ["MessageStore", "resolve_file_sizes"]   # resolve_file_sizes: file_sizes.py's, imported from here too
+__all__ = ["MessageStore", "resolve_file_sizes"]  # resolve_file_sizes: file_sizes.py's, imported from here too
 
 log = logging.getLogger("rocketstore")
-_WAITING = (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.OFFSET_OVERFLOW_ONE)   # what a long poll waits past
+_WAITING = (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.OFFSET_OVERFLOW_ONE)  # what a long poll waits past
 
 
 def _machine_memory() -> int:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
-        return 8 * 1024 ** 3
+        return 8 * 1024**3
 
 
 def _cannot_write(e: OSError) -> StoreOpenError:
@@ -79,39 +80,59 @@ def _write_in_place(path: str, data: bytes) -> None:
 class MessageStore:
     """A RocketMQ 5.x store directory: put, get, look up by offset and time. Open with MessageStore.open()."""
 
-    def __init__(self, root: str, config: StoreConfig, read_only: bool, lock: StoreLock | None = None,
-                 check_commitlog: bool = True):
+    def __init__(
+        self,
+        root: str,
+        config: StoreConfig,
+        read_only: bool,
+        lock: StoreLock | None = None,
+        check_commitlog: bool = True,
+    ):
         self.root = root
         self.layout = StoreLayout(root)
         self.config = config
         self.read_only = read_only
         writable = not read_only
-        self.check_commitlog = check_commitlog   # False: trust the queues, skip CommitLog recovery
+        self.check_commitlog = check_commitlog  # False: trust the queues, skip CommitLog recovery
         self.delay_levels = config.delay_levels()
         self.total_memory = config.total_physical_memory or _machine_memory()
         self._closed = False
-        self._lock = lock     # the `lock` file, held while open for writing
+        self._lock = lock  # the `lock` file, held while open for writing
         self._consumer_offsets: ConsumerOffsets | None = None
         self.commitlog = CommitLog(root, config.mapped_file_size_commit_log, writable=writable)
         self.queues = QueueTable(self.layout, config, writable)
         self.topic_table = TopicTable(self.layout, self.queues)
         self.checkpoint_file = CheckpointFile(self.layout.checkpoint, writable)
-        self.checkpoint = self.checkpoint_file.data   # loaded in place: this object for the store's life
-        self.index = IndexService(root, config.max_hash_slot_num, config.max_index_num, writable=writable,
-                                  on_full_flushed=self.checkpoint_file.index_file_flushed, background_flush=writable)
+        self.checkpoint = self.checkpoint_file.data  # loaded in place: this object for the store's life
+        self.index = IndexService(
+            root,
+            config.max_hash_slot_num,
+            config.max_index_num,
+            writable=writable,
+            on_full_flushed=self.checkpoint_file.index_file_flushed,
+            background_flush=writable,
+        )
         self.arrivals = Arrivals()
         # the dispatchers every record goes through (services/pipeline.py): the ConsumeQueue one, the index
         # one; dispatchers added with add_dispatcher(..., first=True) (RocketMQ's dispatcherList.addFirst, as
         # the broker adds CommitLogDispatcherCalcBitMap) run before them and may fill request.bit_map
-        self.pipeline = DispatchPipeline(ConsumeQueueDispatcher(self.queues, self.checkpoint), self.index,
-                                         config.message_index_enable, self.arrivals.notify, root)
+        self.pipeline = DispatchPipeline(
+            ConsumeQueueDispatcher(self.queues, self.checkpoint),
+            self.index,
+            config.message_index_enable,
+            self.arrivals.notify,
+            root,
+        )
         self.index.on_error = self.pipeline.failed
         self.lookups = Lookups(self.commitlog, self.index, config)
         self.queue_check = QueueCheck(self.commitlog, self.delay_levels, config.force_verify_prop_crc)
         # consumer groups' SQL92 filters; with bitmaps on, the bitmap dispatcher runs first (addFirst)
-        self.filters = ConsumerFilterManager(root, BloomFilter(config.max_error_rate_of_bloom_filter,
-                                                               config.expect_consumer_num_use_filter),
-                                             clock=config.clock, writable=writable)
+        self.filters = ConsumerFilterManager(
+            root,
+            BloomFilter(config.max_error_rate_of_bloom_filter, config.expect_consumer_num_use_filter),
+            clock=config.clock,
+            writable=writable,
+        )
         if config.enable_calc_filter_bit_map and config.enable_consume_queue_ext:
             self.add_dispatcher(CalcBitMapDispatcher(self.filters), first=True)
         # the transient store pool (seed 002): ASYNC_FLUSH masters only, as RocketMQ enables it
@@ -119,8 +140,9 @@ class MessageStore:
             if config.flush_disk_type == SYNC_FLUSH:
                 log.warning("transient_store_pool_enable needs ASYNC_FLUSH: the pool stays off")
             else:
-                self.commitlog.files.pool = TransientStorePool(config.transient_store_pool_size,
-                                                               config.mapped_file_size_commit_log)
+                self.commitlog.files.pool = TransientStorePool(
+                    config.transient_store_pool_size, config.mapped_file_size_commit_log
+                )
         # Under SYNC_FLUSH nothing may be readable before it is flushed (apache/rocketmq #8239): the put path
         # does not dispatch, reput does, and reput stops at the flushed offset; the group commit runs reput
         # right after each flush, so a put answered PUT_OK is readable (services/flush.py)
@@ -128,22 +150,37 @@ class MessageStore:
         # with the pool, a record is readable only once committed: reput (reading committed bytes) dispatches
         pooled = self.commitlog.files.pool is not None
         inline = config.dispatch_in_put_path and ((not self._sync_flush and not pooled) or config.read_uncommitted)
-        self.writer = MessageWriter(config, self.commitlog, self.pipeline.put if inline else None,
-                                    self.pipeline.put_batch, self.queues.is_batch, self.topic_table.configured_queues)
-        self.reput = ReputService(self.commitlog, self.pipeline, self.writer.lock, self.delay_levels,
-                                  stop_at_flushed=self._sync_flush and not config.read_uncommitted)
+        self.writer = MessageWriter(
+            config,
+            self.commitlog,
+            self.pipeline.put if inline else None,
+            self.pipeline.put_batch,
+            self.queues.is_batch,
+            self.topic_table.configured_queues,
+        )
+        self.reput = ReputService(
+            self.commitlog,
+            self.pipeline,
+            self.writer.lock,
+            self.delay_levels,
+            stop_at_flushed=self._sync_flush and not config.read_uncommitted,
+        )
         self.pipeline.reput = self.reput
         # CommitLog flush / group commit, ConsumeQueue flush, checkpoint; expired files and the disk-full flag
-        self.flush_service = FlushServices(config, self.commitlog, self.queues, self.checkpoint_file, self.reput,
-                                           root)
-        self._health = self.flush_service.health   # NOT_WRITEABLE: set when a CommitLog sync fails
-        self.cleanup = CleanupService(config, self.commitlog, self.queues, self.index, self.writer.lock,
-                                      self.layout)
+        self.flush_service = FlushServices(config, self.commitlog, self.queues, self.checkpoint_file, self.reput, root)
+        self._health = self.flush_service.health  # NOT_WRITEABLE: set when a CommitLog sync fails
+        self.cleanup = CleanupService(config, self.commitlog, self.queues, self.index, self.writer.lock, self.layout)
 
     # ---------------------------------------------------------------- opening and closing
     @classmethod
-    def open(cls, path, config: StoreConfig | None = None, read_only: bool = False,
-             progress=None, check_commitlog: bool = True) -> "MessageStore":
+    def open(
+        cls,
+        path,
+        config: StoreConfig | None = None,
+        read_only: bool = False,
+        progress=None,
+        check_commitlog: bool = True,
+    ) -> "MessageStore":
         """Open (and recover) a store. `progress(done_bytes, total_bytes)`, if given, is called as the
         CommitLog is recovered: (0, total) first, then after each segment, the last call with done == total
         (services/recovery.py); recovery also logs a line per segment (logger "rocketstore.recovery").
@@ -208,30 +245,44 @@ class MessageStore:
             self.reput.start()
             self.flush_service.start()
             self.cleanup.start()
-        log.info("opened %s%s: CommitLog %d..%d, %d queues", self.root, " read-only" if self.read_only else "",
-                 self.min_physical_offset, self.max_physical_offset, len(self.queues))
+        log.info(
+            "opened %s%s: CommitLog %d..%d, %d queues",
+            self.root,
+            " read-only" if self.read_only else "",
+            self.min_physical_offset,
+            self.max_physical_offset,
+            len(self.queues),
+        )
 
     def _load_files(self, progress) -> None:
         last_exit_ok = not os.path.exists(self.layout.abort)
         self.commitlog.load()
         self.queues.load(self.topic_table.load())
         self.checkpoint_file.load()
-        self.commitlog.confirm_offset = self.checkpoint.confirm_phy_offset   # loadCheckPoint: setConfirmOffset
+        self.commitlog.confirm_offset = self.checkpoint.confirm_phy_offset  # loadCheckPoint: setConfirmOffset
         if not self.read_only:
             self.checkpoint_file.reserve()
-        self.filters.load()     # before recovery: records it dispatches again get their bitmaps
+        self.filters.load()  # before recovery: records it dispatches again get their bitmaps
         self.index.load(last_exit_ok, self.checkpoint.index_msg_timestamp)
-        found = recovery.recover(self.commitlog, self.queues, self.pipeline, self.queue_check, self.checkpoint,
-                                 self.config, normal=last_exit_ok, check_commitlog=self.check_commitlog,
-                                 progress=progress)
+        found = recovery.recover(
+            self.commitlog,
+            self.queues,
+            self.pipeline,
+            self.queue_check,
+            self.checkpoint,
+            self.config,
+            normal=last_exit_ok,
+            check_commitlog=self.check_commitlog,
+            progress=progress,
+        )
         if found.confirm_offset is not None:
             self.commitlog.confirm_offset = self.checkpoint.confirm_phy_offset = found.confirm_offset
         self.writer.queue_offsets = found.queue_offsets
         self.index.build()
-        if self.pipeline.error is not None:   # recovery's index entries found no file to go to
+        if self.pipeline.error is not None:  # recovery's index entries found no file to go to
             raise self.pipeline.error
         if not self.read_only:
-            self.cleanup.checked_at_open()   # puts see a full disk from the first one (not 60 s later)
+            self.cleanup.checked_at_open()  # puts see a full disk from the first one (not 60 s later)
             _write_in_place(self.layout.abort, str(os.getpid()).encode())  # a clean close removes it
 
     def flush(self) -> None:
@@ -241,13 +292,16 @@ class MessageStore:
             return
         with self.writer.lock:
             if not self.writeable:
-                raise StoreNotWritableError(f"{self.root}: a CommitLog sync failed earlier; the store takes no "
-                                            f"more writes and flushes nothing until it is reopened")
+                raise StoreNotWritableError(
+                    f"{self.root}: a CommitLog sync failed earlier; the store takes no "
+                    f"more writes and flushes nothing until it is reopened"
+                )
             self.commitlog.files.commit_all()
             self.commitlog.files.flush_all()
             if self.commitlog.max_offset() > 0:
-                self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp,
-                                                           self._last_store_timestamp())
+                self.checkpoint.physic_msg_timestamp = max(
+                    self.checkpoint.physic_msg_timestamp, self._last_store_timestamp()
+                )
             for cq in self.queues:
                 cq.files.flush_all()
             self.index.flush()
@@ -256,8 +310,11 @@ class MessageStore:
     def _last_store_timestamp(self) -> int:
         """The store time of the last record written: the writer's, else (nothing put since the open) the
         one recovery found (the checkpoint's confirmPhyOffset, which nothing else moves)."""
-        off = self.writer.last_physical_offset if self.writer.last_physical_offset >= 0 \
+        off = (
+            self.writer.last_physical_offset
+            if self.writer.last_physical_offset >= 0
             else self.checkpoint.confirm_phy_offset
+        )
         return self.commitlog.pickup_store_timestamp(off, 91) if off >= 0 else 0
 
     def close(self) -> None:
@@ -266,12 +323,12 @@ class MessageStore:
         try:
             if not self.read_only:
                 self.cleanup.stop()
-                self.flush_service.stop()    # their last rounds flush what is left
-                if not self.writeable:       # a sync failed: flush nothing, leave the abort file (recovery)
+                self.flush_service.stop()  # their last rounds flush what is left
+                if not self.writeable:  # a sync failed: flush nothing, leave the abort file (recovery)
                     log.error("%s: closed after a failed CommitLog sync; the next open recovers", self.root)
                     self.reput.stop(drain=True)
                     return
-                if self._sync_flush:         # reput dispatches only what is flushed: flush all, then drain
+                if self._sync_flush:  # reput dispatches only what is flushed: flush all, then drain
                     with self.writer.lock:
                         self.commitlog.files.flush_all()
                 self.reput.stop(drain=True)
@@ -283,8 +340,9 @@ class MessageStore:
                 if self.reput.behind() <= 0 and self.pipeline.error is None:
                     os.unlink(self.layout.abort)
                 else:
-                    log.error("%s: closed with records not in the queues or index; the next open recovers them",
-                              self.root)
+                    log.error(
+                        "%s: closed with records not in the queues or index; the next open recovers them", self.root
+                    )
         finally:
             self._release()
 
@@ -338,7 +396,7 @@ class MessageStore:
             if self.reput.caught_up():
                 return True
             if self.pipeline.error is not None:
-                return False   # a queue or index file cannot be written (full disk): reput retries on its own
+                return False  # a queue or index file cannot be written (full disk): reput retries on its own
             if deadline is not None and time.monotonic() >= deadline:
                 return False
             time.sleep(0.001)
@@ -354,8 +412,9 @@ class MessageStore:
         """The topics whose queues are batch ConsumeQueues (queue.type BatchCQ, RIP-26)."""
         return self.queues.batch_topics
 
-    def create_topic(self, name: str, queues: int = TC.DEFAULT_QUEUE_NUMS,
-                     attributes: dict[str, str] | None = None) -> None:
+    def create_topic(
+        self, name: str, queues: int = TC.DEFAULT_QUEUE_NUMS, attributes: dict[str, str] | None = None
+    ) -> None:
         """Create (or update) a topic in config/topics.json, RocketMQ's format. `attributes` may set
         `queue.type` to SimpleCQ or BatchCQ (RIP-26); like RocketMQ, a topic's queue type cannot change."""
         self._check_writable()
@@ -395,8 +454,15 @@ class MessageStore:
             self._consumer_offsets = ConsumerOffsets(self.root, writable=not self.read_only)
         return self._consumer_offsets
 
-    def consumer(self, group: str, topic: str, tags=None, start: str = "earliest", sql: str | None = None,
-                 queues: list[int] | None = None) -> Consumer:
+    def consumer(
+        self,
+        group: str,
+        topic: str,
+        tags=None,
+        start: str = "earliest",
+        sql: str | None = None,
+        queues: list[int] | None = None,
+    ) -> Consumer:
         """A consumer of `topic` for `group`: poll(), iteration, follow(), lag(), commit(). `sql`: a SQL92
         subscription instead of tags; on a writable store it is registered for the group (register_filter),
         so the bitmap dispatcher marks matching messages from now on. `queues`: only these queue ids."""
@@ -414,15 +480,23 @@ class MessageStore:
 
     # ---------------------------------------------------------------- put
     def _refuses_puts(self) -> bool:
-        return (self.read_only or not self._health.writeable or self.pipeline.error is not None
-                or self.cleanup.refuses_put(self.root))
+        return (
+            self.read_only
+            or not self._health.writeable
+            or self.pipeline.error is not None
+            or self.cleanup.refuses_put(self.root)
+        )
 
     def put(self, msg: Message, queue_id: int | None = None) -> PutResult:
         """Put one message; without a queue id the store picks one (pick_queue)."""
         if self._closed:
             self._check_open()
-        if (self.read_only or not self._health.writeable or self.pipeline.error is not None
-                or self.cleanup.refuses_put(self.root)):   # _refuses_puts, without its call (once per put)
+        if (
+            self.read_only
+            or not self._health.writeable
+            or self.pipeline.error is not None
+            or self.cleanup.refuses_put(self.root)
+        ):  # _refuses_puts, without its call (once per put)
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE)
         if queue_id is None:
             queue_id = self.topic_table.pick_queue(msg)
@@ -523,7 +597,7 @@ class MessageStore:
     def topics(self) -> dict[str, list[int]]:
         """topic -> its queue ids, from the queue table."""
         out: dict[str, list[int]] = {}
-        for (t, q) in sorted(self.queues.keys()):
+        for t, q in sorted(self.queues.keys()):
             out.setdefault(t, []).append(q)
         return out
 
@@ -553,8 +627,9 @@ class MessageStore:
         self._check_open()
         return self.lookups.look(physical_offset)
 
-    def query(self, topic: str, key: str, max_count: int = 32, begin_ms: int = 0,
-              end_ms: int | None = None) -> QueryResult:
+    def query(
+        self, topic: str, key: str, max_count: int = 32, begin_ms: int = 0, end_ms: int | None = None
+    ) -> QueryResult:
         """queryMessage: messages of `topic` whose KEYS or UNIQ_KEY is `key`, stored within [begin_ms,
         end_ms] as the index records it, in physical offset order. max_count is capped at
         max_msgs_num_batch. The index matches on a hash; every hit is re-checked against the record, so
@@ -573,8 +648,18 @@ class MessageStore:
         return self.lookups.by_unique_key(topic, uniq_key)
 
     # ---------------------------------------------------------------- get
-    def get(self, group: str, topic: str, queue_id: int, offset: int, max_count: int = 32, tags=None,
-            wait_ms: int = 0, matches=None, sql: str | None = None) -> GetResult:
+    def get(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int = 32,
+        tags=None,
+        wait_ms: int = 0,
+        matches=None,
+        sql: str | None = None,
+    ) -> GetResult:
         """getMessage: up to max_count messages of a queue from `offset`, filtered by tags (None, a set of
         tags, or a subscription string "TagA || TagB"). With wait_ms, waits that long for new messages
         when there are none yet (long polling).
@@ -591,7 +676,7 @@ class MessageStore:
         candidates are read; the expression then decides on each record."""
         self._check_open()
         codes = get_message.parse_subscription(tags)
-        if sql is None and wait_ms <= 0:   # the common call: one look, no filter to build
+        if sql is None and wait_ms <= 0:  # the common call: one look, no filter to build
             return self._get_once(topic, queue_id, offset, max_count, codes, matches)
         accept = None
         if sql is not None:
@@ -602,11 +687,12 @@ class MessageStore:
                 matches = mf.matches
             else:
                 user = matches
-                matches = lambda t, e: mf.matches(t, e) and user(t, e)   # noqa: E731
+                matches = lambda t, e: mf.matches(t, e) and user(t, e)  # noqa: E731
             accept = mf.accept
 
         def once():
             return self._get_once(topic, queue_id, offset, max_count, codes, matches, accept)
+
         r = once()
         if wait_ms > 0 and r.status in _WAITING:
             r = self.arrivals.poll(r, once, lambda res: res.status in _WAITING, wait_ms)
@@ -617,6 +703,7 @@ class MessageStore:
         expression, lets the ext bitmaps decide first)."""
         from .filter import compile as compile_sql
         from .filter.message_filter import ExpressionMessageFilter
+
         return ExpressionMessageFilter(compile_sql(sql), self.filters.get(topic, group), self.filters.bloom)
 
     def register_filter(self, group: str, topic: str, sql: str):

@@ -9,6 +9,7 @@ the (st_dev, st_ino) of its directory, not by path: a bind mount, a symlink or a
 same directory another path, and a second writer through it would both be let in and, on closing, release
 the first writer's lock.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -17,7 +18,7 @@ import threading
 
 from .errors import StoreLockedError, StoreOpenError
 
-_HELD: dict[tuple[int, int], "StoreLock"] = {}   # (st_dev, st_ino) of a store directory -> its lock
+_HELD: dict[tuple[int, int], "StoreLock"] = {}  # (st_dev, st_ino) of a store directory -> its lock
 _GUARD = threading.Lock()
 
 
@@ -49,8 +50,9 @@ class StoreLock:
                 # refused before the lock file is opened: opening and closing it here would drop the lock
                 # the holder has
                 via = "" if os.path.abspath(holder.root) == os.path.abspath(root) else f" (as {holder.root})"
-                raise StoreLockedError(f"{path}: the store is already open for writing in this process{via}"
-                                       f"{in_process_hint}")
+                raise StoreLockedError(
+                    f"{path}: the store is already open for writing in this process{via}{in_process_hint}"
+                )
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)  # RocketMQ: FileChannel.tryLock(0, 1, false)

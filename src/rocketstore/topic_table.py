@@ -1,6 +1,7 @@
 """The store's topics: their configs (config/topics.json, topics.py's format) and the queues they have in
 the queue table. Creates, updates and deletes topics as RocketMQ's broker does, and picks the queue of a
 put sent without one."""
+
 from __future__ import annotations
 
 import os
@@ -13,7 +14,7 @@ from .message import Message
 from .topics import BATCH_CQ
 from .validation import topic_problem
 
-DEFAULT_QUEUES = 4   # a put to a topic with no config: a producer's defaultTopicQueueNums (DefaultMQProducer)
+DEFAULT_QUEUES = 4  # a put to a topic with no config: a producer's defaultTopicQueueNums (DefaultMQProducer)
 SHARDING_KEY = "__SHARDINGKEY"
 
 
@@ -42,7 +43,7 @@ class TopicTable:
             raise ValueError(f"queues must be between 1 and 1024, got {queues!r}")
         batch_topics = self.queues.batch_topics
         if attributes is None and name in self.configs:  # an update keeps the topic's attributes
-            attributes = (self.configs[name].get("attributes") or {})
+            attributes = self.configs[name].get("attributes") or {}
         attributes = dict(attributes or {})
         kind = attributes.get(TC.QUEUE_TYPE, BATCH_CQ if name in batch_topics else TC.SIMPLE_CQ)
         if kind not in TC.QUEUE_TYPES:
@@ -50,9 +51,11 @@ class TopicTable:
         if kind == BATCH_CQ:
             attributes[TC.QUEUE_TYPE] = kind  # say it in the file: only SimpleCQ is the default
         with writer.lock:
-            current = TC.queue_type(self.configs.get(name)) if name in self.configs else (
-                BATCH_CQ if name in batch_topics else
-                TC.SIMPLE_CQ if self.queues.queue_ids(name) else None)
+            current = (
+                TC.queue_type(self.configs.get(name))
+                if name in self.configs
+                else (BATCH_CQ if name in batch_topics else TC.SIMPLE_CQ if self.queues.queue_ids(name) else None)
+            )
             if current is not None and current != kind:
                 raise ValueError(f"topic {name} has {TC.QUEUE_TYPE} {current}; it cannot become {kind}")
             configs = dict(self.configs)
@@ -113,10 +116,13 @@ class TopicTable:
         """A queue for a message sent without one: by its sharding key (`__SHARDINGKEY`, as RocketMQ's
         SelectMessageQueueByHash: |hashCode % n|), else round robin over the topic's queues."""
         if not isinstance(msg.topic, str):
-            return 0    # the put refuses the topic
+            return 0  # the put refuses the topic
         n = self.queue_count(msg.topic)
-        key = (msg.properties or {}).get(SHARDING_KEY) if msg.raw_properties is None else \
-            parse_properties(msg.raw_properties).get(SHARDING_KEY)
+        key = (
+            (msg.properties or {}).get(SHARDING_KEY)
+            if msg.raw_properties is None
+            else parse_properties(msg.raw_properties).get(SHARDING_KEY)
+        )
         if key:
             return abs(java_string_hash(key)) % n
         turn = self._round_robin.get(msg.topic, 0)

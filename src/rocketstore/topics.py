@@ -1,5 +1,6 @@
 """config/topics.json: RocketMQ's topic configs (TopicConfigManager's file, same JSON). The store needs a
 topic's `queue.type` attribute from it (plain or batch ConsumeQueue); create_topic writes it."""
+
 from __future__ import annotations
 
 import json
@@ -44,7 +45,7 @@ def parse_topic_configs(text: str) -> dict[str, dict]:
     return dict(table)
 
 
-_INT_FIELDS = ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")   # Java ints in TopicConfig
+_INT_FIELDS = ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")  # Java ints in TopicConfig
 
 
 def read_topic_configs(root: str) -> dict[str, dict]:
@@ -58,11 +59,25 @@ def queue_type(cfg: dict | None) -> str:
 
 def topic_config(name: str, queues: int, attributes: dict[str, str]) -> dict:
     """A TopicConfig as RocketMQ serialises it."""
-    return {"topicName": name, "readQueueNums": queues, "writeQueueNums": queues, "perm": PERM_READ_WRITE,
-            "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False, "attributes": dict(attributes)}
+    return {
+        "topicName": name,
+        "readQueueNums": queues,
+        "writeQueueNums": queues,
+        "perm": PERM_READ_WRITE,
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": 0,
+        "order": False,
+        "attributes": dict(attributes),
+    }
 
 
 def write_topic_configs(root: str, configs: dict[str, dict], counter: int = 0) -> None:
-    text = json.dumps({"dataVersion": {"counter": counter, "stateVersion": 0, "timestamp": int(time.time() * 1000)},
-                       "topicConfigTable": configs}, indent=4, ensure_ascii=False)
+    text = json.dumps(
+        {
+            "dataVersion": {"counter": counter, "stateVersion": 0, "timestamp": int(time.time() * 1000)},
+            "topicConfigTable": configs,
+        },
+        indent=4,
+        ensure_ascii=False,
+    )
     write_atomically(topics_path(root), text)

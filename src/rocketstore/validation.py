@@ -1,4 +1,5 @@
 """Names a user gives, checked as RocketMQ's TopicValidator checks them (so none can leave the store dir)."""
+
 import string
 
 VALID_CHARS = frozenset("%|-_" + string.ascii_letters + string.digits)

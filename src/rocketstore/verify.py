@@ -26,6 +26,7 @@ What is checked:
 Each problem is a dict {file, offset, problem} (file relative to the store root, offset = byte offset inside
 that file), with extra context (physicalOffset, queueOffset, entry) where there is one.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -45,13 +46,13 @@ from .formats import cq_ext as X
 from .formats import index as IX
 from .formats import properties as P
 from .formats import record as R
-from .formats.javahash import index_key_hash   # IndexFile's key hash (the compiled String.hashCode when built)
+from .formats.javahash import index_key_hash  # IndexFile's key hash (the compiled String.hashCode when built)
 from .services.dispatch import gets_queue_unit, tags_code_for
 from .file_sizes import resolve_file_sizes
 
 PRE_BLANK_SIZE = 0x7FFFFFFF
-PROGRESS_STEP = 4 << 20     # progress("commitlog", bytes done, bytes total) every this many bytes
-NATIVE_RUN = 4096           # records per call of the compiled walk (rocketstore._native.verify_run)
+PROGRESS_STEP = 4 << 20  # progress("commitlog", bytes done, bytes total) every this many bytes
+NATIVE_RUN = 4096  # records per call of the compiled walk (rocketstore._native.verify_run)
 
 
 def _map(path: str):
@@ -69,7 +70,7 @@ def _zero_units(arr: np.ndarray, i: int) -> int:
     """How many units from the i-th on are all zeros (looked at in growing windows: the cost follows the run)."""
     n, window = 0, 64
     while i + n < len(arr):
-        nonzero = arr[i + n:i + n + window].view(np.uint8).reshape(-1, CQ.UNIT_SIZE).any(axis=1)
+        nonzero = arr[i + n : i + n + window].view(np.uint8).reshape(-1, CQ.UNIT_SIZE).any(axis=1)
         if nonzero.any():
             return n + int(np.argmax(nonzero))
         n += len(nonzero)
@@ -78,8 +79,20 @@ def _zero_units(arr: np.ndarray, i: int) -> int:
 
 
 class _Record:
-    __slots__ = ("topic", "queue_id", "queue_offset", "size", "tags_code", "store_ts", "sys_flag", "inner_num",
-                 "keys", "uniq", "file", "pos")
+    __slots__ = (
+        "topic",
+        "queue_id",
+        "queue_offset",
+        "size",
+        "tags_code",
+        "store_ts",
+        "sys_flag",
+        "inner_num",
+        "keys",
+        "uniq",
+        "file",
+        "pos",
+    )
 
 
 class _ExtQueue:
@@ -92,11 +105,14 @@ class _ExtQueue:
         self.start_list = [int(n) for n in self.names]
         sizes = [os.path.getsize(os.path.join(directory, n)) for n in self.names]
         # the ext's file size: what the files on disk have (the first one), else the config's
-        self.file_size = sizes[0] if sizes and sizes[0] > 0 else (verifier.config.mapped_file_size_consume_queue_ext
-                                                                     or StoreConfig.DEFAULT_CONSUME_QUEUE_EXT_SIZE)
+        self.file_size = (
+            sizes[0]
+            if sizes and sizes[0] > 0
+            else (verifier.config.mapped_file_size_consume_queue_ext or StoreConfig.DEFAULT_CONSUME_QUEUE_EXT_SIZE)
+        )
         self.bufs: dict[int, object] = {}
-        self.starts: dict[int, set[int]] = {}     # file start -> positions where the walk found a unit
-        self.walked: dict[int, int] = {}          # file start -> where the walk stopped
+        self.starts: dict[int, set[int]] = {}  # file start -> positions where the walk found a unit
+        self.walked: dict[int, int] = {}  # file start -> where the walk stopped
         for k, n in enumerate(self.names):
             self._walk(k, n, sizes[k])
 
@@ -119,29 +135,47 @@ class _ExtQueue:
             if size == 0:
                 break
             if size < 0:
-                if buf[pos:pos + 2] == X.END_MARKER:
+                if buf[pos : pos + 2] == X.END_MARKER:
                     marker = True
                 else:
-                    v.problem(rel, pos, f"ext unit size {size} is neither a unit nor the end marker (-1)",
-                              extOffset=start + pos)
+                    v.problem(
+                        rel,
+                        pos,
+                        f"ext unit size {size} is neither a unit nor the end marker (-1)",
+                        extOffset=start + pos,
+                    )
                 break
             if size < X.MIN_UNIT_SIZE or pos + size > end:
-                v.problem(rel, pos, f"ext unit size {size} " + (f"is below the minimum {X.MIN_UNIT_SIZE}"
-                          if size < X.MIN_UNIT_SIZE else f"reaches past the end of the file ({end} bytes)"),
-                          extOffset=start + pos)
+                v.problem(
+                    rel,
+                    pos,
+                    f"ext unit size {size} "
+                    + (
+                        f"is below the minimum {X.MIN_UNIT_SIZE}"
+                        if size < X.MIN_UNIT_SIZE
+                        else f"reaches past the end of the file ({end} bytes)"
+                    ),
+                    extOffset=start + pos,
+                )
                 break
             bm_size = X.HEAD.unpack_from(buf, pos)[3]
             if size != X.MIN_UNIT_SIZE + max(bm_size, 0):
-                v.problem(rel, pos, f"ext unit size {size} but {X.MIN_UNIT_SIZE} + its bitMapSize {bm_size} "
-                                    f"make {X.MIN_UNIT_SIZE + max(bm_size, 0)}", extOffset=start + pos)
+                v.problem(
+                    rel,
+                    pos,
+                    f"ext unit size {size} but {X.MIN_UNIT_SIZE} + its bitMapSize {bm_size} "
+                    f"make {X.MIN_UNIT_SIZE + max(bm_size, 0)}",
+                    extOffset=start + pos,
+                )
                 break
             starts.add(pos)
             v.checked["consumeQueueExtUnits"] += 1
             pos += size
         self.walked[start] = pos
         if not marker and k + 1 < len(self.names):
-            v.problem(rel, pos, "ext units end without the end marker, but a later ext file exists",
-                      extOffset=start + pos)
+            v.problem(
+                rel, pos, "ext units end without the end marker, but a later ext file exists", extOffset=start + pos
+            )
 
     def file_of(self, real: int) -> int | None:
         """The start of the ext file an ext offset falls in (the last one starting at or before it)."""
@@ -160,20 +194,29 @@ class _ExtQueue:
         real = X.undecorate(address)
         start = self.file_of(real)
         if start is None or real - start >= self.file_size:
-            v.problem(cq_rel, cq_off, f"tagsCode is the ext address of offset {real}, in no file of "
-                                      f"{v.rel(self.directory)}", extOffset=real, **ctx)
+            v.problem(
+                cq_rel,
+                cq_off,
+                f"tagsCode is the ext address of offset {real}, in no file of {v.rel(self.directory)}",
+                extOffset=real,
+                **ctx,
+            )
             return None
         rel = v.rel(os.path.join(self.directory, L.segment_name(start)))
         pos = real - start
         if pos not in self.starts[start]:
-            where = ("past the units the walk of the file found" if pos >= self.walked[start]
-                     else "where no unit starts")
-            v.problem(rel, pos, f"a ConsumeQueue unit ({cq_rel} offset {cq_off}) names this ext offset, {where}",
-                      extOffset=real, **ctx)
+            where = "past the units the walk of the file found" if pos >= self.walked[start] else "where no unit starts"
+            v.problem(
+                rel,
+                pos,
+                f"a ConsumeQueue unit ({cq_rel} offset {cq_off}) names this ext offset, {where}",
+                extOffset=real,
+                **ctx,
+            )
             return None
         try:
             return X.decode_unit(self.bufs[start], pos)
-        except Exception as e:   # CorruptDataError: cut short (the walk should have said so already)
+        except Exception as e:  # CorruptDataError: cut short (the walk should have said so already)
             v.problem(rel, pos, f"ext unit does not decode: {e}", extOffset=real, **ctx)
             return None
 
@@ -187,11 +230,25 @@ class Verifier:
         self.progress = progress  # callable(kind, done, total) or None
         self.problems: list[dict] = []
         self.notes: list[str] = []
-        self.checked = {"commitLogSegments": 0, "records": 0, "blankFillers": 0, "consumeQueues": 0,
-                        "consumeQueueUnits": 0, "preBlankUnits": 0, "batchConsumeQueues": 0,
-                        "batchConsumeQueueUnits": 0, "expiredUnits": 0, "undispatchedRecords": 0,
-                        "indexFiles": 0, "indexEntries": 0, "expiredIndexEntries": 0, "checkpoint": 0,
-                        "consumeQueueExtFiles": 0, "consumeQueueExtUnits": 0, "extAddressedUnits": 0}
+        self.checked = {
+            "commitLogSegments": 0,
+            "records": 0,
+            "blankFillers": 0,
+            "consumeQueues": 0,
+            "consumeQueueUnits": 0,
+            "preBlankUnits": 0,
+            "batchConsumeQueues": 0,
+            "batchConsumeQueueUnits": 0,
+            "expiredUnits": 0,
+            "undispatchedRecords": 0,
+            "indexFiles": 0,
+            "indexEntries": 0,
+            "expiredIndexEntries": 0,
+            "checkpoint": 0,
+            "consumeQueueExtFiles": 0,
+            "consumeQueueExtUnits": 0,
+            "extAddressedUnits": 0,
+        }
         self.records: dict[int, _Record] = {}
         self.min_offset = 0
         self.max_offset = 0
@@ -223,12 +280,13 @@ class Verifier:
         self.max_offset = self.min_offset
         crc_wanted = self.config.enabled_append_prop_crc
         # progress in bytes of the segments that hold data, reported every few MiB within a segment too
-        total = sum(os.path.getsize(os.path.join(directory, n)) for n in names[:last_written + 1])
+        total = sum(os.path.getsize(os.path.join(directory, n)) for n in names[: last_written + 1])
         done = 0
         verify_run = engine.native.verify_run if engine.native is not None else None
 
         def delay_code(topic: str, raw: bytes, store_ts: int, sys_flag: int) -> int:
             return tags_code_for(topic, P.parse_properties(raw), store_ts, sys_flag, self.delay_levels)
+
         for i, n in enumerate(names):
             path = os.path.join(directory, n)
             rel = self.rel(path)
@@ -237,21 +295,31 @@ class Verifier:
             if self.progress:
                 self.progress("commitlog", done, total)
             if i > 0 and base != int(names[i - 1]) + size:
-                self.problem(rel, 0, f"segment name follows {names[i - 1]} but is not {size} bytes after it",
-                             physicalOffset=base)
+                self.problem(
+                    rel, 0, f"segment name follows {names[i - 1]} but is not {size} bytes after it", physicalOffset=base
+                )
             if base % size:
-                self.problem(rel, 0, f"segment name {base} is not a multiple of the segment size {size}",
-                             physicalOffset=base)
+                self.problem(
+                    rel, 0, f"segment name {base} is not a multiple of the segment size {size}", physicalOffset=base
+                )
             actual = os.path.getsize(path)
             if actual != size:
-                self.problem(rel, actual, f"segment is {actual} bytes, RocketMQ's segments are {size} "
-                                          "(truncated or extended file)", physicalOffset=base + actual)
+                self.problem(
+                    rel,
+                    actual,
+                    f"segment is {actual} bytes, RocketMQ's segments are {size} (truncated or extended file)",
+                    physicalOffset=base + actual,
+                )
             if i > last_written:
                 if _all_zero(_map(path)):
                     self.notes.append(f"{rel}: preallocated, never written (all zeros)")
                 else:
-                    self.problem(rel, 0, "segment starts with zeros where a record or BLANK should be, but "
-                                         "holds data further on", physicalOffset=base)
+                    self.problem(
+                        rel,
+                        0,
+                        "segment starts with zeros where a record or BLANK should be, but holds data further on",
+                        physicalOffset=base,
+                    )
                 continue
             buf = _map(path)
             pos = 0
@@ -268,16 +336,21 @@ class Verifier:
                 if R.is_blank(buf, pos):
                     self.checked["blankFillers"] += 1
                     if rsize != size - pos:
-                        self.problem(rel, pos, f"BLANK filler declares {rsize} bytes, {size - pos} are left "
-                                                "in the segment", physicalOffset=base + pos)
+                        self.problem(
+                            rel,
+                            pos,
+                            f"BLANK filler declares {rsize} bytes, {size - pos} are left in the segment",
+                            physicalOffset=base + pos,
+                        )
                     ended = True
                     pos = end
                     break
                 if verify_run is not None:
                     # the compiled walk takes the records with nothing to report (the same checks as
                     # _check_record, which then judges the record it stopped at)
-                    n, after = verify_run(buf, pos, end, NATIVE_RUN, base, crc_wanted, delay_code, _Record, rel,
-                                          self.records)
+                    n, after = verify_run(
+                        buf, pos, end, NATIVE_RUN, base, crc_wanted, delay_code, _Record, rel, self.records
+                    )
                     if n:
                         self.checked["records"] += n
                         pos = after
@@ -287,8 +360,12 @@ class Verifier:
                     break
                 pos += rsize
             if not ended and i < last_written:
-                self.problem(rel, pos, "segment data ends without a BLANK filler, but a later segment holds data",
-                             physicalOffset=base + pos)
+                self.problem(
+                    rel,
+                    pos,
+                    "segment data ends without a BLANK filler, but a later segment holds data",
+                    physicalOffset=base + pos,
+                )
             self.max_offset = base + pos
             done += end
         if self.progress:
@@ -309,8 +386,12 @@ class Verifier:
             props = {}
         h.properties = props
         if h.physical_offset != phys:
-            self.problem(rel, pos, f"PHYSICALOFFSET field says {h.physical_offset}, the record sits at {phys}",
-                         physicalOffset=phys)
+            self.problem(
+                rel,
+                pos,
+                f"PHYSICALOFFSET field says {h.physical_offset}, the record sits at {phys}",
+                physicalOffset=phys,
+            )
         bad = R.verify_crc(buf, h, pos, False)
         if bad:
             self.problem(rel, pos, bad, physicalOffset=phys)
@@ -346,34 +427,50 @@ class Verifier:
             return None
         r = self.records.get(phys)
         if r is None:
-            where = ("past the end of the CommitLog" if phys >= self.max_offset
-                     else "where no record starts")
+            where = "past the end of the CommitLog" if phys >= self.max_offset else "where no record starts"
             self.problem(rel, offset, f"unit points at physical offset {phys}, {where}", physicalOffset=phys, **ctx)
             return None
         self.covered.add(phys)
         if size != r.size:
-            self.problem(rel, offset, f"unit size {size} but the record at {phys} is {r.size} bytes",
-                         physicalOffset=phys, **ctx)
+            self.problem(
+                rel, offset, f"unit size {size} but the record at {phys} is {r.size} bytes", physicalOffset=phys, **ctx
+            )
         return r
 
     def _check_identity(self, rel, offset, r: _Record, topic, qid, qoff, tags, phys, **ctx) -> None:
         if r.topic != topic or r.queue_id != qid:
-            self.problem(rel, offset, f"unit of {topic}/{qid} points at a record of {r.topic}/{r.queue_id}",
-                         physicalOffset=phys, **ctx)
+            self.problem(
+                rel,
+                offset,
+                f"unit of {topic}/{qid} points at a record of {r.topic}/{r.queue_id}",
+                physicalOffset=phys,
+                **ctx,
+            )
         if r.queue_offset != qoff:
-            self.problem(rel, offset, f"unit at queue offset {qoff} points at a record with queue offset "
-                                      f"{r.queue_offset}", physicalOffset=phys, **ctx)
+            self.problem(
+                rel,
+                offset,
+                f"unit at queue offset {qoff} points at a record with queue offset {r.queue_offset}",
+                physicalOffset=phys,
+                **ctx,
+            )
         if r.tags_code is not None and tags != r.tags_code:
-            self.problem(rel, offset, f"tagsCode {tags} but the record's tags give {r.tags_code}",
-                         physicalOffset=phys, **ctx)
+            self.problem(
+                rel, offset, f"tagsCode {tags} but the record's tags give {r.tags_code}", physicalOffset=phys, **ctx
+            )
 
-    def _check_ext(self, ext: _ExtQueue | None, rel, off, r: _Record | None, topic, qid, address, phys,
-                   **ctx) -> None:
+    def _check_ext(self, ext: _ExtQueue | None, rel, off, r: _Record | None, topic, qid, address, phys, **ctx) -> None:
         """A unit whose tagsCode slot holds an ext address: its ext unit against the record."""
         self.checked["extAddressedUnits"] += 1
         if ext is None:
-            self.problem(rel, off, f"tagsCode {address} is an ext address (offset {X.undecorate(address)}), but "
-                                   f"there is no consumequeue_ext/{topic}/{qid}", physicalOffset=phys, **ctx)
+            self.problem(
+                rel,
+                off,
+                f"tagsCode {address} is an ext address (offset {X.undecorate(address)}), but "
+                f"there is no consumequeue_ext/{topic}/{qid}",
+                physicalOffset=phys,
+                **ctx,
+            )
             return
         unit = ext.unit(address, rel, off, physicalOffset=phys, **ctx)
         if unit is None or r is None:
@@ -382,13 +479,24 @@ class Verifier:
         start = ext.file_of(real)
         ext_rel = self.rel(os.path.join(ext.directory, L.segment_name(start)))
         if r.tags_code is not None and unit.tags_code != r.tags_code:
-            self.problem(ext_rel, real - start, f"ext unit tagsCode {unit.tags_code} but the record's tags give "
-                                                f"{r.tags_code} ({rel} offset {off})", extOffset=real,
-                         physicalOffset=phys, **ctx)
+            self.problem(
+                ext_rel,
+                real - start,
+                f"ext unit tagsCode {unit.tags_code} but the record's tags give {r.tags_code} ({rel} offset {off})",
+                extOffset=real,
+                physicalOffset=phys,
+                **ctx,
+            )
         if unit.msg_store_time != r.store_ts:
-            self.problem(ext_rel, real - start, f"ext unit msgStoreTime {unit.msg_store_time} but the record was "
-                                                f"stored at {r.store_ts} ({rel} offset {off})", extOffset=real,
-                         physicalOffset=phys, **ctx)
+            self.problem(
+                ext_rel,
+                real - start,
+                f"ext unit msgStoreTime {unit.msg_store_time} but the record was "
+                f"stored at {r.store_ts} ({rel} offset {off})",
+                extOffset=real,
+                physicalOffset=phys,
+                **ctx,
+            )
 
     def check_consume_queues(self) -> None:
         unit_file = self.config.mapped_file_size_consume_queue
@@ -420,15 +528,24 @@ class Verifier:
                     if verify_units is not None and ended_at is None:
                         # the compiled walk takes the units with nothing to report (the checks below, which
                         # then judge the unit it stopped at)
-                        took = verify_units(arr[i:], first + i, topic, qid, _Record, self.records, self.covered,
-                                            self.min_offset, X.MAX_ADDR)
+                        took = verify_units(
+                            arr[i:],
+                            first + i,
+                            topic,
+                            qid,
+                            _Record,
+                            self.records,
+                            self.covered,
+                            self.min_offset,
+                            X.MAX_ADDR,
+                        )
                         if took:
                             self.checked["consumeQueueUnits"] += took
                             seen_real = True
                             i += took
                             continue
                     zeros = _zero_units(arr, i)
-                    if zeros:   # the unwritten rest of a file: only the first of them is worth a word
+                    if zeros:  # the unwritten rest of a file: only the first of them is worth a word
                         if ended_at is None:
                             ended_at = (rel, i * CQ.UNIT_SIZE, first + i)
                         i += zeros
@@ -441,14 +558,20 @@ class Verifier:
                     i += 1
                     if not CQ.is_valid_unit(phys, size):
                         if phys != 0 or size != 0 or tags != 0:
-                            self.problem(rel, off, f"unit ({phys}, {size}, {tags}) is neither written nor zero",
-                                         queueOffset=qoff)
+                            self.problem(
+                                rel, off, f"unit ({phys}, {size}, {tags}) is neither written nor zero", queueOffset=qoff
+                            )
                         if ended_at is None:
                             ended_at = (rel, off, qoff)
                         continue
                     if ended_at is not None:
-                        self.problem(rel, off, f"unit written after the queue's end at {ended_at[0]} offset "
-                                               f"{ended_at[1]} (queue offset {ended_at[2]})", queueOffset=qoff)
+                        self.problem(
+                            rel,
+                            off,
+                            f"unit written after the queue's end at {ended_at[0]} offset "
+                            f"{ended_at[1]} (queue offset {ended_at[2]})",
+                            queueOffset=qoff,
+                        )
                         ended_at = None
                     if size == PRE_BLANK_SIZE and phys == 0:
                         self.checked["preBlankUnits"] += 1
@@ -460,9 +583,9 @@ class Verifier:
                     r = self._record_for(rel, off, phys, size, queueOffset=qoff)
                     if X.is_ext_addr(tags):
                         if phys < self.min_offset:
-                            continue   # expired: its ext file may be gone with it (truncateByMinAddress)
+                            continue  # expired: its ext file may be gone with it (truncateByMinAddress)
                         self._check_ext(ext, rel, off, r, topic, qid, tags, phys, queueOffset=qoff)
-                        if r is not None:   # the ext unit's tagsCode was checked instead of the slot's
+                        if r is not None:  # the ext unit's tagsCode was checked instead of the slot's
                             self._check_identity(rel, off, r, topic, qid, qoff, r.tags_code, phys, queueOffset=qoff)
                     elif r is not None:
                         self._check_identity(rel, off, r, topic, qid, qoff, tags, phys, queueOffset=qoff)
@@ -501,8 +624,12 @@ class Verifier:
                         continue
                     self.checked["batchConsumeQueueUnits"] += 1
                     if next_base is not None and base != next_base:
-                        self.problem(rel, off, f"msgBaseOffset {base} does not follow the previous unit's end "
-                                               f"{next_base}", queueOffset=base)
+                        self.problem(
+                            rel,
+                            off,
+                            f"msgBaseOffset {base} does not follow the previous unit's end {next_base}",
+                            queueOffset=base,
+                        )
                     next_base = base + batch
                     r = self._record_for(rel, off, phys, size, queueOffset=base)
                     if r is None:
@@ -510,8 +637,13 @@ class Verifier:
                     self._check_identity(rel, off, r, topic, qid, base, tags, phys, queueOffset=base)
                     want = r.inner_num if r.inner_num is not None else 1
                     if batch != want:
-                        self.problem(rel, off, f"batchSize {batch} but the record's INNER_NUM is {want}",
-                                     physicalOffset=phys, queueOffset=base)
+                        self.problem(
+                            rel,
+                            off,
+                            f"batchSize {batch} but the record's INNER_NUM is {want}",
+                            physicalOffset=phys,
+                            queueOffset=base,
+                        )
 
     def check_dispatch_coverage(self) -> None:
         """Records that get a queue unit and have none: corruption before the dispatched frontier, lag after."""
@@ -523,13 +655,19 @@ class Verifier:
             if phys > frontier:
                 lag += 1
             else:
-                self.problem(r.file, r.pos, f"record of {r.topic}/{r.queue_id} at queue offset {r.queue_offset} "
-                                            "has no ConsumeQueue unit", physicalOffset=phys)
+                self.problem(
+                    r.file,
+                    r.pos,
+                    f"record of {r.topic}/{r.queue_id} at queue offset {r.queue_offset} has no ConsumeQueue unit",
+                    physicalOffset=phys,
+                )
         self.checked["undispatchedRecords"] = lag
         if lag:
-            self.notes.append(f"{lag} record(s) after physical offset {frontier} are not in any ConsumeQueue yet: "
-                              "dispatch is behind the CommitLog (a crash image); RocketMQ's recovery "
-                              "re-dispatches them, so this is not corruption")
+            self.notes.append(
+                f"{lag} record(s) after physical offset {frontier} are not in any ConsumeQueue yet: "
+                "dispatch is behind the CommitLog (a crash image); RocketMQ's recovery "
+                "re-dispatches them, so this is not corruption"
+            )
 
     # ------------------------------------------------------------------ index
     def check_index(self) -> None:
@@ -547,8 +685,11 @@ class Verifier:
             self.checked["indexFiles"] += 1
             actual = os.path.getsize(path)
             if actual != want:
-                self.problem(rel, actual, f"index file is {actual} bytes, maxHashSlotNum={slots} and "
-                                          f"maxIndexNum={num} make {want}")
+                self.problem(
+                    rel,
+                    actual,
+                    f"index file is {actual} bytes, maxHashSlotNum={slots} and maxIndexNum={num} make {want}",
+                )
             buf = _map(path)
             if len(buf) < IX.HEADER_SIZE:
                 self.problem(rel, 0, "index file is shorter than its header")
@@ -561,8 +702,11 @@ class Verifier:
             if len(buf) >= slot_end:
                 table = np.frombuffer(buf, dtype=">i4", count=slots, offset=IX.HEADER_SIZE)
                 for s in np.nonzero((table < 0) | (table >= max(h.index_count, 1)))[0].tolist():
-                    self.problem(rel, IX.HEADER_SIZE + s * IX.SLOT_SIZE,
-                                 f"hash slot {s} names entry {int(table[s])}, outside 0..{h.index_count - 1}")
+                    self.problem(
+                        rel,
+                        IX.HEADER_SIZE + s * IX.SLOT_SIZE,
+                        f"hash slot {s} names entry {int(table[s])}, outside 0..{h.index_count - 1}",
+                    )
             e = 1
             while e < count:
                 if verify_index is not None:
@@ -585,17 +729,26 @@ class Verifier:
                     continue
                 r = self.records.get(phys)
                 if r is None:
-                    where = ("past the end of the CommitLog" if phys >= self.max_offset
-                             else "where no record starts")
-                    self.problem(rel, off, f"index entry points at physical offset {phys}, {where}",
-                                 entry=ent, physicalOffset=phys)
+                    where = "past the end of the CommitLog" if phys >= self.max_offset else "where no record starts"
+                    self.problem(
+                        rel,
+                        off,
+                        f"index entry points at physical offset {phys}, {where}",
+                        entry=ent,
+                        physicalOffset=phys,
+                    )
                     continue
                 hashes = {index_key_hash(IX.build_key(r.topic, k)) for k in r.keys.split(P.KEY_SEPARATOR) if k}
                 if r.uniq is not None:
                     hashes.add(index_key_hash(IX.build_key(r.topic, r.uniq)))
                 if key_hash not in hashes:
-                    self.problem(rel, off, f"key hash {key_hash} is not the hash of any key of the record at "
-                                           f"{phys}", entry=ent, physicalOffset=phys)
+                    self.problem(
+                        rel,
+                        off,
+                        f"key hash {key_hash} is not the hash of any key of the record at {phys}",
+                        entry=ent,
+                        physicalOffset=phys,
+                    )
 
     # ------------------------------------------------------------------ checkpoint
     def check_checkpoint(self) -> None:
@@ -622,8 +775,12 @@ class Verifier:
         from .consumer import offsets_path, parse_offsets
         from .filter.manager import FILE as FILTERS_FILE, parse_filters
         from .topics import parse_topic_configs, topics_path
-        for path, parse in ((topics_path(self.root), parse_topic_configs), (offsets_path(self.root), parse_offsets),
-                            (os.path.join(self.root, FILTERS_FILE), parse_filters)):
+
+        for path, parse in (
+            (topics_path(self.root), parse_topic_configs),
+            (offsets_path(self.root), parse_offsets),
+            (os.path.join(self.root, FILTERS_FILE), parse_filters),
+        ):
             value, problems = read_with_backup(path, parse)
             if value is None and problems:
                 self.problem(self.rel(path), 0, "neither the file nor its .bak can be read: " + "; ".join(problems))
@@ -639,9 +796,14 @@ class Verifier:
         self.check_index()
         self.check_checkpoint()
         self.records.clear()
-        return {"ok": not self.problems, "root": self.root, "checked": self.checked,
-                "commitLog": {"minOffset": self.min_offset, "maxOffset": self.max_offset},
-                "problems": self.problems, "notes": self.notes}
+        return {
+            "ok": not self.problems,
+            "root": self.root,
+            "checked": self.checked,
+            "commitLog": {"minOffset": self.min_offset, "maxOffset": self.max_offset},
+            "problems": self.problems,
+            "notes": self.notes,
+        }
 
 
 def segment_count(root: str) -> int:

@@ -1,5 +1,6 @@
 """The `rocketstore` command, run as a real process: dump and inspect against golden stores (expected values
 from their manifests), JSON output parsed, and one clear error line with a non-zero status for bad input."""
+
 import json
 import os
 import shutil
@@ -12,8 +13,7 @@ BASIC = "store-v1-basic"
 
 
 def run(*args):
-    p = subprocess.run([sys.executable, "-m", "rocketstore.cli", *args], capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run([sys.executable, "-m", "rocketstore.cli", *args], capture_output=True, text=True, timeout=120)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -37,8 +37,13 @@ def test_dump_checkpoint_decodes_rocketmqs_fields():
     got = dump_json(os.path.join(G.store_dir(BASIC), "checkpoint"))["header"]
     exp = G.manifest(BASIC)["checkpointFile"]
     assert got == {k: exp[k] for k in got}
-    assert set(got) == {"physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp", "masterFlushedOffset",
-                        "confirmPhyOffset"}
+    assert set(got) == {
+        "physicMsgTimestamp",
+        "logicsMsgTimestamp",
+        "indexMsgTimestamp",
+        "masterFlushedOffset",
+        "confirmPhyOffset",
+    }
 
 
 def test_dump_commitlog_lists_every_record_then_the_blank():
@@ -60,10 +65,13 @@ def test_dump_consume_queue_and_index_headers():
     assert len(rows) == cq["nonZeroUnits"] and rows[-1]["queueOffset"] == cq["lastNonZeroUnit"]
     first = derived["indexFileHeaders"][0]
     got = dump_json(os.path.join(root, "index", first["file"]))
-    assert {k: got["header"][k] for k in ("beginTimestamp", "endTimestamp", "beginPhyOffset", "endPhyOffset",
-                                          "hashSlotCount", "indexCount")} == \
-        {k: first[k] for k in ("beginTimestamp", "endTimestamp", "beginPhyOffset", "endPhyOffset",
-                               "hashSlotCount", "indexCount")}
+    assert {
+        k: got["header"][k]
+        for k in ("beginTimestamp", "endTimestamp", "beginPhyOffset", "endPhyOffset", "hashSlotCount", "indexCount")
+    } == {
+        k: first[k]
+        for k in ("beginTimestamp", "endTimestamp", "beginPhyOffset", "endPhyOffset", "hashSlotCount", "indexCount")
+    }
     assert len(got["rows"]) == first["indexCount"] - 1 and got["header"]["hashSlotNum"] == 100
 
 
@@ -109,7 +117,7 @@ def test_a_corrupt_file_gives_one_error_line_naming_it(tmp_path):
     cq = root / "consumequeue" / "TopicA" / "0" / "00000000000000000000"
     os.chmod(cq, 0o644)
     with open(cq, "r+b") as fh:
-        fh.truncate(999)                       # not the size every ConsumeQueue file has
+        fh.truncate(999)  # not the size every ConsumeQueue file has
     conf = tmp_path / "broker.conf"
     conf.write_text("".join(f"{k}={v}\n" for k, v in G.manifest(BASIC)["config_all"].items()))
     code, _, err = run("inspect", str(root), "-c", str(conf))
@@ -125,5 +133,7 @@ def test_inspect_reports_how_far_dispatch_was_behind_at_the_crash():
     crash = G.manifest("store-abnormal")["crashInfo"]
     report = run_json("inspect", G.store_dir("store-abnormal"))
     assert report["summary"]["abortFilePresent"] is True
-    assert report["summary"]["dispatchBehindBytes"] == crash["maxPhyOffsetAtCrash"] - crash["dispatchBlockedFromPhyOffset"]
+    assert (
+        report["summary"]["dispatchBehindBytes"] == crash["maxPhyOffsetAtCrash"] - crash["dispatchBlockedFromPhyOffset"]
+    )
     assert run_json("inspect", G.store_dir(BASIC))["summary"]["dispatchBehindBytes"] == 0

@@ -1,6 +1,7 @@
 """`rocketstore produce | consume | query | topics | queues`, run as real processes on small stores in
 tmp_path (sizes from a broker.conf given with -c): JSON output parsed and checked, and one error line with
 exit status 1 for bad input."""
+
 import json
 import signal
 import subprocess
@@ -8,13 +9,13 @@ import sys
 
 import pytest
 
-CONF = ("mappedFileSizeCommitLog=1048576\nmappedFileSizeConsumeQueue=6000\n"
-        "maxHashSlotNum=64\nmaxIndexNum=256\n")
+CONF = "mappedFileSizeCommitLog=1048576\nmappedFileSizeConsumeQueue=6000\nmaxHashSlotNum=64\nmaxIndexNum=256\n"
 
 
 def run(*args, stdin=None):
-    p = subprocess.run([sys.executable, "-m", "rocketstore.cli", *args], capture_output=True, text=True,
-                       input=stdin, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "rocketstore.cli", *args], capture_output=True, text=True, input=stdin, timeout=60
+    )
     return p.returncode, p.stdout, p.stderr
 
 
@@ -32,13 +33,26 @@ def store(tmp_path):
 
     def cmd(name, *args, **kw):
         return run_json(name, root, *args, "-c", str(conf), **kw)
+
     cmd.root, cmd.conf = root, str(conf)
     return cmd
 
 
 def test_produce_then_every_query_finds_the_same_message(store):
-    put = store("produce", "Orders", "hello", "--tags", "TagA", "--keys", "order-1 order-2",
-                "--property", "color=red", "--queue", "1", "--create")
+    put = store(
+        "produce",
+        "Orders",
+        "hello",
+        "--tags",
+        "TagA",
+        "--keys",
+        "order-1 order-2",
+        "--property",
+        "color=red",
+        "--queue",
+        "1",
+        "--create",
+    )
     assert put["header"]["messages"] == 1
     (row,) = put["rows"]
     assert row["queueId"] == 1 and row["queueOffset"] == 0
@@ -49,8 +63,12 @@ def test_produce_then_every_query_finds_the_same_message(store):
     for found in (by_key, by_id, by_uniq, by_off):
         assert len(found) == 1
         m = found[0]
-        assert (m["msgId"], m["uniqKey"], m["queueId"], m["physicalOffset"]) == \
-            (row["msgId"], row["uniqKey"], 1, row["physicalOffset"])
+        assert (m["msgId"], m["uniqKey"], m["queueId"], m["physicalOffset"]) == (
+            row["msgId"],
+            row["uniqKey"],
+            1,
+            row["physicalOffset"],
+        )
         assert m["body"] == "hello" and m["tags"] == "TagA" and m["keys"] == "order-1 order-2"
         assert m["properties"]["color"] == "red"
     assert store("query", "--key", "nobody", "--topic", "Orders")["rows"] == []
@@ -62,12 +80,14 @@ def test_round_robin_then_consume_commit_and_nothing_new(store):
     assert put["header"]["messages"] == 10
     # a new topic gets RocketMQ's defaultTopicQueueNums: 8 queues
     assert put["header"]["queues"] == {"0": 2, "1": 2, **{str(q): 1 for q in range(2, 8)}}
-    put = store("produce", "T", "a", "b")                  # goes on where the totals say: queues 2 and 3
+    put = store("produce", "T", "a", "b")  # goes on where the totals say: queues 2 and 3
     assert [r["queueId"] for r in put["rows"]] == [2, 3]
     got = store("consume", "T", "--group", "g")
     assert sorted(r["body"] for r in got["rows"]) == sorted([f"m{i}" for i in range(10)] + ["a", "b"])
-    assert got["header"]["committed"] is True and \
-        got["header"]["positions"] == {**{str(q): 2 for q in range(4)}, **{str(q): 1 for q in range(4, 8)}}
+    assert got["header"]["committed"] is True and got["header"]["positions"] == {
+        **{str(q): 2 for q in range(4)},
+        **{str(q): 1 for q in range(4, 8)},
+    }
     again = store("consume", "T", "--group", "g", "--from", "committed")
     assert again["rows"] == [] and again["header"]["consumed"] == 0
     replay = store("consume", "T", "--group", "g", "--from", "earliest", "--max", "5", "--no-commit")
@@ -77,13 +97,14 @@ def test_round_robin_then_consume_commit_and_nothing_new(store):
 def test_topics_and_queues_report_counts_and_lag(store):
     store("produce", "A", "--stdin", "--create", stdin="".join(f"{i}\n" for i in range(8)))
     store("produce", "B", "x", "--queue", "0")
-    store("consume", "A", "--group", "g1", "--max", "3")   # one queue's poll, cut at 3 and committed
+    store("consume", "A", "--group", "g1", "--max", "3")  # one queue's poll, cut at 3 and committed
     topics = {r["topic"]: r for r in store("topics")["rows"]}
     assert topics["A"]["queues"] == 8 and topics["A"]["messages"] == 8 and topics["A"]["queueType"] == "SimpleCQ"
-    assert topics["B"]["queues"] == 8 and topics["B"]["messages"] == 1      # created with the default 8
+    assert topics["B"]["queues"] == 8 and topics["B"]["messages"] == 1  # created with the default 8
     rows = store("queues", "A")["rows"]
-    assert [(r["queueId"], r["minOffset"], r["maxOffset"], r["messages"]) for r in rows] == \
-        [(q, 0, 1, 1) for q in range(8)]
+    assert [(r["queueId"], r["minOffset"], r["maxOffset"], r["messages"]) for r in rows] == [
+        (q, 0, 1, 1) for q in range(8)
+    ]
     lag = {r["queueId"]: r["groups"]["g1"] for r in rows}
     assert sum(v["committed"] or 0 for v in lag.values()) == 3
     assert all(v["lag"] == 1 - v["committed"] for v in lag.values() if v["committed"] is not None)
@@ -113,11 +134,27 @@ def test_bad_input_gives_one_error_line(store, tmp_path):
 
 def test_follow_sees_what_another_process_produces(store):
     store("produce", "F", "first", "--queue", "0", "--create")
-    p = subprocess.Popen([sys.executable, "-m", "rocketstore.cli", "consume", store.root, "F", "--group", "fg",
-                          "--follow", "--json", "-c", store.conf], stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rocketstore.cli",
+            "consume",
+            store.root,
+            "F",
+            "--group",
+            "fg",
+            "--follow",
+            "--json",
+            "-c",
+            store.conf,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert json.loads(p.stdout.readline())["body"] == "first"
-        store("produce", "F", "second", "--queue", "0")       # the follower holds no lock: this can write
+        store("produce", "F", "second", "--queue", "0")  # the follower holds no lock: this can write
         assert json.loads(p.stdout.readline())["body"] == "second"
     finally:
         p.send_signal(signal.SIGINT)

@@ -2,6 +2,7 @@
 bitmaps), run as real processes: verify checks CQ units through their ext units and finds corruption planted
 in an ext file (file and offset), dump decodes ext files and shows ext addresses as such, inspect lists the
 ext files, rebuild (local) writes the ext again while the Spark engine refuses, and consume --sql."""
+
 import json
 import os
 import struct
@@ -16,9 +17,11 @@ from rocketstore.formats import cq as CQ
 from rocketstore.formats import cq_ext as X
 from rocketstore.formats.javahash import java_string_hash
 
-EXT_FILE = 1000          # small ext files: several per queue, each ended by the end marker
-CONF = ("mappedFileSizeCommitLog=1048576\nmappedFileSizeConsumeQueue=6000\nmaxHashSlotNum=64\nmaxIndexNum=256\n"
-        f"enableConsumeQueueExt=true\nenableCalcFilterBitMap=true\nmappedFileSizeConsumeQueueExt={EXT_FILE}\n")
+EXT_FILE = 1000  # small ext files: several per queue, each ended by the end marker
+CONF = (
+    "mappedFileSizeCommitLog=1048576\nmappedFileSizeConsumeQueue=6000\nmaxHashSlotNum=64\nmaxIndexNum=256\n"
+    f"enableConsumeQueueExt=true\nenableCalcFilterBitMap=true\nmappedFileSizeConsumeQueueExt={EXT_FILE}\n"
+)
 SQL = "region = 'eu'"
 N = 120
 TAGS = ("A", "B", "C")
@@ -53,9 +56,8 @@ def ext_store(tmp_path):
     with MessageStore.open(root, cfg) as s:
         for i in range(N):
             if i == 30:
-                s.register_filter("g1", "Shop", SQL)       # from here on the ext units carry bitmaps
-            assert s.put(Message("Shop", f"m{i}".encode(), tags=TAGS[i % 3], properties=_props(i)),
-                         queue_id=i % 2).ok
+                s.register_filter("g1", "Shop", SQL)  # from here on the ext units carry bitmaps
+            assert s.put(Message("Shop", f"m{i}".encode(), tags=TAGS[i % 3], properties=_props(i)), queue_id=i % 2).ok
     return root, str(conf)
 
 
@@ -97,7 +99,7 @@ def _patch(path, offset, data):
 @pytest.mark.parametrize("what", ["tagsCode", "msgStoreTime", "size"])
 def test_verify_finds_a_broken_ext_unit_with_file_and_offset(ext_store, what):
     root, _ = ext_store
-    k = 40                                             # queue 0's unit 40: message 80, with a bitmap
+    k = 40  # queue 0's unit 40: message 80, with a bitmap
     path, off = _unit_place(root, k)
     rel = os.path.relpath(path, root)
     if what == "tagsCode":
@@ -105,17 +107,20 @@ def test_verify_finds_a_broken_ext_unit_with_file_and_offset(ext_store, what):
     elif what == "msgStoreTime":
         _patch(path, off + 10, struct.pack(">q", 12345))
     else:
-        _patch(path, off, struct.pack(">h", 7))        # below the minimum unit size: the walk stops there
+        _patch(path, off, struct.pack(">h", 7))  # below the minimum unit size: the walk stops there
     code, report, err = run_json("verify", root)
     assert code == 1 and not report["ok"]
     mine = [p for p in report["problems"] if p["file"] == rel and p["offset"] == off]
     assert mine, report["problems"]
     assert what.lower()[:4] in mine[0]["problem"].lower()
-    if what == "size":   # the units after it in that file are no longer reachable: each one reported too
+    if what == "size":  # the units after it in that file are no longer reachable: each one reported too
         assert any("past the units" in p["problem"] for p in report["problems"])
     # nothing is reported against the ConsumeQueue's own tagsCode (it is an address, not a hash)
-    assert not [p for p in report["problems"] if "the record's tags give" in p["problem"] and
-                p["file"].startswith("consumequeue/")]
+    assert not [
+        p
+        for p in report["problems"]
+        if "the record's tags give" in p["problem"] and p["file"].startswith("consumequeue/")
+    ]
 
 
 def test_verify_reports_a_missing_ext_directory(ext_store):
@@ -124,8 +129,9 @@ def test_verify_reports_a_missing_ext_directory(ext_store):
         os.unlink(p)
     code, report, _ = run_json("verify", root)
     assert code == 1
-    assert any(p["file"].startswith("consumequeue/Shop/1/") and "ext address" in p["problem"]
-               for p in report["problems"])
+    assert any(
+        p["file"].startswith("consumequeue/Shop/1/") and "ext address" in p["problem"] for p in report["problems"]
+    )
 
 
 # ------------------------------------------------------------------ dump and inspect
@@ -135,14 +141,15 @@ def test_dump_decodes_ext_units_and_shows_ext_addresses(ext_store):
     code, out, err = dump_json(first)
     assert code == 0, err
     rows = out["rows"]
-    assert rows[-1]["kind"] == "END"                   # the first file ended with the marker
+    assert rows[-1]["kind"] == "END"  # the first file ended with the marker
     units = rows[:-1]
     # queue 0 holds messages 0, 2, 4, ...: their tags hashes, and bitmaps from message 30 on
     assert [u["tagsCode"] for u in units] == [java_string_hash(TAGS[i % 3]) for i in range(0, 2 * len(units), 2)]
     offs = [u["offset"] for u in units]
     assert offs[0] == 0 and all(b - a == u["size"] for a, b, u in zip(offs, offs[1:], units))
-    assert all(u["bitmap"] == "" for u in units[:15]) and all(len(u["bitmap"]) == 2 * u["bitMapSize"] > 0
-                                                             for u in units[15:])
+    assert all(u["bitmap"] == "" for u in units[:15]) and all(
+        len(u["bitmap"]) == 2 * u["bitMapSize"] > 0 for u in units[15:]
+    )
     assert all(X.undecorate(u["address"]) == u["offset"] for u in units)
 
     code, out, err = dump_json(os.path.join(root, "consumequeue", "Shop", "0", "0" * 20), "--limit", "20")
@@ -166,22 +173,30 @@ def test_inspect_lists_ext_files(ext_store):
 # ------------------------------------------------------------------ rebuild
 def test_local_rebuild_writes_the_ext_again(ext_store):
     root, conf = ext_store
-    old_units = {q: [X.decode_unit(open(_unit_place(root, k, q)[0], "rb").read(), _unit_place(root, k, q)[1])
-                     for k in range(N // 2)] for q in (0, 1)}
+    old_units = {
+        q: [
+            X.decode_unit(open(_unit_place(root, k, q)[0], "rb").read(), _unit_place(root, k, q)[1])
+            for k in range(N // 2)
+        ]
+        for q in (0, 1)
+    }
     code, report, err = run_json("rebuild", root, "--yes", "-c", conf)
     assert code == 0, err
     assert report["messages"] == N and report["consumeQueueExt"] == "rebuilt"
     for q in (0, 1):
         tags = _cq_tags(root, q)
         assert len(tags) == N // 2 and all(X.is_ext_addr(t) for t in tags)
-        new_units = [X.decode_unit(open(_unit_place(root, k, q)[0], "rb").read(), _unit_place(root, k, q)[1])
-                     for k in range(N // 2)]
-        assert [(u.tags_code, u.msg_store_time) for u in new_units] == \
-               [(u.tags_code, u.msg_store_time) for u in old_units[q]]
+        new_units = [
+            X.decode_unit(open(_unit_place(root, k, q)[0], "rb").read(), _unit_place(root, k, q)[1])
+            for k in range(N // 2)
+        ]
+        assert [(u.tags_code, u.msg_store_time) for u in new_units] == [
+            (u.tags_code, u.msg_store_time) for u in old_units[q]
+        ]
     assert not [n for n in os.listdir(root) if n.startswith(".rebuild-")]
     code, report, _ = run_json("verify", root)
     assert code == 0 and report["checked"]["extAddressedUnits"] == N
-    assert report["checked"]["consumeQueueExtUnits"] == N      # the old ext units went: no leftovers
+    assert report["checked"]["consumeQueueExtUnits"] == N  # the old ext units went: no leftovers
     assert _cq_tags(root, 0)[0] == X.decorate(0)
     # (the bytes differ from before: re-dispatch gives messages 0..29 the filter's bitmaps too, since the
     # filter is known from the start now)
@@ -215,8 +230,9 @@ def test_spark_rebuild_refuses_the_ext(ext_store):
 # ------------------------------------------------------------------ consume --sql
 def test_consume_with_sql(ext_store):
     root, conf = ext_store
-    code, out, err = run_json("consume", root, "Shop", "-g", "g2", "--sql", "region = 'eu' AND i >= 60",
-                              "--no-commit", "-c", conf)
+    code, out, err = run_json(
+        "consume", root, "Shop", "-g", "g2", "--sql", "region = 'eu' AND i >= 60", "--no-commit", "-c", conf
+    )
     assert code == 0, err
     got = sorted(int(r["properties"]["i"]) for r in out["rows"])
     assert got == [i for i in range(N) if i % 3 == 0 and i >= 60]

@@ -1,6 +1,7 @@
 """`rocketstore rebuild | clean | recover`, run as real processes on copies of golden stores: the rebuilt
 ConsumeQueues are RocketMQ's bytes, recovery of the crash image answers RocketMQ's offsets, cleanup deletes
 what has expired."""
+
 import hashlib
 import json
 import os
@@ -44,14 +45,20 @@ def test_rebuild_writes_rocketmqs_consume_queues(tmp_path):
     code, out, err = run("rebuild", root, "--yes", "--json", "-c", broker_conf(tmp_path, "store-expired"))
     assert code == 0, err
     report = json.loads(out)
-    expected = {f["path"]: f["sha256"] for f in G.manifest("store-expired-cq-rebuilt")["files"]
-                if f["path"].startswith("consumequeue/")}
-    ours = {os.path.relpath(os.path.join(d, f), root): sha(os.path.join(d, f))
-            for d, _, fs in os.walk(os.path.join(root, "consumequeue")) for f in fs}
+    expected = {
+        f["path"]: f["sha256"]
+        for f in G.manifest("store-expired-cq-rebuilt")["files"]
+        if f["path"].startswith("consumequeue/")
+    }
+    ours = {
+        os.path.relpath(os.path.join(d, f), root): sha(os.path.join(d, f))
+        for d, _, fs in os.walk(os.path.join(root, "consumequeue"))
+        for f in fs
+    }
     assert ours == expected
     answers = G.manifest("store-expired-cq-rebuilt")["answers_after_reopen"]["queues"]
     assert report["messages"] == sum(q["messageTotalInQueue"] for q in answers if q["topic"] != "NoSuchTopic")
-    assert not [n for n in os.listdir(root) if n.startswith(".rebuild-")]   # the old files went afterwards
+    assert not [n for n in os.listdir(root) if n.startswith(".rebuild-")]  # the old files went afterwards
 
 
 def test_recover_reports_the_crash_and_rocketmqs_offsets(tmp_path):
@@ -61,8 +68,10 @@ def test_recover_reports_the_crash_and_rocketmqs_offsets(tmp_path):
     report = json.loads(out)
     answers = G.manifest("store-abnormal")["answers_after_reopen"]
     assert report["lastShutdown"].startswith("crash")
-    assert (report["commitLogMinOffset"], report["commitLogMaxOffset"]) == (answers["minPhyOffset"],
-                                                                            answers["maxPhyOffset"])
+    assert (report["commitLogMinOffset"], report["commitLogMaxOffset"]) == (
+        answers["minPhyOffset"],
+        answers["maxPhyOffset"],
+    )
     assert not os.path.exists(os.path.join(root, "abort"))
     code, out, _ = run("recover", root, "--json", "-c", broker_conf(tmp_path, "store-abnormal"))
     assert code == 0 and json.loads(out)["lastShutdown"] == "clean"
@@ -84,6 +93,7 @@ def test_clean_deletes_expired_commitlog_files(tmp_path):
 
 def test_maintenance_commands_refuse_a_missing_store(tmp_path):
     for cmd in ("rebuild", "clean", "recover"):
-        code, _, err = run(cmd, str(tmp_path / "none"), "--yes") if cmd == "rebuild" else \
-            run(cmd, str(tmp_path / "none"))
+        code, _, err = (
+            run(cmd, str(tmp_path / "none"), "--yes") if cmd == "rebuild" else run(cmd, str(tmp_path / "none"))
+        )
         assert code == 1 and err.startswith("rocketstore: error:") and err.count("\n") == 1, (cmd, err)

@@ -1,6 +1,7 @@
 """Issue #16, points 2-13: the `rocketstore` command as a newcomer uses it, each run as a real process on a
 store written through the library with a fixed clock (so every expected time, offset and id is known
 before the command runs)."""
+
 import base64
 import datetime
 import json
@@ -20,8 +21,9 @@ ENV = {**os.environ, "COLUMNS": "80"}
 
 
 def run(*args, stdin=None, env=None):
-    p = subprocess.run([sys.executable, "-m", "rocketstore.cli", *args], capture_output=True, input=stdin,
-                       timeout=120, env=env or ENV)
+    p = subprocess.run(
+        [sys.executable, "-m", "rocketstore.cli", *args], capture_output=True, input=stdin, timeout=120, env=env or ENV
+    )
     return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace"), p.stdout
 
 
@@ -56,14 +58,16 @@ def store(tmp_path):
     root = str(tmp_path / "store")
     now = [T0]
     with MessageStore.open(root, StoreConfig(clock=lambda: now[0])) as s:
+
         def put(k, topic, body, queue, **kw):
             now[0] = T0 + 1000 * k
             assert s.put(Message(topic, body, **kw), queue).ok
+
         s.create_topic("Orders", 4)
         (body, tags, key), (body2, tags2, key2) = MARKUP
         put(0, "Orders", body.encode(), 0, tags=tags, keys=[key])
         put(1, "Orders", BINARY, 0, tags="bin")
-        for i in range(6):                                                      # m0..m5 at T0 + 2..7 s
+        for i in range(6):  # m0..m5 at T0 + 2..7 s
             put(2 + i, "Orders", f"m{i}".encode(), i % 4, tags=tags2, keys=[key2])
         s.create_topic("Other", 2)
         put(8, "Other", b"o0", 1)
@@ -74,10 +78,12 @@ def store(tmp_path):
 def test_markup_in_bodies_tags_and_keys_prints_as_written(store):
     seg = os.path.join(store, "commitlog", "0" * 20)
     everything = ("[/docs]", "[bold]x[/bold]", "[i]k")
-    for args, texts in ((("consume", store, "Orders", "--max", "1", "--queue", "0"), everything),
-                        (("query", store, "--key", "[i]k", "--topic", "Orders"), everything),
-                        (("dump", seg, "--bodies", "--limit", "1"), ("[/docs]", "[bold]x[/bold]")),
-                        (("dump", seg, "--wide", "--limit", "1"), ("[bold]x[/bold]", "[i]k"))):
+    for args, texts in (
+        (("consume", store, "Orders", "--max", "1", "--queue", "0"), everything),
+        (("query", store, "--key", "[i]k", "--topic", "Orders"), everything),
+        (("dump", seg, "--bodies", "--limit", "1"), ("[/docs]", "[bold]x[/bold]")),
+        (("dump", seg, "--wide", "--limit", "1"), ("[bold]x[/bold]", "[i]k")),
+    ):
         out = ok(*args, env={**ENV, "COLUMNS": "300"})
         for text in texts:
             assert text in out, (args, out)
@@ -85,7 +91,7 @@ def test_markup_in_bodies_tags_and_keys_prints_as_written(store):
 
 # ---------------------------------------------------------------- 3: dump streams, in bounded memory
 N_BIG = 300_000
-RSS_BOUND_KB = 200 * 1024      # a list of 300,000 decoded rows alone takes several times this
+RSS_BOUND_KB = 200 * 1024  # a list of 300,000 decoded rows alone takes several times this
 
 
 @pytest.fixture(scope="module")
@@ -113,8 +119,9 @@ main()
 
 
 def _dump(*args) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", PEAK, "dump", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=ENV)
+    return subprocess.Popen(
+        [sys.executable, "-c", PEAK, "dump", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV
+    )
 
 
 def _hwm_kb(text: str) -> int:
@@ -141,8 +148,8 @@ def test_dump_table_shows_the_first_rows_at_once_and_stays_small(big_segment):
     rss = _peak_rss_kb(p, kill=True)
     p.stdout.close()
     rows = [ln.split() for ln in lines if ln.split() and ln.split()[0].isdigit()]
-    assert rows[0][:3] == ["0", rows[0][1], "V1"] and rows[1][0] == rows[0][1]   # offsets: 0, then its size
-    assert all(len(ln.rstrip("\n")) <= 80 for ln in lines[1:])      # default columns fit 80 (not the title)
+    assert rows[0][:3] == ["0", rows[0][1], "V1"] and rows[1][0] == rows[0][1]  # offsets: 0, then its size
+    assert all(len(ln.rstrip("\n")) <= 80 for ln in lines[1:])  # default columns fit 80 (not the title)
     assert rss < RSS_BOUND_KB, rss
 
 
@@ -158,7 +165,7 @@ def test_dump_json_is_json_lines_of_every_record_in_bounded_memory(big_segment):
     assert count == N_BIG
     assert (first["offset"], first["body"], first["bodyEncoding"]) == (0, "0", "utf-8")
     assert last["body"] == str(N_BIG - 1) and last["queueOffset"] == N_BIG - 1
-    assert "physicalOffset" not in first            # `offset` says it; the field only when it disagrees
+    assert "physicalOffset" not in first  # `offset` says it; the field only when it disagrees
     assert rss < RSS_BOUND_KB, rss
 
 
@@ -176,7 +183,7 @@ def test_dump_default_columns_and_wide(store):
     wide = ok("dump", seg, "--wide", env={**ENV, "COLUMNS": "400"})
     assert all(len(ln) <= 80 for ln in narrow.splitlines()[1:])
     assert "msgId" not in narrow and "msgId" in wide and "uniqKey" in wide
-    assert iso(T0) in narrow                                    # times as ISO in tables
+    assert iso(T0) in narrow  # times as ISO in tables
 
 
 # ---------------------------------------------------------------- 4: not a store, unknown topics
@@ -184,8 +191,15 @@ def test_a_directory_that_is_not_a_store_is_an_error(tmp_path, store):
     etc = tmp_path / "etc"
     etc.mkdir()
     (etc / "hosts").write_text("127.0.0.1 localhost\n")
-    for args in (("verify", str(etc)), ("inspect", str(etc)), ("topics", str(etc)), ("queues", str(etc)),
-                 ("consume", str(etc), "Orders"), ("query", str(etc), "--key", "k"), ("groups", str(etc))):
+    for args in (
+        ("verify", str(etc)),
+        ("inspect", str(etc)),
+        ("topics", str(etc)),
+        ("queues", str(etc)),
+        ("consume", str(etc), "Orders"),
+        ("query", str(etc), "--key", "k"),
+        ("groups", str(etc)),
+    ):
         err = one_error_line(1, *args)
         assert "not a RocketMQ store" in err and "commitlog/" in err, (args, err)
     for args in (("consume", store, "Nope"), ("query", store, "--key", "k", "--topic", "Nope")):
@@ -195,15 +209,17 @@ def test_a_directory_that_is_not_a_store_is_an_error(tmp_path, store):
 # ---------------------------------------------------------------- 5: ids as the official clients print them
 def test_an_id_printed_by_the_rocketmq5_client_is_found(store):
     from rocketmq.v5.util.message_id_codec import MessageIdCodec
-    client_id = MessageIdCodec().next_message_id()         # what the RocketMQ 5 clients print (34 chars)
+
+    client_id = MessageIdCodec().next_message_id()  # what the RocketMQ 5 clients print (34 chars)
     assert len(client_id) == 34
     with MessageStore.open(store) as s:
         r = s.put(Message("Other", b"from a v5 client", properties={"UNIQ_KEY": client_id}), 0)
         assert r.ok
     for args in (("--msg-id", client_id), ("--unique-key", client_id), ("--msg-id", r.msg_id)):
         got = json.loads(ok("query", store, *args, "--json"))
-        assert [(m["uniqKey"], m["body"], m["topic"]) for m in got["rows"]] == \
-            [(client_id, "from a v5 client", "Other")], args
+        assert [(m["uniqKey"], m["body"], m["topic"]) for m in got["rows"]] == [
+            (client_id, "from a v5 client", "Other")
+        ], args
 
 
 # ---------------------------------------------------------------- 6: binary bodies survive --json
@@ -216,8 +232,12 @@ def test_binary_bodies_survive_json(store):
 # ---------------------------------------------------------------- 7: progress on a terminal
 def test_verify_of_a_small_store_shows_progress_in_bytes_on_a_terminal(store):
     master, slave = pty.openpty()
-    p = subprocess.Popen([sys.executable, "-m", "rocketstore.cli", "verify", store], stdout=subprocess.PIPE,
-                         stderr=slave, env={**ENV, "TERM": "xterm"})
+    p = subprocess.Popen(
+        [sys.executable, "-m", "rocketstore.cli", "verify", store],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env={**ENV, "TERM": "xterm"},
+    )
     os.close(slave)
     out = p.communicate(timeout=120)[0].decode()
     seen = b""
@@ -237,11 +257,22 @@ def test_verify_of_a_small_store_shows_progress_in_bytes_on_a_terminal(store):
 # ---------------------------------------------------------------- 8: ISO times in and out
 def test_iso_times_are_shown_and_taken(store):
     table = ok("consume", store, "Orders", "--queue", "1", env={**ENV, "COLUMNS": "200"})
-    assert iso(T0 + 2000 + 1000) in table                    # m1 went to queue 1 at T0 + 3 s
+    assert iso(T0 + 2000 + 1000) in table  # m1 went to queue 1 at T0 + 3 s
     since = json.loads(ok("consume", store, "Orders", "--from", iso(T0 + 5000), "--json"))["rows"]
-    assert sorted(r["body"] for r in since) == ["m3", "m4", "m5"]     # stored at T0 + 5, 6, 7 s
-    in_range = json.loads(ok("query", store, "--begin", iso(T0 + 1000), "--end", "2026-11-22T08:00:03+00:00",
-                             "--topic", "Orders", "--json"))["rows"]
+    assert sorted(r["body"] for r in since) == ["m3", "m4", "m5"]  # stored at T0 + 5, 6, 7 s
+    in_range = json.loads(
+        ok(
+            "query",
+            store,
+            "--begin",
+            iso(T0 + 1000),
+            "--end",
+            "2026-11-22T08:00:03+00:00",
+            "--topic",
+            "Orders",
+            "--json",
+        )
+    )["rows"]
     assert [r["storeTimestamp"] for r in in_range] == [T0 + 1000, T0 + 2000, T0 + 3000]
 
 
@@ -266,14 +297,14 @@ def test_one_queue_from_an_offset_last_n_and_formats(store):
     assert sorted((r["queueId"], r["body"]) for r in last) == [(0, "m4"), (1, "m5"), (2, "m2"), (3, "m3")]
     code, _, err, raw = run("consume", store, "Orders", "--queue", "0", "--body-only")
     assert code == 0, err
-    assert raw == b"[/docs]\n" + BINARY + b"\nm0\nm4\n"           # bodies as they are, for pipes
+    assert raw == b"[/docs]\n" + BINARY + b"\nm0\nm4\n"  # bodies as they are, for pipes
     out = ok("consume", store, "Orders", "--queue", "1", "--format", "%t/%p@%o %g %k: %s\\n")
     assert out == "Orders/1@0 TagB k2: m1\nOrders/1@1 TagB k2: m5\n"
 
 
 # ---------------------------------------------------------------- 11: consumer groups
 def test_groups_progress_reset_and_delete(store):
-    ok("consume", store, "Orders", "--group", "g1", "--queue", "0", "--max", "3")   # q0: 3 of 4 consumed
+    ok("consume", store, "Orders", "--group", "g1", "--queue", "0", "--max", "3")  # q0: 3 of 4 consumed
     groups = json.loads(ok("groups", store, "--json"))["rows"]
     assert groups == [{"group": "g1", "topics": "Orders", "queues": 4, "lag": 1 + 2 + 1 + 1}]
     prog = json.loads(ok("group", "progress", store, "g1", "--json"))
@@ -281,12 +312,16 @@ def test_groups_progress_reset_and_delete(store):
     assert (q0["brokerOffset"], q0["consumerOffset"], q0["lag"], q0["lastTimestamp"]) == (4, 3, 1, T0 + 2000)
     assert prog["header"]["lag"] == 5
     # to a time: the first message stored at or after it, per queue (RocketMQ's getOffsetInQueueByTime)
-    reset = json.loads(ok("group", "reset-offset", store, "g1", "-t", "Orders", "--to-time", iso(T0 + 4500),
-                          "--json"))["rows"]
+    reset = json.loads(ok("group", "reset-offset", store, "g1", "-t", "Orders", "--to-time", iso(T0 + 4500), "--json"))[
+        "rows"
+    ]
     assert [(r["queueId"], r["after"]) for r in reset] == [(0, 3), (1, 1), (2, 1), (3, 0)]
-    assert [(r["queueId"], r["after"]) for r in json.loads(ok(
-        "group", "reset-offset", store, "g1", "-t", "Orders", "--to-offset", "1", "--queue", "0",
-        "--json"))["rows"]] == [(0, 1)]
+    assert [
+        (r["queueId"], r["after"])
+        for r in json.loads(
+            ok("group", "reset-offset", store, "g1", "-t", "Orders", "--to-offset", "1", "--queue", "0", "--json")
+        )["rows"]
+    ] == [(0, 1)]
     ok("group", "delete", store, "g1")
     assert json.loads(ok("groups", store, "--json"))["rows"] == []
     assert "no consumer group g1" in one_error_line(1, "group", "progress", store, "g1")
@@ -297,7 +332,7 @@ def test_topic_create_update_delete_write_topics_json(store):
     ok("topic", "create", store, "Fresh")
     ok("topic", "create", store, "Batches", "--queues", "2", "--batch-cq", "--message-type", "fifo")
     table = json.load(open(os.path.join(store, "config", "topics.json")))["topicConfigTable"]
-    assert (table["Fresh"]["readQueueNums"], table["Fresh"]["writeQueueNums"]) == (8, 8)   # defaultTopicQueueNums
+    assert (table["Fresh"]["readQueueNums"], table["Fresh"]["writeQueueNums"]) == (8, 8)  # defaultTopicQueueNums
     assert table["Batches"]["attributes"] == {"queue.type": "BatchCQ", "message.type": "FIFO"}
     assert "already exists" in one_error_line(1, "topic", "create", store, "Fresh")
     ok("topic", "update", store, "Fresh", "--queues", "3")
@@ -322,6 +357,9 @@ def test_topic_create_update_delete_write_topics_json(store):
 # ---------------------------------------------------------------- 13: query a time range without a key
 def test_query_by_time_range_alone_across_topics(store):
     rows = json.loads(ok("query", store, "--begin", str(T0 + 6000), "--json"))["rows"]
-    assert [(r["topic"], r["storeTimestamp"]) for r in rows] == \
-        [("Orders", T0 + 6000), ("Orders", T0 + 7000), ("Other", T0 + 8000)]
+    assert [(r["topic"], r["storeTimestamp"]) for r in rows] == [
+        ("Orders", T0 + 6000),
+        ("Orders", T0 + 7000),
+        ("Other", T0 + 8000),
+    ]
     assert len(json.loads(ok("query", store, "--begin", str(T0), "--max", "2", "--json"))["rows"]) == 2

@@ -1,6 +1,7 @@
 """Issue #16, point 7: `rebuild` and `recover` show their progress in bytes of CommitLog data on a terminal,
 moving within a single segment (segments are preallocated: their sizes say nothing about the data), and
 name their later phases. Each command runs as a real process with stderr on a pseudo-terminal."""
+
 import os
 import pty
 import re
@@ -13,7 +14,7 @@ import pytest
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.formats import checkpoint as CP
 
-SEGMENT = 64 << 20            # one segment, preallocated to 64 MiB, holding about 12.6 MiB of records
+SEGMENT = 64 << 20  # one segment, preallocated to 64 MiB, holding about 12.6 MiB of records
 ENV = {**os.environ, "TERM": "xterm", "COLUMNS": "140"}
 AMOUNT = re.compile(rb"([\d.]+ (?:B|KiB|MiB)) of ([\d.]+ (?:B|KiB|MiB)) (\d+)%")
 
@@ -39,8 +40,9 @@ def on_a_terminal(*args):
     """Run `rocketstore ARGS` with stderr on a pty (read as it comes, so the child never blocks on it);
     returns (exit status, stdout, everything written to the terminal)."""
     master, slave = pty.openpty()
-    p = subprocess.Popen([sys.executable, "-m", "rocketstore.cli", *args], stdout=subprocess.PIPE, stderr=slave,
-                         env=ENV)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "rocketstore.cli", *args], stdout=subprocess.PIPE, stderr=slave, env=ENV
+    )
     os.close(slave)
     seen = []
 
@@ -48,11 +50,12 @@ def on_a_terminal(*args):
         while True:
             try:
                 chunk = os.read(master, 65536)
-            except OSError:        # EIO: the child closed its end
+            except OSError:  # EIO: the child closed its end
                 return
             if not chunk:
                 return
             seen.append(chunk)
+
     reader = threading.Thread(target=read)
     reader.start()
     out = p.communicate(timeout=120)[0].decode()
@@ -82,8 +85,11 @@ def test_local_rebuild_shows_bytes_of_data_moving_and_its_phases(store):
     assert code == 0 and "rebuilt" in out, (out, seen[-600:])
     assert_moved_over_the_data(seen, end)
     text = seen.decode("utf-8", "replace")
-    phases = ["rebuilding queues and index from the CommitLog", "flushing the new queue and index files",
-              "swapping the new files in"]
+    phases = [
+        "rebuilding queues and index from the CommitLog",
+        "flushing the new queue and index files",
+        "swapping the new files in",
+    ]
     assert all(p in text for p in phases), text[-600:]
     assert [text.index(p) for p in phases] == sorted(text.index(p) for p in phases)
     with MessageStore.open(root, read_only=True) as s:
@@ -92,7 +98,7 @@ def test_local_rebuild_shows_bytes_of_data_moving_and_its_phases(store):
 
 def test_recover_after_a_crash_shows_bytes_of_data_moving(store):
     root, end = store
-    with open(os.path.join(root, "abort"), "w") as fh:        # a killed broker's leftovers
+    with open(os.path.join(root, "abort"), "w") as fh:  # a killed broker's leftovers
         fh.write("1")
     with open(os.path.join(root, "checkpoint"), "wb") as fh:
         fh.write(bytes(CP.FILE_SIZE))
@@ -104,6 +110,10 @@ def test_recover_after_a_crash_shows_bytes_of_data_moving(store):
 
 def test_not_on_a_terminal_nothing_is_drawn(store):
     root, _ = store
-    p = subprocess.run([sys.executable, "-m", "rocketstore.cli", "rebuild", root, "--yes", "--json"],
-                       capture_output=True, timeout=120, env=ENV)
+    p = subprocess.run(
+        [sys.executable, "-m", "rocketstore.cli", "rebuild", root, "--yes", "--json"],
+        capture_output=True,
+        timeout=120,
+        env=ENV,
+    )
     assert p.returncode == 0 and p.stderr == b"", p.stderr[-600:]

@@ -1,5 +1,6 @@
 """`rocketstore verify`, run as a real process: every golden store passes (the crash image too, with its lag
 noted, not reported), and corruption planted in a copy is found with the right file and offset."""
+
 import hashlib
 import json
 import os
@@ -14,15 +15,25 @@ from rocketstore.formats import index as IX
 from rocketstore.formats import record as R
 from tests.golden import goldens as G
 
-GOLDENS = ["store-v1-basic", "store-crc", "store-v2-topics", "store-txn", "store-batch-cq", "store-abnormal",
-           "store-abnormal-recovered", "store-expired", "store-expired-cq-rebuilt"]
+GOLDENS = [
+    "store-v1-basic",
+    "store-crc",
+    "store-v2-topics",
+    "store-txn",
+    "store-batch-cq",
+    "store-abnormal",
+    "store-abnormal-recovered",
+    "store-expired",
+    "store-expired-cq-rebuilt",
+]
 BASIC = "store-v1-basic"
 SEG = 65536  # the goldens' mappedFileSizeCommitLog
 
 
 def run(*args):
-    p = subprocess.run([sys.executable, "-m", "rocketstore.cli", "verify", *args], capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "rocketstore.cli", "verify", *args], capture_output=True, text=True, timeout=120
+    )
     return p.returncode, p.stdout, p.stderr
 
 
@@ -87,7 +98,7 @@ def test_crash_image_lag_is_a_note_not_a_problem_and_nothing_is_written():
     assert code == 0, out + err
     assert "not in any ConsumeQueue yet" in out and "preallocated" in out and "the store is sound" in out
     report = verify_json(G.store_dir(name))
-    assert report["checked"]["undispatchedRecords"] == 227   # the 227 messages put after reput was blocked
+    assert report["checked"]["undispatchedRecords"] == 227  # the 227 messages put after reput was blocked
     assert any("00000000000001835008: preallocated" in n for n in report["notes"])
     assert digest(G.store_dir(name)) == before
 
@@ -97,7 +108,7 @@ def test_flipped_body_byte_is_a_crc_problem_at_that_record(tmp_path):
     seg = os.path.join(root, "commitlog", "00000000000000065536")
     data = bytearray(open(seg, "rb").read())
     h = R.read_header(data, 0)
-    pos = h.size   # the segment's second record
+    pos = h.size  # the segment's second record
     h2 = R.read_header(data, pos)
     assert h2.body_len > 0
     data[h2.body_pos] ^= 0x5A
@@ -130,7 +141,7 @@ def test_consume_queue_unit_with_a_wrong_size(tmp_path):
     path = os.path.join(root, rel)
     data = bytearray(open(path, "rb").read())
     phys, size, tags = CQ.decode_unit(data, 3 * CQ.UNIT_SIZE)
-    data[3 * CQ.UNIT_SIZE:4 * CQ.UNIT_SIZE] = CQ.encode_unit(phys, size + 16, tags)
+    data[3 * CQ.UNIT_SIZE : 4 * CQ.UNIT_SIZE] = CQ.encode_unit(phys, size + 16, tags)
     open(path, "wb").write(data)
     report = verify_json(root)
     [p] = report["problems"]
@@ -147,11 +158,15 @@ def test_truncated_commitlog_segment(tmp_path):
     while pos + R.read_header(data, pos).size <= 1000:
         pos += R.read_header(data, pos).size
     with open(seg, "r+b") as fh:
-        fh.truncate(pos + 50)   # cuts the record at `pos` and everything after it
+        fh.truncate(pos + 50)  # cuts the record at `pos` and everything after it
     report = verify_json(root)
     mine = problems_in(report, rel)
-    assert {"file": rel, "offset": pos + 50, "problem": mine[0]["problem"], "physicalOffset": 2 * SEG + pos + 50} \
-        == mine[0] and "truncated" in mine[0]["problem"]
+    assert {
+        "file": rel,
+        "offset": pos + 50,
+        "problem": mine[0]["problem"],
+        "physicalOffset": 2 * SEG + pos + 50,
+    } == mine[0] and "truncated" in mine[0]["problem"]
     assert mine[1]["offset"] == pos and mine[1]["physicalOffset"] == 2 * SEG + pos
     assert mine[1]["problem"].startswith("bad record")
     # the queue units and index entries of the lost records now point where no record starts
@@ -168,7 +183,7 @@ def test_segment_that_ends_without_its_blank(tmp_path):
     pos = 0
     while not R.is_blank(data, pos):
         pos += R.read_header(data, pos).size
-    data[pos:pos + 8] = bytes(8)
+    data[pos : pos + 8] = bytes(8)
     open(seg, "wb").write(data)
     report = verify_json(root)
     [p] = report["problems"]
@@ -180,7 +195,7 @@ def test_index_entry_pointing_into_the_middle_of_a_record(tmp_path):
     first = sorted(os.listdir(os.path.join(root, "index")))[0]
     path = os.path.join(root, "index", first)
     data = bytearray(open(path, "rb").read())
-    off = IX.entry_position(100, 5)   # maxHashSlotNum=100 in the goldens
+    off = IX.entry_position(100, 5)  # maxHashSlotNum=100 in the goldens
     key_hash, phy, diff, prev = IX.ENTRY.unpack_from(data, off)
     IX.ENTRY.pack_into(data, off, key_hash, phy + 10, diff, prev)
     open(path, "wb").write(data)

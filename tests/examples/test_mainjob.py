@@ -1,5 +1,6 @@
 """The main job (`make run`, examples/mainjob.py) says when it removes an earlier run's store, and never removes
 anything else."""
+
 import os
 import sys
 

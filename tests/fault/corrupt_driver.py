@@ -14,6 +14,7 @@ writable open, each reading every queue and querying keys. One JSON line per cas
 - after damage to a derived file (queues, ext, index, checkpoint) a writable open that succeeded but does not
   serve every message at its offset with its own body: the CommitLog is the source of truth.
 """
+
 import json
 import os
 import random
@@ -30,7 +31,7 @@ KINDS = ["commitlog", "consumequeue", "batchconsumequeue", "consumequeue_ext", "
 DERIVED = {"consumequeue", "batchconsumequeue", "consumequeue_ext", "index", "checkpoint"}
 
 
-class Hang(BaseException):   # not an Exception: no handler in the code under test may swallow it
+class Hang(BaseException):  # not an Exception: no handler in the code under test may swallow it
     pass
 
 
@@ -59,14 +60,14 @@ def damage(path: str, rng: random.Random) -> str:
             data[rng.randrange(n)] ^= 1 << rng.randrange(8)
     elif how in ("garbage", "zero"):
         at, length = rng.randrange(n), rng.randint(1, 64)
-        data[at:at + length] = (os.urandom(length) if how == "garbage" else bytes(length))[:n - at]
+        data[at : at + length] = (os.urandom(length) if how == "garbage" else bytes(length))[: n - at]
     elif how == "extreme":
         width = rng.choice([2, 4, 8])
         at = rng.randrange(0, max(1, n - width + 1), width) if n >= width else 0
         value = rng.choice([0, 1, -1, 2 ** (8 * width - 1) - 1, -(2 ** (8 * width - 1))])
-        data[at:at + width] = value.to_bytes(width, "big", signed=True)[:n - at]
+        data[at : at + width] = value.to_bytes(width, "big", signed=True)[: n - at]
     elif how == "truncate":
-        del data[rng.randrange(n):]
+        del data[rng.randrange(n) :]
     else:
         data += os.urandom(rng.randint(1, 100))
     with open(path, "wb") as fh:
@@ -77,11 +78,16 @@ def damage(path: str, rng: random.Random) -> str:
 def cli_checks(root: str, target: str) -> list[str]:
     from click.testing import CliRunner
     from rocketstore.cli.main import cli
+
     bad = []
     runner = CliRunner()
     cfg = ["--hash-slots", "16"] if "/index/" in target else []
-    for args in (["inspect", root], ["verify", root], ["dump", target, "--limit", "200", *cfg],
-                 ["dump", target, "--json", "--limit", "200", *cfg]):
+    for args in (
+        ["inspect", root],
+        ["verify", root],
+        ["dump", target, "--limit", "200", *cfg],
+        ["dump", target, "--json", "--limit", "200", *cfg],
+    ):
         r = runner.invoke(cli, args, catch_exceptions=True)
         if r.exception is not None and not isinstance(r.exception, SystemExit):
             bad.append(f"{args[0]}: raised {type(r.exception).__name__}: {r.exception}")
@@ -95,6 +101,7 @@ def cli_checks(root: str, target: str) -> list[str]:
 def read_everything(store, acked: dict) -> dict:
     """(topic, queue, offset) -> body sha1 of every message get serves; queries some keys on the way."""
     from rocketstore import GetStatus
+
     got = {}
     for topic in (W.TOPIC, W.BATCH_TOPIC):
         for q in range(W.QUEUES):
@@ -125,6 +132,7 @@ def _config():
 
 def one_case(base: str, acked: dict, work: str, rng: random.Random) -> dict:
     from rocketstore import MessageStore, Message, RocketStoreError
+
     root = os.path.join(work, "store")
     shutil.rmtree(root, ignore_errors=True)
     shutil.copytree(base, root)
@@ -148,7 +156,7 @@ def one_case(base: str, acked: dict, work: str, rng: random.Random) -> dict:
         except RocketStoreError as e:
             case[mode] = f"refused: {e}"[:200]
             continue
-        except Exception as e:   # noqa: BLE001  anything else is what we are looking for
+        except Exception as e:  # noqa: BLE001  anything else is what we are looking for
             fail.append(f"{mode} open raised {type(e).__name__}: {e}"[:400])
             continue
         try:
@@ -164,15 +172,14 @@ def one_case(base: str, acked: dict, work: str, rng: random.Random) -> dict:
                     fail.append(f"{len(lost)} messages not served after damage to a derived file, e.g. {lost[:3]}")
         except RocketStoreError as e:
             case[mode] = f"read refused: {e}"[:200]
-        except Exception as e:   # noqa: BLE001
-            fail.append(f"{mode} read raised {type(e).__name__}: {e} "
-                        f"{traceback.format_exc(limit=-3)}"[:800])
+        except Exception as e:  # noqa: BLE001
+            fail.append(f"{mode} read raised {type(e).__name__}: {e} {traceback.format_exc(limit=-3)}"[:800])
         finally:
             try:
                 store.close()
             except RocketStoreError:
                 pass
-            except Exception as e:   # noqa: BLE001
+            except Exception as e:  # noqa: BLE001
                 fail.append(f"{mode} close raised {type(e).__name__}: {e}"[:400])
     return case
 
@@ -193,7 +200,7 @@ def main() -> None:
             case = one_case(base, acked, work, rng)
         except Hang:
             case = {"failures": ["hang: over 30 s"]}
-        except Exception as e:   # noqa: BLE001
+        except Exception as e:  # noqa: BLE001
             case = {"failures": [f"driver: {type(e).__name__}: {e} {traceback.format_exc(limit=-3)}"[:800]]}
         signal.alarm(0)
         case["case"] = i

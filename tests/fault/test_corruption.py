@@ -2,6 +2,7 @@
 writable opens, get over every queue, key queries): clear errors only, no hang, no over-allocation, and
 after damage to a derived file (queues, ext, index, checkpoint) every message still served. The cases run
 in a child process (corrupt_driver.py: address space capped, an alarm per case); each prints one JSON line."""
+
 import json
 import os
 import subprocess
@@ -49,8 +50,13 @@ def run_campaign(tmp_path, name: str, seed: int, cases: int, seconds: int, **con
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(DRIVER), os.environ.get("PYTHONPATH", "")]))
     if config:
         env["FAULT_CONFIG"] = json.dumps(config)
-    p = subprocess.run([sys.executable, DRIVER, base, str(acked_json), str(work), str(seed), str(cases), str(seconds)],
-                       capture_output=True, text=True, env=env, timeout=seconds + 120)
+    p = subprocess.run(
+        [sys.executable, DRIVER, base, str(acked_json), str(work), str(seed), str(cases), str(seconds)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=seconds + 120,
+    )
     lines = [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")]
     assert p.returncode == 0, f"driver died ({p.returncode}) after {len(lines)} cases: {p.stderr[-2000:]}"
     return lines
@@ -58,8 +64,11 @@ def run_campaign(tmp_path, name: str, seed: int, cases: int, seconds: int, **con
 
 def report(cases: list[dict]) -> str:
     bad = [c for c in cases if c.get("failures")]
-    return "\n".join(f"case {c['case']}: {c.get('kind')} {c.get('file')} {c.get('how')} crashed={c.get('crashed')}: "
-                     + " | ".join(c["failures"]) for c in bad[:15])
+    return "\n".join(
+        f"case {c['case']}: {c.get('kind')} {c.get('file')} {c.get('how')} crashed={c.get('crashed')}: "
+        + " | ".join(c["failures"])
+        for c in bad[:15]
+    )
 
 
 @pytest.mark.parametrize("name,config", [("plain", {}), ("ext", {"enable_consume_queue_ext": True})])

@@ -2,6 +2,7 @@
 workload.py), expired-file cleanup and offset commits: after each kill the store reopens (abnormal recovery)
 with every acknowledged message at its queue offset with its own body, verify finds nothing wrong, and the
 committed offsets are never older than the last commit that returned."""
+
 import os
 import random
 import signal
@@ -23,8 +24,9 @@ CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workload.py")
 def run_and_kill(root: str, mode: str, seed: int, rng: random.Random) -> list[str]:
     """Start the writer, let it work for a random time after it opened the store, SIGKILL it; its complete
     output lines (the last one may have been cut by the kill: dropped)."""
-    p = subprocess.Popen([sys.executable, CHILD, root, mode, str(seed)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, CHILD, root, mode, str(seed)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     out: list[str] = []
     reader = threading.Thread(target=lambda: out.extend(iter(p.stdout.readline, "")))
     reader.start()

@@ -9,6 +9,7 @@ was acknowledged before the kill):
 Sizes are tiny on purpose: a CommitLog segment every ~60 KiB, a ConsumeQueue file every 50 units and an index
 file every 60 entries, so that segment creation and index rolls happen many times a second.
 """
+
 import hashlib
 import random
 import sys
@@ -20,9 +21,15 @@ QUEUES = 3
 
 def config(**extra):
     from rocketstore import StoreConfig
-    return StoreConfig(mapped_file_size_commit_log=64 * 1024, mapped_file_size_consume_queue=50 * 20,
-                       mapped_file_size_batch_consume_queue=20 * 46, max_hash_slot_num=16, max_index_num=60,
-                       **extra)
+
+    return StoreConfig(
+        mapped_file_size_commit_log=64 * 1024,
+        mapped_file_size_consume_queue=50 * 20,
+        mapped_file_size_batch_consume_queue=20 * 46,
+        max_hash_slot_num=16,
+        max_index_num=60,
+        **extra,
+    )
 
 
 def body(seed: int, n: int) -> bytes:
@@ -43,6 +50,7 @@ def _say(line: str) -> None:
 
 def _put(store, seed: int, rng: random.Random) -> None:
     from rocketstore import Message
+
     n = 0
     while True:
         q = rng.randrange(QUEUES)
@@ -55,6 +63,7 @@ def _put(store, seed: int, rng: random.Random) -> None:
 
 def _put_batch(store, seed: int, rng: random.Random) -> None:
     from rocketstore import Message
+
     n = 0
     while True:
         q = rng.randrange(QUEUES)
@@ -72,6 +81,7 @@ def _cleanup(store, seed: int, rng: random.Random) -> None:
     """Puts, and every few puts deletes expired CommitLog files (all but the newest are 'expired': the clock
     passed to delete_expired_files is far ahead), with the queue and index files in step."""
     from rocketstore import Message
+
     n = 0
     while True:
         for _ in range(rng.randint(5, 40)):
@@ -81,7 +91,7 @@ def _cleanup(store, seed: int, rng: random.Random) -> None:
             n += 1
             if r.ok:
                 _say(f"ack {TOPIC} {q} {r.queue_offset} {sha1(b)}")
-        _say(f"cleaned {store.delete_expired_files(now_ms=store.config.clock() + 10 ** 9)}")
+        _say(f"cleaned {store.delete_expired_files(now_ms=store.config.clock() + 10**9)}")
 
 
 def _commit(store, seed: int, rng: random.Random) -> None:
@@ -102,6 +112,7 @@ MODES = {"put": _put, "put_batch": _put_batch, "cleanup": _cleanup, "commit": _c
 def main() -> None:
     root, mode, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
     from rocketstore import MessageStore
+
     store = MessageStore.open(root, config())
     if BATCH_TOPIC not in store.topics():
         store.create_topic(BATCH_TOPIC, queues=QUEUES, attributes={"queue.type": "BatchCQ"})

@@ -7,6 +7,7 @@ store knows the disk is full, SERVICE_NOT_AVAILABLE), never PUT_OK; every put th
 readable after a reopen in a fresh process; a writable open, `rocketstore recover` and `rocketstore produce`
 on a full disk end with one error line naming the file and exit status 1.
 """
+
 import json
 import os
 import subprocess
@@ -42,14 +43,20 @@ def disk(tmp_path):
 
 def python(code: str, *args) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *map(str, args)], capture_output=True,
-                          text=True, timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
 
 
 def cli(*args) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([sys.executable, "-m", "rocketstore.cli", *map(str, args)], capture_output=True,
-                          text=True, timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "rocketstore.cli", *map(str, args)], capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 def fill(path: Path, leave: int = 0) -> None:
@@ -116,14 +123,18 @@ def test_filling_the_disk_answers_create_mapped_file_failed_and_loses_no_acknowl
     d = disk(4096)
     fill(d / "ballast", leave=3 * 1024 * KIB)
     root = d / "store"
-    sizes = dict(mapped_file_size_commit_log=64 * 1024, mapped_file_size_consume_queue=20 * 8192,
-                 max_hash_slot_num=64, max_index_num=8192)
+    sizes = dict(
+        mapped_file_size_commit_log=64 * 1024,
+        mapped_file_size_consume_queue=20 * 8192,
+        max_hash_slot_num=64,
+        max_index_num=8192,
+    )
     p = python(FILL_WRITER, root, json.dumps(sizes))
     assert p.returncode == 0, f"writer died (signal {-p.returncode})" if p.returncode < 0 else p.stderr
     assert "Traceback" not in p.stderr
     out = json.loads(p.stdout)
     acked = out["acked"]
-    assert len(acked) > 100   # 64 KiB segments of ~1 KiB records: the disk took dozens of segments
+    assert len(acked) > 100  # 64 KiB segments of ~1 KiB records: the disk took dozens of segments
     # the next segment could not get its blocks: RocketMQ's answer to a mapped file it cannot create
     assert out["failed"] == "CREATE_MAPPED_FILE_FAILED"
     assert out["again"] in ("CREATE_MAPPED_FILE_FAILED", "SERVICE_NOT_AVAILABLE")
@@ -141,8 +152,9 @@ def test_a_nearly_full_disk_refuses_puts_from_the_first_put(disk):
     """The disk-full flag (above disk_space_warning_level_ratio, 90%) is measured at open, not by the
     cleanup pass a minute later; freeing space lets puts in again within the put path's next measure."""
     d = disk(4096)
-    fill(d / "ballast", leave=300 * KIB)     # ~93% used
-    p = python("""
+    fill(d / "ballast", leave=300 * KIB)  # ~93% used
+    p = python(
+        """
         import json, os, sys, time
         from rocketstore import Message, MessageStore, StoreConfig
         cfg = StoreConfig(mapped_file_size_commit_log=64 * 1024, mapped_file_size_consume_queue=2000,
@@ -157,7 +169,10 @@ def test_a_nearly_full_disk_refuses_puts_from_the_first_put(disk):
                     break
                 time.sleep(0.01)
             print(json.dumps({"first": first, "later": r.status.name, "max": s.max_offset("T", 0)}))
-    """, d / "store", d / "ballast")
+    """,
+        d / "store",
+        d / "ballast",
+    )
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out == {"first": "SERVICE_NOT_AVAILABLE", "later": "PUT_OK", "max": 1}
@@ -177,8 +192,12 @@ def make_sparse(path: Path) -> None:
     assert path.read_bytes() == data
 
 
-SMALL = dict(mapped_file_size_commit_log=64 * 1024, mapped_file_size_consume_queue=20 * 1024,
-             max_hash_slot_num=256, max_index_num=1024)   # 4 entries a slot: the CLI infers the sizes
+SMALL = dict(
+    mapped_file_size_commit_log=64 * 1024,
+    mapped_file_size_consume_queue=20 * 1024,
+    max_hash_slot_num=256,
+    max_index_num=1024,
+)  # 4 entries a slot: the CLI infers the sizes
 
 
 def sparse_store(root: Path) -> list[Path]:
@@ -206,7 +225,7 @@ def test_sparse_segments_on_a_full_disk_open_recover_and_produce_fail_cleanly(di
         assert "Traceback" not in p.stderr
         line = p.stderr.strip().splitlines()[-1]
         assert line.startswith("rocketstore: error: ") and "no space left on device" in line, line
-        assert str(root) in line   # the file whose blocks could not be reserved
+        assert str(root) in line  # the file whose blocks could not be reserved
     assert "no space left on device" in opened.stderr.splitlines()[-1]
     # space freed: the open reserves every block, changes no byte, and no CommitLog segment's modification
     # time (expiry goes by it)
@@ -225,7 +244,8 @@ def test_sparse_segments_on_a_full_disk_open_recover_and_produce_fail_cleanly(di
 def test_full_disk_when_a_consume_queue_file_must_be_created_loses_no_acknowledged_message(disk):
     d = disk(4096)
     root = d / "store"
-    p = python("""
+    p = python(
+        """
         import json, sys
         from rocketstore import Message, MessageStore, StoreConfig
         cfg = StoreConfig(mapped_file_size_commit_log=256 * 1024, mapped_file_size_consume_queue=20 * 1024,
@@ -244,22 +264,28 @@ def test_full_disk_when_a_consume_queue_file_must_be_created_loses_no_acknowledg
         refused = s.put(Message("T", b"refused"), 0)
         s.close()
         print(json.dumps({"q1": r.status.name, "q1_offset": r.physical_offset, "refused": refused.status.name}))
-    """, root, d / "ballast")
+    """,
+        root,
+        d / "ballast",
+    )
     assert p.returncode == 0, f"writer died (signal {-p.returncode})" if p.returncode < 0 else p.stderr
     out = json.loads(p.stdout)
     # the record is in the CommitLog: PUT_OK, as RocketMQ answers before reput dispatches; then the store
     # refuses puts (RocketMQ's WRITE_LOGICS_QUEUE_ERROR makes it not writeable)
     assert out["q1"] == "PUT_OK" and out["refused"] == "SERVICE_NOT_AVAILABLE"
-    assert (root / "abort").exists()   # closed with a record not dispatched: the next open recovers it
+    assert (root / "abort").exists()  # closed with a record not dispatched: the next open recovers it
     os.unlink(d / "ballast")
-    p = python("""
+    p = python(
+        """
         import json, sys
         from rocketstore import MessageStore
         with MessageStore.open(sys.argv[1]) as s:
             g = s.get("g", "T", 1, 0)
             print(json.dumps([[m.physical_offset, bytes(m.body).decode()] for m in g.messages]
                              + [[m.physical_offset for m in s.query("T", "b")]]))
-    """, root)
+    """,
+        root,
+    )
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout) == [[out["q1_offset"], "q1"], [out["q1_offset"]]]
 
@@ -267,7 +293,8 @@ def test_full_disk_when_a_consume_queue_file_must_be_created_loses_no_acknowledg
 def test_full_disk_when_an_index_file_must_be_created_catches_up_once_space_is_freed(disk):
     d = disk(4096)
     root = d / "store"
-    p = python("""
+    p = python(
+        """
         import json, os, sys
         from rocketstore import Message, MessageStore, StoreConfig
         cfg = StoreConfig(mapped_file_size_commit_log=256 * 1024, mapped_file_size_consume_queue=20 * 1024,
@@ -294,15 +321,22 @@ def test_full_disk_when_an_index_file_must_be_created_catches_up_once_space_is_f
         s.close()
         print(json.dumps({"acked": acked, "refused": refused, "missing_before": missing_before,
                           "caught_up": caught_up, "missing_after": missing_after, "after": after}))
-    """, root, d / "ballast")
+    """,
+        root,
+        d / "ballast",
+    )
     assert p.returncode == 0, f"writer died (signal {-p.returncode})" if p.returncode < 0 else p.stderr
     out = json.loads(p.stdout)
     assert out["acked"] == ["PUT_OK"] * 9 and out["refused"] == "SERVICE_NOT_AVAILABLE"
     assert out["missing_before"] == list(range(31, 40))
     assert out["caught_up"] and out["missing_after"] == [] and out["after"] == "PUT_OK"
     assert not (root / "abort").exists()
-    got = read_back(root, "ro", dict(mapped_file_size_commit_log=256 * 1024, max_hash_slot_num=8, max_index_num=32),
-                    [f"k{i}" for i in range(41)])
+    got = read_back(
+        root,
+        "ro",
+        dict(mapped_file_size_commit_log=256 * 1024, max_hash_slot_num=8, max_index_num=32),
+        [f"k{i}" for i in range(41)],
+    )
     assert got["keys_missing"] == [] and len(got["messages"]) == 41
 
 
@@ -311,7 +345,7 @@ def test_metadata_and_checkpoint_writes_on_a_full_disk_keep_the_old_files(disk):
     root = d / "store"
     with MessageStore.open(root, StoreConfig(**SMALL)) as s:
         s.create_topic("A", queues=2)
-        s.create_topic("A", queues=3)          # a second write: topics.json.bak holds the first
+        s.create_topic("A", queues=3)  # a second write: topics.json.bak holds the first
     config_dir = root / "config"
     before = {p.name: p.read_bytes() for p in config_dir.iterdir()}
     os.unlink(root / "checkpoint")
@@ -327,8 +361,8 @@ def test_metadata_and_checkpoint_writes_on_a_full_disk_keep_the_old_files(disk):
         with pytest.raises(OSError):
             s.create_topic("B", queues=1)
         assert "B" not in s.topic_configs
-        s.flush()                                 # the checkpoint is rewritten in place: no block needed
-    assert {p.name: p.read_bytes() for p in config_dir.iterdir()} == before   # no temp file left, .bak intact
+        s.flush()  # the checkpoint is rewritten in place: no block needed
+    assert {p.name: p.read_bytes() for p in config_dir.iterdir()} == before  # no temp file left, .bak intact
     os.unlink(d / "ballast")
     with MessageStore.open(root, StoreConfig(**SMALL), read_only=True) as s:
         assert int(s.topic_configs["A"]["writeQueueNums"]) == 3

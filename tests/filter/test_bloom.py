@@ -25,12 +25,16 @@ def signed64(x: int) -> int:
 # murmur3_128 (Guava) known answers
 # ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text,expected1", [
-    ("hell", 0x629942693E10F867),
-    ("The quick brown fox jumps over the lazy dog", 0xE34BBC7BBC071B6C),
-    ("The quick brown fox jumps over the lazy cog", 0x658CA970FF85269A),
-    ("", 0),  # empty input, seed 0: every lane stays 0 through fmix
-])
+
+@pytest.mark.parametrize(
+    "text,expected1",
+    [
+        ("hell", 0x629942693E10F867),
+        ("The quick brown fox jumps over the lazy dog", 0xE34BBC7BBC071B6C),
+        ("The quick brown fox jumps over the lazy cog", 0x658CA970FF85269A),
+        ("", 0),  # empty input, seed 0: every lane stays 0 through fmix
+    ],
+)
 def test_murmur3_known_answers(text, expected1):
     assert murmur3_128_as_long(text) == signed64(expected1)
 
@@ -46,21 +50,25 @@ def test_murmur3_hashes_java_utf8():
 # createByFn sizing
 # ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("f,n,k,m", [
-    # f=20: k = ceil(ln .2 / ln .5) = ceil(2.32) = 3; m = ceil(32 * log2(5) * log2(e))
-    #       = ceil(32 * 2.3219 * 1.4427) = ceil(107.19) = 108 -> multiple of 8: 112
-    (20, 32, 3, 112),  # broker defaults
-    (20, 64, 3, 216),  # ConsumerFilterManager(): 214.39 -> 215 -> 216
-    # f=10: k = ceil(3.32) = 4; 20 * 3.3219 * 1.4427 = 95.85 -> 96
-    (10, 20, 4, 96),
-    (10, 30, 4, 144),  # 143.78 -> 144
-    # f=12: k = ceil(3.06) = 4; 20 * 3.0589 * 1.4427 = 88.26 -> 89 -> 96
-    (12, 20, 4, 96),
-    # f=1: k = ceil(6.64) = 7; 300 * 6.6439 * 1.4427 = 2875.5 -> 2876 -> 2880
-    (1, 300, 7, 2880),
-    # f=50: k = 1; 1 * 1 * 1.4427 -> 2 -> 8
-    (50, 1, 1, 8),
-])
+
+@pytest.mark.parametrize(
+    "f,n,k,m",
+    [
+        # f=20: k = ceil(ln .2 / ln .5) = ceil(2.32) = 3; m = ceil(32 * log2(5) * log2(e))
+        #       = ceil(32 * 2.3219 * 1.4427) = ceil(107.19) = 108 -> multiple of 8: 112
+        (20, 32, 3, 112),  # broker defaults
+        (20, 64, 3, 216),  # ConsumerFilterManager(): 214.39 -> 215 -> 216
+        # f=10: k = ceil(3.32) = 4; 20 * 3.3219 * 1.4427 = 95.85 -> 96
+        (10, 20, 4, 96),
+        (10, 30, 4, 144),  # 143.78 -> 144
+        # f=12: k = ceil(3.06) = 4; 20 * 3.0589 * 1.4427 = 88.26 -> 89 -> 96
+        (12, 20, 4, 96),
+        # f=1: k = ceil(6.64) = 7; 300 * 6.6439 * 1.4427 = 2875.5 -> 2876 -> 2880
+        (1, 300, 7, 2880),
+        # f=50: k = 1; 1 * 1 * 1.4427 -> 2 -> 8
+        (50, 1, 1, 8),
+    ],
+)
 def test_sizing(f, n, k, m):
     bf = BloomFilter.create_by_fn(f, n)
     assert (bf.f, bf.n, bf.k, bf.m) == (f, n, k, m)
@@ -87,6 +95,7 @@ def test_equality_like_bloom_filter_test():
 # ---------------------------------------------------------------------------------------
 # Bit positions
 # ---------------------------------------------------------------------------------------
+
 
 def test_positions_hell():
     # asLong = 0x629942693e10f867: hash1 = 0x3e10f867 = 1041299559, hash2 = 0x62994269 = 1654211177
@@ -122,6 +131,7 @@ def test_generate_and_consumer_data():
 # ---------------------------------------------------------------------------------------
 # BitsArray layout and hashTo / isHit
 # ---------------------------------------------------------------------------------------
+
 
 def test_bits_layout():
     bits = new_bits(16)

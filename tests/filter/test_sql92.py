@@ -38,18 +38,22 @@ def syntax_error(expr: str) -> FilterSyntaxError:
 # RocketMQ ParserTest
 # ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("expr", [
-    "a=3 and b<>4 And c>5 AND d<=4",
-    "a=3  and    b<>4 And c>5 AND d<=4",
-    "a=3 or b<>4 Or c>5 OR d<=4",
-    "a in ('3', '4', '5')",
-    "(a not in ('6', '4', '5')) or (b in ('3', '4', '5'))",
-    "(a between 2 and 10) AND (b not between 6 and 9)",
-    "a is null",
-    "a is not null",
-    "a <= now",  # `now` is just a property name in the 5.x grammar
-    "a=3 and b contains 'xxx' and c not contains 'xxx'",
-])
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "a=3 and b<>4 And c>5 AND d<=4",
+        "a=3  and    b<>4 And c>5 AND d<=4",
+        "a=3 or b<>4 Or c>5 OR d<=4",
+        "a in ('3', '4', '5')",
+        "(a not in ('6', '4', '5')) or (b in ('3', '4', '5'))",
+        "(a between 2 and 10) AND (b not between 6 and 9)",
+        "a is null",
+        "a is not null",
+        "a <= now",  # `now` is just a property name in the 5.x grammar
+        "a=3 and b contains 'xxx' and c not contains 'xxx'",
+    ],
+)
 def test_parser_test_valid(expr):
     f = compile(expr)
     assert isinstance(f, Filter)
@@ -115,10 +119,17 @@ def test_expression_test_string_literal_left():
     assert ev("'axb' not contains 'x'") is False
 
 
-@pytest.mark.parametrize("expr", [
-    "value contains x", "value not contains x", "value contains 123", "value not contains 123",
-    "'axb' contains ", "'axb' not contains ",
-])
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "value contains x",
+        "value not contains x",
+        "value contains 123",
+        "value not contains 123",
+        "'axb' contains ",
+        "'axb' not contains ",
+    ],
+)
 def test_expression_test_string_ops_need_string_literal(expr):
     syntax_error(expr)
 
@@ -194,6 +205,7 @@ def test_expression_test_in_between_null():
 # ---------------------------------------------------------------------------------------
 # Tokens and literals
 # ---------------------------------------------------------------------------------------
+
 
 def test_keywords_ignore_case_but_names_do_not():
     assert ev("a Is NoT nUlL aNd b BeTwEeN 1 AnD 2 oR FaLsE", {"a": "x", "b": "1"}) is True
@@ -275,6 +287,7 @@ def test_trailing_text_is_ignored_like_rocketmq():
 # ---------------------------------------------------------------------------------------
 # NULL, booleans and three-valued logic
 # ---------------------------------------------------------------------------------------
+
 
 def test_null_comparisons():
     assert ev("a = 1", {}) is None
@@ -365,6 +378,7 @@ def test_precedence():
 # ---------------------------------------------------------------------------------------
 # Type coercion
 # ---------------------------------------------------------------------------------------
+
 
 def test_property_against_integer():
     assert ev("a > 5", {"a": "10"}) is True
@@ -466,42 +480,46 @@ def test_between_bounds():
 # What RocketMQ rejects at parse time
 # ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("expr,line,column", [
-    ("a > 'x'", 1, 5),  # strings cannot be ordered
-    ("'x' < a", 1, 1),
-    ("a >= TRUE", 1, 6),
-    ("a < NULL", 1, 5),
-    ("a > 1 > 2", 1, 1),  # (a > 1) is boolean
-    ("a <= (b = 1)", 1, 6),
-    ("a between 'a' and 'b'", 1, 11),
-    ("a not between 1 and 'b'", 1, 21),
-    ("a between 1 and NULL", 1, 17),
-    ("a between TRUE and 2", 1, 11),
-    ("a between 2.5 and 1", 1, 11),
-    ("a = NULL", 1, 5),  # use IS NULL
-    ("NULL = a", 1, 1),
-    ("a <> NULL", 1, 6),
-    ("TRUE = 'true'", 1, 1),
-    ("FALSE <> 1", 1, 1),
-    ("a in (1, 2)", 1, 7),
-    ("a in ()", 1, 7),
-    ("'x' in ('x')", 1, 1),
-    ("a = 1 in ('x')", 1, 5),  # a = (1 IN ...): IN binds tighter
-    ("'abc'", 1, 1),  # the selector must be boolean
-    ("5", 1, 1),
-    ("-a", 1, 1),
-    ("a AND 'x'", 1, 7),
-    ("NOT 5", 1, 5),
-    ("", 1, 1),
-    ("   ", 1, 4),
-    ("a == 1", 1, 4),
-    ("a != 1", 1, 3),
-    ("a = 'open", 1, 5),
-    ("a = 1 AND\n  b >", 2, 6),
-    ("a = 1 AND\r\n  b >", 2, 6),
-    ("(a = 1", 1, 7),
-    ("a = \u00e9", 1, 5),  # names are ASCII
-])
+
+@pytest.mark.parametrize(
+    "expr,line,column",
+    [
+        ("a > 'x'", 1, 5),  # strings cannot be ordered
+        ("'x' < a", 1, 1),
+        ("a >= TRUE", 1, 6),
+        ("a < NULL", 1, 5),
+        ("a > 1 > 2", 1, 1),  # (a > 1) is boolean
+        ("a <= (b = 1)", 1, 6),
+        ("a between 'a' and 'b'", 1, 11),
+        ("a not between 1 and 'b'", 1, 21),
+        ("a between 1 and NULL", 1, 17),
+        ("a between TRUE and 2", 1, 11),
+        ("a between 2.5 and 1", 1, 11),
+        ("a = NULL", 1, 5),  # use IS NULL
+        ("NULL = a", 1, 1),
+        ("a <> NULL", 1, 6),
+        ("TRUE = 'true'", 1, 1),
+        ("FALSE <> 1", 1, 1),
+        ("a in (1, 2)", 1, 7),
+        ("a in ()", 1, 7),
+        ("'x' in ('x')", 1, 1),
+        ("a = 1 in ('x')", 1, 5),  # a = (1 IN ...): IN binds tighter
+        ("'abc'", 1, 1),  # the selector must be boolean
+        ("5", 1, 1),
+        ("-a", 1, 1),
+        ("a AND 'x'", 1, 7),
+        ("NOT 5", 1, 5),
+        ("", 1, 1),
+        ("   ", 1, 4),
+        ("a == 1", 1, 4),
+        ("a != 1", 1, 3),
+        ("a = 'open", 1, 5),
+        ("a = 1 AND\n  b >", 2, 6),
+        ("a = 1 AND\r\n  b >", 2, 6),
+        ("(a = 1", 1, 7),
+        ("a = \u00e9", 1, 5),  # names are ASCII
+    ],
+)
 def test_rejected(expr, line, column):
     e = syntax_error(expr)
     assert isinstance(e, ValueError)
@@ -528,6 +546,7 @@ def test_error_message_names_the_problem():
 # ---------------------------------------------------------------------------------------
 # API
 # ---------------------------------------------------------------------------------------
+
 
 def test_property_names_and_expression():
     text = "a = 1 AND (b IS NULL OR c IN ('x')) AND 'k' = d AND NOT e AND TAGS CONTAINS 't'"
@@ -644,9 +663,11 @@ def _combine(children):
     return st.one_of(
         children.map(lambda c: (f"NOT ({c[0]})", lambda p, c=c: k_not(c[1](p)))),
         st.tuples(children, children).map(
-            lambda t: (f"({t[0][0]}) AND ({t[1][0]})", lambda p, t=t: k_and(t[0][1](p), t[1][1](p)))),
+            lambda t: (f"({t[0][0]}) AND ({t[1][0]})", lambda p, t=t: k_and(t[0][1](p), t[1][1](p)))
+        ),
         st.tuples(children, children).map(
-            lambda t: (f"({t[0][0]}) OR ({t[1][0]})", lambda p, t=t: k_or(t[0][1](p), t[1][1](p)))),
+            lambda t: (f"({t[0][0]}) OR ({t[1][0]})", lambda p, t=t: k_or(t[0][1](p), t[1][1](p)))
+        ),
     )
 
 

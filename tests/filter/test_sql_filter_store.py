@@ -1,6 +1,7 @@
 """SQL92 filters through the store: get(sql=...), the bitmap dispatcher writing ConsumeQueue ext bitmaps, the
 consumer, and config/consumerFilter.json. Expected answers come from plain Python predicates over what
 was put, never from the filter code."""
+
 import json
 import os
 
@@ -56,7 +57,7 @@ def test_get_with_sql_answers_the_predicate_without_bitmaps(tmp_path):
 def test_bitmaps_mark_matches_and_let_get_skip_reading(tmp_path):
     root = str(tmp_path / "s")
     with MessageStore.open(root, _config()) as s:
-        _put(s, 0, 60)                         # before the filter exists: no verdict in their bitmaps
+        _put(s, 0, 60)  # before the filter exists: no verdict in their bitmaps
         data = s.register_filter("g1", "Shop", SQL)
         _put(s, 60, N - 60)
         for q in (0, 1):
@@ -82,7 +83,7 @@ def test_bitmaps_mark_matches_and_let_get_skip_reading(tmp_path):
             assert unit.filter_bit_map is None or not any(unit.filter_bit_map)
             continue
         bits = unit.filter_bit_map
-        assert len(bits) == 14                 # m = 112 bits for RocketMQ's defaults (20 %, 32 consumers)
+        assert len(bits) == 14  # m = 112 bits for RocketMQ's defaults (20 %, 32 consumers)
         hit = all(bits[p // 8] >> (p % 8) & 1 for p in positions)
         assert hit == wanted(i), i
         assert sum(bin(b).count("1") for b in bits) == (len(set(positions)) if wanted(i) else 0)
@@ -91,7 +92,7 @@ def test_bitmaps_mark_matches_and_let_get_skip_reading(tmp_path):
 def test_filters_persist_as_rocketmq_writes_them_and_survive_reopen(tmp_path):
     root = str(tmp_path / "s")
     with MessageStore.open(root, _config()) as s:
-        c = s.consumer("g1", "Shop", sql=SQL)          # a consumer with sql registers it
+        c = s.consumer("g1", "Shop", sql=SQL)  # a consumer with sql registers it
         _put(s, 0, 100)
         got = [int(m.properties["i"]) for m in c]
         assert sorted(got) == [i for i in range(100) if wanted(i)]
@@ -102,11 +103,11 @@ def test_filters_persist_as_rocketmq_writes_them_and_survive_reopen(tmp_path):
     assert entry["deadTime"] == 0 and entry["dead"] is False
     with MessageStore.open(root, _config()) as s:
         data = s.filters.get("Shop", "g1")
-        assert data is not None and data.dead          # RocketMQ: every loaded filter is dead until it registers
-        _put(s, 100, 100)                              # dead filters still get their bits until cleaned
+        assert data is not None and data.dead  # RocketMQ: every loaded filter is dead until it registers
+        _put(s, 100, 100)  # dead filters still get their bits until cleaned
         for q in (0, 1):
             assert _read_all(s, q, sql=SQL) == [i for i in range(q, 200, 2) if wanted(i)]
-    with MessageStore.open(root, read_only=True) as s:     # a read-only open reads them, writes nothing
+    with MessageStore.open(root, read_only=True) as s:  # a read-only open reads them, writes nothing
         assert s.filters.get("Shop", "g1").expression == SQL
 
 
@@ -129,6 +130,7 @@ def test_bitmaps_keep_reput_and_recovery_on_the_bulk_path(tmp_path, monkeypatch,
     the few records at a run's edges, not once per record; and the ext bitmaps are the filter's bits."""
     import rocketstore.services.recovery as recovery_module
     import rocketstore.services.reput as reput_module
+
     module = reput_module if how == "reput" else recovery_module
     careful = []
     real = module.check_record
@@ -140,10 +142,11 @@ def test_bitmaps_keep_reput_and_recovery_on_the_bulk_path(tmp_path, monkeypatch,
         assert s.wait_dispatched(30)
     if how == "recovery":
         import shutil
+
         shutil.rmtree(os.path.join(root, "consumequeue"))
         shutil.rmtree(os.path.join(root, "consumequeue_ext"))
         careful.clear()
         with MessageStore.open(root, _config()) as s:
             assert s.max_offset("Shop", 0) == N // 2
-    assert len(careful) < 10, len(careful)     # one per record (600) when runs are refused
+    assert len(careful) < 10, len(careful)  # one per record (600) when runs are refused
     _assert_ext_bitmaps(root, positions, N)

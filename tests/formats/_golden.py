@@ -1,4 +1,5 @@
 """Read-only access to the golden stores (tests/golden/data, written by the real RocketMQ store)."""
+
 import base64
 import json
 import os
@@ -7,7 +8,6 @@ from functools import lru_cache
 import pytest
 
 from golden.data_root import root
-
 
 
 def path(name: str, *parts: str) -> str:
@@ -41,7 +41,7 @@ def locate(name: str, phys: int) -> tuple[bytes, int]:
 
 def record_bytes(name: str, phys: int, size: int) -> bytes:
     seg, pos = locate(name, phys)
-    return seg[pos:pos + size]
+    return seg[pos : pos + size]
 
 
 def stored_records(name: str):

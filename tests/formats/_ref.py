@@ -4,6 +4,7 @@ Nothing here imports rocketstore: these are second implementations written strai
 source (MessageExtEncoder / CommitLog.checkMessageAndReturnSize / MessageDecoder / String.hashCode),
 used only to compute expected values.
 """
+
 import ipaddress
 import struct
 import zlib
@@ -29,34 +30,54 @@ def crc_entry(crc: int) -> bytes:
     return b"__CRC32#" + b"\x01" + digits.encode("ascii") + b"\x02"
 
 
-def record(*, topic: bytes, body: bytes = b"", props: bytes = b"", queue_id: int = 0, flag: int = 0,
-           sys_flag: int = 0, born_ts: int = 0, born_host: bytes = b"\0" * 8, store_ts: int = 0,
-           store_host: bytes = b"\0" * 8, reconsume: int = 0, prepared: int = 0, queue_offset: int = 0,
-           physical_offset: int = 0, v2: bool = False, body_crc: int | None = None,
-           crc_reserved: bool = False) -> bytes:
+def record(
+    *,
+    topic: bytes,
+    body: bytes = b"",
+    props: bytes = b"",
+    queue_id: int = 0,
+    flag: int = 0,
+    sys_flag: int = 0,
+    born_ts: int = 0,
+    born_host: bytes = b"\0" * 8,
+    store_ts: int = 0,
+    store_host: bytes = b"\0" * 8,
+    reconsume: int = 0,
+    prepared: int = 0,
+    queue_offset: int = 0,
+    physical_offset: int = 0,
+    v2: bool = False,
+    body_crc: int | None = None,
+    crc_reserved: bool = False,
+) -> bytes:
     """One CommitLog record laid out field by field. TOTALSIZE is the real length of what was laid out.
 
     `sys_flag` must already carry the 0x10/0x20 bits for 20-byte hosts (as the broker sets them).
     With `crc_reserved`, `props` must end with 20 placeholder bytes which are replaced by the CRC entry
     computed over everything before them (CommitLog's enabledAppendPropCRC)."""
-    rest = b"".join([
-        bytes.fromhex(MAGIC_V2_HEX if v2 else MAGIC_V1_HEX),
-        struct.pack(">i", crc31(body) if body_crc is None else body_crc),
-        struct.pack(">i", queue_id),
-        struct.pack(">i", flag),
-        struct.pack(">q", queue_offset),
-        struct.pack(">q", physical_offset),
-        struct.pack(">i", sys_flag),
-        struct.pack(">q", born_ts),
-        born_host,
-        struct.pack(">q", store_ts),
-        store_host,
-        struct.pack(">i", reconsume),
-        struct.pack(">q", prepared),
-        struct.pack(">i", len(body)), body,
-        (struct.pack(">H", len(topic)) if v2 else struct.pack(">B", len(topic))), topic,
-        struct.pack(">H", len(props)), props,
-    ])
+    rest = b"".join(
+        [
+            bytes.fromhex(MAGIC_V2_HEX if v2 else MAGIC_V1_HEX),
+            struct.pack(">i", crc31(body) if body_crc is None else body_crc),
+            struct.pack(">i", queue_id),
+            struct.pack(">i", flag),
+            struct.pack(">q", queue_offset),
+            struct.pack(">q", physical_offset),
+            struct.pack(">i", sys_flag),
+            struct.pack(">q", born_ts),
+            born_host,
+            struct.pack(">q", store_ts),
+            store_host,
+            struct.pack(">i", reconsume),
+            struct.pack(">q", prepared),
+            struct.pack(">i", len(body)),
+            body,
+            (struct.pack(">H", len(topic)) if v2 else struct.pack(">B", len(topic))),
+            topic,
+            struct.pack(">H", len(props)),
+            props,
+        ]
+    )
     data = struct.pack(">i", 4 + len(rest)) + rest
     if crc_reserved:
         head = data[:-20]
@@ -96,6 +117,6 @@ def string2message_properties(s: str) -> dict:
         if new_index - index >= 3:
             kv = s.find("\x01", index)
             if index < kv < new_index - 1:
-                out[s[index:kv]] = s[kv + 1:new_index]
+                out[s[index:kv]] = s[kv + 1 : new_index]
         index = new_index + 1
     return out

@@ -1,5 +1,6 @@
 """BatchConsumeQueue units (46 B) and the client batch body of inner batches, against hand-computed bytes,
 struct-packed bytes and the golden store written by RocketMQ."""
+
 import base64
 import struct
 
@@ -14,31 +15,36 @@ from rocketstore.formats.properties import parse_properties
 
 from . import _golden as G
 
-INT64 = st.integers(-2**63, 2**63 - 1)
-INT32 = st.integers(-2**31, 2**31 - 1)
-INT16 = st.integers(-2**15, 2**15 - 1)
+INT64 = st.integers(-(2**63), 2**63 - 1)
+INT32 = st.integers(-(2**31), 2**31 - 1)
+INT16 = st.integers(-(2**15), 2**15 - 1)
 UNIT_FIELDS = st.tuples(INT64, INT32, INT64, INT64, INT64, INT16, INT32, INT32)
 GOLDEN = "store-batch-cq"
 
 # unit 0 of BatchTopic-0 in the golden store: offset 2616, size 253, no tags, stored 1700300001610,
 # queue offsets 0..1 (base 0, batch 2), compactedOffset -1, reserved 0
-UNIT0_HEX = ("0000000000000A38" "000000FD" "0000000000000000" "0000018BE1C7114A"
-             "0000000000000000" "0002" "FFFFFFFF" "00000000")
+UNIT0_HEX = "0000000000000A38000000FD00000000000000000000018BE1C7114A00000000000000000002FFFFFFFF00000000"
 UNIT0 = (2616, 253, 0, 1700300001610, 0, 2, -1, 0)
 
 
 # ---- the 46-byte unit ---------------------------------------------------------------------------
 
+
 def test_unit_literal_bytes():
     assert B.UNIT_SIZE == 46
-    assert (B.TAGS_POS, B.STORE_TIME_POS, B.BASE_OFFSET_POS, B.BATCH_SIZE_POS, B.COMPACTED_OFFSET_POS) == \
-        (12, 20, 28, 36, 38)
+    assert (B.TAGS_POS, B.STORE_TIME_POS, B.BASE_OFFSET_POS, B.BATCH_SIZE_POS, B.COMPACTED_OFFSET_POS) == (
+        12,
+        20,
+        28,
+        36,
+        38,
+    )
     # compactedOffset and reserved default to what putBatchMessagePositionInfo writes: -1 and 0
     assert B.encode_unit(2616, 253, 0, 1700300001610, 0, 2) == bytes.fromhex(UNIT0_HEX)
     # a negative tagsCode is sign-extended: -206781625 -> 0xFFFFFFFFF3ACC347; batch 16 -> 0x0010
     assert B.encode_unit(1, 2, -206781625, 3, 2**40, 16, 7, 9) == bytes.fromhex(
-        "0000000000000001" "00000002" "FFFFFFFFF3ACC347" "0000000000000003" "0000010000000000" "0010"
-        "00000007" "00000009")
+        "000000000000000100000002FFFFFFFFF3ACC3470000000000000003000001000000000000100000000700000009"
+    )
     u = B.decode_unit(bytes.fromhex(UNIT0_HEX))
     assert tuple(u) == UNIT0
     assert (u.pos, u.size, u.tags, u.store_time, u.base_offset, u.batch_size) == UNIT0[:6]
@@ -107,7 +113,7 @@ def test_units_numpy_view(items, tail):
 def test_units_is_a_view_without_copy():
     buf = bytearray(B.encode_unit(1, 2, 3, 4, 5, 6) * 2)
     arr = B.units(buf)
-    buf[46 + 28:46 + 36] = struct.pack(">q", 77)  # rewrite the second unit's base offset in place
+    buf[46 + 28 : 46 + 36] = struct.pack(">q", 77)  # rewrite the second unit's base offset in place
     assert arr["base_offset"].tolist() == [5, 77]
     assert not arr.flags.owndata
     assert np.shares_memory(arr, np.frombuffer(buf, dtype=np.uint8))
@@ -115,16 +121,15 @@ def test_units_is_a_view_without_copy():
 
 # ---- the client batch body ----------------------------------------------------------------------
 
+
 def test_encode_message_literal_bytes():
     # total 22 + 2 + 7 = 31; magic and body CRC are written as 0; flag 3; body "hi"; properties TAGS=A
-    expected = bytes.fromhex("0000001F" "00000000" "00000000" "00000003" "00000002" "6869" "0007"
-                             "54414753" "01" "41" "02")
+    expected = bytes.fromhex("0000001F000000000000000000000003000000026869000754414753014102")
     assert IB.encode_message(b"hi", b"TAGS\x01A\x02", 3) == expected
     assert IB.encode_message(b"hi", "TAGS\x01A\x02", 3) == expected
     assert IB.encode_message(b"hi", {"TAGS": "A"}, 3) == expected
     # an empty message is 22 bytes; a negative flag is a Java int
-    assert IB.encode_message(b"", b"", -1) == bytes.fromhex("00000016" "00000000" "00000000" "FFFFFFFF"
-                                                             "00000000" "0000")
+    assert IB.encode_message(b"", b"", -1) == bytes.fromhex("000000160000000000000000FFFFFFFF000000000000")
     both = IB.encode_messages([(b"hi", b"TAGS\x01A\x02", 3), IB.InnerMessage(b"", b"", -1)])
     assert both == expected + IB.encode_message(b"", b"", -1)
     assert IB.decode_messages(both) == [IB.InnerMessage(b"hi", b"TAGS\x01A\x02", 3), IB.InnerMessage(b"", b"", -1)]
@@ -168,7 +173,7 @@ def test_golden_inner_batch_bodies():
 def test_first_golden_batch_body_by_hand():
     """seq 1: one message, body "body-100-" x 8 + "bod" (75 bytes), properties "WAIT=true"."""
     body = base64.b64decode(_golden_inner_batches()[0]["body_b64"])
-    text = (b"body-100-" * 8 + b"bod")
+    text = b"body-100-" * 8 + b"bod"
     assert IB.decode_messages(body) == [IB.InnerMessage(text, b"WAIT\x01true\x02", 0)]
     assert body[:20] == struct.pack(">iiiii", 22 + 75 + 10, 0, 0, 0, 75)
 
@@ -181,13 +186,13 @@ def _bad(buf, offset):
 
 def test_corrupt_bodies_raise_naming_the_offset():
     good = IB.encode_message(b"abc", b"K\x01V\x02")  # 22 + 3 + 4 = 29 bytes
-    _bad(good[:21], 0)                                            # shorter than a header
-    _bad(good + good[:10], 29)                                    # a second message cut short
-    _bad(good[:16] + struct.pack(">i", -1) + good[20:], 0)        # negative body length
-    _bad(good[:16] + struct.pack(">i", 1 << 30) + good[20:], 0)   # body length beyond the buffer
-    _bad(good[:23] + struct.pack(">h", -3) + good[25:], 0)        # negative properties length
-    _bad(good[:23] + struct.pack(">h", 100) + good[25:], 0)       # properties beyond the buffer
-    _bad(struct.pack(">i", 99) + good[4:], 0)                     # TOTALSIZE disagrees with the fields
+    _bad(good[:21], 0)  # shorter than a header
+    _bad(good + good[:10], 29)  # a second message cut short
+    _bad(good[:16] + struct.pack(">i", -1) + good[20:], 0)  # negative body length
+    _bad(good[:16] + struct.pack(">i", 1 << 30) + good[20:], 0)  # body length beyond the buffer
+    _bad(good[:23] + struct.pack(">h", -3) + good[25:], 0)  # negative properties length
+    _bad(good[:23] + struct.pack(">h", 100) + good[25:], 0)  # properties beyond the buffer
+    _bad(struct.pack(">i", 99) + good[4:], 0)  # TOTALSIZE disagrees with the fields
     _bad(good + struct.pack(">i", 33) + good[4:], 29)
     with pytest.raises(CorruptDataError) as e:
         IB.count_messages(good + struct.pack(">i", 0) + good[4:])  # a zero size would loop forever
@@ -234,13 +239,14 @@ def test_random_damage_never_escapes_as_another_error(msgs, data):
 
 # ---- INNER_NUM / INNER_BASE ------------------------------------------------------------------------
 
+
 def test_message_num():
     props = {"INNER_NUM": "16"}
     assert IB.message_num(props, 0x80, batch_cq=False) == 16
-    assert IB.message_num(props, 0, batch_cq=True) == 16     # a BatchCQ topic counts INNER_NUM as well
+    assert IB.message_num(props, 0, batch_cq=True) == 16  # a BatchCQ topic counts INNER_NUM as well
     assert IB.message_num(props, 0, batch_cq=False) == 1
     assert IB.message_num({}, 0x80, batch_cq=True) == 1
-    assert IB.message_num({"INNER_NUM": "0"}, 0x80, batch_cq=True) == 1   # below 1 counts as 1
+    assert IB.message_num({"INNER_NUM": "0"}, 0x80, batch_cq=True) == 1  # below 1 counts as 1
     assert IB.message_num({"INNER_NUM": "-4"}, 0x80, batch_cq=True) == 1
     for bad in ("x", "", "1_0", " 3", "40000", "+"):
         with pytest.raises(ValueError):
@@ -248,8 +254,8 @@ def test_message_num():
 
 
 def test_dispatch_batch_fields():
-    assert IB.dispatch_batch_fields({}, 42) == (42, 1)                      # the DispatchRequest defaults
-    assert IB.dispatch_batch_fields({"INNER_NUM": "3"}, 42) == (42, 1)      # both are needed
+    assert IB.dispatch_batch_fields({}, 42) == (42, 1)  # the DispatchRequest defaults
+    assert IB.dispatch_batch_fields({"INNER_NUM": "3"}, 42) == (42, 1)  # both are needed
     assert IB.dispatch_batch_fields({"INNER_BASE": "7"}, 42) == (42, 1)
     assert IB.dispatch_batch_fields({"INNER_BASE": "7", "INNER_NUM": "3"}, 42) == (7, 3)
     assert IB.dispatch_batch_fields({"INNER_BASE": "-7", "INNER_NUM": "+3"}, 0) == (-7, 3)
@@ -264,6 +270,6 @@ def test_parse_java_integer():
     assert IB.parse_java_integer("0032767", 16) == 32767
     assert IB.parse_java_integer("9223372036854775807", 64) == 2**63 - 1
     assert IB.parse_java_integer("\u0661\u0662", 32) == 12  # Character.digit takes any decimal digit
-    for bad in ("", "-", "1 ", "1e3", "0x10", "1_000", "\U0001D7CF"):
+    for bad in ("", "-", "1 ", "1e3", "0x10", "1_000", "\U0001d7cf"):
         with pytest.raises(ValueError):
             IB.parse_java_integer(bad, 64)

@@ -1,4 +1,5 @@
 """ConsumeQueue units (20 B) and the checkpoint file (4096 B), against struct-packed bytes and golden files."""
+
 import struct
 
 import numpy as np
@@ -11,23 +12,24 @@ from rocketstore.formats import cq
 
 from . import _golden as G
 
-INT64 = st.integers(-2**63, 2**63 - 1)
-INT32 = st.integers(-2**31, 2**31 - 1)
+INT64 = st.integers(-(2**63), 2**63 - 1)
+INT32 = st.integers(-(2**31), 2**31 - 1)
 
 
 # ---- ConsumeQueue ------------------------------------------------------------------------------
 
+
 def test_unit_literal_bytes():
     assert cq.UNIT_SIZE == 20
     # offset 3189, size 257, tagsCode 2598919 ("TagA")
-    assert cq.encode_unit(3189, 257, 2598919) == bytes.fromhex("0000000000000C75" "00000101" "000000000027A807")
+    assert cq.encode_unit(3189, 257, 2598919) == bytes.fromhex("0000000000000C7500000101000000000027A807")
     # a negative tagsCode is sign-extended to 8 bytes: -206781625 = -0x0C533CB9 -> 0xF3ACC347
-    assert cq.encode_unit(0, 20, -206781625) == bytes.fromhex("0000000000000000" "00000014" "FFFFFFFFF3ACC347")
-    assert cq.decode_unit(bytes.fromhex("0000000000000C75" "00000101" "000000000027A807")) == (3189, 257, 2598919)
+    assert cq.encode_unit(0, 20, -206781625) == bytes.fromhex("000000000000000000000014FFFFFFFFF3ACC347")
+    assert cq.decode_unit(bytes.fromhex("0000000000000C7500000101000000000027A807")) == (3189, 257, 2598919)
 
 
 def test_pre_blank_unit():
-    assert cq.PRE_BLANK == bytes.fromhex("0000000000000000" "7FFFFFFF" "0000000000000000")
+    assert cq.PRE_BLANK == bytes.fromhex("00000000000000007FFFFFFF0000000000000000")
     assert cq.decode_unit(cq.PRE_BLANK) == (0, 0x7FFFFFFF, 0)
     assert cq.is_valid_unit(0, 0x7FFFFFFF)  # pre-blanks count as written units in recovery
 
@@ -84,8 +86,11 @@ def test_golden_consume_queue_units():
     for e in G.manifest(name)["messages"]:
         if e["topic"] == "SCHEDULE_TOPIC_XXXX":
             continue  # tagsCode there is the delivery time
-        subs = [(e, e["wroteOffset"], e["queueOffset"])] if e["api"] == "putMessage" else \
-            [(s, s["physicalOffset"], s["queueOffset"]) for s in e["messages"]]
+        subs = (
+            [(e, e["wroteOffset"], e["queueOffset"])]
+            if e["api"] == "putMessage"
+            else [(s, s["physicalOffset"], s["queueOffset"]) for s in e["messages"]]
+        )
         for sub, phys, qoff in subs:
             row, tup = unit(e["topic"], e["queueId"], qoff)
             want = (phys, sub["stored"]["totalSize"], sub["tagsCodeExpected"])
@@ -97,8 +102,9 @@ def test_golden_consume_queue_units():
 
 def test_golden_pre_blank_units():
     """store-expired-cq-rebuilt: ConsumeQueue.fillPreBlank wrote leading (0, Integer.MAX_VALUE, 0) units."""
-    data = open(G.path("store-expired-cq-rebuilt", "store", "consumequeue", "TopicA", "0",
-                       "00000000000000000000"), "rb").read()
+    data = open(
+        G.path("store-expired-cq-rebuilt", "store", "consumequeue", "TopicA", "0", "00000000000000000000"), "rb"
+    ).read()
     assert data[:20] == cq.PRE_BLANK
     arr = cq.units(data)
     lead = 0
@@ -111,12 +117,14 @@ def test_golden_pre_blank_units():
 
 # ---- checkpoint --------------------------------------------------------------------------------
 
+
 @given(INT64, INT64, INT64, INT64, INT64)
 def test_checkpoint_encode_layout(a, b, c, d, e):
     raw = C.encode(C.Checkpoint(a, b, c, d, e))
     assert len(raw) == 4096 == C.FILE_SIZE
-    assert raw[:40] == struct.pack(">q", a) + struct.pack(">q", b) + struct.pack(">q", c) \
-        + struct.pack(">q", d) + struct.pack(">q", e)
+    assert raw[:40] == struct.pack(">q", a) + struct.pack(">q", b) + struct.pack(">q", c) + struct.pack(
+        ">q", d
+    ) + struct.pack(">q", e)
     assert raw[40:] == bytes(4056)
     assert C.decode(raw) == C.Checkpoint(a, b, c, d, e)
 
@@ -126,8 +134,13 @@ def test_checkpoint_field_offsets():
     for i, v in enumerate((11, 22, 33, 44, 55)):
         struct.pack_into(">q", raw, 8 * i, v)
     cp = C.decode(bytes(raw))
-    assert (cp.physic_msg_timestamp, cp.logics_msg_timestamp, cp.index_msg_timestamp,
-            cp.master_flushed_offset, cp.confirm_phy_offset) == (11, 22, 33, 44, 55)
+    assert (
+        cp.physic_msg_timestamp,
+        cp.logics_msg_timestamp,
+        cp.index_msg_timestamp,
+        cp.master_flushed_offset,
+        cp.confirm_phy_offset,
+    ) == (11, 22, 33, 44, 55)
     assert C.decode(bytes(raw[:40])) == cp  # only the first 40 bytes matter
 
 
@@ -138,14 +151,17 @@ def test_checkpoint_decode_short_buffer(n):
     assert ei.value.offset == 0
 
 
-@pytest.mark.parametrize("physic,logics,want", [
-    (10_000, 5_000, 2_000),
-    (5_000, 10_000, 2_000),
-    (3_000, 9_999, 0),
-    (2_999, 9_999, 0),
-    (0, 0, 0),
-    (1700000318249, 1700000892645, 1700000315249),
-])
+@pytest.mark.parametrize(
+    "physic,logics,want",
+    [
+        (10_000, 5_000, 2_000),
+        (5_000, 10_000, 2_000),
+        (3_000, 9_999, 0),
+        (2_999, 9_999, 0),
+        (0, 0, 0),
+        (1700000318249, 1700000892645, 1700000315249),
+    ],
+)
 def test_min_timestamp(physic, logics, want):
     cp = C.Checkpoint(physic, logics, 0, 0, 0)
     assert cp.min_timestamp() == want

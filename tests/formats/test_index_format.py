@@ -1,6 +1,7 @@
 """IndexFile layout (IndexHeader / IndexFile / IndexService of RocketMQ 5.x): header, slot and entry bytes of
 small files worked out by hand, and rocketstore's run-at-a-time builder against a literal one-key-at-a-time
 port of the Java (tests/_index_ref.py) for random inputs."""
+
 import os
 import struct
 import tempfile
@@ -16,7 +17,7 @@ from rocketstore.services.index_service import IndexService
 import _index_ref as REF
 
 INT_MAX = 2**31 - 1
-INT_MIN = -2**31
+INT_MIN = -(2**31)
 LONG_MAX = 2**63 - 1
 
 
@@ -41,8 +42,9 @@ def disk(path) -> bytes:
 
 
 def service(root, slots, num, flushed=None):
-    return IndexService(str(root), slots, num, writable=True,
-                        on_full_flushed=(flushed.append if flushed is not None else None))
+    return IndexService(
+        str(root), slots, num, writable=True, on_full_flushed=(flushed.append if flushed is not None else None)
+    )
 
 
 def files_on_disk(root) -> list[bytes]:
@@ -62,37 +64,48 @@ HA, HB, HC, HD, HE, HI = (81809 + ord(c) for c in "abcdei")
 
 # ---------------------------------------------------------------- constants and small pure functions
 
+
 def test_sizes_and_positions_by_hand():
     assert (I.HEADER_SIZE, I.SLOT_SIZE, I.ENTRY_SIZE) == (40, 4, 20)
     assert I.file_size(4, 6) == 40 + 16 + 120 == 176
-    assert I.file_size(100, 400) == 8440              # the golden stores' index files
-    assert I.file_size(5_000_000, 20_000_000) == 420_000_040   # RocketMQ's default index file
+    assert I.file_size(100, 400) == 8440  # the golden stores' index files
+    assert I.file_size(5_000_000, 20_000_000) == 420_000_040  # RocketMQ's default index file
     assert I.entry_position(4, 0) == 56 and I.entry_position(4, 1) == 76 and I.entry_position(8, 9) == 252
     assert I.build_key("TopicA", "k") == "TopicA#k"
 
 
 def test_header_encode_decode_by_hand():
     h = I.IndexHeader(1_700_000_000_123, 1_700_000_009_999, 4096, 1 << 40, 7, 9)
-    want = (bytes.fromhex("0000018BCFE5687B") + bytes.fromhex("0000018BCFE58F0F") + bytes.fromhex("0000000000001000")
-            + bytes.fromhex("0000010000000000") + bytes.fromhex("00000007") + bytes.fromhex("00000009"))
+    want = (
+        bytes.fromhex("0000018BCFE5687B")
+        + bytes.fromhex("0000018BCFE58F0F")
+        + bytes.fromhex("0000000000001000")
+        + bytes.fromhex("0000010000000000")
+        + bytes.fromhex("00000007")
+        + bytes.fromhex("00000009")
+    )
     assert h.encode() == want
     assert I.decode_header(want) == h
-    assert I.IndexHeader().encode() == bytes(36) + b"\0\0\0\x01"   # a new header counts from 1
+    assert I.IndexHeader().encode() == bytes(36) + b"\0\0\0\x01"  # a new header counts from 1
     # IndexHeader.load: an index count of 0 or less (never flushed) reads as 1; nothing else is touched
     assert I.decode_header(bytes(40)).index_count == 1
     assert I.decode_header(bytes(36) + b"\xff\xff\xff\xfe").index_count == 1
     assert I.decode_header(bytes(32) + b"\0\0\0\x05" + b"\0\0\0\x00").hash_slot_count == 5
 
 
-@pytest.mark.parametrize("key,units", [
-    ("T#a", (84, 35, 97)),
-    ("Aa", (65, 97)), ("BB", (66, 66)),
-    ("键", (0x952E,)),
-    ("T#😀", (84, 35, 0xD83D, 0xDE00)),         # U+1F600 is two UTF-16 code units in Java
-    ("T#键😀", (84, 35, 0x952E, 0xD83D, 0xDE00)),
-    ("zzzzzzzz", (122,) * 8),                     # hashCode -1910022912: abs is taken
-    ("\ud800x", (0xD800, 120)),                   # a lone surrogate is one code unit
-])
+@pytest.mark.parametrize(
+    "key,units",
+    [
+        ("T#a", (84, 35, 97)),
+        ("Aa", (65, 97)),
+        ("BB", (66, 66)),
+        ("键", (0x952E,)),
+        ("T#😀", (84, 35, 0xD83D, 0xDE00)),  # U+1F600 is two UTF-16 code units in Java
+        ("T#键😀", (84, 35, 0x952E, 0xD83D, 0xDE00)),
+        ("zzzzzzzz", (122,) * 8),  # hashCode -1910022912: abs is taken
+        ("\ud800x", (0xD800, 120)),  # a lone surrogate is one code unit
+    ],
+)
 def test_key_hash_by_code_units(key, units):
     h = _hash(*units)
     assert REF.java_hash(key) == h
@@ -117,7 +130,7 @@ def test_key_hash_known_numbers():
 
 def _texts():
     astral = st.integers(0x10000, 0x10FFFF).map(chr)
-    bmp = st.integers(0, 0xFFFF).map(chr)           # includes lone surrogates
+    bmp = st.integers(0, 0xFFFF).map(chr)  # includes lone surrogates
     return st.lists(st.one_of(bmp, astral, st.sampled_from("aAbB#")), max_size=40).map("".join)
 
 
@@ -129,26 +142,29 @@ def test_key_hashes_match_java_loop(keys):
     assert all(0 <= v <= INT_MAX for v in got.tolist())
 
 
-@pytest.mark.parametrize("ts,begin,want", [
-    (1_001_999, 1_000_000, 1),       # 1.999 s -> 1 (truncated)
-    (1_002_000, 1_000_000, 2),
-    (1_000_999, 1_000_000, 0),
-    (1_000_000, 1_000_000, 0),
-    (999_001, 1_000_000, 0),         # -0.999 s: Java truncates toward zero -> 0
-    (997_000, 1_000_000, 0),         # -3 s -> clamped to 0
-    (5_000, 0, 0),                   # no begin timestamp yet -> 0
-    (5_000, -7, 0),
-    (1_000 + INT_MAX * 1000, 1_000, INT_MAX),
-    (1_000 + INT_MAX * 1000 + 999, 1_000, INT_MAX),
-    (1_000 + (INT_MAX + 1) * 1000, 1_000, INT_MAX),   # clamped to Integer.MAX_VALUE
-    (LONG_MAX, 1, INT_MAX),
-])
+@pytest.mark.parametrize(
+    "ts,begin,want",
+    [
+        (1_001_999, 1_000_000, 1),  # 1.999 s -> 1 (truncated)
+        (1_002_000, 1_000_000, 2),
+        (1_000_999, 1_000_000, 0),
+        (1_000_000, 1_000_000, 0),
+        (999_001, 1_000_000, 0),  # -0.999 s: Java truncates toward zero -> 0
+        (997_000, 1_000_000, 0),  # -3 s -> clamped to 0
+        (5_000, 0, 0),  # no begin timestamp yet -> 0
+        (5_000, -7, 0),
+        (1_000 + INT_MAX * 1000, 1_000, INT_MAX),
+        (1_000 + INT_MAX * 1000 + 999, 1_000, INT_MAX),
+        (1_000 + (INT_MAX + 1) * 1000, 1_000, INT_MAX),  # clamped to Integer.MAX_VALUE
+        (LONG_MAX, 1, INT_MAX),
+    ],
+)
 def test_time_diff_table(ts, begin, want):
     assert I.time_diff(ts, begin) == want
     assert I.time_diffs(np.array([ts], dtype=np.int64), begin).tolist() == [want]
 
 
-@given(st.integers(0, 2**62), st.integers(-10**6, 2**62))
+@given(st.integers(0, 2**62), st.integers(-(10**6), 2**62))
 def test_time_diff_matches_java(ts, begin):
     # putKey: (storeTimestamp - begin) / 1000 as a long, then the clamps
     d = REF.java_ldiv(ts - begin, 1000)
@@ -166,6 +182,7 @@ def test_time_matched_is_java_is_time_matched(b, e, begin, end):
 
 
 # ---------------------------------------------------------------- small files by hand
+
 
 def test_first_entry_by_hand(tmp_path):
     """indexCount starts at 1: the first entry is entry 1 (entry 0 stays zero), its timeDiff is 0 and the
@@ -186,18 +203,30 @@ def test_chain_on_one_slot_by_hand(tmp_path):
     seconds after the begin, truncated, negative -> 0, huge -> Integer.MAX_VALUE; end = the last put."""
     assert (HA % 4, HE % 4, HB % 4, HI % 4) == (2, 2, 3, 2)
     svc = service(tmp_path, 4, 8)
-    for phy, ts, key in [(100, 1_000_000, "a"), (200, 1_001_999, "e"), (300, 999_000, "b"),
-                         (400, 1_002_000, "i"), (500, 1_000_000 + 2**31 * 1000, "a"), (600, 1_003_500, "b")]:
+    for phy, ts, key in [
+        (100, 1_000_000, "a"),
+        (200, 1_001_999, "e"),
+        (300, 999_000, "b"),
+        (400, 1_002_000, "i"),
+        (500, 1_000_000 + 2**31 * 1000, "a"),
+        (600, 1_003_500, "b"),
+    ]:
         svc.add("T", phy, ts, 0, None, key)
     svc.build()
-    want = layout(4, 8, hdr(1_000_000, 1_003_500, 100, 600, 2, 7), {2: 5, 3: 6}, {
-        1: (HA, 100, 0, 0),
-        2: (HE, 200, 1, 1),
-        3: (HB, 300, 0, 0),
-        4: (HI, 400, 2, 2),
-        5: (HA, 500, INT_MAX, 4),
-        6: (HB, 600, 3, 3),
-    })
+    want = layout(
+        4,
+        8,
+        hdr(1_000_000, 1_003_500, 100, 600, 2, 7),
+        {2: 5, 3: 6},
+        {
+            1: (HA, 100, 0, 0),
+            2: (HE, 200, 1, 1),
+            3: (HB, 300, 0, 0),
+            4: (HI, 400, 2, 2),
+            5: (HA, 500, INT_MAX, 4),
+            6: (HB, 600, 3, 3),
+        },
+    )
     assert disk(svc.files[0].path) == want
     # selectPhyOffset walks the whole chain but keeps only entries whose full hash matches
     assert svc.query_offsets("T", "a", 10)[0] == [500, 100]
@@ -208,16 +237,17 @@ def test_chain_on_one_slot_by_hand(tmp_path):
 
 
 def test_same_full_hash_keys_share_a_chain(tmp_path):
-    """"Aa" and "BB" hash alike, so "T#xAa" and "T#xBB" do too: the index cannot tell them apart."""
+    """ "Aa" and "BB" hash alike, so "T#xAa" and "T#xBB" do too: the index cannot tell them apart."""
     h = REF.index_key_hash("T#xAa")
     assert h == REF.index_key_hash("T#xBB")
     svc = service(tmp_path, 8, 6)
     svc.add("T", 0, 2_000, 0, None, "xAa")
     svc.add("T", 50, 3_000, 0, None, "xBB")
     svc.build()
-    assert disk(svc.files[0].path) == layout(8, 6, hdr(2_000, 3_000, 0, 50, 1, 3), {h % 8: 2},
-                                             {1: (h, 0, 0, 0), 2: (h, 50, 1, 1)})
-    assert svc.query_offsets("T", "xAa", 10)[0] == [50, 0]   # hash only, as RocketMQ
+    assert disk(svc.files[0].path) == layout(
+        8, 6, hdr(2_000, 3_000, 0, 50, 1, 3), {h % 8: 2}, {1: (h, 0, 0, 0), 2: (h, 50, 1, 1)}
+    )
+    assert svc.query_offsets("T", "xAa", 10)[0] == [50, 0]  # hash only, as RocketMQ
     svc.close()
 
 
@@ -227,23 +257,25 @@ def test_min_value_hash_goes_to_slot_zero(tmp_path):
     svc.add("T", 7, 5_000, 0, None, k)
     svc.add("T", 9, 6_000, 0, None, "a")
     svc.build()
-    assert disk(svc.files[0].path) == layout(4, 6, hdr(5_000, 6_000, 7, 9, 2, 3), {0: 1, 2: 2},
-                                             {1: (0, 7, 0, 0), 2: (HA, 9, 1, 0)})
+    assert disk(svc.files[0].path) == layout(
+        4, 6, hdr(5_000, 6_000, 7, 9, 2, 3), {0: 1, 2: 2}, {1: (0, 7, 0, 0), 2: (HA, 9, 1, 0)}
+    )
     assert svc.query_offsets("T", k, 10)[0] == [7]
     svc.close()
 
 
 def test_non_ascii_and_emoji_keys(tmp_path):
-    h1 = _hash(84, 35, 0xD83D, 0xDE00)                  # "T#😀"
-    h2 = abs(_hash(84, 35, 0x952E, 0xD83D, 0xDE00))     # "T#键😀"
+    h1 = _hash(84, 35, 0xD83D, 0xDE00)  # "T#😀"
+    h2 = abs(_hash(84, 35, 0x952E, 0xD83D, 0xDE00))  # "T#键😀"
     svc = service(tmp_path, 8, 6)
     svc.add("T", 10, 10_000, 0, "😀", "键😀")
     svc.build()
     slots = {h1 % 8: 1}
     slots[h2 % 8] = 2
     prev2 = 1 if h2 % 8 == h1 % 8 else 0
-    assert disk(svc.files[0].path) == layout(8, 6, hdr(10_000, 10_000, 10, 10, len({h1 % 8, h2 % 8}), 3), slots,
-                                             {1: (h1, 10, 0, 0), 2: (h2, 10, 0, prev2)})
+    assert disk(svc.files[0].path) == layout(
+        8, 6, hdr(10_000, 10_000, 10, 10, len({h1 % 8, h2 % 8}), 3), slots, {1: (h1, 10, 0, 0), 2: (h2, 10, 0, prev2)}
+    )
     svc.close()
 
 
@@ -254,8 +286,13 @@ def test_begin_timestamp_zero_keeps_every_diff_zero(tmp_path):
     svc.add("T", 10, 5_000, 0, None, "b")
     svc.add("T", 20, 9_999_999, 0, None, "c")
     svc.build()
-    assert disk(svc.files[0].path) == layout(4, 6, hdr(0, 9_999_999, 0, 20, 3, 4), {2: 1, 3: 2, 0: 3},
-                                             {1: (HA, 0, 0, 0), 2: (HB, 10, 0, 0), 3: (HC, 20, 0, 0)})
+    assert disk(svc.files[0].path) == layout(
+        4,
+        6,
+        hdr(0, 9_999_999, 0, 20, 3, 4),
+        {2: 1, 3: 2, 0: 3},
+        {1: (HA, 0, 0, 0), 2: (HB, 10, 0, 0), 3: (HC, 20, 0, 0)},
+    )
     svc.close()
 
 
@@ -278,12 +315,13 @@ def test_uniq_key_first_then_keys_in_order_duplicates_twice(tmp_path):
 
 def test_rollback_not_indexed_prepared_and_commit_are(tmp_path):
     svc = service(tmp_path, 4, 6)
-    svc.add("T", 0, 1_000, 0x4, None, "a")    # PREPARED
-    svc.add("T", 10, 2_000, 0xC, None, "b")   # ROLLBACK
-    svc.add("T", 20, 3_000, 0x8, None, "c")   # COMMIT
+    svc.add("T", 0, 1_000, 0x4, None, "a")  # PREPARED
+    svc.add("T", 10, 2_000, 0xC, None, "b")  # ROLLBACK
+    svc.add("T", 20, 3_000, 0x8, None, "c")  # COMMIT
     svc.build()
-    assert disk(svc.files[0].path) == layout(4, 6, hdr(1_000, 3_000, 0, 20, 2, 3), {2: 1, 0: 2},
-                                             {1: (HA, 0, 0, 0), 2: (HC, 20, 2, 0)})
+    assert disk(svc.files[0].path) == layout(
+        4, 6, hdr(1_000, 3_000, 0, 20, 2, 3), {2: 1, 0: 2}, {1: (HA, 0, 0, 0), 2: (HC, 20, 2, 0)}
+    )
     svc.close()
 
 
@@ -291,11 +329,12 @@ def test_records_behind_the_last_entry_are_skipped_but_the_last_one_is_not(tmp_p
     """buildIndex returns when commitLogOffset < the file's endPhyOffset (strictly)."""
     svc = service(tmp_path, 4, 8)
     svc.add("T", 100, 1_000, 0, None, "a")
-    svc.add("T", 50, 1_000, 0, None, "b")     # behind: skipped
-    svc.add("T", 100, 2_000, 0, None, "c")    # at the end offset: indexed again
+    svc.add("T", 50, 1_000, 0, None, "b")  # behind: skipped
+    svc.add("T", 100, 2_000, 0, None, "c")  # at the end offset: indexed again
     svc.build()
-    assert disk(svc.files[0].path) == layout(4, 8, hdr(1_000, 2_000, 100, 100, 2, 3), {2: 1, 0: 2},
-                                             {1: (HA, 100, 0, 0), 2: (HC, 100, 1, 0)})
+    assert disk(svc.files[0].path) == layout(
+        4, 8, hdr(1_000, 2_000, 100, 100, 2, 3), {2: 1, 0: 2}, {1: (HA, 100, 0, 0), 2: (HC, 100, 1, 0)}
+    )
     svc.close()
 
 
@@ -312,12 +351,18 @@ def test_full_file_rolls_and_the_new_one_inherits_the_end(tmp_path):
     svc.add("T", 400, 17_000, 0, None, "e")
     svc.build()
     f1, f2 = files_on_disk(tmp_path)
-    assert f1 == layout(4, 4, hdr(10_000, 12_500, 100, 200, 3, 4), {2: 1, 3: 2, 0: 3},
-                        {1: (HA, 100, 0, 0), 2: (HB, 100, 0, 0), 3: (HC, 200, 2, 0)})
+    assert f1 == layout(
+        4,
+        4,
+        hdr(10_000, 12_500, 100, 200, 3, 4),
+        {2: 1, 3: 2, 0: 3},
+        {1: (HA, 100, 0, 0), 2: (HB, 100, 0, 0), 3: (HC, 200, 2, 0)},
+    )
     # (15_900 - 12_500) / 1000 = 3 against the inherited begin; then (17_000 - 15_900) / 1000 = 1
-    assert f2 == layout(4, 4, hdr(15_900, 17_000, 300, 400, 2, 3), {1: 1, 2: 2},
-                        {1: (HD, 300, 3, 0), 2: (HE, 400, 1, 0)})
-    assert flushed == [12_500]   # the full file's end goes to the checkpoint's indexMsgTimestamp
+    assert f2 == layout(
+        4, 4, hdr(15_900, 17_000, 300, 400, 2, 3), {1: 1, 2: 2}, {1: (HD, 300, 3, 0), 2: (HE, 400, 1, 0)}
+    )
+    assert flushed == [12_500]  # the full file's end goes to the checkpoint's indexMsgTimestamp
     # query: newest file first
     assert svc.query_offsets("T", "a", 10) == ([100], 17_000, 400)
     svc.close()
@@ -326,14 +371,20 @@ def test_full_file_rolls_and_the_new_one_inherits_the_end(tmp_path):
 def test_keys_of_one_record_split_across_files(tmp_path):
     svc = service(tmp_path, 4, 4)
     svc.add("T", 100, 10_000, 0, None, "a b")
-    svc.add("T", 200, 13_000, 0, None, "c d e")   # c fills file 1, d and e go to file 2
+    svc.add("T", 200, 13_000, 0, None, "c d e")  # c fills file 1, d and e go to file 2
     svc.build()
     f1, f2 = files_on_disk(tmp_path)
-    assert f1 == layout(4, 4, hdr(10_000, 13_000, 100, 200, 3, 4), {2: 1, 3: 2, 0: 3},
-                        {1: (HA, 100, 0, 0), 2: (HB, 100, 0, 0), 3: (HC, 200, 3, 0)})
+    assert f1 == layout(
+        4,
+        4,
+        hdr(10_000, 13_000, 100, 200, 3, 4),
+        {2: 1, 3: 2, 0: 3},
+        {1: (HA, 100, 0, 0), 2: (HB, 100, 0, 0), 3: (HC, 200, 3, 0)},
+    )
     # inherited begin = 13_000 = this record's own time: timeDiff 0
-    assert f2 == layout(4, 4, hdr(13_000, 13_000, 200, 200, 2, 3), {1: 1, 2: 2},
-                        {1: (HD, 200, 0, 0), 2: (HE, 200, 0, 0)})
+    assert f2 == layout(
+        4, 4, hdr(13_000, 13_000, 200, 200, 2, 3), {1: 1, 2: 2}, {1: (HD, 200, 0, 0), 2: (HE, 200, 0, 0)}
+    )
     svc.close()
 
 
@@ -382,8 +433,9 @@ def test_index_file_reopened_continues(tmp_path):
     svc.load(True, 0)
     svc.add("T", 200, 12_000, 0, None, "e")
     svc.build()
-    assert files_on_disk(tmp_path) == [layout(4, 8, hdr(10_000, 12_000, 100, 200, 1, 3), {2: 2},
-                                              {1: (HA, 100, 0, 0), 2: (HE, 200, 2, 1)})]
+    assert files_on_disk(tmp_path) == [
+        layout(4, 8, hdr(10_000, 12_000, 100, 200, 1, 3), {2: 2}, {1: (HA, 100, 0, 0), 2: (HE, 200, 2, 1)})
+    ]
     svc.close()
 
 
@@ -403,6 +455,7 @@ def test_unflushed_index_count_zero_loads_as_one(tmp_path):
 
 # ---------------------------------------------------------------- select by hand
 
+
 def _file_from(tmp_path, data: bytes, slots: int, num: int) -> IndexFile:
     p = tmp_path / "f"
     p.write_bytes(data)
@@ -413,25 +466,35 @@ def test_select_stops_on_bad_links_and_time(tmp_path):
     h = 6  # slot 2 of 4
     base = dict(slots=4, num=8)
     # chain 5 -> 4 -> 3 (self loop at 3 would be prev == n) ; begin 10_000
-    data = layout(4, 8, hdr(10_000, 20_000, 0, 500, 1, 6), {2: 5}, {
-        1: (h, 100, 0, 0), 2: (h, 200, 1, 1), 3: (h, 300, 2, 3), 4: (h, 400, 5, 3), 5: (h, 500, 9, 4)})
+    data = layout(
+        4,
+        8,
+        hdr(10_000, 20_000, 0, 500, 1, 6),
+        {2: 5},
+        {1: (h, 100, 0, 0), 2: (h, 200, 1, 1), 3: (h, 300, 2, 3), 4: (h, 400, 5, 3), 5: (h, 500, 9, 4)},
+    )
     f = _file_from(tmp_path, data, **base)
     out = []
     f.select(out, h, 10, 0, LONG_MAX)
-    assert out == [500, 400, 300]                 # stops at the self-linked entry 3
+    assert out == [500, 400, 300]  # stops at the self-linked entry 3
     out = []
     f.select(out, h, 2, 0, LONG_MAX)
-    assert out == [500, 400]                      # maxNum
+    assert out == [500, 400]  # maxNum
     out = []
     f.select(out, h, 10, 14_000, 16_000)
-    assert out == [400]                           # 19_000 out of range, 15_000 in, 12_000 < begin stops
+    assert out == [400]  # 19_000 out of range, 15_000 in, 12_000 < begin stops
     out = []
     f.select(out, h + 4, 10, 0, LONG_MAX)
-    assert out == []                              # same slot, other hash
+    assert out == []  # same slot, other hash
     f.close()
     # a negative timeDiff ends the walk; a slot beyond the count is empty; a count of 1 means empty
-    data = layout(4, 8, hdr(10_000, 20_000, 0, 500, 2, 4), {2: 3, 1: 7}, {
-        1: (h, 100, 0, 0), 2: (h, 200, -1, 1), 3: (h, 300, 2, 2), 7: (5, 700, 0, 0)})
+    data = layout(
+        4,
+        8,
+        hdr(10_000, 20_000, 0, 500, 2, 4),
+        {2: 3, 1: 7},
+        {1: (h, 100, 0, 0), 2: (h, 200, -1, 1), 3: (h, 300, 2, 2), 7: (5, 700, 0, 0)},
+    )
     f = _file_from(tmp_path, data, **base)
     out = []
     f.select(out, h, 10, 0, LONG_MAX)
@@ -441,8 +504,9 @@ def test_select_stops_on_bad_links_and_time(tmp_path):
     assert out == []
     f.close()
     # an entry stored before `begin` ends the walk, even if older entries (out of time order) would match
-    data = layout(4, 8, hdr(10_000, 20_000, 0, 500, 1, 4), {2: 3}, {
-        1: (h, 100, 5, 0), 2: (h, 200, 1, 1), 3: (h, 300, 9, 2)})
+    data = layout(
+        4, 8, hdr(10_000, 20_000, 0, 500, 1, 4), {2: 3}, {1: (h, 100, 5, 0), 2: (h, 200, 1, 1), 3: (h, 300, 9, 2)}
+    )
     f = _file_from(tmp_path, data, **base)
     out = []
     f.select(out, h, 10, 14_000, 20_000)
@@ -465,13 +529,18 @@ SIZES = st.tuples(st.integers(4, 8), st.integers(6, 10))
 
 
 def _timestamps():
-    return st.one_of(st.integers(0, 3), st.integers(1_000, 60_000), st.integers(10**12, 10**12 + 10**13),
-                     st.just(2**62))
+    return st.one_of(
+        st.integers(0, 3), st.integers(1_000, 60_000), st.integers(10**12, 10**12 + 10**13), st.just(2**62)
+    )
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow], max_examples=150, deadline=None)
-@given(SIZES, st.lists(st.tuples(st.integers(0, 12), st.integers(0, 10**6), _timestamps()), max_size=14),
-       st.lists(st.integers(1, 5), min_size=20, max_size=20), st.integers(0, 3))
+@given(
+    SIZES,
+    st.lists(st.tuples(st.integers(0, 12), st.integers(0, 10**6), _timestamps()), max_size=14),
+    st.lists(st.integers(1, 5), min_size=20, max_size=20),
+    st.integers(0, 3),
+)
 def test_index_file_runs_equal_one_key_at_a_time(sizes, puts, runs, inherit):
     """IndexFile.put_entries over random runs writes what putKey writes one key at a time."""
     slots, num = sizes
@@ -484,8 +553,9 @@ def test_index_file_runs_equal_one_key_at_a_time(sizes, puts, runs, inherit):
             break
         ref_taken += 1
     with tempfile.TemporaryDirectory() as d:
-        f = IndexFile(os.path.join(d, "x"), slots, num, writable=True, create=True,
-                      end_phy_offset=end_phy, end_timestamp=end_ts)
+        f = IndexFile(
+            os.path.join(d, "x"), slots, num, writable=True, create=True, end_phy_offset=end_phy, end_timestamp=end_ts
+        )
         if not puts:
             # a new file holds only what the constructor set
             assert disk(f.path) == bytes(ref.buf)
@@ -493,11 +563,13 @@ def test_index_file_runs_equal_one_key_at_a_time(sizes, puts, runs, inherit):
         for r in runs:
             if i >= len(puts):
                 break
-            chunk = puts[i:i + r]
-            n = f.put_entries(np.array([hash_pool[c[0]] for c in chunk], dtype=np.int32),
-                              np.array([c[1] for c in chunk], dtype=np.int64),
-                              np.array([c[2] for c in chunk], dtype=np.int64))
-            assert n == min(len(chunk), num - 1 - taken)   # as many as fit
+            chunk = puts[i : i + r]
+            n = f.put_entries(
+                np.array([hash_pool[c[0]] for c in chunk], dtype=np.int32),
+                np.array([c[1] for c in chunk], dtype=np.int64),
+                np.array([c[2] for c in chunk], dtype=np.int64),
+            )
+            assert n == min(len(chunk), num - 1 - taken)  # as many as fit
             taken += n
             i += r
         assert taken == ref_taken == min(len(puts), num - 1)
@@ -516,14 +588,23 @@ def test_index_file_over_existing_bytes_equals_java(sizes, data):
     backwards or at the entry itself: a cycle would make Java's selectPhyOffset spin.)"""
     slots, num = sizes
     count = data.draw(st.integers(-2, num))
-    head = hdr(data.draw(st.integers(0, 20_000)), data.draw(st.integers(0, 20_000)), data.draw(st.integers(0, 99)),
-               data.draw(st.integers(0, 99)), data.draw(st.integers(0, slots)), count)
+    head = hdr(
+        data.draw(st.integers(0, 20_000)),
+        data.draw(st.integers(0, 20_000)),
+        data.draw(st.integers(0, 99)),
+        data.draw(st.integers(0, 99)),
+        data.draw(st.integers(0, slots)),
+        count,
+    )
     slot_values = {s: data.draw(st.integers(-3, num - 1)) for s in range(slots)}
-    entries = {n: (data.draw(st.integers(0, 40)), n * 10, data.draw(st.integers(-1, 9)),
-                   data.draw(st.integers(-1, n))) for n in range(1, num)}
+    entries = {
+        n: (data.draw(st.integers(0, 40)), n * 10, data.draw(st.integers(-1, 9)), data.draw(st.integers(-1, n)))
+        for n in range(1, num)
+    }
     raw = layout(slots, num, head, slot_values, entries)
-    puts = data.draw(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 10**6), st.integers(0, 60_000)),
-                              max_size=12))
+    puts = data.draw(
+        st.lists(st.tuples(st.integers(0, 40), st.integers(0, 10**6), st.integers(0, 60_000)), max_size=12)
+    )
     runs = data.draw(st.lists(st.integers(1, 4), min_size=12, max_size=12))
     ref = REF.RefIndexFile(slots, num, data=raw)
     ref.load()
@@ -531,8 +612,12 @@ def test_index_file_over_existing_bytes_equals_java(sizes, data):
         if not ref.put_hash(h, phy, ts):
             break
     # and the chains it builds answer as selectPhyOffset does
-    queries = data.draw(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 30_000), st.integers(0, 80_000),
-                                           st.integers(1, 12)), max_size=6))
+    queries = data.draw(
+        st.lists(
+            st.tuples(st.integers(0, 40), st.integers(0, 30_000), st.integers(0, 80_000), st.integers(1, 12)),
+            max_size=6,
+        )
+    )
     with tempfile.TemporaryDirectory() as d:
         p = os.path.join(d, "x")
         with open(p, "wb") as fh:
@@ -542,9 +627,12 @@ def test_index_file_over_existing_bytes_equals_java(sizes, data):
         for r in runs:
             if i >= len(puts):
                 break
-            chunk = puts[i:i + r]
-            f.put_entries(np.array([c[0] for c in chunk], dtype=np.int32), np.array([c[1] for c in chunk]),
-                          np.array([c[2] for c in chunk]))
+            chunk = puts[i : i + r]
+            f.put_entries(
+                np.array([c[0] for c in chunk], dtype=np.int32),
+                np.array([c[1] for c in chunk]),
+                np.array([c[2] for c in chunk]),
+            )
             i += r
         assert disk(p) == bytes(ref.buf)
         for h, b, e, m in queries:
@@ -554,7 +642,6 @@ def test_index_file_over_existing_bytes_equals_java(sizes, data):
             f.select(got, h, m, b, e)
             assert got == want
         f.close()
-
 
 
 KEYS = st.one_of(st.none(), st.text(alphabet="abAB 😀", max_size=7), st.sampled_from(["xAa", "xBB", "DWIECHC"]))
@@ -572,8 +659,7 @@ def test_index_service_equals_java_build_index(sizes, data):
     for _ in range(n):
         step = data.draw(st.sampled_from([0, 1, 37, 100, -50]))
         phy = max(phy + step, 0)
-        ts = data.draw(st.one_of(st.integers(1_000_000, 1_060_000), st.just(0),
-                                 st.integers(10**12, 10**12 + 10**13)))
+        ts = data.draw(st.one_of(st.integers(1_000_000, 1_060_000), st.just(0), st.integers(10**12, 10**12 + 10**13)))
         topic = data.draw(st.sampled_from(["T", "T", "U"]))
         sys_flag = data.draw(st.sampled_from([0, 0, 0, 0x4, 0x8, 0xC]))
         uniq = data.draw(st.one_of(st.none(), st.sampled_from(["", "u1", "xAa"])))

@@ -1,5 +1,6 @@
 """Java String.hashCode (tagsCode, index key hashes), checked against known Java values, a closed-form second
 implementation and the golden stores."""
+
 import os
 import struct
 
@@ -12,7 +13,7 @@ from rocketstore.formats import record as R
 from . import _golden as G
 from . import _ref
 
-MIN_INT = -2**31
+MIN_INT = -(2**31)
 
 
 def java_loop_hash(s: str) -> int:
@@ -24,19 +25,23 @@ def java_loop_hash(s: str) -> int:
     return h
 
 
-@pytest.mark.parametrize("s,h", [
-    ("", 0),
-    ("a", 97),
-    ("Aa", 2112), ("BB", 2112),          # the classic collision
-    ("TagA", 2598919),
-    ("TagB", 2598920),
-    ("hello", 99162322),
-    ("polygenelubricants", MIN_INT),     # the well-known string hashing to Integer.MIN_VALUE
-    ("😀", 0xD83D * 31 + 0xDE00),        # U+1F600 is the surrogate pair D83D DE00 in Java
-    ("\U00010000", 0xD800 * 31 + 0xDC00),
-    ("\uffff", 0xFFFF),
-    ("标签-Unicode", -206781625),        # tagsCodeExpected of a golden message
-])
+@pytest.mark.parametrize(
+    "s,h",
+    [
+        ("", 0),
+        ("a", 97),
+        ("Aa", 2112),
+        ("BB", 2112),  # the classic collision
+        ("TagA", 2598919),
+        ("TagB", 2598920),
+        ("hello", 99162322),
+        ("polygenelubricants", MIN_INT),  # the well-known string hashing to Integer.MIN_VALUE
+        ("😀", 0xD83D * 31 + 0xDE00),  # U+1F600 is the surrogate pair D83D DE00 in Java
+        ("\U00010000", 0xD800 * 31 + 0xDC00),
+        ("\uffff", 0xFFFF),
+        ("标签-Unicode", -206781625),  # tagsCodeExpected of a golden message
+    ],
+)
 def test_java_string_hash_known_values(s, h):
     assert java_loop_hash(s) == h
     assert _ref.java_hash(s) == h
@@ -91,7 +96,7 @@ def test_tags_code():
     assert R.tags_code("") == 0
     assert R.tags_code("TagA") == 2598919
     assert R.tags_code("TagB") == 2598920
-    assert R.tags_code("polygenelubricants") == MIN_INT      # sign-extended, not abs
+    assert R.tags_code("polygenelubricants") == MIN_INT  # sign-extended, not abs
     assert R.tags_code("标签-Unicode") == -206781625
 
 
@@ -119,8 +124,10 @@ def test_index_key_hash_against_golden_index_files():
         if "UNIQ_KEY" in props:
             keys.append(props["UNIQ_KEY"])
         by_phys[phys] = {J.index_key_hash(s["topic"] + "#" + k) for k in keys}
-        assert by_phys[phys] == {(0 if _ref.java_hash(s["topic"] + "#" + k) == MIN_INT
-                                  else abs(_ref.java_hash(s["topic"] + "#" + k))) for k in keys}
+        assert by_phys[phys] == {
+            (0 if _ref.java_hash(s["topic"] + "#" + k) == MIN_INT else abs(_ref.java_hash(s["topic"] + "#" + k)))
+            for k in keys
+        }
     index_dir = G.path(name, "store", "index")
     slot_num = int(G.manifest(name)["config_all"]["maxHashSlotNum"])
     checked = 0

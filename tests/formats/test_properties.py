@@ -1,5 +1,6 @@
 """Message properties: MessageDecoder.string2messageProperties / messageProperties2String / createCrc32, and the
 CRC digit parsing of CommitLog.checkMessageAndReturnSize (Java int arithmetic)."""
+
 import pytest
 from hypothesis import given, strategies as st
 
@@ -8,25 +9,28 @@ from rocketstore.formats import properties as P
 from . import _ref
 
 
-@pytest.mark.parametrize("raw,expected", [
-    (b"", {}),
-    (b"a\x01b\x02", {"a": "b"}),
-    (b"a\x01b", {"a": "b"}),                                   # missing final \x02 is fine
-    (b"a\x01b\x02c\x01d", {"a": "b", "c": "d"}),
-    (b"\x01b\x02c\x01d\x02", {"c": "d"}),                      # empty name dropped
-    (b"a\x01\x02c\x01d\x02", {"c": "d"}),                      # empty value dropped
-    (b"a\x01", {}),
-    (b"\x01\x02\x01\x02", {}),
-    (b"\x02\x02a\x01b\x02\x02", {"a": "b"}),                   # empty segments skipped
-    (b"abc\x02d\x01e\x02", {"d": "e"}),                        # a segment without \x01 is skipped
-    (b"a\x01b\x01c\x02", {"a": "b\x01c"}),                     # the first \x01 splits; the value keeps the rest
-    (b"a\x01\x01\x02", {"a": "\x01"}),
-    (b"a\x011\x02a\x012\x02", {"a": "2"}),                     # HashMap.put: the last one wins
-    (b"TAGS\x01TagA\x02KEYS\x01k1 k2\x02UNIQ_KEY\x01U\x02", {"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "U"}),
-    ("ünicøde-名\x01значение ✓ 日本語 😀\x02".encode(), {"ünicøde-名": "значение ✓ 日本語 😀"}),
-    ("😀\x01😀".encode(), {"😀": "😀"}),
-    (b"k\x01v\x02\x01", {"k": "v"}),
-])
+@pytest.mark.parametrize(
+    "raw,expected",
+    [
+        (b"", {}),
+        (b"a\x01b\x02", {"a": "b"}),
+        (b"a\x01b", {"a": "b"}),  # missing final \x02 is fine
+        (b"a\x01b\x02c\x01d", {"a": "b", "c": "d"}),
+        (b"\x01b\x02c\x01d\x02", {"c": "d"}),  # empty name dropped
+        (b"a\x01\x02c\x01d\x02", {"c": "d"}),  # empty value dropped
+        (b"a\x01", {}),
+        (b"\x01\x02\x01\x02", {}),
+        (b"\x02\x02a\x01b\x02\x02", {"a": "b"}),  # empty segments skipped
+        (b"abc\x02d\x01e\x02", {"d": "e"}),  # a segment without \x01 is skipped
+        (b"a\x01b\x01c\x02", {"a": "b\x01c"}),  # the first \x01 splits; the value keeps the rest
+        (b"a\x01\x01\x02", {"a": "\x01"}),
+        (b"a\x011\x02a\x012\x02", {"a": "2"}),  # HashMap.put: the last one wins
+        (b"TAGS\x01TagA\x02KEYS\x01k1 k2\x02UNIQ_KEY\x01U\x02", {"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "U"}),
+        ("ünicøde-名\x01значение ✓ 日本語 😀\x02".encode(), {"ünicøde-名": "значение ✓ 日本語 😀"}),
+        ("😀\x01😀".encode(), {"😀": "😀"}),
+        (b"k\x01v\x02\x01", {"k": "v"}),
+    ],
+)
 def test_parse_properties_cases(raw, expected):
     assert P.parse_properties(raw) == expected
     assert P.parse_properties(raw.decode("utf-8")) == expected
@@ -74,10 +78,18 @@ def test_format_properties():
 
 # ---- the appended CRC entry ------------------------------------------------------------------
 
-@pytest.mark.parametrize("crc,digits", [
-    (0, "0000000000"), (1, "1000000000"), (123, "3210000000"), (1000000000, "0000000001"),
-    (2147483647, "7463847412"), (1523578981, "1898753251"),
-])
+
+@pytest.mark.parametrize(
+    "crc,digits",
+    [
+        (0, "0000000000"),
+        (1, "1000000000"),
+        (123, "3210000000"),
+        (1000000000, "0000000001"),
+        (2147483647, "7463847412"),
+        (1523578981, "1898753251"),
+    ],
+)
 def test_crc32_property_literals(crc, digits):
     assert P.crc32_property(crc) == b"__CRC32#\x01" + digits.encode() + b"\x02"
 
@@ -100,20 +112,23 @@ def java_parse_digits(text: str) -> int:
     return expected
 
 
-@pytest.mark.parametrize("text,value", [
-    ("", 0),
-    ("0000000000", 0),
-    ("3210000000", 123),
-    ("7463847412", 2147483647),
-    ("8463847412", -2147483648),        # 2147483648 wraps to Integer.MIN_VALUE
-    ("9999999999", 1410065407),         # 9999999999 - 2 * 2^32
-    ("0000000005", 705032704),          # 5000000000 - 2^32
-    ("9463847412", -2147483647),        # 2147483649 wraps
-    ("a", 49),                          # no validation: 'a' - '0'
-    ("/", -1),
-    ("1a", 490 + 1),
-    ("1898753251", 1523578981),         # the CRC entry of the first record in golden store-crc
-])
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("", 0),
+        ("0000000000", 0),
+        ("3210000000", 123),
+        ("7463847412", 2147483647),
+        ("8463847412", -2147483648),  # 2147483648 wraps to Integer.MIN_VALUE
+        ("9999999999", 1410065407),  # 9999999999 - 2 * 2^32
+        ("0000000005", 705032704),  # 5000000000 - 2^32
+        ("9463847412", -2147483647),  # 2147483649 wraps
+        ("a", 49),  # no validation: 'a' - '0'
+        ("/", -1),
+        ("1a", 490 + 1),
+        ("1898753251", 1523578981),  # the CRC entry of the first record in golden store-crc
+    ],
+)
 def test_parse_crc32_digits_java_int_arithmetic(text, value):
     assert java_parse_digits(text) == value  # the hand values agree with the Java loop
     assert P.parse_crc32_digits(text) == value

@@ -1,5 +1,6 @@
 """CommitLog record layout (MessageExtEncoder / CommitLog / MessageDecoder), checked against hand-laid bytes,
 literal hex and the golden stores written by the real RocketMQ store."""
+
 import hashlib
 import ipaddress
 import struct
@@ -15,17 +16,31 @@ from rocketstore.formats import record as R
 from . import _golden as G
 from . import _ref
 
-IP4_A = _ref.host("127.0.0.1", 80)            # 7F000001 00000050
-IP4_STORE = _ref.host("10.0.0.5", 10911)      # 0A000005 00002A9F
-IP6_A = _ref.host("2001:db8::7", 40013)       # 20010DB8 00000000 00000000 00000007 00009C4D
+IP4_A = _ref.host("127.0.0.1", 80)  # 7F000001 00000050
+IP4_STORE = _ref.host("10.0.0.5", 10911)  # 0A000005 00002A9F
+IP6_A = _ref.host("2001:db8::7", 40013)  # 20010DB8 00000000 00000000 00000007 00009C4D
 IP6_STORE = _ref.host("fd00::5", 10911)
 
 
 def enc(**kw):
     """encode_record with neutral defaults for everything a test does not care about."""
-    args = dict(topic=b"T", body=b"", props=b"", queue_id=0, flag=0, sys_flag=0, born_timestamp=0,
-                born_host=IP4_A, store_timestamp=0, store_host=IP4_STORE, reconsume_times=0,
-                prepared_transaction_offset=0, queue_offset=0, physical_offset=0, v2=False)
+    args = dict(
+        topic=b"T",
+        body=b"",
+        props=b"",
+        queue_id=0,
+        flag=0,
+        sys_flag=0,
+        born_timestamp=0,
+        born_host=IP4_A,
+        store_timestamp=0,
+        store_host=IP4_STORE,
+        reconsume_times=0,
+        prepared_transaction_offset=0,
+        queue_offset=0,
+        physical_offset=0,
+        v2=False,
+    )
     args.update(kw)
     return R.encode_record(**args)
 
@@ -39,6 +54,7 @@ def java_host_text(ip: str, port: int) -> str:
 
 
 # ---- constants ---------------------------------------------------------------------------------
+
 
 def test_magic_codes_match_rocketmq():
     assert R.MAGIC_V1 == struct.unpack(">i", bytes.fromhex("DAA320A7"))[0] == -626843481
@@ -59,10 +75,19 @@ def test_dispatch_rules_on_transaction_types():
     CommitLogDispatcherBuildConsumeQueue writes a unit for NOT and COMMIT only, IndexService.buildIndex
     returns early for ROLLBACK only. The other bits (compressed 0x1, multi tags 0x2, IPv6 hosts 0x10 and
     0x20, need-unwrap 0x40, inner batch 0x80, compression type 0x100..0x300) change nothing."""
-    others = 0x1 | 0x2 | 0x10 | 0x20 | 0x40 | 0x80 | 0x300          # 0x3F3
-    cases = [(0x0, True, True), (0x4, False, True), (0x8, True, True), (0xC, False, False),
-             (0x3F3, True, True), (0x3F7, False, True), (0x3FB, True, True), (0x3FF, False, False),
-             (0xBC, False, False), (0x84, False, True)]   # rolled back / prepared with IPv6 hosts, inner batch
+    others = 0x1 | 0x2 | 0x10 | 0x20 | 0x40 | 0x80 | 0x300  # 0x3F3
+    cases = [
+        (0x0, True, True),
+        (0x4, False, True),
+        (0x8, True, True),
+        (0xC, False, False),
+        (0x3F3, True, True),
+        (0x3F7, False, True),
+        (0x3FB, True, True),
+        (0x3FF, False, False),
+        (0xBC, False, False),
+        (0x84, False, True),
+    ]  # rolled back / prepared with IPv6 hosts, inner batch
     for flag, unit, index in cases:
         assert bool(R.gets_queue_unit(flag)) is unit, hex(flag)
         assert bool(R.gets_index_entries(flag)) is index, hex(flag)
@@ -73,7 +98,7 @@ def test_dispatch_rules_on_transaction_types():
     assert R.gets_index_entries(flags).tolist() == [c[2] for c in cases]
     # every combination of the eleven defined bits: only bits 2-3, read as Java's switch reads them, count
     for flag in range(0x800):
-        tran = (flag >> 2) & 0x3      # 0 NOT, 1 PREPARED, 2 COMMIT, 3 ROLLBACK
+        tran = (flag >> 2) & 0x3  # 0 NOT, 1 PREPARED, 2 COMMIT, 3 ROLLBACK
         assert bool(R.gets_queue_unit(flag)) is (tran in (0, 2))
         assert bool(R.gets_index_entries(flag)) is (tran != 3)
 
@@ -81,29 +106,38 @@ def test_dispatch_rules_on_transaction_types():
 # ---- exact bytes -------------------------------------------------------------------------------
 
 MIN_RECORD_HEX = (
-    "0000005B"            # TOTALSIZE 91
-    "DAA320A7"            # MAGIC V1
-    "00000000"            # BODYCRC of b"" is 0
-    "00000001"            # QUEUEID 1
-    "00000002"            # FLAG 2
-    "0000000000000003"    # QUEUEOFFSET 3
-    "0000000000000004"    # PHYSICALOFFSET 4
-    "00000000"            # SYSFLAG
-    "0000000000000005"    # BORNTIMESTAMP 5
-    "7F00000100000050"    # BORNHOST 127.0.0.1:80
-    "0000000000000006"    # STORETIMESTAMP 6
-    "0A00000500002A9F"    # STOREHOST 10.0.0.5:10911
-    "00000007"            # RECONSUMETIMES 7
-    "0000000000000008"    # PREPARED_TX_OFFSET 8
-    "00000000"            # BODYLEN 0
-    "00"                  # TOPICLEN 0 (V1: one byte)
-    "0000"                # PROPLEN 0
+    "0000005B"  # TOTALSIZE 91
+    "DAA320A7"  # MAGIC V1
+    "00000000"  # BODYCRC of b"" is 0
+    "00000001"  # QUEUEID 1
+    "00000002"  # FLAG 2
+    "0000000000000003"  # QUEUEOFFSET 3
+    "0000000000000004"  # PHYSICALOFFSET 4
+    "00000000"  # SYSFLAG
+    "0000000000000005"  # BORNTIMESTAMP 5
+    "7F00000100000050"  # BORNHOST 127.0.0.1:80
+    "0000000000000006"  # STORETIMESTAMP 6
+    "0A00000500002A9F"  # STOREHOST 10.0.0.5:10911
+    "00000007"  # RECONSUMETIMES 7
+    "0000000000000008"  # PREPARED_TX_OFFSET 8
+    "00000000"  # BODYLEN 0
+    "00"  # TOPICLEN 0 (V1: one byte)
+    "0000"  # PROPLEN 0
 )
 
 
 def test_minimum_record_is_91_bytes_exactly():
-    data = enc(topic=b"", queue_id=1, flag=2, queue_offset=3, physical_offset=4, born_timestamp=5,
-               store_timestamp=6, reconsume_times=7, prepared_transaction_offset=8)
+    data = enc(
+        topic=b"",
+        queue_id=1,
+        flag=2,
+        queue_offset=3,
+        physical_offset=4,
+        born_timestamp=5,
+        store_timestamp=6,
+        reconsume_times=7,
+        prepared_transaction_offset=8,
+    )
     assert len(bytes.fromhex(MIN_RECORD_HEX)) == 91
     assert data == bytes.fromhex(MIN_RECORD_HEX)
     assert R.record_length(False, 0, 0, 0, 0) == 91
@@ -121,10 +155,22 @@ def test_small_v1_record_literal_hex():
     # body "123456789": the CRC-32 check value 0xCBF43926, masked to 31 bits -> 0x4BF43926
     data = enc(topic=b"T", body=b"123456789", props=b"a\x01b\x02")
     expected = bytes.fromhex(
-        "00000069" "DAA320A7" "4BF43926" "00000000" "00000000" "0000000000000000" "0000000000000000"
-        "00000000" "0000000000000000" "7F00000100000050" "0000000000000000" "0A00000500002A9F"
-        "00000000" "0000000000000000" "00000009" + b"123456789".hex() + "01" + b"T".hex()
-        + "0004" + b"a\x01b\x02".hex())
+        "00000069"
+        "DAA320A7"
+        "4BF43926"
+        "00000000"
+        "00000000"
+        "0000000000000000"
+        "0000000000000000"
+        "00000000"
+        "0000000000000000"
+        "7F00000100000050"
+        "0000000000000000"
+        "0A00000500002A9F"
+        "00000000"
+        "0000000000000000"
+        "00000009" + b"123456789".hex() + "01" + b"T".hex() + "0004" + b"a\x01b\x02".hex()
+    )
     assert len(expected) == 0x69 == 105
     assert data == expected
 
@@ -159,9 +205,10 @@ def test_v2_record_for_long_topic():
     assert data[4:8] == bytes.fromhex("DAA320AB")
     # the TOPICLEN is two bytes after the body
     pos = 48 + 8 + 8 + 8 + 4 + 8 + 4 + 1
-    assert data[pos:pos + 2] == bytes.fromhex("0080") and data[pos + 2:pos + 2 + 128] == topic
-    assert data == _ref.record(topic=topic, body=b"b", props=b"TAGS\x01x\x02", born_host=IP4_A,
-                               store_host=IP4_STORE, v2=True)
+    assert data[pos : pos + 2] == bytes.fromhex("0080") and data[pos + 2 : pos + 2 + 128] == topic
+    assert data == _ref.record(
+        topic=topic, body=b"b", props=b"TAGS\x01x\x02", born_host=IP4_A, store_host=IP4_STORE, v2=True
+    )
     assert len(data) == 91 + 1 + 1 + 128 + 7
     m = R.decode_record(data)
     assert m.topic == "t" * 128 and m.version == 2 and m.magic == R.MAGIC_V2 and m.properties == {"TAGS": "x"}
@@ -180,9 +227,10 @@ def test_ipv6_born_host_sets_0x10_and_uses_20_bytes():
     data = enc(born_host=IP6_A, born_timestamp=11, store_timestamp=22)
     sysflag = struct.unpack_from(">i", data, 36)[0]
     assert sysflag == 0x10
-    assert data[48:48 + 20] == bytes.fromhex("20010DB800000000000000000000000700009C4D")
-    assert data == _ref.record(topic=b"T", sys_flag=0x10, born_ts=11, born_host=IP6_A, store_ts=22,
-                               store_host=IP4_STORE)
+    assert data[48 : 48 + 20] == bytes.fromhex("20010DB800000000000000000000000700009C4D")
+    assert data == _ref.record(
+        topic=b"T", sys_flag=0x10, born_ts=11, born_host=IP6_A, store_ts=22, store_host=IP4_STORE
+    )
     assert len(data) == 91 + 12 + 1
     m = R.decode_record(data)
     assert m.born_host == "2001:db8:0:0:0:0:0:7:40013" and m.store_host == "10.0.0.5:10911"
@@ -192,8 +240,9 @@ def test_ipv6_born_host_sets_0x10_and_uses_20_bytes():
 def test_ipv6_store_host_sets_0x20_and_gives_56_char_msgid():
     data = enc(store_host=IP6_STORE, physical_offset=0x1F875, sys_flag=R.TRANSACTION_COMMIT_TYPE)
     assert struct.unpack_from(">i", data, 36)[0] == 0x28
-    assert data == _ref.record(topic=b"T", sys_flag=0x28, born_host=IP4_A, store_host=IP6_STORE,
-                               physical_offset=0x1F875)
+    assert data == _ref.record(
+        topic=b"T", sys_flag=0x28, born_host=IP4_A, store_host=IP6_STORE, physical_offset=0x1F875
+    )
     m = R.decode_record(data)
     assert m.store_host == "fd00:0:0:0:0:0:0:5:10911"
     assert m.msg_id == "FD00000000000000000000000000000500002A9F000000000001F875"
@@ -203,8 +252,7 @@ def test_both_hosts_ipv6():
     data = enc(born_host=IP6_A, store_host=IP6_STORE, store_timestamp=1700000000123)
     assert struct.unpack_from(">i", data, 36)[0] == 0x30
     assert len(data) == 91 + 24 + 1 == R.record_length(False, 0x30, 0, 1, 0)
-    assert data == _ref.record(topic=b"T", sys_flag=0x30, born_host=IP6_A, store_host=IP6_STORE,
-                               store_ts=1700000000123)
+    assert data == _ref.record(topic=b"T", sys_flag=0x30, born_host=IP6_A, store_host=IP6_STORE, store_ts=1700000000123)
     assert R.store_timestamp_at(data, 0) == 1700000000123
 
 
@@ -231,6 +279,7 @@ def test_record_length_formula():
 
 # ---- appended CRC property -----------------------------------------------------------------
 
+
 def test_encode_properties_reserves_20_bytes_and_inserts_missing_separator_on_single_path():
     assert P.CRC32_RESERVED_LEN == 20
     zeros = b"\x00" * 20
@@ -254,19 +303,38 @@ def test_appended_crc_entry_literal():
 
 def test_record_with_appended_crc():
     props = R.encode_properties(b"TAGS\x01TagA", True)
-    data = enc(topic=b"TopicA", body=b"hello", props=props, append_crc=True, physical_offset=12345,
-               store_timestamp=1700000000001)
+    data = enc(
+        topic=b"TopicA",
+        body=b"hello",
+        props=props,
+        append_crc=True,
+        physical_offset=12345,
+        store_timestamp=1700000000001,
+    )
     head = data[:-20]
     crc = zlib.crc32(head) & 0x7FFFFFFF
     assert data[-20:] == b"__CRC32#\x01" + str(crc)[::-1].ljust(10, "0").encode() + b"\x02"
-    assert data == _ref.record(topic=b"TopicA", body=b"hello", props=b"TAGS\x01TagA\x02" + bytes(20),
-                               born_host=IP4_A, store_host=IP4_STORE, physical_offset=12345,
-                               store_ts=1700000000001, crc_reserved=True)
+    assert data == _ref.record(
+        topic=b"TopicA",
+        body=b"hello",
+        props=b"TAGS\x01TagA\x02" + bytes(20),
+        born_host=IP4_A,
+        store_host=IP4_STORE,
+        physical_offset=12345,
+        store_ts=1700000000001,
+        crc_reserved=True,
+    )
     m = R.decode_record(data)
     assert m.properties == {"TAGS": "TagA", "__CRC32#": str(crc)[::-1].ljust(10, "0")}
     # the CRC covers the offsets too: another physical offset gives another CRC entry
-    other = enc(topic=b"TopicA", body=b"hello", props=props, append_crc=True, physical_offset=12346,
-                store_timestamp=1700000000001)
+    other = enc(
+        topic=b"TopicA",
+        body=b"hello",
+        props=props,
+        append_crc=True,
+        physical_offset=12346,
+        store_timestamp=1700000000001,
+    )
     assert other[-20:] == _ref.crc_entry(zlib.crc32(other[:-20]) & 0x7FFFFFFF) != data[-20:]
 
 
@@ -287,6 +355,7 @@ def test_fill_crc_property_overwrites_last_20_bytes():
 
 # ---- blank filler ------------------------------------------------------------------------------
 
+
 def test_encode_blank():
     assert R.encode_blank(8) == bytes.fromhex("00000008CBD43194")
     assert R.encode_blank(20469) == bytes.fromhex("00004FF5CBD43194")
@@ -297,13 +366,18 @@ def test_encode_blank():
 
 # ---- hosts and msgId ---------------------------------------------------------------------------
 
+
 def test_host_from_bytes_java_style():
     assert R.host_from_bytes(bytes.fromhex("C0A8010100 00C350".replace(" ", ""))) == "192.168.1.1:50000"
-    assert R.host_from_bytes(bytes.fromhex("20010db8000000000000000000000007") + (40013).to_bytes(4, "big")) \
+    assert (
+        R.host_from_bytes(bytes.fromhex("20010db8000000000000000000000007") + (40013).to_bytes(4, "big"))
         == "2001:db8:0:0:0:0:0:7:40013"
+    )
     assert R.host_from_bytes(bytes(15) + b"\x01" + (1).to_bytes(4, "big")) == "0:0:0:0:0:0:0:1:1"
-    assert R.host_from_bytes(bytes.fromhex("fe80000000000000abcd00000000ffff") + (0).to_bytes(4, "big")) \
+    assert (
+        R.host_from_bytes(bytes.fromhex("fe80000000000000abcd00000000ffff") + (0).to_bytes(4, "big"))
         == "fe80:0:0:0:abcd:0:0:ffff:0"
+    )
 
 
 def test_host_to_bytes():
@@ -327,8 +401,11 @@ def test_make_and_parse_msg_id():
             R.parse_msg_id(bad)
 
 
-@given(st.one_of(st.ip_addresses(v=4), st.ip_addresses(v=6).filter(lambda a: a.ipv4_mapped is None)),
-       st.integers(0, 65535), st.integers(0, 2**63 - 1))
+@given(
+    st.one_of(st.ip_addresses(v=4), st.ip_addresses(v=6).filter(lambda a: a.ipv4_mapped is None)),
+    st.integers(0, 65535),
+    st.integers(0, 2**63 - 1),
+)
 def test_msg_id_round_trip(ip, port, offset):
     hb = ip.packed + struct.pack(">i", port)
     mid = R.make_msg_id(hb, offset)
@@ -341,10 +418,9 @@ def test_msg_id_round_trip(ip, port, offset):
 # ---- decode ------------------------------------------------------------------------------------
 
 TOPIC_CHARS = "%|-_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-PROP_TEXT = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x01\x02"),
-                    min_size=1, max_size=12)
-INT32 = st.integers(-2**31, 2**31 - 1)
-INT64 = st.integers(-2**63, 2**63 - 1)
+PROP_TEXT = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x01\x02"), min_size=1, max_size=12)
+INT32 = st.integers(-(2**31), 2**31 - 1)
+INT64 = st.integers(-(2**63), 2**63 - 1)
 # Java turns IPv4-mapped IPv6 addresses into Inet4Address (4 bytes), so they are left out here.
 V6 = st.ip_addresses(v=6).filter(lambda a: a.ipv4_mapped is None)
 HOSTS = st.tuples(st.one_of(st.ip_addresses(v=4), V6), st.integers(0, 65535))
@@ -359,11 +435,24 @@ def messages(draw):
         raw = raw[:-1]  # a custom properties string without the final \x02 is fine
     (bip, bport), (sip, sport) = draw(HOSTS), draw(HOSTS)
     sysflag = draw(st.integers(0, 2**31 - 1)) & ~0x30
-    return dict(topic=topic, props=props, raw=raw, body=draw(st.binary(max_size=300)),
-                queue_id=draw(INT32), flag=draw(INT32), sys_flag=sysflag, born_ts=draw(INT64),
-                born=(str(bip), bport), store_ts=draw(INT64), store=(str(sip), sport), reconsume=draw(INT32),
-                prepared=draw(INT64), queue_offset=draw(INT64), phys=draw(INT64),
-                v2=len(topic) > 127 or draw(st.booleans()))
+    return dict(
+        topic=topic,
+        props=props,
+        raw=raw,
+        body=draw(st.binary(max_size=300)),
+        queue_id=draw(INT32),
+        flag=draw(INT32),
+        sys_flag=sysflag,
+        born_ts=draw(INT64),
+        born=(str(bip), bport),
+        store_ts=draw(INT64),
+        store=(str(sip), sport),
+        reconsume=draw(INT32),
+        prepared=draw(INT64),
+        queue_offset=draw(INT64),
+        phys=draw(INT64),
+        v2=len(topic) > 127 or draw(st.booleans()),
+    )
 
 
 def _encode_both(m, append_crc=False):
@@ -371,19 +460,45 @@ def _encode_both(m, append_crc=False):
     v6 = (0x10 if len(born) == 20 else 0) | (0x20 if len(store) == 20 else 0)
     topic = m["topic"].encode()
     props = R.encode_properties(m["raw"], append_crc) if append_crc else m["raw"]
-    got = R.encode_record(topic=topic, body=m["body"], props=props, queue_id=m["queue_id"], flag=m["flag"],
-                          sys_flag=m["sys_flag"], born_timestamp=m["born_ts"], born_host=born,
-                          store_timestamp=m["store_ts"], store_host=store, reconsume_times=m["reconsume"],
-                          prepared_transaction_offset=m["prepared"], queue_offset=m["queue_offset"],
-                          physical_offset=m["phys"], v2=m["v2"], append_crc=append_crc)
+    got = R.encode_record(
+        topic=topic,
+        body=m["body"],
+        props=props,
+        queue_id=m["queue_id"],
+        flag=m["flag"],
+        sys_flag=m["sys_flag"],
+        born_timestamp=m["born_ts"],
+        born_host=born,
+        store_timestamp=m["store_ts"],
+        store_host=store,
+        reconsume_times=m["reconsume"],
+        prepared_transaction_offset=m["prepared"],
+        queue_offset=m["queue_offset"],
+        physical_offset=m["phys"],
+        v2=m["v2"],
+        append_crc=append_crc,
+    )
     ref_props = m["raw"]
     if append_crc:
         ref_props = (ref_props + b"\x02" if ref_props and not ref_props.endswith(b"\x02") else ref_props) + bytes(20)
-    want = _ref.record(topic=topic, body=m["body"], props=ref_props, queue_id=m["queue_id"], flag=m["flag"],
-                       sys_flag=m["sys_flag"] | v6, born_ts=m["born_ts"], born_host=born, store_ts=m["store_ts"],
-                       store_host=store, reconsume=m["reconsume"], prepared=m["prepared"],
-                       queue_offset=m["queue_offset"], physical_offset=m["phys"], v2=m["v2"],
-                       crc_reserved=append_crc)
+    want = _ref.record(
+        topic=topic,
+        body=m["body"],
+        props=ref_props,
+        queue_id=m["queue_id"],
+        flag=m["flag"],
+        sys_flag=m["sys_flag"] | v6,
+        born_ts=m["born_ts"],
+        born_host=born,
+        store_ts=m["store_ts"],
+        store_host=store,
+        reconsume=m["reconsume"],
+        prepared=m["prepared"],
+        queue_offset=m["queue_offset"],
+        physical_offset=m["phys"],
+        v2=m["v2"],
+        crc_reserved=append_crc,
+    )
     return got, want, v6, store
 
 
@@ -405,13 +520,14 @@ def _check_decoded(d, m, data, v6, store, pos=0, size=None):
 def test_encode_matches_reference_and_decode_round_trips(m):
     got, want, v6, store = _encode_both(m)
     assert got == want
-    assert R.record_length(m["v2"], m["sys_flag"] | v6, len(m["body"]), len(m["topic"].encode()),
-                           len(m["raw"])) == len(got)
+    assert R.record_length(m["v2"], m["sys_flag"] | v6, len(m["body"]), len(m["topic"].encode()), len(m["raw"])) == len(
+        got
+    )
     d = R.decode_record(got)
     _check_decoded(d, m, got, v6, store)
     assert d.properties == m["props"]
     h = R.read_header(got)
-    assert h.props_raw == m["raw"] and got[h.body_pos:h.body_pos + h.body_len] == m["body"]
+    assert h.props_raw == m["raw"] and got[h.body_pos : h.body_pos + h.body_len] == m["body"]
     assert R.decode_record(got, with_body=False).body is None
 
 
@@ -463,6 +579,7 @@ def test_parse_delay_levels_default():
 
 
 # ---- golden stores -------------------------------------------------------------------------
+
 
 def _check_against_manifest(name):
     count = 0
@@ -529,11 +646,13 @@ def _golden_body(name, e):
     sysflag = struct.unpack_from(">i", seg, pos + 36)[0]
     p = pos + 48 + (20 if sysflag & 0x10 else 8) + 8 + (20 if sysflag & 0x20 else 8) + 12
     blen = struct.unpack_from(">i", seg, p)[0]
-    return seg[p + 4:p + 4 + blen]
+    return seg[p + 4 : p + 4 + blen]
 
 
-@pytest.mark.parametrize("name,append_crc", [("store-v1-basic", False), ("store-v2-topics", False),
-                                             ("store-txn", False), ("store-crc", True)])
+@pytest.mark.parametrize(
+    "name,append_crc",
+    [("store-v1-basic", False), ("store-v2-topics", False), ("store-txn", False), ("store-crc", True)],
+)
 def test_golden_single_puts_re_encode_byte_for_byte(name, append_crc):
     """encode_record from the manifest's inputs gives exactly the bytes the real store wrote."""
     n = 0
@@ -545,12 +664,23 @@ def test_golden_single_puts_re_encode_byte_for_byte(name, append_crc):
         if append_crc:
             props = R.encode_properties(props, True, single=True)
         data = R.encode_record(
-            topic=e["topic"].encode(), body=_golden_body(name, e), props=props, queue_id=e["queueId"],
-            flag=e["flag"], sys_flag=e["inputSysFlag"], born_timestamp=e["bornTimestamp"],
-            born_host=R.host_to_bytes(e["bornHost"]), store_timestamp=e["storeTimestamp"],
-            store_host=R.host_to_bytes(e["storeHost"]), reconsume_times=e["reconsumeTimes"],
-            prepared_transaction_offset=e["preparedTransactionOffset"], queue_offset=s["queueOffsetField"],
-            physical_offset=e["wroteOffset"], v2=len(e["topic"]) > 127, append_crc=append_crc)
+            topic=e["topic"].encode(),
+            body=_golden_body(name, e),
+            props=props,
+            queue_id=e["queueId"],
+            flag=e["flag"],
+            sys_flag=e["inputSysFlag"],
+            born_timestamp=e["bornTimestamp"],
+            born_host=R.host_to_bytes(e["bornHost"]),
+            store_timestamp=e["storeTimestamp"],
+            store_host=R.host_to_bytes(e["storeHost"]),
+            reconsume_times=e["reconsumeTimes"],
+            prepared_transaction_offset=e["preparedTransactionOffset"],
+            queue_offset=s["queueOffsetField"],
+            physical_offset=e["wroteOffset"],
+            v2=len(e["topic"]) > 127,
+            append_crc=append_crc,
+        )
         assert data == G.record_bytes(name, e["wroteOffset"], e["wroteBytes"]), e["seq"]
         n += 1
     assert n > 0
@@ -570,7 +700,7 @@ def test_golden_v1_basic_blank_fillers():
         seg, end = G.segment(name, start), ends[start]
         remaining = fs - end
         assert remaining >= 8
-        assert seg[end:end + 8] == struct.pack(">i", remaining) + bytes.fromhex("CBD43194")
-        assert R.encode_blank(remaining) == seg[end:end + 8]
+        assert seg[end : end + 8] == struct.pack(">i", remaining) + bytes.fromhex("CBD43194")
+        assert R.encode_blank(remaining) == seg[end : end + 8]
         assert R.is_blank(seg, end)
-        assert seg[end + 8:] == bytes(remaining - 8)
+        assert seg[end + 8 :] == bytes(remaining - 8)

@@ -1,5 +1,6 @@
 """Corrupt bytes: read_header/decode_record raise only CorruptDataError (with the record's offset) and never
 trust a size field; dispatch.check_record never raises and classifies every input as ok, blank or bad."""
+
 import struct
 import tracemalloc
 
@@ -16,14 +17,35 @@ DELAY_LEVELS = (1000, 5000, 10000)
 
 # A few well-formed records built by the independent reference encoder.
 SAMPLES = [
-    _ref.record(topic=b"TopicA", body=b"hello world", props=b"TAGS\x01TagA\x02KEYS\x01k1 k2\x02",
-                born_host=_ref.host("192.168.1.1", 50000), store_host=_ref.host("10.0.0.5", 10911),
-                queue_offset=7, physical_offset=4096, store_ts=1700000000000),
-    _ref.record(topic=b"L" * 150, body=bytes(range(40)), props=b"UNIQ_KEY\x01abc", v2=True, sys_flag=0x30,
-                born_host=_ref.host("2001:db8::7", 40013), store_host=_ref.host("fd00::5", 10911)),
+    _ref.record(
+        topic=b"TopicA",
+        body=b"hello world",
+        props=b"TAGS\x01TagA\x02KEYS\x01k1 k2\x02",
+        born_host=_ref.host("192.168.1.1", 50000),
+        store_host=_ref.host("10.0.0.5", 10911),
+        queue_offset=7,
+        physical_offset=4096,
+        store_ts=1700000000000,
+    ),
+    _ref.record(
+        topic=b"L" * 150,
+        body=bytes(range(40)),
+        props=b"UNIQ_KEY\x01abc",
+        v2=True,
+        sys_flag=0x30,
+        born_host=_ref.host("2001:db8::7", 40013),
+        store_host=_ref.host("fd00::5", 10911),
+    ),
     _ref.record(topic=b"T", born_host=_ref.host("127.0.0.1", 1), store_host=_ref.host("127.0.0.1", 2)),
-    _ref.record(topic=b"TopicC", body=b"crc", props=b"a\x01b\x02" + bytes(20), crc_reserved=True, sys_flag=0x10,
-                born_host=_ref.host("::1", 9), store_host=_ref.host("10.0.0.5", 10911)),
+    _ref.record(
+        topic=b"TopicC",
+        body=b"crc",
+        props=b"a\x01b\x02" + bytes(20),
+        crc_reserved=True,
+        sys_flag=0x10,
+        born_host=_ref.host("::1", 9),
+        store_host=_ref.host("10.0.0.5", 10911),
+    ),
 ]
 
 
@@ -36,8 +58,12 @@ def field_positions(rec: bytes) -> dict:
     topic_pos = p + 4 + body_len
     tlen = struct.unpack_from(">H" if v2 else ">B", rec, topic_pos)[0]
     props_pos = topic_pos + (2 if v2 else 1) + tlen
-    return {"size": (0, ">i"), "body": (p, ">i"), "topic": (topic_pos, ">H" if v2 else ">B"),
-            "props": (props_pos, ">h")}
+    return {
+        "size": (0, ">i"),
+        "body": (p, ">i"),
+        "topic": (topic_pos, ">H" if v2 else ">B"),
+        "props": (props_pos, ">h"),
+    }
 
 
 def decode_or_corrupt(buf, pos=0, end=None):
@@ -70,8 +96,9 @@ def header_or_corrupt(buf, pos=0, end=None):
 
 def check(buf, pos=0, end=None, check_crc=True, force=False):
     end = len(buf) if end is None else end
-    kind, size, req, problem = D.check_record(buf, pos, end, check_crc=check_crc, force_verify_prop_crc=force,
-                                              delay_levels=DELAY_LEVELS)
+    kind, size, req, problem = D.check_record(
+        buf, pos, end, check_crc=check_crc, force_verify_prop_crc=force, delay_levels=DELAY_LEVELS
+    )
     assert kind in {"ok", "blank", "bad"}
     if kind == "ok":
         assert req is not None and size >= 91 and problem is None
@@ -92,6 +119,7 @@ def test_samples_are_valid():
 
 # ---- random bytes ------------------------------------------------------------------------------
 
+
 @given(st.binary(max_size=512), st.integers(0, 64))
 def test_random_bytes_raise_only_corrupt_data_error(buf, pos):
     decode_or_corrupt(buf, pos)
@@ -105,7 +133,7 @@ def plausible_garbage(draw):
     body = bytearray(draw(st.binary(min_size=n, max_size=n)))
     magic = draw(st.sampled_from([R.MAGIC_V1, R.MAGIC_V2]))
     # sizes that fit the buffer (including ones below the 91-byte minimum), and anything at all
-    size = draw(st.one_of(st.just(n), st.integers(0, n), st.integers(-2**31, 2**31 - 1)))
+    size = draw(st.one_of(st.just(n), st.integers(0, n), st.integers(-(2**31), 2**31 - 1)))
     struct.pack_into(">ii", body, 0, size, magic)
     if draw(st.booleans()) and n >= 40:  # small, sane length fields make deeper paths reachable
         sysflag = draw(st.integers(0, 2**31 - 1))
@@ -158,13 +186,14 @@ def test_check_record_blank_and_short():
 
 # ---- truncation --------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("rec", SAMPLES, ids=["v1", "v2-ipv6", "minimal", "crc"])
 def test_every_truncation_is_corrupt(rec):
     for n in range(len(rec)):
         assert decode_or_corrupt(rec[:n]) is None, n
         assert header_or_corrupt(rec[:n]) is None, n
         # the same with `end` cutting a longer buffer, and at a non-zero position
-        buf = b"\xAA" * 5 + rec + b"\x00" * 300
+        buf = b"\xaa" * 5 + rec + b"\x00" * 300
         assert decode_or_corrupt(buf, 5, 5 + n) is None, n
         kind, _ = check(buf, 5, 5 + n)
         assert kind == "bad"
@@ -180,7 +209,8 @@ def test_truncated_records_hypothesis(rec, data):
 
 # ---- length fields -----------------------------------------------------------------------------
 
-@given(st.sampled_from(SAMPLES), st.integers(-2**31, 2**31 - 1), st.integers(0, 600))
+
+@given(st.sampled_from(SAMPLES), st.integers(-(2**31), 2**31 - 1), st.integers(0, 600))
 def test_wrong_total_size_is_always_corrupt(rec, size, pad):
     """Every other field still describes the original record, so any other TOTALSIZE is inconsistent."""
     if size == len(rec):
@@ -196,8 +226,13 @@ def test_wrong_total_size_is_always_corrupt(rec, size, pad):
 @pytest.mark.parametrize("field", ["size", "body", "topic", "props"])
 def test_length_field_extremes(rec, field):
     pos, fmt = field_positions(rec)[field]
-    lo, hi = {"b": (-128, 127), "B": (0, 255), "h": (-2**15, 2**15 - 1), "H": (0, 2**16 - 1),
-              "i": (-2**31, 2**31 - 1)}[fmt[-1]]
+    lo, hi = {
+        "b": (-128, 127),
+        "B": (0, 255),
+        "h": (-(2**15), 2**15 - 1),
+        "H": (0, 2**16 - 1),
+        "i": (-(2**31), 2**31 - 1),
+    }[fmt[-1]]
     orig = struct.unpack_from(fmt, rec, pos)[0]
     values = {lo, hi, 0, 1, -1, 90, 91, 92, orig - 1, orig + 1, orig + 20, orig - 20, len(rec), 2 * len(rec)}
     for v in sorted(x for x in values if lo <= x <= hi and x != orig):
@@ -222,7 +257,7 @@ def test_every_byte_position_corrupted(rec):
         for v in {0x00, 0x01, 0x7F, 0x80, 0xFF, rec[i] ^ 0x20}:
             if v == rec[i]:
                 continue
-            buf = rec[:i] + bytes((v,)) + rec[i + 1:]
+            buf = rec[:i] + bytes((v,)) + rec[i + 1 :]
             decode_or_corrupt(buf)
             check(buf)
             check(buf, force=True)
@@ -249,8 +284,10 @@ def _peak_while(fn) -> int:
         tracemalloc.stop()
 
 
-@pytest.mark.parametrize("field,value", [("size", 2**31 - 1), ("body", 2**31 - 1), ("body", 2**31 - 100),
-                                         ("topic", 0xFFFF), ("props", 0x7FFF)])
+@pytest.mark.parametrize(
+    "field,value",
+    [("size", 2**31 - 1), ("body", 2**31 - 1), ("body", 2**31 - 100), ("topic", 0xFFFF), ("props", 0x7FFF)],
+)
 def test_no_allocation_from_an_unchecked_size(field, value):
     rec = SAMPLES[1]  # V2, so the topic length is 2 bytes
     pos, fmt = field_positions(rec)[field]

@@ -1,6 +1,7 @@
 """record_scan (the bulk reader reput and recovery use) accepts exactly the run of records that the
 one-at-a-time reader accepts, and reads the same fields: checked against records laid out by the
 independent reference encoder, intact and damaged."""
+
 import struct
 
 from hypothesis import given, settings
@@ -21,12 +22,19 @@ def records(draw):
     v6_born, v6_store = draw(st.booleans()), draw(st.booleans())
     flags = (0x10 if v6_born else 0) | (0x20 if v6_store else 0) | draw(st.sampled_from([0, 0x4, 0x8, 0xC]))
     topic = draw(st.sampled_from([b"T", b"TopicA", "主题".encode(), b"x" * 127, b"y" * 200]))
-    return _ref.record(topic=topic, body=draw(st.binary(max_size=40)),
-                       props=draw(st.sampled_from([b"", b"TAGS\x01a\x02", b"KEYS\x01k1 k2\x02UNIQ_KEY\x01u\x02"])),
-                       queue_id=draw(st.integers(0, 7)), sys_flag=flags, store_ts=draw(st.integers(0, 2**41)),
-                       born_host=V6 if v6_born else V4, store_host=V6 if v6_store else V4,
-                       queue_offset=draw(st.integers(0, 2**40)), physical_offset=draw(st.integers(0, 2**40)),
-                       v2=len(topic) > 127)
+    return _ref.record(
+        topic=topic,
+        body=draw(st.binary(max_size=40)),
+        props=draw(st.sampled_from([b"", b"TAGS\x01a\x02", b"KEYS\x01k1 k2\x02UNIQ_KEY\x01u\x02"])),
+        queue_id=draw(st.integers(0, 7)),
+        sys_flag=flags,
+        store_ts=draw(st.integers(0, 2**41)),
+        born_host=V6 if v6_born else V4,
+        store_host=V6 if v6_store else V4,
+        queue_offset=draw(st.integers(0, 2**40)),
+        physical_offset=draw(st.integers(0, 2**40)),
+        v2=len(topic) > 127,
+    )
 
 
 def one_at_a_time(buf):
@@ -62,12 +70,16 @@ def test_scan_matches_read_header_on_intact_and_damaged_runs(recs, data):
     for i, (pos, h) in enumerate(expected):
         assert int(c.pos[i]) == pos and int(c.size[i]) == h.size
         assert (int(c.queue_id[i]), int(c.queue_offset[i]), int(c.phys[i]), int(c.sys_flag[i])) == (
-            h.queue_id, h.queue_offset, h.physical_offset, h.sys_flag)
+            h.queue_id,
+            h.queue_offset,
+            h.physical_offset,
+            h.sys_flag,
+        )
         assert int(c.store_ts[i]) == h.store_timestamp and int(c.crc[i]) == h.body_crc
         assert (int(c.body_pos[i]), int(c.body_len[i])) == (h.body_pos, h.body_len)
-        topic = buf[int(c.topic_pos[i]):int(c.topic_pos[i]) + int(c.topic_len[i])]
+        topic = buf[int(c.topic_pos[i]) : int(c.topic_pos[i]) + int(c.topic_len[i])]
         assert topic.decode("utf-8", "replace") == h.topic
-        assert buf[int(c.props_pos[i]):int(c.props_pos[i]) + int(c.props_len[i])] == h.props_raw
+        assert buf[int(c.props_pos[i]) : int(c.props_pos[i]) + int(c.props_len[i])] == h.props_raw
 
 
 def test_scan_stops_before_an_inner_batch_and_a_blank():

@@ -3,6 +3,7 @@
 The archives are RocketMQ's own bytes (see tests/golden/data/README.md), kept in the repository so that a bare
 clone tests itself. ROCKETSTORE_GOLDEN names an unpacked copy instead (a directory of store-*/ folders).
 """
+
 import atexit
 import os
 import shutil
@@ -17,7 +18,7 @@ _root: str | None = None
 
 def names() -> list[str]:
     """The golden stores the repository ships."""
-    return sorted(f[:-len(".tar.xz")] for f in os.listdir(DATA) if f.endswith(".tar.xz"))
+    return sorted(f[: -len(".tar.xz")] for f in os.listdir(DATA) if f.endswith(".tar.xz"))
 
 
 def root() -> str:

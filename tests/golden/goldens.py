@@ -1,4 +1,5 @@
 """Access to the golden stores (tests/golden/data): written by the real RocketMQ 5.x store, with their manifests."""
+
 import base64
 import json
 import os
@@ -10,7 +11,6 @@ import pytest
 from rocketstore import Message, StoreConfig
 
 from .data_root import root
-
 
 
 def available(name: str) -> bool:
@@ -47,7 +47,7 @@ def _golden_body(name: str, phys: int, length: int, file_size: int) -> bytes:
     p = 48 + (20 if sysflag & 0x10 else 8) + 8 + (20 if sysflag & 0x20 else 8) + 12
     blen = struct.unpack_from(">i", rec, p)[0]
     assert blen == length
-    return rec[p + 4:p + 4 + blen]
+    return rec[p + 4 : p + 4 + blen]
 
 
 def _client_batch(body: bytes):
@@ -55,9 +55,9 @@ def _client_batch(body: bytes):
     out, p = [], 0
     while p < len(body):
         total, _magic, _crc, flag, blen = struct.unpack_from(">iiiii", body, p)
-        b = body[p + 20:p + 20 + blen]
+        b = body[p + 20 : p + 20 + blen]
         plen = struct.unpack_from(">h", body, p + 20 + blen)[0]
-        props = body[p + 22 + blen:p + 22 + blen + plen]
+        props = body[p + 22 + blen : p + 22 + blen + plen]
         out.append((flag, b, props))
         p += total
     return out
@@ -69,15 +69,35 @@ def replay_inputs(name: str):
     file_size = int(m["config_all"]["mappedFileSizeCommitLog"])
     for e in m["messages"]:
         if e["api"] == "putMessage":
-            body = base64.b64decode(e["body_b64"]) if "body_b64" in e else \
-                _golden_body(name, e["wroteOffset"], e["bodyLength"], file_size)
-            msg = Message(topic=e["topic"], body=body, raw_properties=e["inputPropertiesString"], flag=e["flag"],
-                          sys_flag=e["inputSysFlag"], born_timestamp=e["bornTimestamp"], born_host=e["bornHost"],
-                          reconsume_times=e["reconsumeTimes"],
-                          prepared_transaction_offset=e["preparedTransactionOffset"], store_host=e["storeHost"])
+            body = (
+                base64.b64decode(e["body_b64"])
+                if "body_b64" in e
+                else _golden_body(name, e["wroteOffset"], e["bodyLength"], file_size)
+            )
+            msg = Message(
+                topic=e["topic"],
+                body=body,
+                raw_properties=e["inputPropertiesString"],
+                flag=e["flag"],
+                sys_flag=e["inputSysFlag"],
+                born_timestamp=e["bornTimestamp"],
+                born_host=e["bornHost"],
+                reconsume_times=e["reconsumeTimes"],
+                prepared_transaction_offset=e["preparedTransactionOffset"],
+                store_host=e["storeHost"],
+            )
             yield e, [msg]
         else:
-            msgs = [Message(topic=e["topic"], body=b, raw_properties=props, flag=flag,
-                            born_timestamp=e["bornTimestamp"], born_host=e["bornHost"], store_host=e["storeHost"])
-                    for flag, b, props in _client_batch(base64.b64decode(e["batchBody_b64"]))]
+            msgs = [
+                Message(
+                    topic=e["topic"],
+                    body=b,
+                    raw_properties=props,
+                    flag=flag,
+                    born_timestamp=e["bornTimestamp"],
+                    born_host=e["bornHost"],
+                    store_host=e["storeHost"],
+                )
+                for flag, b, props in _client_batch(base64.b64decode(e["batchBody_b64"]))
+            ]
             yield e, msgs

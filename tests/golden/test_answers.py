@@ -1,4 +1,5 @@
 """A read-only open of each golden store answers exactly what the real RocketMQ store answered."""
+
 import hashlib
 import os
 
@@ -8,8 +9,17 @@ from rocketstore import MessageStore
 
 from . import goldens as G
 
-STORES = ["store-v1-basic", "store-crc", "store-v2-topics", "store-txn", "store-expired",
-          "store-expired-cq-rebuilt", "store-abnormal", "store-abnormal-recovered", "store-batch-cq"]
+STORES = [
+    "store-v1-basic",
+    "store-crc",
+    "store-v2-topics",
+    "store-txn",
+    "store-expired",
+    "store-expired-cq-rebuilt",
+    "store-abnormal",
+    "store-abnormal-recovered",
+    "store-batch-cq",
+]
 
 
 def _tree_digest(root):
@@ -26,12 +36,25 @@ def _tree_digest(root):
 
 def _message_view(m):
     return {
-        "msgId": m.msg_id, "topic": m.topic, "queueId": m.queue_id, "queueOffset": m.queue_offset,
-        "commitLogOffset": m.physical_offset, "storeSize": m.size, "sysFlag": m.sys_flag, "flag": m.flag,
-        "bodyCRC": m.body_crc, "bornTimestamp": m.born_timestamp, "storeTimestamp": m.store_timestamp,
-        "bornHost": m.born_host, "storeHost": m.store_host, "reconsumeTimes": m.reconsume_times,
-        "preparedTransactionOffset": m.prepared_transaction_offset, "properties": m.properties,
-        "body_sha256": hashlib.sha256(m.body).hexdigest(), "bodyLength": len(m.body)}
+        "msgId": m.msg_id,
+        "topic": m.topic,
+        "queueId": m.queue_id,
+        "queueOffset": m.queue_offset,
+        "commitLogOffset": m.physical_offset,
+        "storeSize": m.size,
+        "sysFlag": m.sys_flag,
+        "flag": m.flag,
+        "bodyCRC": m.body_crc,
+        "bornTimestamp": m.born_timestamp,
+        "storeTimestamp": m.store_timestamp,
+        "bornHost": m.born_host,
+        "storeHost": m.store_host,
+        "reconsumeTimes": m.reconsume_times,
+        "preparedTransactionOffset": m.prepared_transaction_offset,
+        "properties": m.properties,
+        "body_sha256": hashlib.sha256(m.body).hexdigest(),
+        "bodyLength": len(m.body),
+    }
 
 
 LONG_MAX = (1 << 63) - 1
@@ -92,8 +115,11 @@ def check_answers(store, answers, problems, simple_only=True) -> int:
         what = f"query({qm['topic']!r}, {qm['key']!r}, {qm['maxNum']}, {qm['begin']}..{qm['end']})"
         same(what, [m.physical_offset for m in r], qm["physicalOffsets"])
         if qm["physicalOffsets"]:  # RocketMQ reports how far the index got only with a hit
-            same(what + " index end", (r.index_last_update_timestamp, r.index_last_update_phy_offset),
-                 (qm["indexLastUpdateTimestamp"], qm["indexLastUpdatePhyoffset"]))
+            same(
+                what + " index end",
+                (r.index_last_update_timestamp, r.index_last_update_phy_offset),
+                (qm["indexLastUpdateTimestamp"], qm["indexLastUpdatePhyoffset"]),
+            )
     cp = answers.get("checkpointInMemory")
     if cp:
         same("confirmPhyOffset", store.checkpoint.confirm_phy_offset, cp["confirmPhyOffset"])

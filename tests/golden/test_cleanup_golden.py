@@ -1,5 +1,6 @@
 """store-expired: replaying its puts, ageing the same 15 CommitLog files and running the manual cleanup leaves
 the very files RocketMQ's CleanCommitLogService / CleanConsumeQueueService left, with the same answers."""
+
 import hashlib
 import os
 import time
@@ -29,6 +30,7 @@ def _inputs(monkeypatch):
         except FileNotFoundError:
             assert phys < 983040
             return b"\0" * length
+
     monkeypatch.setattr(G, "_golden_body", body)
     return list(G.replay_inputs(NAME))
 
@@ -46,13 +48,19 @@ def test_cleanup_of_store_expired_leaves_rocketmqs_files_and_answers(tmp_path, m
         for topic, kind in m.get("topicQueueTypes", {}).items():
             store.create_topic(topic, queues=8, attributes={"queue.type": kind})
         for e, msgs in entries:
-            r = store.put(msgs[0], queue_id=e["queueId"]) if e["api"] == "putMessage" else \
-                store.put_batch(msgs, queue_id=e["queueId"])
+            r = (
+                store.put(msgs[0], queue_id=e["queueId"])
+                if e["api"] == "putMessage"
+                else store.put_batch(msgs, queue_id=e["queueId"])
+            )
             assert r.status is PutStatus[e["putStatus"]], e["seq"]
             assert (r.physical_offset, r.size, r.queue_offset) == (
-                e["wroteOffset"], e["wroteBytes"], e["queueOffset"]), e["seq"]
+                e["wroteOffset"],
+                e["wroteBytes"],
+                e["queueOffset"],
+            ), e["seq"]
         store.flush()
-        store.cleanup.disk_usage = lambda path: 0.10   # this machine's disk must not matter
+        store.cleanup.disk_usage = lambda path: 0.10  # this machine's disk must not matter
         aged = m["agedCommitLogFiles_mtimeMinus100h"]
         t = (now - 100 * 3600 * 1000) * 1_000_000
         for n in aged:
@@ -70,8 +78,10 @@ def test_cleanup_of_store_expired_leaves_rocketmqs_files_and_answers(tmp_path, m
     for prefix in ("commitlog/", "consumequeue/"):
         theirs_set = {r for r in expected if r.startswith(prefix)}
         ours_set = {r for r in ours if r.startswith(prefix)}
-        assert ours_set == theirs_set, f"{prefix}: ours only {sorted(ours_set - theirs_set)[:5]}, " \
-                                       f"RocketMQ only {sorted(theirs_set - ours_set)[:5]}"
+        assert ours_set == theirs_set, (
+            f"{prefix}: ours only {sorted(ours_set - theirs_set)[:5]}, "
+            f"RocketMQ only {sorted(theirs_set - ours_set)[:5]}"
+        )
         for rel in theirs_set:
             assert _sha(ours[rel]) == expected[rel]["sha256"], f"{rel} differs from RocketMQ's"
         assert len(theirs_set) > 10

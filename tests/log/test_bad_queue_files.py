@@ -5,6 +5,7 @@ MappedFileQueue.doLoad refuses any file whose length is not the mapped file size
 (here: a real store's file truncated by a few bytes) must not open, read-only included, with an error that
 names the file, its length and the unit; the command line says so in one line and exits 1, and `verify`
 never calls the store sound."""
+
 import json
 import os
 import subprocess
@@ -15,10 +16,13 @@ import pytest
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.errors import StoreOpenError
 
-CQ_FILE = 20 * 100     # 100 units of 20 bytes
-BCQ_FILE = 46 * 100    # 100 units of 46 bytes
-SIZES = dict(mapped_file_size_commit_log=1 << 20, mapped_file_size_consume_queue=CQ_FILE,
-             mapped_file_size_batch_consume_queue=BCQ_FILE)
+CQ_FILE = 20 * 100  # 100 units of 20 bytes
+BCQ_FILE = 46 * 100  # 100 units of 46 bytes
+SIZES = dict(
+    mapped_file_size_commit_log=1 << 20,
+    mapped_file_size_consume_queue=CQ_FILE,
+    mapped_file_size_batch_consume_queue=BCQ_FILE,
+)
 CASES = {  # kind -> (queue file under the store, its unit, its full size)
     "cq": (os.path.join("consumequeue", "A", "0", "0" * 20), 20, CQ_FILE),
     "bcq": (os.path.join("batchconsumequeue", "B", "0", "0" * 20), 46, BCQ_FILE),
@@ -39,8 +43,7 @@ def make_store(root, kind: str, cut: int) -> str:
 
 
 def cli(*args):
-    p = subprocess.run([sys.executable, "-m", "rocketstore.cli", *args], capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run([sys.executable, "-m", "rocketstore.cli", *args], capture_output=True, text=True, timeout=120)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -50,11 +53,11 @@ def cli(*args):
 def test_open_names_the_file_its_length_and_the_unit(tmp_path, kind, cut, read_only):
     path = make_store(tmp_path / "s", kind, cut)
     _rel, unit, full = CASES[kind]
-    with pytest.raises(StoreOpenError) as e:   # file sizes inferred from the files on disk
+    with pytest.raises(StoreOpenError) as e:  # file sizes inferred from the files on disk
         MessageStore.open(str(tmp_path / "s"), read_only=read_only)
     text = str(e.value)
     assert path in text and f"{full - cut} bytes" in text and f"{unit}-byte" in text
-    with pytest.raises(StoreOpenError) as e:   # file sizes given: RocketMQ's doLoad length check
+    with pytest.raises(StoreOpenError) as e:  # file sizes given: RocketMQ's doLoad length check
         MessageStore.open(str(tmp_path / "s"), config=StoreConfig(**SIZES), read_only=read_only)
     text = str(e.value)
     assert path in text and f"{full - cut} bytes" in text and f"units of {unit} bytes" in text
@@ -87,7 +90,7 @@ def test_cli_says_it_in_one_line(tmp_path, kind, command):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("rocketstore: error:") and path in lines[0], err
     assert "sound" not in out
-    assert open(path, "rb").read() == before   # nothing was repaired behind the user's back
+    assert open(path, "rb").read() == before  # nothing was repaired behind the user's back
 
 
 @pytest.mark.parametrize("kind", ["cq", "bcq"])
@@ -96,8 +99,11 @@ def test_verify_with_the_sizes_given_reports_the_file(tmp_path, kind):
     make_store(tmp_path / "s", kind, 3)
     rel, unit, full = CASES[kind]
     conf = tmp_path / "broker.conf"
-    conf.write_text(f"mappedFileSizeCommitLog={1 << 20}\nmappedFileSizeConsumeQueue={CQ_FILE}\n"
-                    f"mapperFileSizeBatchConsumeQueue={BCQ_FILE}\n", encoding="utf-8")
+    conf.write_text(
+        f"mappedFileSizeCommitLog={1 << 20}\nmappedFileSizeConsumeQueue={CQ_FILE}\n"
+        f"mapperFileSizeBatchConsumeQueue={BCQ_FILE}\n",
+        encoding="utf-8",
+    )
     code, out, err = cli("verify", str(tmp_path / "s"), "-c", str(conf), "--json")
     assert code == 1 and "Traceback" not in err
     report = json.loads(out)

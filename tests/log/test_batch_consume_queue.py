@@ -1,5 +1,6 @@
 """BatchConsumeQueue: RocketMQ's BatchConsumeQueueTest behaviours on small files (20 units of 46 B), the
 corner cases of its recovery, truncation and time lookups, and the golden store's batch queues."""
+
 import hashlib
 import os
 import struct
@@ -43,6 +44,7 @@ def by_cache(request):
 
 
 # ---- BatchConsumeQueueTest ------------------------------------------------------------------------
+
 
 def test_build_and_iterate(tmp_path, by_cache):
     q = open_bcq(tmp_path, search_by_cache=by_cache)
@@ -151,13 +153,17 @@ def test_truncate_and_delete(tmp_path):
     assert len(q.files.files) == 3
     assert q.max_offset == 801
     assert q.min_offset == 301  # units of physical offsets 20..29 (bases 201..291) fell below the min
-    assert sorted(os.listdir(q.directory)) == files_of(q) == ["00000000000000000920", "00000000000000001840",
-                                                              "00000000000000002760"]
+    assert (
+        sorted(os.listdir(q.directory))
+        == files_of(q)
+        == ["00000000000000000920", "00000000000000001840", "00000000000000002760"]
+    )
     # lookups do not check the min (RocketMQ's neither): only what the deleted file held is gone
     assert q.units_from(200) is None and base_of(q, 201) == 201 and base_of(q, 300) == 291
 
 
 # ---- put and its guards ---------------------------------------------------------------------------
+
 
 def test_put_writes_the_unit_bytes(tmp_path):
     q = open_bcq(tmp_path)
@@ -222,6 +228,7 @@ def test_bad_file_size(tmp_path):
 
 
 # ---- recovery -------------------------------------------------------------------------------------
+
 
 def poke(q_dir, file_start, unit_index, **fields):
     """Overwrite fields of one unit on disk (a crash that left a unit half written)."""
@@ -297,6 +304,7 @@ def test_truncate_keeps_a_zero_unit_in_an_empty_last_file(tmp_path):
 
 # ---- min offset and deletion ------------------------------------------------------------------------
 
+
 def test_correct_min_offset(tmp_path):
     q = open_bcq(tmp_path)
     fill(q, 60)
@@ -333,6 +341,7 @@ def test_delete_expired_stops_at_a_file_that_is_not_full(tmp_path):
 
 # ---- time lookups, literally -------------------------------------------------------------------------
 
+
 def time_queue(tmp_path, times, batch=5, by_cache=True):
     q = open_bcq(tmp_path, search_by_cache=by_cache)
     for i, t in enumerate(times):
@@ -342,8 +351,8 @@ def time_queue(tmp_path, times, batch=5, by_cache=True):
 
 def test_time_search_in_one_file(tmp_path):
     q = time_queue(tmp_path, [10, 20, 20, 30])  # bases 0, 5, 10, 15
-    assert q.offset_by_time(20, LOWER) == 5    # the first of equal times
-    assert q.offset_by_time(20, UPPER) == 10   # the last of equal times
+    assert q.offset_by_time(20, LOWER) == 5  # the first of equal times
+    assert q.offset_by_time(20, UPPER) == 10  # the last of equal times
     assert q.offset_by_time(5, LOWER) == 0
     assert q.offset_by_time(5, UPPER) == 0
     assert q.offset_by_time(25, LOWER) == 15
@@ -362,7 +371,7 @@ def test_time_search_picks_a_file_by_its_first_time(tmp_path, by_cache):
     # file 0 stored at 0..190, file 1 at 1000..1190, file 2 at 2000..2190; bases 5 apart
     times = [f * 1000 + i * 10 for f in range(3) for i in range(PER_FILE)]
     q = time_queue(tmp_path, times, by_cache=by_cache)
-    assert q.offset_by_time(2000, LOWER) == 40 * 5           # the last file's first time
+    assert q.offset_by_time(2000, LOWER) == 40 * 5  # the last file's first time
     assert q.offset_by_time(1005, LOWER) == 21 * 5
     # between file 0's last time and file 1's first time: through the per-file map, file 0 and its last
     # unit, for LOWER too; the file scan (maps off) picks file 1 and its first unit instead
@@ -461,8 +470,16 @@ def test_golden_units_match_the_puts(queue_id):
     q = open_golden(queue_id)
     assert len(puts) > 100
     for k, e in enumerate(puts):
-        expected = (e["wroteOffset"], e["wroteBytes"], e["tagsCodeExpected"], e["storeTimestamp"],
-                    e["queueOffset"], e["innerNum"], -1, 0)
+        expected = (
+            e["wroteOffset"],
+            e["wroteBytes"],
+            e["tagsCodeExpected"],
+            e["storeTimestamp"],
+            e["queueOffset"],
+            e["innerNum"],
+            -1,
+            0,
+        )
         for off in range(e["queueOffset"], e["queueOffset"] + e["innerNum"]):
             base, units = q.units_from(off)
             assert base == e["queueOffset"]

@@ -1,6 +1,7 @@
 """The ConsumeQueue extension (enableConsumeQueueExt, issue #9): RocketMQ's ConsumeQueueExtTest ported, and a
 store with the ext on: ext addresses in the ConsumeQueue's tagsCode slot, the ext bytes, gets answering as
 without the ext, reopen, crash recovery, truncation, cleanup, the bitmap dispatcher hook and `matches`."""
+
 import os
 import random
 import shutil
@@ -15,12 +16,12 @@ from rocketstore.formats import cq_ext as X
 from rocketstore.log.consume_queue_ext import PUT_FAILED, ConsumeQueueExt
 from tests._index_ref import java_hash
 
-LONG_MIN = -(2 ** 63)
+LONG_MIN = -(2**63)
 
 # ---------------------------------------------------------------- ConsumeQueueExtTest, ported
 BIT_MAP_LENGTH = 64
-UNIT_WITH_BITMAP = 20 + BIT_MAP_LENGTH // 8        # 28
-FILE_SIZE = 10 * UNIT_WITH_BITMAP                  # 280
+UNIT_WITH_BITMAP = 20 + BIT_MAP_LENGTH // 8  # 28
+FILE_SIZE = 10 * UNIT_WITH_BITMAP  # 280
 UNIT_COUNT = 20
 
 
@@ -30,7 +31,7 @@ def gen_ext(root):
 
 def gen_unit(rng, has_bitmap):
     bm = bytes(rng.getrandbits(8) for _ in range(BIT_MAP_LENGTH // 8)) if has_bitmap else None
-    return rng.randrange(2 ** 31), 1_700_000_000_000 + rng.randrange(10 ** 6), bm
+    return rng.randrange(2**31), 1_700_000_000_000 + rng.randrange(10**6), bm
 
 
 def put_sth(ext, get_after_put, same_size, count, seed=1):
@@ -66,7 +67,7 @@ def test_ext_get_walks_from_the_start(tmp_path):
         assert u.size >= 20
         addr += u.size
         seen += 1
-    assert seen == 11          # the first file's units: the next place holds the end marker
+    assert seen == 11  # the first file's units: the next place holds the end marker
     ext.destroy()
 
 
@@ -75,8 +76,8 @@ def test_ext_get_invalid_address(tmp_path):
     put_sth(ext, False, True, UNIT_COUNT)
     assert ext.get(0) is None
     assert ext.get((FILE_SIZE // UNIT_WITH_BITMAP) * UNIT_WITH_BITMAP + UNIT_WITH_BITMAP) is None
-    assert ext.get(X.decorate(10 * FILE_SIZE)) is None     # no such file
-    assert ext.get(ext.max_address()) is None              # past what is written
+    assert ext.get(X.decorate(10 * FILE_SIZE)) is None  # no such file
+    assert ext.get(ext.max_address()) is None  # past what is written
     ext.destroy()
 
 
@@ -88,9 +89,9 @@ def test_ext_recovery(tmp_path):
     load.load()
     load.recover()
     assert load.min_address() == LONG_MIN
-    per_file = (FILE_SIZE - X.END_BLANK_DATA_LENGTH) // UNIT_WITH_BITMAP      # 9
-    last_count = UNIT_COUNT % per_file                                       # 2
-    files = UNIT_COUNT // per_file + 1                                       # 3
+    per_file = (FILE_SIZE - X.END_BLANK_DATA_LENGTH) // UNIT_WITH_BITMAP  # 9
+    last_count = UNIT_COUNT % per_file  # 2
+    files = UNIT_COUNT // per_file + 1  # 3
     assert X.undecorate(load.max_address()) == last_count * UNIT_WITH_BITMAP + (files - 1) * FILE_SIZE == 616
     load.destroy()
 
@@ -103,7 +104,7 @@ def test_ext_truncate_by_min_address(tmp_path):
     assert ext.min_address() == X.decorate(FILE_SIZE)
     assert len(ext.files.files) == n - 1
     assert not os.path.exists(os.path.join(ext.directory, "00000000000000000000"))
-    assert ext.truncate_by_min_address(5) == 0             # no address: nothing happens
+    assert ext.truncate_by_min_address(5) == 0  # no address: nothing happens
     ext.destroy()
 
 
@@ -114,28 +115,33 @@ def test_ext_truncate_by_max_address(tmp_path):
     ext.truncate_by_max_address(address)
     assert ext.max_address() == address + UNIT_WITH_BITMAP
     assert len(ext.files.files) == 3
-    ext.truncate_by_max_address(X.decorate(FILE_SIZE * 2 + 200))   # no unit there: nothing happens
+    ext.truncate_by_max_address(X.decorate(FILE_SIZE * 2 + 200))  # no unit there: nothing happens
     assert ext.max_address() == address + UNIT_WITH_BITMAP
     ext.destroy()
 
 
 def test_ext_end_marker_and_refusals(tmp_path):
-    ext = ConsumeQueueExt(str(tmp_path), "t", 0, 50, writable=True)     # room for 2 plain units (46 usable)
+    ext = ConsumeQueueExt(str(tmp_path), "t", 0, 50, writable=True)  # room for 2 plain units (46 usable)
     assert ext.put(7, 8) == X.decorate(0)
     assert ext.put(7, 8) == X.decorate(20)
-    assert ext.put(7, 8, b"\x01") == X.decorate(50)                     # 21 bytes do not fit in 6: next file
+    assert ext.put(7, 8, b"\x01") == X.decorate(50)  # 21 bytes do not fit in 6: next file
     first = ext.files.files[0].buf
     assert bytes(first[40:42]) == b"\xff\xff" and bytes(first[42:50]) == bytes(8)
-    assert ext.put(1, 1, b"\x00" * 40) == PUT_FAILED                    # 60 bytes never fit: three files tried
-    assert ext.put(1, 1, b"\x00" * 32748) == PUT_FAILED                 # larger than a short
+    assert ext.put(1, 1, b"\x00" * 40) == PUT_FAILED  # 60 bytes never fit: three files tried
+    assert ext.put(1, 1, b"\x00" * 32748) == PUT_FAILED  # larger than a short
     ext.destroy()
 
 
 # ---------------------------------------------------------------- a store with the ext
 def ext_config(**kw):
-    base = dict(enable_consume_queue_ext=True, mapped_file_size_consume_queue_ext=200,   # 9 plain units a file
-                mapped_file_size_consume_queue=20 * 10, mapped_file_size_commit_log=8192,
-                max_hash_slot_num=16, max_index_num=64)
+    base = dict(
+        enable_consume_queue_ext=True,
+        mapped_file_size_consume_queue_ext=200,  # 9 plain units a file
+        mapped_file_size_consume_queue=20 * 10,
+        mapped_file_size_commit_log=8192,
+        max_hash_slot_num=16,
+        max_index_num=64,
+    )
     return StoreConfig(**{**base, **kw})
 
 
@@ -184,16 +190,17 @@ def test_cq_units_hold_ext_addresses_and_ext_holds_the_tags(tmp_path):
     slots = cq_tags_slots(str(tmp_path), "T", 0)
     assert len(slots) == 30
     for i, ((pos, size, tags), (_, qoff, tag, ts)) in enumerate(zip(slots, puts)):
-        assert tags <= -(2 ** 31) - 1                                 # isExtAddr, by hand
+        assert tags <= -(2**31) - 1  # isExtAddr, by hand
         # 9 units of 20 bytes a 200-byte file (its last 4 bytes stay free), so unit i sits at
         real = (i // 9) * 200 + (i % 9) * 20
         assert tags == LONG_MIN + real
         code = java_hash(tag) if tag else 0
         assert ext_bytes(str(tmp_path), "T", 0, tags) == struct.pack(">hqqh", 20, code, ts, 0)
     first = open(os.path.join(tmp_path, "consumequeue_ext", "T", "0", "0" * 20), "rb").read()
-    assert first[180:182] == b"\xff\xff" and first[182:] == bytes(18)   # the end marker after 9 units
-    assert sorted(os.listdir(os.path.join(tmp_path, "consumequeue_ext", "T", "0"))) == \
-        ["%020d" % o for o in (0, 200, 400, 600)]
+    assert first[180:182] == b"\xff\xff" and first[182:] == bytes(18)  # the end marker after 9 units
+    assert sorted(os.listdir(os.path.join(tmp_path, "consumequeue_ext", "T", "0"))) == [
+        "%020d" % o for o in (0, 200, 400, 600)
+    ]
 
 
 def all_answers(s, topic, queues, hi):
@@ -203,8 +210,19 @@ def all_answers(s, topic, queues, hi):
             for tags in (None, "TagA", "TagB || TagC", "TagZ", "*"):
                 for mc in (1, 3, 32):
                     g = s.get("g", topic, q, off, mc, tags=tags)
-                    out.append((q, off, tags, mc, g.status, g.next_begin_offset, g.min_offset, g.max_offset,
-                                [m.body for m in g.messages]))
+                    out.append(
+                        (
+                            q,
+                            off,
+                            tags,
+                            mc,
+                            g.status,
+                            g.next_begin_offset,
+                            g.min_offset,
+                            g.max_offset,
+                            [m.body for m in g.messages],
+                        )
+                    )
     return out
 
 
@@ -224,7 +242,7 @@ def test_get_answers_exactly_as_without_the_ext(tmp_path):
         assert [u[:2] for u in a] == [u[:2] for u in b]
         assert all(not X.is_ext_addr(u[2]) for u in a) and all(X.is_ext_addr(u[2]) for u in b)
     assert not os.path.exists(tmp_path / "plain" / "consumequeue_ext")
-    with MessageStore.open(tmp_path / "ext", ext_config()) as e:    # reopened cleanly: the same answers
+    with MessageStore.open(tmp_path / "ext", ext_config()) as e:  # reopened cleanly: the same answers
         assert all_answers(e, "T", 2, 26) == want
         e.wait_dispatched()
 
@@ -238,15 +256,17 @@ def test_reopen_continues_the_ext(tmp_path):
         assert ext.max_address() == before
         fill(s, 5, start=20, queues=1)
         slots = cq_tags_slots(str(tmp_path), "T", 0)
-        assert slots[20][2] == before                              # the next unit's ext unit went at the end
+        assert slots[20][2] == before  # the next unit's ext unit went at the end
         assert len({u[2] for u in slots}) == 25
         assert [m.body for m in s.get("g", "T", 0, 20, 32, tags="TagA").messages] == [b"body-20", b"body-24"]
 
 
 def test_bulk_paths_write_ext_units_reput_and_put_batch(tmp_path):
     """The reput (bulk dispatch) path and put_batch write the ext as the one-at-a-time put path does."""
-    cfgs = {"inline": ext_config(mapped_file_size_consume_queue=2000),
-            "reput": ext_config(mapped_file_size_consume_queue=2000, dispatch_in_put_path=False)}
+    cfgs = {
+        "inline": ext_config(mapped_file_size_consume_queue=2000),
+        "reput": ext_config(mapped_file_size_consume_queue=2000, dispatch_in_put_path=False),
+    }
     slots = {}
     for name, cfg in cfgs.items():
         root = tmp_path / name
@@ -254,16 +274,26 @@ def test_bulk_paths_write_ext_units_reput_and_put_batch(tmp_path):
             fill(s, 10, queues=1)
             assert s.put_batch([Message("T", b"b%d" % j, tags="TagB") for j in range(4)], 0).ok
             s.wait_dispatched()
-            assert [m.body for m in s.get("g", "T", 0, 0, 32, tags="TagB").messages] == \
-                [b"body-1", b"body-5", b"body-9", b"b0", b"b1", b"b2", b"b3"]
+            assert [m.body for m in s.get("g", "T", 0, 0, 32, tags="TagB").messages] == [
+                b"body-1",
+                b"body-5",
+                b"body-9",
+                b"b0",
+                b"b1",
+                b"b2",
+                b"b3",
+            ]
         slots[name] = cq_tags_slots(str(root), "T", 0)
     assert [u[2] for u in slots["inline"]] == [u[2] for u in slots["reput"]]
     assert [u[2] - LONG_MIN for u in slots["inline"]] == [(i // 9) * 200 + (i % 9) * 20 for i in range(14)]
 
 
 def answers_without_store_time(s, q, hi):
-    return [(g.status, g.next_begin_offset, [m.body for m in g.messages])
-            for off in range(hi) for g in [s.get("g", "T", q, off, 4, tags="TagA || TagC")]]
+    return [
+        (g.status, g.next_begin_offset, [m.body for m in g.messages])
+        for off in range(hi)
+        for g in [s.get("g", "T", q, off, 4, tags="TagA || TagC")]
+    ]
 
 
 def test_crash_recovery_copy_while_open(tmp_path):
@@ -272,7 +302,7 @@ def test_crash_recovery_copy_while_open(tmp_path):
         fill(s, 40)
         s.flush()
         copy = tmp_path / "crash"
-        shutil.copytree(live, copy)      # while open: the abort file makes the next open a crash recovery
+        shutil.copytree(live, copy)  # while open: the abort file makes the next open a crash recovery
         want = [answers_without_store_time(s, q, 20) for q in range(2)]
     assert (copy / "abort").exists()
     with MessageStore.open(copy, ext_config()) as c:
@@ -300,7 +330,7 @@ def test_recovery_cuts_ext_units_no_consume_queue_unit_refers_to(tmp_path):
         fh.write(X.encode_unit(99, 1, b"\x07" * 8))
     with MessageStore.open(tmp_path, ext_config()) as s:
         ext = s.queues.get("T", 0).ext
-        assert ext.max_address() == end         # recover walked into it, then truncateByMaxAddress cut it
+        assert ext.max_address() == end  # recover walked into it, then truncateByMaxAddress cut it
         assert s.put(Message("T", b"next", tags="TagA"), 0).ok
         assert cq_tags_slots(str(tmp_path), "T", 0)[-1][2] == end
         assert [m.body for m in s.get("g", "T", 0, 10, 4, tags="TagA").messages] == [b"next"]
@@ -333,15 +363,23 @@ def test_truncated_commitlog_cuts_the_queue_and_leaves_the_ext_as_rocketmq(tmp_p
         assert X.is_ext_addr(new_addr) and new_addr >= ext_end
         assert [m.body for m in c.get("g", "T", 0, 7, 32, tags="TagA").messages] == [b"body-8", b"new"]
         end_now = cq.ext.max_address()
-    with MessageStore.open(copy, ext_config()) as c:   # clean reopen: the ext is cut at the last address held
+    with MessageStore.open(copy, ext_config()) as c:  # clean reopen: the ext is cut at the last address held
         assert c.queues.get("T", 0).ext.max_address() == end_now
-        assert [m.body for m in c.get("g", "T", 0, 0, 32, tags="TagA").messages] == [b"body-0", b"body-4",
-                                                                                     b"body-8", b"new"]
+        assert [m.body for m in c.get("g", "T", 0, 0, 32, tags="TagA").messages] == [
+            b"body-0",
+            b"body-4",
+            b"body-8",
+            b"new",
+        ]
 
 
 def test_cleanup_trims_the_ext_with_the_queue(tmp_path):
-    cfg = ext_config(mapped_file_size_commit_log=4096, delete_commit_log_files_interval=0,
-                     delete_consume_queue_files_interval=0, mapped_file_size_consume_queue_ext=104)  # 5 units
+    cfg = ext_config(
+        mapped_file_size_commit_log=4096,
+        delete_commit_log_files_interval=0,
+        delete_consume_queue_files_interval=0,
+        mapped_file_size_consume_queue_ext=104,
+    )  # 5 units
     with MessageStore.open(tmp_path, cfg) as s:
         for i in range(60):
             assert s.put(Message("T", b"x" * 300, tags=TAGS[i % 4]), 0).ok
@@ -387,14 +425,16 @@ def test_bitmap_dispatcher_hook_and_matches(tmp_path):
             s.wait_dispatched()
             cq = s.queues.get("T", 0)
             units = [cq.get_ext(cq.get_unit(i)[2]) for i in range(10)]
-            assert [u.filter_bit_map for u in units] == [b"\x01" * 8, b"\x02" * 8, None, b"\x02" * 8] * 2 + \
-                [b"\x01" * 8] * 2
+            assert [u.filter_bit_map for u in units] == [b"\x01" * 8, b"\x02" * 8, None, b"\x02" * 8] * 2 + [
+                b"\x01" * 8
+            ] * 2
             assert all(u.size == (28 if u.filter_bit_map else 20) for u in units)
             seen = []
 
             def matches(tags_code, ext_unit):
                 seen.append((tags_code, ext_unit.filter_bit_map if ext_unit else "none"))
                 return ext_unit is not None and ext_unit.filter_bit_map == b"\x01" * 8
+
             g = s.get("g", "T", 0, 0, 32, matches=matches)
             assert [m.body for m in g.messages] == [b"body-0", b"body-4", b"bb", b"bb"]
             assert seen[0] == (java_hash("TagA"), b"\x01" * 8) and seen[2] == (0, None)
@@ -413,13 +453,14 @@ def test_bitmap_dispatcher_hook_and_matches(tmp_path):
 def test_ext_put_failure_falls_back_to_the_plain_tags_code(tmp_path):
     def huge(req):
         if req.consume_queue_offset == 1:
-            req.bit_map = b"\x00" * 32760         # 32780 bytes: larger than a short, the ext refuses it
+            req.bit_map = b"\x00" * 32760  # 32780 bytes: larger than a short, the ext refuses it
+
     with MessageStore.open(tmp_path, ext_config()) as s:
         s.add_dispatcher(huge, first=True)
         fill(s, 3, queues=1)
         slots = [u[2] for u in cq_tags_slots(str(tmp_path), "T", 0)]
         assert X.is_ext_addr(slots[0]) and X.is_ext_addr(slots[2])
-        assert slots[1] == java_hash("TagB")      # "Save consume queue extend fail, So just save tagsCode!"
+        assert slots[1] == java_hash("TagB")  # "Save consume queue extend fail, So just save tagsCode!"
         assert slots[2] == slots[0] + 20
         assert [m.body for m in s.get("g", "T", 0, 0, 32, tags="TagB").messages] == [b"body-1"]
 
@@ -437,16 +478,23 @@ def test_ext_store_opened_without_the_ext_lets_ext_addresses_through(tmp_path):
 def test_config_names_and_defaults(tmp_path):
     c = StoreConfig()
     # the ext file size is open until a store resolves it: the files on disk, else RocketMQ's 48 MiB
-    assert (c.enable_consume_queue_ext, c.mapped_file_size_consume_queue_ext, c.bit_map_length_consume_queue_ext) \
-        == (False, None, 64)
+    assert (c.enable_consume_queue_ext, c.mapped_file_size_consume_queue_ext, c.bit_map_length_consume_queue_ext) == (
+        False,
+        None,
+        64,
+    )
     assert resolve_file_sizes(str(tmp_path), c).mapped_file_size_consume_queue_ext == 48 * 1024 * 1024
     os.makedirs(tmp_path / "consumequeue_ext" / "T" / "0")
     (tmp_path / "consumequeue_ext" / "T" / "0" / ("0" * 20)).write_bytes(bytes(4096))
     assert resolve_file_sizes(str(tmp_path), c).mapped_file_size_consume_queue_ext == 4096
-    c = StoreConfig.from_properties({"enableConsumeQueueExt": "true", "mappedFileSizeConsumeQueueExt": "1024",
-                                     "bitMapLengthConsumeQueueExt": "128"})
-    assert (c.enable_consume_queue_ext, c.mapped_file_size_consume_queue_ext, c.bit_map_length_consume_queue_ext) \
-        == (True, 1024, 128)
+    c = StoreConfig.from_properties(
+        {"enableConsumeQueueExt": "true", "mappedFileSizeConsumeQueueExt": "1024", "bitMapLengthConsumeQueueExt": "128"}
+    )
+    assert (c.enable_consume_queue_ext, c.mapped_file_size_consume_queue_ext, c.bit_map_length_consume_queue_ext) == (
+        True,
+        1024,
+        128,
+    )
     with pytest.raises(ValueError):
         StoreConfig(mapped_file_size_consume_queue_ext=0)
 
@@ -474,13 +522,15 @@ def test_sigkill_writer_recovers_with_the_ext(tmp_path):
     import sys
     import threading
     import time
+
     root = str(tmp_path / "store")
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     acked = {}
     for rnd in range(2):
-        p = subprocess.Popen([sys.executable, str(script), root, str(rnd * 1_000_000)], stdout=subprocess.PIPE,
-                             text=True)
+        p = subprocess.Popen(
+            [sys.executable, str(script), root, str(rnd * 1_000_000)], stdout=subprocess.PIPE, text=True
+        )
         lines = []
         reader = threading.Thread(target=lambda: lines.extend(iter(p.stdout.readline, "")))
         reader.start()
@@ -502,9 +552,11 @@ def test_sigkill_writer_recovers_with_the_ext(tmp_path):
                 assert s.queue_unit("C", q, qoff)[2] == (java_hash(tag) if tag else 0)
                 g = s.get("g", "C", q, qoff, 1, tags=tag or "*")
                 assert g.status is GetStatus.FOUND and g.messages[0].body == b"m%d" % i
-                if tag != "TagB":   # the unit itself does not match TagB: a later one may answer
-                    assert all(m.queue_offset > qoff and m.tags == "TagB"
-                               for m in s.get("g", "C", q, qoff, 1, tags="TagB").messages)
+                if tag != "TagB":  # the unit itself does not match TagB: a later one may answer
+                    assert all(
+                        m.queue_offset > qoff and m.tags == "TagB"
+                        for m in s.get("g", "C", q, qoff, 1, tags="TagB").messages
+                    )
             for q in range(2):
                 cq = s.queues.get("C", q)
                 assert all(X.is_ext_addr(cq.get_unit(o)[2]) for o in range(cq.min_offset, cq.max_offset))

@@ -2,6 +2,7 @@
 unit_rows write and answer, checked against unit bytes laid out by hand from RocketMQ's ConsumeQueue
 (20 bytes: offset i64, size i32, tagsCode i64) and BatchConsumeQueue (46 bytes: offset i64, size i32,
 tagsCode i64, storeTime i64, msgBaseOffset i64, batchSize i16, compactedOffset i32, reserved i32)."""
+
 import struct
 
 from rocketstore.config import StoreConfig
@@ -21,7 +22,7 @@ def test_both_kinds_are_queues_of_the_protocol(tmp_path):
     batch = BatchConsumeQueue(str(tmp_path), "B", 0, 46 * 10, writable=True)
     assert isinstance(plain, Queue) and isinstance(batch, Queue)
     assert (plain.is_batch, batch.is_batch) == (False, True)
-    assert plain.ext is None and batch.ext is None     # the ext is off for the one, absent for the other
+    assert plain.ext is None and batch.ext is None  # the ext is off for the one, absent for the other
 
 
 def test_plain_units_written_and_read_through_the_protocol(tmp_path):
@@ -44,23 +45,31 @@ def test_batch_units_written_and_read_through_the_protocol(tmp_path):
     # a plain record of a batch topic covers its own queue offset; an inner batch covers batch_size of them
     assert q.put_position(1000, 120, 7, 0, 111) is True
     assert q.put_position(1120, 300, 8, 1, 222, msg_base_offset=1, batch_size=4) is True
-    assert q.put_position(1420, 50, 9, 5, 333, msg_base_offset=-1) is None     # dropped, as RocketMQ does
+    assert q.put_position(1420, 50, 9, 5, 333, msg_base_offset=-1) is None  # dropped, as RocketMQ does
     assert q.put_units([1420], [50], [9], [5], [333]) is True
-    want = b"".join(struct.pack(">qiqqqhii", pos, size, tags, ts, base, n, -1, 0)
-                    for pos, size, tags, ts, base, n in ((1000, 120, 7, 111, 0, 1), (1120, 300, 8, 222, 1, 4),
-                                                         (1420, 50, 9, 333, 5, 1)))
+    want = b"".join(
+        struct.pack(">qiqqqhii", pos, size, tags, ts, base, n, -1, 0)
+        for pos, size, tags, ts, base, n in (
+            (1000, 120, 7, 111, 0, 1),
+            (1120, 300, 8, 222, 1, 4),
+            (1420, 50, 9, 333, 5, 1),
+        )
+    )
     assert _file_bytes(q, 3 * 46) == want
     assert (q.min_offset, q.max_offset) == (0, 6) and q.slot_range() == (0, 3)
     u = q.unit_at(1)
     assert (u.pos, u.size, u.tags, u.base_offset, u.batch_size) == (1120, 300, 8, 1, 4)
-    slot, units = q.locate(3)            # inside the inner batch: its unit
+    slot, units = q.locate(3)  # inside the inner batch: its unit
     assert slot == 1
     assert q.unit_rows(units, slot, 0, 10) == [(1120, 300, 8, 1, 4), (1420, 50, 9, 5, 1)]
 
 
 def test_queue_table_finds_creates_and_reloads_both_kinds(tmp_path):
-    cfg = StoreConfig(mapped_file_size_consume_queue=200, mapped_file_size_batch_consume_queue=460,
-                      mapped_file_size_consume_queue_ext=4096)
+    cfg = StoreConfig(
+        mapped_file_size_consume_queue=200,
+        mapped_file_size_batch_consume_queue=460,
+        mapped_file_size_consume_queue_ext=4096,
+    )
     layout = StoreLayout(str(tmp_path))
     table = QueueTable(layout, cfg, writable=True)
     table.load({"B"})
@@ -72,7 +81,7 @@ def test_queue_table_finds_creates_and_reloads_both_kinds(tmp_path):
     table.close()
 
     again = QueueTable(layout, cfg, writable=False)
-    again.load(set())     # the batchconsumequeue/ directory alone makes B a batch topic
+    again.load(set())  # the batchconsumequeue/ directory alone makes B a batch topic
     assert sorted(again.keys()) == [("B", 2), ("T", 0)] and again.is_batch("B")
     assert [q.is_batch for q in sorted(again, key=lambda q: q.topic)] == [True, False]
     again.close()

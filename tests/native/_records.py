@@ -3,6 +3,7 @@
 Records are encoded with formats.record.encode_record (the put path's encoder); the decoders under test
 only read them. Properties mix the names the decoders look for (TAGS, KEYS, UNIQ_KEY, DELAY, INNER_NUM,
 INNER_BASE, the appended CRC) with others, empty values, repeated names, non-ASCII text and raw bytes."""
+
 import struct
 
 from hypothesis import strategies as st
@@ -14,14 +15,15 @@ DELAY_LEVELS = (1000, 5000, 10000, 30000)
 SCHEDULE = "SCHEDULE_TOPIC_XXXX"
 
 TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x01\x02"), max_size=10)
-NAMES = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "INNER_NUM", "INNER_BASE", "__CRC32#", "a",
-                         "TAGSX", "", "KEY", "WAIT"])
+NAMES = st.sampled_from(
+    ["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "INNER_NUM", "INNER_BASE", "__CRC32#", "a", "TAGSX", "", "KEY", "WAIT"]
+)
 VALUES = TEXT | st.sampled_from(["", "1", "2", "4", "99", "x", "-1", " 3", "k1 k2  k3", "\u00e9t\u00e9"])
 
 
 @st.composite
 def properties(draw) -> bytes:
-    if draw(st.integers(0, 9)) == 0:    # anything at all, separators included
+    if draw(st.integers(0, 9)) == 0:  # anything at all, separators included
         return draw(st.binary(max_size=60))
     items = draw(st.lists(st.tuples(NAMES, VALUES), max_size=6))
     parts = [(f"{k}\x01{v}" if draw(st.integers(0, 15)) else k).encode("utf-8") for k, v in items]
@@ -31,8 +33,14 @@ def properties(draw) -> bytes:
     return raw
 
 
-HOSTS = st.sampled_from([R.host_to_bytes("10.0.0.5:10911"), R.host_to_bytes("127.0.0.1:1"),
-                         R.host_to_bytes("[2001:db8::7]:40013"), R.host_to_bytes("[fd00::5]:10911")])
+HOSTS = st.sampled_from(
+    [
+        R.host_to_bytes("10.0.0.5:10911"),
+        R.host_to_bytes("127.0.0.1:1"),
+        R.host_to_bytes("[2001:db8::7]:40013"),
+        R.host_to_bytes("[fd00::5]:10911"),
+    ]
+)
 SYS_FLAGS = st.sampled_from([0, 0, 0, 0x1, 0x2, 0x4, 0x8, 0xC, 0x80, 0x40, 0x700])
 TOPICS = st.sampled_from(["TopicA", "TopicB", SCHEDULE, "t\u00f6pic", "\u4e3b\u9898", "T" * 120]) | TEXT
 
@@ -44,14 +52,23 @@ def record_params(draw) -> dict:
     if append_crc:
         props = R.encode_properties(props, True)
     return dict(
-        topic=draw(TOPICS).encode("utf-8"), body=draw(st.binary(max_size=40)), props=props,
-        queue_id=draw(st.integers(0, 3)), flag=draw(st.integers(-2, 2)), sys_flag=draw(SYS_FLAGS),
-        born_timestamp=draw(st.integers(0, 2 ** 41)), born_host=draw(HOSTS),
-        store_timestamp=draw(st.integers(0, 2 ** 41)), store_host=draw(HOSTS),
-        reconsume_times=draw(st.integers(0, 3)), prepared_transaction_offset=draw(st.integers(0, 5)),
-        queue_offset=draw(st.integers(0, 10 ** 6)), v2=draw(st.booleans()),
-        body_crc_value=None if draw(st.integers(0, 7)) else draw(st.integers(-5, 2 ** 31 - 1)),
-        append_crc=append_crc)
+        topic=draw(TOPICS).encode("utf-8"),
+        body=draw(st.binary(max_size=40)),
+        props=props,
+        queue_id=draw(st.integers(0, 3)),
+        flag=draw(st.integers(-2, 2)),
+        sys_flag=draw(SYS_FLAGS),
+        born_timestamp=draw(st.integers(0, 2**41)),
+        born_host=draw(HOSTS),
+        store_timestamp=draw(st.integers(0, 2**41)),
+        store_host=draw(HOSTS),
+        reconsume_times=draw(st.integers(0, 3)),
+        prepared_transaction_offset=draw(st.integers(0, 5)),
+        queue_offset=draw(st.integers(0, 10**6)),
+        v2=draw(st.booleans()),
+        body_crc_value=None if draw(st.integers(0, 7)) else draw(st.integers(-5, 2**31 - 1)),
+        append_crc=append_crc,
+    )
 
 
 @st.composite
@@ -60,7 +77,7 @@ def segment(draw, max_records: int = 8) -> bytes:
     a BLANK filler or random bytes."""
     out = bytearray()
     for params in draw(st.lists(record_params(), min_size=0, max_size=max_records)):
-        phys = len(out) if draw(st.integers(0, 9)) else draw(st.integers(-3, 10 ** 6))
+        phys = len(out) if draw(st.integers(0, 9)) else draw(st.integers(-3, 10**6))
         out += R.encode_record(physical_offset=phys, **params)
     tail = draw(st.sampled_from(["none", "zeros", "blank", "random"]))
     if tail == "zeros":
@@ -72,7 +89,7 @@ def segment(draw, max_records: int = 8) -> bytes:
     return bytes(out)
 
 
-ABSURD = st.sampled_from([0, 1, -1, 90, 91, 92, 0x7FFFFFFF, -0x80000000, 0x8000, 0xFFFF, 200, 10 ** 6])
+ABSURD = st.sampled_from([0, 1, -1, 90, 91, 92, 0x7FFFFFFF, -0x80000000, 0x8000, 0xFFFF, 200, 10**6])
 
 
 @st.composite

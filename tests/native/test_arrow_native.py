@@ -2,6 +2,7 @@
 against the numpy reference (from_records_py): the same RecordBatch, or the same error, on random records
 (V1 and V2, IPv4 and IPv6 hosts, non-ASCII topics and properties, with and without TAGS / KEYS, repeated
 and empty names, inner batches) and on corrupted ones."""
+
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -28,7 +29,7 @@ def _records(params_list):
 def _outcome(fn, buf, positions, sizes):
     try:
         return fn(buf, positions, sizes)
-    except Exception as e:   # the same kind of error from both is what is compared
+    except Exception as e:  # the same kind of error from both is what is compared
         return type(e)
 
 
@@ -76,6 +77,7 @@ def test_native_fills_valid_text_itself(native, params_list):
         except UnicodeDecodeError:
             texts_ok = False
     import numpy as np
+
     got = native.arrow_columns(buf, np.array(positions, np.int64), np.array(sizes, np.int64))
     if texts_ok:
         assert got is not None and got[0] == len(positions)
@@ -89,18 +91,33 @@ def test_native_fills_valid_text_itself(native, params_list):
 def test_same_on_corrupted(native, params_list, data):
     buf, positions, sizes = _records(params_list)
     bad = data.draw(corrupted(buf))
-    keep = [i for i, (p, s) in enumerate(zip(positions, sizes)) if p + s <= len(bad)]   # as queue_read checks
+    keep = [i for i, (p, s) in enumerate(zip(positions, sizes)) if p + s <= len(bad)]  # as queue_read checks
     _same(bad, [positions[i] for i in keep], [sizes[i] for i in keep])
 
 
 def test_ipv6_and_unusual_properties_by_hand(native):
     """An IPv6 store host makes a 56-digit msgId; properties without a final \\x02 are parsed as
     parse_properties (empty values dropped, the last of a repeated name)."""
-    buf, positions, sizes = _records([
-        dict(topic=b"T", body=b"b", props=b"TAGS\x01x\x02a\x01\x02TAGS\x01y", queue_id=1, flag=0, sys_flag=0x30,
-             born_timestamp=5, born_host=R.host_to_bytes("[2001:db8::7]:40013"), store_timestamp=6,
-             store_host=R.host_to_bytes("[fd00::5]:10911"), reconsume_times=2, prepared_transaction_offset=0,
-             queue_offset=3, v2=True)])
+    buf, positions, sizes = _records(
+        [
+            dict(
+                topic=b"T",
+                body=b"b",
+                props=b"TAGS\x01x\x02a\x01\x02TAGS\x01y",
+                queue_id=1,
+                flag=0,
+                sys_flag=0x30,
+                born_timestamp=5,
+                born_host=R.host_to_bytes("[2001:db8::7]:40013"),
+                store_timestamp=6,
+                store_host=R.host_to_bytes("[fd00::5]:10911"),
+                reconsume_times=2,
+                prepared_transaction_offset=0,
+                queue_offset=3,
+                v2=True,
+            )
+        ]
+    )
     row = _same(buf, positions, sizes).to_pylist()[0]
     assert row["msgId"] == "FD000000000000000000000000000005" + "00002A9F" + "0000000000000000"
     assert row["bornHost"] == "2001:db8:0:0:0:0:0:7:40013" and row["storeHost"] == "fd00:0:0:0:0:0:0:5:10911"

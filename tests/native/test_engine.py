@@ -1,5 +1,6 @@
 """The engine choice: the extension is built by the install, ROCKETSTORE_PURE forces pure Python, a missing
 extension warns once and everything still works."""
+
 import os
 import shutil
 import subprocess
@@ -19,8 +20,13 @@ SRC = ROOT / "src"
 def _run(code: str, **env) -> subprocess.CompletedProcess:
     e = dict(os.environ, PYTHONPATH=str(SRC), **env)
     e.pop("ROCKETSTORE_PURE", None) if "ROCKETSTORE_PURE" not in env else None
-    return subprocess.run([sys.executable, "-W", "default", "-c", textwrap.dedent(code)], env=e,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-W", "default", "-c", textwrap.dedent(code)],
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_install_built_the_extension():
@@ -34,14 +40,17 @@ def test_install_built_the_extension():
 
 
 def test_pure_env_forces_python():
-    r = _run("""
+    r = _run(
+        """
         from rocketstore import engine
         from rocketstore.formats import javahash
         print(engine.native is None, javahash.java_string_hash is javahash.java_string_hash_py, engine.describe())
-    """, ROCKETSTORE_PURE="1")
+    """,
+        ROCKETSTORE_PURE="1",
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "True True pure Python (ROCKETSTORE_PURE is set)"
-    assert "RuntimeWarning" not in r.stderr     # asked for: no warning
+    assert "RuntimeWarning" not in r.stderr  # asked for: no warning
 
 
 def test_missing_extension_warns_once_and_works(tmp_path):
@@ -69,9 +78,22 @@ def test_build_without_compiler_still_installs(tmp_path):
     shutil.copytree(ROOT / "src", work / "src", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     shutil.copy(ROOT / "setup.py", work)
     env = dict(os.environ, CC="false", LDSHARED="false")
-    r = subprocess.run([sys.executable, "setup.py", "build_ext", "--build-lib", str(tmp_path / "lib"),
-                        "--build-temp", str(tmp_path / "tmp")], cwd=work, env=env, capture_output=True,
-                       text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "setup.py",
+            "build_ext",
+            "--build-lib",
+            str(tmp_path / "lib"),
+            "--build-temp",
+            str(tmp_path / "tmp"),
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "building optional extension" in (r.stdout + r.stderr).lower() or "failed" in (r.stdout + r.stderr).lower()
     assert not list((tmp_path / "lib").rglob("*.so"))

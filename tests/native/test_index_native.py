@@ -2,6 +2,7 @@
 index_place's file bytes (IndexFile.put_entries_py), and whole IndexServices fed by add / add_many / add_columns
 in both engines against the one-key-at-a-time port of RocketMQ (tests/_index_ref.py), rolls included; and a
 file's bytes worked out by hand."""
+
 import os
 import struct
 import tempfile
@@ -21,11 +22,19 @@ from rocketstore.services.index_service import IndexService
 
 import _index_ref as REF
 
-LONG_MAX = 2 ** 63 - 1
-TEXT = st.one_of(st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=8),
-                 st.sampled_from(["", " ", "a b", " a  b ", "\ud800", "\U0001F600", "中文", "xAa", "xBB"]))
-RECORD = st.tuples(st.sampled_from(["T", "Tö", "\U0001F600", ""]), st.integers(0, 1000), st.integers(0, 10 ** 13),
-                   st.sampled_from([0, 4, 8, 12, 0x8C]), st.one_of(st.none(), TEXT), TEXT)
+LONG_MAX = 2**63 - 1
+TEXT = st.one_of(
+    st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=8),
+    st.sampled_from(["", " ", "a b", " a  b ", "\ud800", "\U0001f600", "中文", "xAa", "xBB"]),
+)
+RECORD = st.tuples(
+    st.sampled_from(["T", "Tö", "\U0001f600", ""]),
+    st.integers(0, 1000),
+    st.integers(0, 10**13),
+    st.sampled_from([0, 4, 8, 12, 0x8C]),
+    st.one_of(st.none(), TEXT),
+    TEXT,
+)
 
 
 @contextmanager
@@ -63,7 +72,7 @@ def test_index_columns_same_as_reference(native, records, end):
 def test_index_columns_leaves_odd_runs_to_python(native):
     one = [["T"], [1], [2], [0], [None], ["a"]]
     assert native.index_columns(*one, 0) is not None
-    for col, odd in ((5, ["a", "b"]), (5, [["a"]]), (1, [2 ** 70]), (1, [1.0]), (4, [b"u"]), (0, [None])):
+    for col, odd in ((5, ["a", "b"]), (5, [["a"]]), (1, [2**70]), (1, [1.0]), (4, [b"u"]), (0, [None])):
         cols = list(one)
         cols[col] = odd
         assert native.index_columns(*cols, 0) is None
@@ -72,10 +81,16 @@ def test_index_columns_leaves_odd_runs_to_python(native):
 
 
 # ---------------------------------------------------------------- placing entries into a file
-HASHES = st.one_of(st.sampled_from([0, 1, 2, 3, 7, 8, 2 ** 31 - 1, 81906, -1, -7, -2 ** 31]),
-                   st.integers(-2 ** 31, 2 ** 31 - 1))
-STAMPS = st.one_of(st.integers(0, 3), st.integers(1_000, 60_000), st.integers(10 ** 12, 10 ** 12 + 10 ** 13),
-                   st.just(2 ** 62), st.integers(-2 ** 63, 2 ** 63 - 1))
+HASHES = st.one_of(
+    st.sampled_from([0, 1, 2, 3, 7, 8, 2**31 - 1, 81906, -1, -7, -(2**31)]), st.integers(-(2**31), 2**31 - 1)
+)
+STAMPS = st.one_of(
+    st.integers(0, 3),
+    st.integers(1_000, 60_000),
+    st.integers(10**12, 10**12 + 10**13),
+    st.just(2**62),
+    st.integers(-(2**63), 2**63 - 1),
+)
 
 
 def header_tuple(f: IndexFile):
@@ -93,20 +108,25 @@ def test_index_place_same_bytes_as_numpy(native, slots, num, data):
         raw = None
         end_phy, end_ts = data.draw(st.sampled_from([(0, 0), (500, 9_000), (0, 9_000), (500, 0)]))
     else:
-        head = struct.pack(">qqqqii", *[data.draw(st.integers(-2 ** 40, 2 ** 40)) for _ in range(4)],
-                           data.draw(st.integers(0, slots)), data.draw(st.integers(-2, num + 2)))
+        head = struct.pack(
+            ">qqqqii",
+            *[data.draw(st.integers(-(2**40), 2**40)) for _ in range(4)],
+            data.draw(st.integers(0, slots)),
+            data.draw(st.integers(-2, num + 2)),
+        )
         body = bytearray(I.file_size(slots, num) - 40)
         for s in range(slots):
             struct.pack_into(">i", body, 4 * s, data.draw(st.integers(-3, num + 2)))
         raw = head + bytes(body)
-    runs = data.draw(st.lists(st.lists(st.tuples(HASHES, st.integers(0, 2 ** 62), STAMPS), max_size=6), max_size=5))
+    runs = data.draw(st.lists(st.lists(st.tuples(HASHES, st.integers(0, 2**62), STAMPS), max_size=6), max_size=5))
     with tempfile.TemporaryDirectory() as d:
         files = []
         for name in ("c", "py"):
             p = os.path.join(d, name)
             if raw is None:
-                files.append(IndexFile(p, slots, num, writable=True, create=True, end_phy_offset=end_phy,
-                                       end_timestamp=end_ts))
+                files.append(
+                    IndexFile(p, slots, num, writable=True, create=True, end_phy_offset=end_phy, end_timestamp=end_ts)
+                )
             else:
                 with open(p, "wb") as fh:
                     fh.write(raw)
@@ -114,8 +134,11 @@ def test_index_place_same_bytes_as_numpy(native, slots, num, data):
         fc, fp = files
         with engine(native):
             for run in runs:
-                arrays = (np.array([r[0] for r in run], dtype=np.int32), np.array([r[1] for r in run], dtype=np.int64),
-                          np.array([r[2] for r in run], dtype=np.int64))
+                arrays = (
+                    np.array([r[0] for r in run], dtype=np.int32),
+                    np.array([r[1] for r in run], dtype=np.int64),
+                    np.array([r[2] for r in run], dtype=np.int64),
+                )
                 assert fc.put_entries(*arrays) == fp.put_entries_py(*arrays)
                 assert header_tuple(fc) == header_tuple(fp)
                 assert bytes(fc.mf.buf) == bytes(fp.mf.buf)
@@ -128,29 +151,50 @@ def test_index_place_by_hand(native):
     first; a third entry finds the file full. The first entry's time is against the inherited begin (9 s
     before), the second's against the first's."""
     buf = bytearray(40 + 2 * 4 + 3 * 20)
-    got = native.index_place(buf, 2, 3, 1_000, 1_000, 64, 64, 0, 1, np.array([5, 7, 9], dtype=np.int32),
-                             np.array([100, 200, 300], dtype=np.int64),
-                             np.array([10_000, 12_500, 13_000], dtype=np.int64))
+    got = native.index_place(
+        buf,
+        2,
+        3,
+        1_000,
+        1_000,
+        64,
+        64,
+        0,
+        1,
+        np.array([5, 7, 9], dtype=np.int32),
+        np.array([100, 200, 300], dtype=np.int64),
+        np.array([10_000, 12_500, 13_000], dtype=np.int64),
+    )
     assert got == (2, 10_000, 12_500, 100, 200, 1, 3)
     want = bytearray(struct.pack(">qqqqii", 10_000, 12_500, 100, 200, 1, 3))
-    want += struct.pack(">ii", 0, 2)                         # slot 0 empty, slot 1 -> entry 2
-    want += bytes(20)                                        # entry 0 is never used
-    want += struct.pack(">iqii", 5, 100, 9, 0)               # (10,000 - 1,000) // 1,000 = 9 s, no previous
-    want += struct.pack(">iqii", 7, 200, 2, 1)               # (12,500 - 10,000) // 1,000 = 2 s, previous: 1
+    want += struct.pack(">ii", 0, 2)  # slot 0 empty, slot 1 -> entry 2
+    want += bytes(20)  # entry 0 is never used
+    want += struct.pack(">iqii", 5, 100, 9, 0)  # (10,000 - 1,000) // 1,000 = 9 s, no previous
+    want += struct.pack(">iqii", 7, 200, 2, 1)  # (12,500 - 10,000) // 1,000 = 2 s, previous: 1
     assert bytes(buf) == bytes(want)
     # full: nothing written, the header as it was
-    assert native.index_place(buf, 2, 3, *got[1:], np.array([1], dtype=np.int32), np.array([1], dtype=np.int64),
-                              np.array([1], dtype=np.int64)) == (0,) + got[1:]
+    assert (
+        native.index_place(
+            buf,
+            2,
+            3,
+            *got[1:],
+            np.array([1], dtype=np.int32),
+            np.array([1], dtype=np.int64),
+            np.array([1], dtype=np.int64),
+        )
+        == (0,) + got[1:]
+    )
     assert bytes(buf) == bytes(want)
 
 
 def test_index_place_refuses_bad_arguments(native):
     buf = bytearray(40 + 2 * 4 + 3 * 20)
     one = (np.array([1], dtype=np.int32), np.array([1], dtype=np.int64), np.array([1], dtype=np.int64))
-    for sizes in ((2, 4), (3, 3), (0, 3), (2, 1), (-1, 3), (2 ** 62, 3)):
+    for sizes in ((2, 4), (3, 3), (0, 3), (2, 1), (-1, 3), (2**62, 3)):
         with pytest.raises(ValueError):
             native.index_place(buf, *sizes, 0, 0, 0, 0, 0, 1, *one)
-    with pytest.raises(ValueError):   # a count below 1 would write before the entries
+    with pytest.raises(ValueError):  # a count below 1 would write before the entries
         native.index_place(buf, 2, 3, 0, 0, 0, 0, 0, 0, *one)
     with pytest.raises(ValueError):
         native.index_place(buf, 2, 3, 0, 0, 0, 0, 0, 1, one[0], np.zeros(2, dtype=np.int64), one[2])
@@ -186,17 +230,33 @@ def test_index_service_columns_equal_java(native, slots, num, data):
     phy = 0
     for _ in range(n):
         phy = max(phy + data.draw(st.sampled_from([0, 1, 37, 100, -50])), 0)
-        ts = data.draw(st.one_of(st.integers(1_000_000, 1_060_000), st.just(0), st.integers(10 ** 12, 10 ** 13)))
-        records.append((data.draw(st.sampled_from(["T", "T", "U"])), phy, ts,
-                        data.draw(st.sampled_from([0, 0, 0, 0x4, 0x8, 0xC])),
-                        data.draw(st.one_of(st.none(), st.sampled_from(["", "u1", "xAa"]))), data.draw(KEYS)))
+        ts = data.draw(st.one_of(st.integers(1_000_000, 1_060_000), st.just(0), st.integers(10**12, 10**13)))
+        records.append(
+            (
+                data.draw(st.sampled_from(["T", "T", "U"])),
+                phy,
+                ts,
+                data.draw(st.sampled_from([0, 0, 0, 0x4, 0x8, 0xC])),
+                data.draw(st.one_of(st.none(), st.sampled_from(["", "u1", "xAa"]))),
+                data.draw(KEYS),
+            )
+        )
     # how the records arrive: (way, how many), and whether a build follows
-    plan = data.draw(st.lists(st.tuples(st.sampled_from(["add", "many", "cols"]), st.integers(1, 8), st.booleans()),
-                              max_size=12))
-    queries = data.draw(st.lists(st.tuples(st.sampled_from(["T", "U"]),
-                                           st.sampled_from(["a", "b", "A", "u1", "", "xAa", "xBB", "a😀"]),
-                                           st.integers(1, 64), st.sampled_from([0, 1_000_000, 1_020_000, 10 ** 12]),
-                                           st.sampled_from([LONG_MAX, 1_030_000, 2 * 10 ** 13])), max_size=4))
+    plan = data.draw(
+        st.lists(st.tuples(st.sampled_from(["add", "many", "cols"]), st.integers(1, 8), st.booleans()), max_size=12)
+    )
+    queries = data.draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["T", "U"]),
+                st.sampled_from(["a", "b", "A", "u1", "", "xAa", "xBB", "a😀"]),
+                st.integers(1, 64),
+                st.sampled_from([0, 1_000_000, 1_020_000, 10**12]),
+                st.sampled_from([LONG_MAX, 1_030_000, 2 * 10**13]),
+            ),
+            max_size=4,
+        )
+    )
     ref = REF.RefIndexService(slots, num)
     for r in records:
         ref.build_index(*r)
@@ -207,7 +267,7 @@ def test_index_service_columns_equal_java(native, slots, num, data):
             svc = IndexService(d, slots, num, writable=True, on_full_flushed=flushed.append)
             i = 0
             for way, k, build in plan + [("cols", n, False)]:
-                part = records[i:i + k]
+                part = records[i : i + k]
                 i += len(part)
                 if way == "add":
                     for r in part:
@@ -228,8 +288,17 @@ def test_index_service_columns_equal_java(native, slots, num, data):
 def test_index_service_columns_runs_roll_many_files(native, tmp_path):
     """Long keyed runs as columns (KEYS of two tokens and a UNIQ_KEY) filling many small files: both engines
     write Java's bytes."""
-    records = [("T", 10 * i, 1_700_000_000_000 + i * 7, 0, f"{i:032X}" if i % 3 else None,
-                f"order-{i} cust-{i % 11}" if i % 4 else "") for i in range(3000)]
+    records = [
+        (
+            "T",
+            10 * i,
+            1_700_000_000_000 + i * 7,
+            0,
+            f"{i:032X}" if i % 3 else None,
+            f"order-{i} cust-{i % 11}" if i % 4 else "",
+        )
+        for i in range(3000)
+    ]
     ref = REF.RefIndexService(61, 500)
     for r in records:
         ref.build_index(*r)
@@ -238,7 +307,7 @@ def test_index_service_columns_runs_roll_many_files(native, tmp_path):
         with engine(eng):
             svc = IndexService(str(d), 61, 500, writable=True)
             for a in range(0, len(records), 700):
-                svc.add_columns(*[list(c) for c in zip(*records[a:a + 700])])
+                svc.add_columns(*[list(c) for c in zip(*records[a : a + 700])])
             svc.build()
             assert len(files_on_disk(d)) > 10
             assert files_on_disk(d) == ref.file_bytes()

@@ -1,5 +1,6 @@
 """The compiled read path against the pure reference: decode_record (every field of the StoredMessage, or the
 same CorruptDataError at the same offset) and the IndexFile chain walk of a query."""
+
 import struct
 
 import numpy as np
@@ -35,8 +36,9 @@ def test_decode_record_is_native_when_built(native):
 @given(record_params(), st.integers(0, 50), st.booleans())
 def test_same_message(native, params, pad, with_body):
     rec = bytes(pad) + R.encode_record(physical_offset=pad, **params)
-    assert outcome(R.decode_record, rec, pad, with_body=with_body) == \
-        outcome(R.decode_record_py, rec, pad, with_body=with_body)
+    assert outcome(R.decode_record, rec, pad, with_body=with_body) == outcome(
+        R.decode_record_py, rec, pad, with_body=with_body
+    )
     assert outcome(R.decode_record, rec, pad, len(rec)) == outcome(R.decode_record_py, rec, pad, len(rec))
 
 
@@ -56,9 +58,23 @@ def test_same_on_random_bytes(native, buf, pos):
 
 
 def test_errors_name_the_offset(native):
-    rec = R.encode_record(topic=b"T", body=b"x", props=b"", queue_id=0, flag=0, sys_flag=0, born_timestamp=0,
-                          born_host=bytes(8), store_timestamp=0, store_host=bytes(8), reconsume_times=0,
-                          prepared_transaction_offset=0, queue_offset=0, physical_offset=0, v2=False)
+    rec = R.encode_record(
+        topic=b"T",
+        body=b"x",
+        props=b"",
+        queue_id=0,
+        flag=0,
+        sys_flag=0,
+        born_timestamp=0,
+        born_host=bytes(8),
+        store_timestamp=0,
+        store_host=bytes(8),
+        reconsume_times=0,
+        prepared_transaction_offset=0,
+        queue_offset=0,
+        physical_offset=0,
+        v2=False,
+    )
     buf = bytes(7) + rec[:-1]
     for fn in (R.decode_record, R.decode_record_py):
         try:
@@ -70,15 +86,29 @@ def test_errors_name_the_offset(native):
 
 
 def test_keyword_arguments(native):
-    rec = R.encode_record(topic=b"T", body=b"x", props=b"TAGS\x01a", queue_id=0, flag=0, sys_flag=0,
-                          born_timestamp=0, born_host=bytes(8), store_timestamp=0, store_host=bytes(8),
-                          reconsume_times=0, prepared_transaction_offset=0, queue_offset=0, physical_offset=0,
-                          v2=True)
+    rec = R.encode_record(
+        topic=b"T",
+        body=b"x",
+        props=b"TAGS\x01a",
+        queue_id=0,
+        flag=0,
+        sys_flag=0,
+        born_timestamp=0,
+        born_host=bytes(8),
+        store_timestamp=0,
+        store_host=bytes(8),
+        reconsume_times=0,
+        prepared_transaction_offset=0,
+        queue_offset=0,
+        physical_offset=0,
+        v2=True,
+    )
     m = R.decode_record(buf=rec, pos=0, end=None, with_body=False)
     assert m.body is None and m.tags == "a" and m.topic == "T"
 
 
 # ---------------------------------------------------------------- the IndexFile chain walk
+
 
 @st.composite
 def index_file(draw):
@@ -92,14 +122,28 @@ def index_file(draw):
         struct.pack_into(">i", buf, I.HEADER_SIZE + 4 * s, draw(st.integers(-1, num + 1)))
     base = I.HEADER_SIZE + slots * 4
     for e in range(num):
-        struct.pack_into(">iqii", buf, base + 20 * e, draw(st.integers(0, 3)), draw(st.integers(0, 10 ** 6)),
-                         draw(st.integers(-2, 50)), draw(st.integers(-1, num + 1)))
+        struct.pack_into(
+            ">iqii",
+            buf,
+            base + 20 * e,
+            draw(st.integers(0, 3)),
+            draw(st.integers(0, 10**6)),
+            draw(st.integers(-2, 50)),
+            draw(st.integers(-1, num + 1)),
+        )
     return bytes(buf), slots, num, count
 
 
 @SETTINGS
-@given(index_file(), st.integers(0, 3), st.integers(1, 10), st.integers(0, 30 * 1000), st.integers(0, 60 * 1000),
-       st.integers(0, 3), st.integers(0, 10 ** 4))
+@given(
+    index_file(),
+    st.integers(0, 3),
+    st.integers(1, 10),
+    st.integers(0, 30 * 1000),
+    st.integers(0, 60 * 1000),
+    st.integers(0, 3),
+    st.integers(0, 10**4),
+)
 def test_select_chain_same(native, f, key_hash, max_num, begin, end, veto, begin_ts):
     buf, slots, num, count = f
     calls = {"py": [], "c": []}
@@ -108,7 +152,9 @@ def test_select_chain_same(native, f, key_hash, max_num, begin, end, veto, begin
         def accept(phy):
             calls[name].append(phy)
             return veto == 0 or phy % veto != 0
+
         return accept
+
     out_py, out_c = [], []
     I.select_chain_py(buf, slots, begin_ts, count, num, key_hash, max_num, begin, end, out_py, accept_for("py"))
     native.select_chain(buf, slots, begin_ts, count, num, key_hash, max_num, begin, end, out_c, accept_for("c"))
@@ -138,6 +184,7 @@ def test_select_chain_on_a_real_chain(native):
 
 # ---------------------------------------------------------------- a get's plain units
 
+
 @st.composite
 def queue_and_segment(draw):
     """A segment of records of queue T-0 (and a few of another queue), and units pointing at them: mostly
@@ -149,20 +196,32 @@ def queue_and_segment(draw):
     for i in range(draw(st.integers(0, 12))):
         other = draw(st.integers(0, 9)) == 0
         pos = seg_start + len(seg)
-        rec = R.encode_record(topic=b"Other" if other else b"T", body=draw(st.binary(max_size=30)),
-                              props=b"TAGS\x01" + draw(st.sampled_from([b"a", b"b", b"c"])), queue_id=0, flag=0,
-                              sys_flag=0, born_timestamp=0, born_host=bytes(8), store_timestamp=0,
-                              store_host=bytes(8), reconsume_times=0, prepared_transaction_offset=0,
-                              queue_offset=start + i, physical_offset=pos, v2=draw(st.booleans()))
+        rec = R.encode_record(
+            topic=b"Other" if other else b"T",
+            body=draw(st.binary(max_size=30)),
+            props=b"TAGS\x01" + draw(st.sampled_from([b"a", b"b", b"c"])),
+            queue_id=0,
+            flag=0,
+            sys_flag=0,
+            born_timestamp=0,
+            born_host=bytes(8),
+            store_timestamp=0,
+            store_host=bytes(8),
+            reconsume_times=0,
+            prepared_transaction_offset=0,
+            queue_offset=start + i,
+            physical_offset=pos,
+            v2=draw(st.booleans()),
+        )
         seg += rec
         size = len(rec)
         fault = draw(st.integers(0, 12))
         if fault == 1:
-            pos += draw(st.sampled_from([-1, 1, 10 ** 9]))
+            pos += draw(st.sampled_from([-1, 1, 10**9]))
         elif fault == 2:
             size += draw(st.sampled_from([-1, 1, -size]))
         tag = draw(st.sampled_from(["a", "b", "c", "ext"]))
-        code = draw(st.integers(-(2 ** 62), -(2 ** 61))) if tag == "ext" else R.tags_code(tag)
+        code = draw(st.integers(-(2**62), -(2**61))) if tag == "ext" else R.tags_code(tag)
         units.append((pos, size, code))
     if draw(st.booleans()) and seg:
         seg = draw(corrupted(bytes(seg)))
@@ -170,12 +229,18 @@ def queue_and_segment(draw):
 
 
 @SETTINGS
-@given(queue_and_segment(), st.sampled_from([None, set(), {R.tags_code("a")}, {R.tags_code("a"), R.tags_code("c")}]),
-       st.integers(1, 40), st.tuples(st.integers(0, 2000), st.integers(1, 40), st.integers(0, 2000), st.integers(1, 40)),
-       st.integers(0, 3000), st.booleans())
+@given(
+    queue_and_segment(),
+    st.sampled_from([None, set(), {R.tags_code("a")}, {R.tags_code("a"), R.tags_code("c")}]),
+    st.integers(1, 40),
+    st.tuples(st.integers(0, 2000), st.integers(1, 40), st.integers(0, 2000), st.integers(1, 40)),
+    st.integers(0, 3000),
+    st.booleans(),
+)
 def test_take_units_same(native, q, codes, max_count, limits, memory, end_short):
     from rocketstore.formats import cq as CQ
     from rocketstore.formats.cq_ext import MAX_ADDR
+
     seg, seg_start, start, units = q
     data = CQ.encode_units([u[0] for u in units], [u[1] for u in units], [u[2] for u in units]) if units else b""
     arr = CQ.units(data)

@@ -2,6 +2,7 @@
 reference (rebuild.index_entries_py, dispatch_rows.index_entry_counts), on random records: UNIQ_KEY or
 none, KEYS with empty, repeated and non-ASCII tokens, rolled-back and prepared transactions, offsets that
 increase (a segment's: the compiled path) or not (the reference runs)."""
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,8 +12,14 @@ from rocketstore.services.dispatch_rows import index_entry_counts
 
 TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x01\x02"), max_size=8)
 KEYS = st.sampled_from(["", " ", "a", "a b", " a  b ", "k\u00e9y \u4e3b"]) | TEXT
-ROW = st.tuples(st.sampled_from(["T", "t\u00f6pic", "\u4e3b\u9898"]), st.one_of(st.none(), TEXT), KEYS,
-                st.sampled_from([0, 0, 4, 8, 0xC, 0x80]), st.integers(1, 500), st.integers(0, 2 ** 41))
+ROW = st.tuples(
+    st.sampled_from(["T", "t\u00f6pic", "\u4e3b\u9898"]),
+    st.one_of(st.none(), TEXT),
+    KEYS,
+    st.sampled_from([0, 0, 4, 8, 0xC, 0x80]),
+    st.integers(1, 500),
+    st.integers(0, 2**41),
+)
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,5 +1,6 @@
 """The compiled scan path against the pure reference: the bulk decoder (decode_run) and verify's walk give the
 same answers on random records and on corrupted ones, and never more than the bytes allow."""
+
 import os
 import struct
 import tempfile
@@ -15,8 +16,20 @@ from rocketstore.verify import Verifier
 
 from ._records import DELAY_LEVELS, SCHEDULE, corrupted, segment
 
-COLUMNS = ("topic", "queue_id", "queue_offset", "phys", "size", "store_ts", "sys_flag", "tags_code", "keys",
-           "uniq", "props", "by_queue")
+COLUMNS = (
+    "topic",
+    "queue_id",
+    "queue_offset",
+    "phys",
+    "size",
+    "store_ts",
+    "sys_flag",
+    "tags_code",
+    "keys",
+    "uniq",
+    "props",
+    "by_queue",
+)
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -39,7 +52,7 @@ def test_decode_run_is_native_when_built(native):
 
 
 @SETTINGS
-@given(segment(), st.booleans(), st.sampled_from([-1, 0, 200, 500, 10 ** 7]))
+@given(segment(), st.booleans(), st.sampled_from([-1, 0, 200, 500, 10**7]))
 def test_decode_run_same_on_records(native, buf, check_crc, dispatch_after):
     pure, got = both(buf, check_crc=check_crc, dispatch_after=dispatch_after)
     assert got == pure
@@ -59,8 +72,7 @@ def test_decode_run_same_inside_a_window(native, data, buf):
     # a run that starts inside the buffer and must end by a limit short of its end
     pos = data.draw(st.integers(0, len(buf)))
     limit = data.draw(st.integers(pos, len(buf)))
-    pure, got = both(bad := data.draw(corrupted(buf)) if data.draw(st.booleans()) else buf, pos,
-                     min(limit, len(bad)))
+    pure, got = both(bad := data.draw(corrupted(buf)) if data.draw(st.booleans()) else buf, pos, min(limit, len(bad)))
     assert got == pure
 
 
@@ -76,10 +88,23 @@ def test_delay_of_the_schedule_topic(native):
     # ends the run (check_record judges it), the ones before it are dispatched
     recs = b""
     for level in (b"2", b"9", b"x"):
-        recs += R.encode_record(topic=SCHEDULE.encode(), body=b"b", props=b"DELAY\x01" + level + b"\x02TAGS\x01t",
-                                queue_id=0, flag=0, sys_flag=0, born_timestamp=1, born_host=bytes(8),
-                                store_timestamp=1000, store_host=bytes(8), reconsume_times=0,
-                                prepared_transaction_offset=0, queue_offset=0, physical_offset=len(recs), v2=False)
+        recs += R.encode_record(
+            topic=SCHEDULE.encode(),
+            body=b"b",
+            props=b"DELAY\x01" + level + b"\x02TAGS\x01t",
+            queue_id=0,
+            flag=0,
+            sys_flag=0,
+            born_timestamp=1,
+            born_host=bytes(8),
+            store_timestamp=1000,
+            store_host=bytes(8),
+            reconsume_times=0,
+            prepared_transaction_offset=0,
+            queue_offset=0,
+            physical_offset=len(recs),
+            v2=False,
+        )
     pure, got = both(recs)
     assert got == pure
     done, _, _, cols = got

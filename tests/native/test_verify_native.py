@@ -1,5 +1,6 @@
 """verify's compiled walks (records, ConsumeQueue units, index entries) change no report: a real store, then
 random damage to its ConsumeQueue, CommitLog and index files, verified on both engines."""
+
 import os
 import shutil
 import struct
@@ -11,8 +12,12 @@ from hypothesis import strategies as st
 from rocketstore import Message, MessageStore, StoreConfig, engine
 from rocketstore.verify import verify_store
 
-CFG = dict(mapped_file_size_commit_log=32 * 1024, mapped_file_size_consume_queue=20 * 200, max_hash_slot_num=64,
-           max_index_num=2000)
+CFG = dict(
+    mapped_file_size_commit_log=32 * 1024,
+    mapped_file_size_consume_queue=20 * 200,
+    max_hash_slot_num=64,
+    max_index_num=2000,
+)
 
 
 @pytest.fixture(scope="module")
@@ -20,8 +25,12 @@ def store_dir(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("verify") / "s")
     with MessageStore.open(root, StoreConfig(**CFG)) as s:
         for i in range(500):
-            m = Message(topic=f"T{i % 3}", body=bytes([i % 250]) * (10 + i % 60), tags=("a", "b", None)[i % 3],
-                        keys=f"k{i}  \u00f6{i % 7} \U0001F600{i % 5}" if i % 4 else None)
+            m = Message(
+                topic=f"T{i % 3}",
+                body=bytes([i % 250]) * (10 + i % 60),
+                tags=("a", "b", None)[i % 3],
+                keys=f"k{i}  \u00f6{i % 7} \U0001f600{i % 5}" if i % 4 else None,
+            )
             s.put(m, i % 2)
         s.wait_dispatched()
     return root
@@ -55,8 +64,9 @@ def test_clean_store_same(native, store_dir):
     assert got == _report(store_dir, True)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(st.data())
 def test_damaged_store_same(native, store_dir, tmp_path_factory, data):
     root = str(tmp_path_factory.mktemp("damaged") / "s")

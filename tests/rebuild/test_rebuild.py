@@ -2,6 +2,7 @@
 itself does (check_record, IndexService, reput on open), and the whole serial pipeline byte for byte
 against the local engine (open the store without its queue and index files: recovery dispatches every
 record again)."""
+
 import os
 import shutil
 
@@ -15,8 +16,13 @@ from rocketstore.formats import record as R
 from rocketstore.services.dispatch import OK, check_record
 from rocketstore.services.index_service import IndexService
 
-SMALL = dict(mapped_file_size_commit_log=64 * 1024, mapped_file_size_consume_queue=50 * 20,
-             mapped_file_size_batch_consume_queue=20 * 46, max_hash_slot_num=64, max_index_num=100)
+SMALL = dict(
+    mapped_file_size_commit_log=64 * 1024,
+    mapped_file_size_consume_queue=50 * 20,
+    mapped_file_size_batch_consume_queue=20 * 46,
+    max_hash_slot_num=64,
+    max_index_num=100,
+)
 
 
 def make_store(root, clock_start=1_700_000_000_000, n=900, **overrides) -> StoreConfig:
@@ -27,26 +33,42 @@ def make_store(root, clock_start=1_700_000_000_000, n=900, **overrides) -> Store
     def clock():
         t[0] += 7
         return t[0]
+
     cfg = StoreConfig(clock=clock, **{**SMALL, **overrides})
     with MessageStore.open(root, cfg) as s:
         s.create_topic("Batchy", 2, {"queue.type": "BatchCQ"})
         for i in range(n):
             topic = ("Orders", "Pays", "Logs")[i % 3]
             keys = None if i % 5 == 0 else ([f"k{i}"] if i % 5 == 1 else [f"k{i}", "shared", f"x{i % 7}"])
-            sys_flag = {37: R.TRANSACTION_PREPARED_TYPE, 38: R.TRANSACTION_ROLLBACK_TYPE,
-                        39: R.TRANSACTION_COMMIT_TYPE}.get(i % 40, 0)
+            sys_flag = {
+                37: R.TRANSACTION_PREPARED_TYPE,
+                38: R.TRANSACTION_ROLLBACK_TYPE,
+                39: R.TRANSACTION_COMMIT_TYPE,
+            }.get(i % 40, 0)
             props = {"UNIQ_KEY": f"U{i:06d}"} if i % 4 else None
-            r = s.put(Message(topic, b"x" * (20 + i % 300), tags=f"T{i % 4}" if i % 6 else None, keys=keys,
-                              properties=props, sys_flag=sys_flag), queue_id=(i // 3) % 3)
+            r = s.put(
+                Message(
+                    topic,
+                    b"x" * (20 + i % 300),
+                    tags=f"T{i % 4}" if i % 6 else None,
+                    keys=keys,
+                    properties=props,
+                    sys_flag=sys_flag,
+                ),
+                queue_id=(i // 3) % 3,
+            )
             assert r.ok, r
             if i % 50 == 0:
-                assert s.put(Message("SCHEDULE_TOPIC_XXXX", b"d", properties={"DELAY": str(1 + i % 5)}),
-                             queue_id=i % 5).ok
+                assert s.put(
+                    Message("SCHEDULE_TOPIC_XXXX", b"d", properties={"DELAY": str(1 + i % 5)}), queue_id=i % 5
+                ).ok
             if i % 30 == 0:
-                assert s.put_batch([Message("Batchy", b"b" * 30, keys=[f"b{i}-{j}"]) for j in range(3)],
-                                   queue_id=i % 2).ok
-                assert s.put_batch([Message("Orders", b"p", tags="TB", keys=[f"pb{i}-{j}"]) for j in range(2)],
-                                   queue_id=0).ok
+                assert s.put_batch(
+                    [Message("Batchy", b"b" * 30, keys=[f"b{i}-{j}"]) for j in range(3)], queue_id=i % 2
+                ).ok
+                assert s.put_batch(
+                    [Message("Orders", b"p", tags="TB", keys=[f"pb{i}-{j}"]) for j in range(2)], queue_id=0
+                ).ok
     return cfg
 
 
@@ -107,29 +129,51 @@ def test_decoded_columns_are_what_check_record_reads(generated):
     buf = open(path, "rb").read()
     pos, i = 0, 0
     while True:
-        kind, size, req, _ = check_record(buf, pos, len(buf), check_crc=True, force_verify_prop_crc=False,
-                                          delay_levels=cfg.delay_levels())
+        kind, size, req, _ = check_record(
+            buf, pos, len(buf), check_crc=True, force_verify_prop_crc=False, delay_levels=cfg.delay_levels()
+        )
         if kind != OK:
             break
         c = seg.columns
-        assert (c["topic"][i], int(c["queue_id"][i]), int(c["queue_offset"][i]), int(c["phys"][i]),
-                int(c["size"][i]), int(c["tags_code"][i]), int(c["store_ts"][i]), int(c["sys_flag"][i]),
-                int(c["base"][i]), int(c["batch_size"][i]), c["keys"][i], c["uniq"][i]) == \
-               (req.topic, req.queue_id, req.consume_queue_offset, req.commit_log_offset, req.msg_size,
-                req.tags_code, req.store_timestamp, req.sys_flag, req.msg_base_offset, req.batch_size,
-                req.keys, req.uniq_key)
+        assert (
+            c["topic"][i],
+            int(c["queue_id"][i]),
+            int(c["queue_offset"][i]),
+            int(c["phys"][i]),
+            int(c["size"][i]),
+            int(c["tags_code"][i]),
+            int(c["store_ts"][i]),
+            int(c["sys_flag"][i]),
+            int(c["base"][i]),
+            int(c["batch_size"][i]),
+            c["keys"][i],
+            c["uniq"][i],
+        ) == (
+            req.topic,
+            req.queue_id,
+            req.consume_queue_offset,
+            req.commit_log_offset,
+            req.msg_size,
+            req.tags_code,
+            req.store_timestamp,
+            req.sys_flag,
+            req.msg_base_offset,
+            req.batch_size,
+            req.keys,
+            req.uniq_key,
+        )
         pos += size
         i += 1
     assert i == seg.records > 100 and seg.blank and seg.end == pos
     assert any(c == "SCHEDULE_TOPIC_XXXX" for c in seg.columns["topic"])
-    assert set(np.asarray(seg.columns["batch_size"]).tolist()) >= {1, 3}     # inner batches of the batch topic
+    assert set(np.asarray(seg.columns["batch_size"]).tolist()) >= {1, 3}  # inner batches of the batch topic
 
 
 def test_index_plan_matches_index_service(tmp_path):
     """Entries through IndexService (the store's own) vs plan_index + write_index_file: same files."""
     rng = np.random.default_rng(7)
     per_record = rng.integers(0, 4, 300)
-    per_record[-5:] = 0                   # records without keys after the last entry: an arrival
+    per_record[-5:] = 0  # records without keys after the last entry: an arrival
     records = []
     for i, k in enumerate(per_record.tolist()):
         keys = " ".join(f"key{i}-{j}" for j in range(k))
@@ -146,12 +190,19 @@ def test_index_plan_matches_index_service(tmp_path):
         plan = RB.plan_index(index_num, [(0, cut, sum(counts))], arrival_after_last_entry=cut - 1 > last_entry)
         ours = tmp_path / f"ours{index_num}-{cut}" / "index"
         ours.mkdir(parents=True)
-        h, p, t = RB.index_entries(["T"] * cut, [r[5] for r in records[:cut]], [None] * cut, [0] * cut,
-                                   [r[1] for r in records[:cut]], [r[2] for r in records[:cut]])
+        h, p, t = RB.index_entries(
+            ["T"] * cut,
+            [r[5] for r in records[:cut]],
+            [None] * cut,
+            [0] * cut,
+            [r[1] for r in records[:cut]],
+            [r[2] for r in records[:cut]],
+        )
         for i, name in enumerate(plan.names):
             a, b = i * plan.per_file, min((i + 1) * plan.per_file, plan.total_entries)
-            RB.write_index_file(str(ours / name), 16, index_num, h[a:b], p[a:b], t[a:b],
-                                (int(p[a - 1]), int(t[a - 1])) if a else None)
+            RB.write_index_file(
+                str(ours / name), 16, index_num, h[a:b], p[a:b], t[a:b], (int(p[a - 1]), int(t[a - 1])) if a else None
+            )
         assert index_contents(str(ref)) == index_contents(str(ours.parent)), (index_num, cut)
         assert plan.names == sorted(plan.names) and len(set(plan.names)) == len(plan.names)
 
@@ -174,7 +225,7 @@ def test_serial_rebuild_of_a_cleaned_store_without_index(tmp_path):
     cfg = make_store(root, n=600, message_index_enable=False)
     with MessageStore.open(root, cfg) as s:
         segs = sorted(os.listdir(os.path.join(root, "commitlog")))
-        for n in segs[:3]:   # expire the first three segments
+        for n in segs[:3]:  # expire the first three segments
             os.utime(os.path.join(root, "commitlog", n), (1, 1))
         assert s.delete_expired_files() >= 2
         assert s.min_physical_offset > 0
@@ -191,7 +242,7 @@ def test_a_bad_record_mid_log_is_an_error_and_the_old_files_come_back(generated,
     before = tree(ours, "consumequeue")
     seg = os.path.join(ours, "commitlog", "00000000000000065536")
     with open(seg, "r+b") as fh:
-        fh.seek(1000)            # inside the segment's records: the chain breaks there
+        fh.seek(1000)  # inside the segment's records: the chain breaks there
         fh.write(b"\xff" * 16)
     with pytest.raises(RB.RebuildError, match=r"00000000000000065536: offset \d+.*rocketstore recover"):
         RB.rebuild_serial(ours, cfg)

@@ -7,6 +7,7 @@
 The expectations are what was put (`placed`) and sizes computed by hand from RocketMQ's layouts: a
 ConsumeQueue unit is 20 bytes, a batch ConsumeQueue unit 46, an index file 40 + 4 x slots + 20 x entries.
 """
+
 import hashlib
 import json
 import os
@@ -18,10 +19,13 @@ import time
 
 from rocketstore import Message, MessageStore, StoreConfig, StoreOpenError
 
-SIZES = dict(mapped_file_size_commit_log=1 << 20,
-             mapped_file_size_consume_queue=5_000 * 20,
-             mapped_file_size_batch_consume_queue=500 * 46,
-             max_hash_slot_num=400, max_index_num=1_600)
+SIZES = dict(
+    mapped_file_size_commit_log=1 << 20,
+    mapped_file_size_consume_queue=5_000 * 20,
+    mapped_file_size_batch_consume_queue=500 * 46,
+    max_hash_slot_num=400,
+    max_index_num=1_600,
+)
 CQ_FILE, BCQ_FILE, INDEX_FILE = 100_000, 23_000, 40 + 4 * 400 + 20 * 1_600
 TOPICS, QUEUES = ("Orders", "Pays"), 4
 # the check reads each queue in big steps (RocketMQ's defaults answer 32 messages a call)
@@ -93,9 +97,11 @@ def snapshot(root: str) -> dict:
 def broker_conf(tmp_path) -> str:
     """The store's sizes as its broker.conf gives them (RocketMQ's names, its spelling of the batch one)."""
     path = tmp_path / "broker.conf"
-    path.write_text(f"mappedFileSizeCommitLog={SIZES['mapped_file_size_commit_log']}\n"
-                    f"mappedFileSizeConsumeQueue={CQ_FILE}\nmapperFileSizeBatchConsumeQueue={BCQ_FILE}\n"
-                    f"maxHashSlotNum={SIZES['max_hash_slot_num']}\nmaxIndexNum={SIZES['max_index_num']}\n")
+    path.write_text(
+        f"mappedFileSizeCommitLog={SIZES['mapped_file_size_commit_log']}\n"
+        f"mappedFileSizeConsumeQueue={CQ_FILE}\nmapperFileSizeBatchConsumeQueue={BCQ_FILE}\n"
+        f"maxHashSlotNum={SIZES['max_hash_slot_num']}\nmaxIndexNum={SIZES['max_index_num']}\n"
+    )
     return str(path)
 
 
@@ -137,17 +143,23 @@ print("closed", flush=True)
 def test_rebuild_of_a_store_held_by_a_writer_changes_nothing(tmp_path):
     root = str(tmp_path / "store")
     first, more = 6_000, 1_000
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, root, str(first), str(more)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, root, str(first), str(more)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert writer.stdout.readline().strip() == "ready", writer.stderr.read()
         before = snapshot(root)
         assert "abort" in before and "consumequeue/Orders/0/00000000000000000000" in before
-        for engine in ("local", "spark"):   # the Spark engine fails on the lock before starting Spark
+        for engine in ("local", "spark"):  # the Spark engine fails on the lock before starting Spark
             code, out, err = run("rebuild", root, "--yes", "--engine", engine)
             assert code == 1
-            assert err.strip() == (f"rocketstore: error: {os.path.join(root, 'lock')}: the store is open for "
-                                   f"writing by another process"), err
+            assert err.strip() == (
+                f"rocketstore: error: {os.path.join(root, 'lock')}: the store is open for writing by another process"
+            ), err
             assert snapshot(root) == before
         writer.stdin.write("go\n")
         writer.stdin.flush()
@@ -184,8 +196,9 @@ def test_sigkill_at_random_instants(tmp_path):
     fill(root, n)
     conf = broker_conf(tmp_path)
     # one undisturbed rebuild first: how long it runs once begun, to spread the kills over that span
-    p = subprocess.Popen(cli("rebuild", root, "--yes", "--json", "-c", conf), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE)
+    p = subprocess.Popen(
+        cli("rebuild", root, "--yes", "--json", "-c", conf), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     assert wait_until_begun(p, root)
     began = time.monotonic()
     out, err = p.communicate(timeout=300)
@@ -194,8 +207,9 @@ def test_sigkill_at_random_instants(tmp_path):
     check_after_kill(root, n)
     rng = random.Random(17)
     for _ in range(10):
-        p = subprocess.Popen(cli("rebuild", root, "--yes", "--json", "-c", conf), stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+        p = subprocess.Popen(
+            cli("rebuild", root, "--yes", "--json", "-c", conf), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         if wait_until_begun(p, root):
             time.sleep(rng.uniform(0, span * 1.1))
         p.send_signal(signal.SIGKILL)
@@ -231,14 +245,17 @@ def kill_points(ops: list, root: str) -> list[int]:
     """Every change to the store root or to a directory right under it (the swap's renames, `abort`, the
     checkpoint), and the first and last of each run of changes deeper inside one tree (files the staging
     store creates; shutil.rmtree deleting a tree: one change per file and directory)."""
+
     def deep_tree(op):
         parts = os.path.relpath(op[1], root).split(os.sep)
         return parts[0] if len(parts) > 2 else None
+
     points = []
     for k, op in enumerate(ops, 1):
         tree = deep_tree(op)
-        inside_a_run = (tree is not None and k > 1 and deep_tree(ops[k - 2]) == tree
-                        and k < len(ops) and deep_tree(ops[k]) == tree)
+        inside_a_run = (
+            tree is not None and k > 1 and deep_tree(ops[k - 2]) == tree and k < len(ops) and deep_tree(ops[k]) == tree
+        )
         if not inside_a_run:
             points.append(k)
     return points
@@ -264,9 +281,9 @@ def test_sigkill_at_each_step_of_the_swap(tmp_path):
             assert served(root, read_only=True) == expected(n), (k, ops[k - 1])
         except StoreOpenError as e:
             assert "interrupted while swapping" in str(e), e
-        if k % 4:     # the next writer's open settles what the kill left ...
+        if k % 4:  # the next writer's open settles what the kill left ...
             check_after_kill(root, n)
-        else:         # ... and so does the next rebuild
+        else:  # ... and so does the next rebuild
             code, out, err = run(*args)
             assert code == 0, (k, ops[k - 1], err)
             check_after_kill(root, n)
@@ -281,7 +298,7 @@ def test_rebuild_deletes_what_an_older_rebuild_left_aside(tmp_path):
     os.rename(os.path.join(root, "index"), os.path.join(aside, "index"))
     code, out, err = run("rebuild", root, "--yes", "--json", "-c", broker_conf(tmp_path))
     assert code == 0, err
-    assert ".rebuild-1763800000000" in err      # said so
+    assert ".rebuild-1763800000000" in err  # said so
     check_after_kill(root, n)
 
 
@@ -312,9 +329,10 @@ def make_sized_store(root: str, n: int, batches: int) -> None:
 
 def assert_sizes_kept(root: str, n: int, batches: int) -> None:
     assert {sub: segment_sizes(root, sub) for sub in SIZED} == SIZED
-    assert served(root) == expected(n)   # opened with the sizes its broker.conf gives
-    assert sorted(batches_served(root, "Batchy")) == sorted(f"b{i}-{j}".encode() for i in range(batches)
-                                                            for j in range(2))
+    assert served(root) == expected(n)  # opened with the sizes its broker.conf gives
+    assert sorted(batches_served(root, "Batchy")) == sorted(
+        f"b{i}-{j}".encode() for i in range(batches) for j in range(2)
+    )
 
 
 def test_rebuild_without_conf_keeps_the_file_sizes(tmp_path):

@@ -1,6 +1,7 @@
 """Drives `rocketstore serve` with the official RocketMQ 5 Python client (rocketmq-python-client). Run as a
 subprocess by the tests, with HOME pointing into the test's temporary directory: the client writes its log
 under ~/logs at import. Usage: client_driver.py SCENARIO ENDPOINT JSON-ARGS; prints one JSON line."""
+
 import json
 import sys
 import threading
@@ -14,8 +15,15 @@ def config(endpoint):
 
 
 def msg_info(m):
-    return {"body": m.body.decode(), "tag": m.tag, "keys": sorted(m.keys), "properties": dict(m.properties),
-            "message_id": m.message_id, "attempt": m.delivery_attempt, "handle": m.receipt_handle}
+    return {
+        "body": m.body.decode(),
+        "tag": m.tag,
+        "keys": sorted(m.keys),
+        "properties": dict(m.properties),
+        "message_id": m.message_id,
+        "attempt": m.delivery_attempt,
+        "handle": m.receipt_handle,
+    }
 
 
 def produce(endpoint, args):
@@ -30,7 +38,7 @@ def produce(endpoint, args):
             if spec.get("tag"):
                 m.tag = spec["tag"]
             for k in spec.get("keys") or ():
-                m.keys = k          # the client's setter adds one key per assignment
+                m.keys = k  # the client's setter adds one key per assignment
             for k, v in (spec.get("properties") or {}).items():
                 m.add_property(k, v)
             r = p.send(m)
@@ -41,8 +49,12 @@ def produce(endpoint, args):
 
 
 def consumer(endpoint, args, await_s):
-    c = SimpleConsumer(config(endpoint), args["group"], {args["topic"]: FilterExpression(args.get("tags", "*"))},
-                       await_duration=await_s)
+    c = SimpleConsumer(
+        config(endpoint),
+        args["group"],
+        {args["topic"]: FilterExpression(args.get("tags", "*"))},
+        await_duration=await_s,
+    )
     c.startup()
     return c
 
@@ -83,7 +95,7 @@ def consume_flow(endpoint, args):
         try:
             c.ack(again[0])
             out["stale_ack"] = "accepted"
-        except Exception as e:   # noqa: BLE001 - the client raises its own BadRequestException
+        except Exception as e:  # noqa: BLE001 - the client raises its own BadRequestException
             out["stale_ack"] = type(e).__name__
         t = time.time()
         out["empty"] = [msg_info(m) for m in c.receive(32, 20)]
@@ -98,9 +110,11 @@ def long_poll(endpoint, args):
     c = consumer(endpoint, args, await_s=args["await"])
     out = {}
     try:
+
         def later():
             time.sleep(args["send_after"])
             produce(endpoint, {"topic": args["topic"], "messages": [{"body": "late"}]})
+
         th = threading.Thread(target=later)
         t = time.time()
         th.start()
@@ -135,6 +149,7 @@ SCENARIOS = {"produce": produce, "consume_flow": consume_flow, "long_poll": long
 
 # ---- retry / dead letter, PushConsumer, authentication (tests/serve/test_serve_retry_push_auth.py)
 
+
 def receive_rounds(endpoint, args):
     """Receive for `seconds` (invisible 1 s, so unacked messages come back); ack a body once its attempt
     reaches ack_at[body]; stop early after `stop_after` deliveries. Returns every delivery."""
@@ -142,12 +157,12 @@ def receive_rounds(endpoint, args):
     out = []
     try:
         end = time.time() + args["seconds"]
-        while time.time() < end and len(out) < args.get("stop_after", 10 ** 9):
+        while time.time() < end and len(out) < args.get("stop_after", 10**9):
             for m in c.receive(32, args.get("invisible", 1)):
                 info = msg_info(m)
                 info["topic"] = m.topic
                 out.append(info)
-                if info["attempt"] >= args.get("ack_at", {}).get(info["body"], 10 ** 9):
+                if info["attempt"] >= args.get("ack_at", {}).get(info["body"], 10**9):
                     c.ack(m)
         return out
     finally:
@@ -166,12 +181,19 @@ def push_consume(endpoint, args):
         def consume(self, message):
             body = message.body.decode()
             with lock:
-                seen.append({"body": body, "attempt": message.delivery_attempt, "topic": message.topic,
-                             "message_id": message.message_id})
+                seen.append(
+                    {
+                        "body": body,
+                        "attempt": message.delivery_attempt,
+                        "topic": message.topic,
+                        "message_id": message.message_id,
+                    }
+                )
             return ConsumeResult.FAILURE if body in args.get("fail", ()) else ConsumeResult.SUCCESS
 
-    c = PushConsumer(config(endpoint), args["group"], Listener(), {args["topic"]: FilterExpression("*")},
-                     consumption_thread_count=4)
+    c = PushConsumer(
+        config(endpoint), args["group"], Listener(), {args["topic"]: FilterExpression("*")}, consumption_thread_count=4
+    )
     c.startup()
     try:
         end = time.time() + args["seconds"]
@@ -182,7 +204,7 @@ def push_consume(endpoint, args):
             if ok >= set(args["expect"]) and all(t >= args.get("fail_attempts", 0) for t in tries):
                 break
             time.sleep(0.1)
-        time.sleep(args.get("linger", 1.5))       # the acks and the forward to the DLQ
+        time.sleep(args.get("linger", 1.5))  # the acks and the forward to the DLQ
     finally:
         c.shutdown()
     return seen
@@ -191,6 +213,7 @@ def push_consume(endpoint, args):
 def auth_produce(endpoint, args):
     """A Producer signing with (ak, sk): sends one message. Returns ok or the exception's name and code."""
     from rocketmq import Credentials as Cred
+
     cfg = ClientConfiguration(endpoint, Cred(args["ak"], args["sk"]), request_timeout=3)
     p = Producer(cfg, (args["topic"],))
     try:
@@ -200,18 +223,27 @@ def auth_produce(endpoint, args):
         m.body = args["body"].encode()
         r = p.send(m)
         return {"ok": True, "message_id": r.message_id}
-    except Exception as e:   # noqa: BLE001 - the client's UnauthorizedException, or whatever it raises
+    except Exception as e:  # noqa: BLE001 - the client's UnauthorizedException, or whatever it raises
         # the client wraps a refused route query ("failed to fetch topic route"); its log has the code
         import os
+
         log = os.path.expanduser("~/logs/rocketmq_python/rocketmq_client.log")
-        logged = [ln.strip() for ln in open(log, errors="replace")
-                  if "[ERROR]" in ln and "raise exception, 4" in ln] if os.path.exists(log) else []
-        return {"ok": False, "error": type(e).__name__, "code": getattr(e, "code", None), "message": str(e),
-                "logged": logged[-3:]}
+        logged = (
+            [ln.strip() for ln in open(log, errors="replace") if "[ERROR]" in ln and "raise exception, 4" in ln]
+            if os.path.exists(log)
+            else []
+        )
+        return {
+            "ok": False,
+            "error": type(e).__name__,
+            "code": getattr(e, "code", None),
+            "message": str(e),
+            "logged": logged[-3:],
+        }
     finally:
         try:
             p.shutdown()
-        except Exception:   # noqa: BLE001 - a producer that never started
+        except Exception:  # noqa: BLE001 - a producer that never started
             pass
 
 
@@ -219,12 +251,13 @@ SCENARIOS.update({"receive_rounds": receive_rounds, "push_consume": push_consume
 
 # ---- transactions, FIFO, delay (tests/serve/test_serve_tx_fifo_delay.py)
 
+
 def tx_produce(endpoint, args):
     """A transactional Producer: sends each spec's body as a half message, then commits, rolls back or leaves
     it ("end": commit / rollback / none). Its TransactionChecker answers server checks from `answers`
     (body -> commit / rollback / unknown). Waits until every body in `expect_checks` was checked (or
     `wait` seconds pass), then a little longer for the EndTransaction calls. Returns sends and checks."""
-    from rocketmq import Transaction, TransactionChecker, TransactionResolution   # noqa: F401
+    from rocketmq import Transaction, TransactionChecker, TransactionResolution  # noqa: F401
 
     checks, lock = [], threading.Lock()
     answers = args.get("answers", {})
@@ -233,11 +266,13 @@ def tx_produce(endpoint, args):
         def check(self, message):
             body = message.body.decode()
             with lock:
-                checks.append({"body": body, "message_id": message.message_id, "topic": message.topic,
-                               "t": time.time()})
+                checks.append(
+                    {"body": body, "message_id": message.message_id, "topic": message.topic, "t": time.time()}
+                )
             a = answers.get(body, "unknown")
             return {"commit": TransactionResolution.COMMIT, "rollback": TransactionResolution.ROLLBACK}.get(
-                a, TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED)
+                a, TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED
+            )
 
     p = Producer(config(endpoint), (args["topic"],), checker=Checker())
     p.startup()
@@ -265,7 +300,7 @@ def tx_produce(endpoint, args):
                     break
             time.sleep(0.05)
         if want:
-            time.sleep(args.get("linger", 0.5))   # the checker's EndTransaction calls
+            time.sleep(args.get("linger", 0.5))  # the checker's EndTransaction calls
     finally:
         p.shutdown()
     with lock:
@@ -290,8 +325,15 @@ def typed_produce(endpoint, args):
                 at = int(time.time() + spec["deliver_in"]) + 1
                 m.delivery_timestamp = at
             r = p.send(m)
-            out.append({"body": spec["body"], "message_id": r.message_id, "offset": r.offset, "deliver_at": at,
-                        "sent_at": time.time()})
+            out.append(
+                {
+                    "body": spec["body"],
+                    "message_id": r.message_id,
+                    "offset": r.offset,
+                    "deliver_at": at,
+                    "sent_at": time.time(),
+                }
+            )
     finally:
         p.shutdown()
     return out
@@ -341,12 +383,14 @@ def timed_receive(endpoint, args):
     return out
 
 
-SCENARIOS.update({"tx_produce": tx_produce, "typed_produce": typed_produce, "fifo_flow": fifo_flow,
-                  "timed_receive": timed_receive})
+SCENARIOS.update(
+    {"tx_produce": tx_produce, "typed_produce": typed_produce, "fifo_flow": fifo_flow, "timed_receive": timed_receive}
+)
 
 if __name__ == "__main__":
     result = SCENARIOS[sys.argv[1]](sys.argv[2], json.loads(sys.argv[3]))
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
     import os
-    os._exit(0)   # the client's scheduler threads need not be waited for
+
+    os._exit(0)  # the client's scheduler threads need not be waited for

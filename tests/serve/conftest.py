@@ -37,8 +37,8 @@ class ServeProcess:
         self.home.mkdir(exist_ok=True)
         self.proc = None
         self.lines: list[str] = []
-        self.args: list[str] = []          # more `rocketstore serve` arguments
-        self.listen: str | None = None     # --listen, when not the clients' endpoint (a wildcard)
+        self.args: list[str] = []  # more `rocketstore serve` arguments
+        self.listen: str | None = None  # --listen, when not the clients' endpoint (a wildcard)
 
     def env(self):
         return dict(os.environ, HOME=str(self.home), PYTHONUNBUFFERED="1")
@@ -46,9 +46,24 @@ class ServeProcess:
     def start(self):
         self.lines = []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rocketstore.cli", "serve", "--store", self.store, "--listen", self.listen or self.endpoint,
-             "-c", str(self.conf), *self.args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env=self.env())
+            [
+                sys.executable,
+                "-m",
+                "rocketstore.cli",
+                "serve",
+                "--store",
+                self.store,
+                "--listen",
+                self.listen or self.endpoint,
+                "-c",
+                str(self.conf),
+                *self.args,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=self.env(),
+        )
         ready = threading.Event()
 
         def pump():
@@ -57,6 +72,7 @@ class ServeProcess:
                 if "listening on" in line:
                     ready.set()
             ready.set()
+
         threading.Thread(target=pump, daemon=True).start()
         assert ready.wait(30), "the server did not start"
         assert any(f"listening on {self.listen or self.endpoint}" in x for x in self.lines), "".join(self.lines)
@@ -69,8 +85,13 @@ class ServeProcess:
         return rc
 
     def run(self, scenario: str, args: dict, timeout: float = 60):
-        r = subprocess.run([sys.executable, DRIVER, scenario, self.endpoint, json.dumps(args)], env=self.env(),
-                           capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run(
+            [sys.executable, DRIVER, scenario, self.endpoint, json.dumps(args)],
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         assert r.returncode == 0, r.stdout + r.stderr
         return json.loads(r.stdout.strip().splitlines()[-1])
 

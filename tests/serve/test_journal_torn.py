@@ -1,6 +1,7 @@
 """The pop-state journal always ends at a line boundary: a torn last line is cut off when it is loaded, and an
 append that cannot write all of its bytes (a full disk, on a real small tmpfs) fails and cuts its fragment
 off, so no later line is glued to a fragment and lost."""
+
 import os
 import subprocess
 
@@ -35,10 +36,12 @@ def test_a_line_glued_to_an_old_fragment_keeps_its_record(tmp_path):
     """A journal written before the fix: a fragment with a whole answered record appended to it, then more."""
     path = str(tmp_path / "popState.json")
     with open(path + ".journal", "wb") as fh:
-        fh.write(b'{"k":"T@g","v":{"0":{"next":1,"inflight":{}}}}\n'
-                 b'{"k":"T@g","v":{"0":{"ne'
-                 b'{"k":"T@g","v":{"0":{"next":3,"inflight":{}}}}\n'
-                 b'{"k":"U@h","v":{"0":{"next":4,"inflight":{}}}}\n')
+        fh.write(
+            b'{"k":"T@g","v":{"0":{"next":1,"inflight":{}}}}\n'
+            b'{"k":"T@g","v":{"0":{"ne'
+            b'{"k":"T@g","v":{"0":{"next":3,"inflight":{}}}}\n'
+            b'{"k":"U@h","v":{"0":{"next":4,"inflight":{}}}}\n'
+        )
     assert J.JournaledState(path).load() == {"T@g": _value(3), "U@h": _value(4)}
 
 

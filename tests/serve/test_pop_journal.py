@@ -1,4 +1,5 @@
 """The pop state's journal: every change survives a crash; a torn last line is ignored; compaction."""
+
 import os
 
 from rocketstore.serve import journal as J
@@ -13,7 +14,7 @@ def test_changes_survive_without_a_clean_close_and_a_torn_tail_is_ignored(tmp_pa
     s.append({"T@g": table["T@g"]}, table)
     table["U@h"] = {"1": {"next": 1, "inflight": {}}}
     s.append({"U@h": table["U@h"]}, table)
-    s.append({"U@h": None}, table)          # dropped again
+    s.append({"U@h": None}, table)  # dropped again
     # no close: a crash. A half-written line at the end was never answered.
     with open(path + ".journal", "ab") as fh:
         fh.write(b'{"k":"T@g","v":{"0":{"next":99')

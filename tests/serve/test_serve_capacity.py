@@ -1,6 +1,7 @@
 """Open Telemetry streams and long polls do not starve unary calls, and the configured limits answer clearly.
 Many raw-stub clients (grpc.aio, in this process) against a `rocketstore serve` subprocess on loopback; every
 call has a deadline, so nothing here can hang."""
+
 import asyncio
 import importlib.util
 import os
@@ -12,8 +13,9 @@ import pytest
 
 from rocketstore.serve.protocol import definition_pb2 as pb, service_pb2 as spb, service_pb2_grpc as sgrpc
 
-_spec = importlib.util.spec_from_file_location("serve_conftest_capacity",
-                                               os.path.join(os.path.dirname(__file__), "conftest.py"))
+_spec = importlib.util.spec_from_file_location(
+    "serve_conftest_capacity", os.path.join(os.path.dirname(__file__), "conftest.py")
+)
 _conftest = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_conftest)
 CONF, ServeProcess = _conftest.CONF, _conftest.ServeProcess
@@ -28,9 +30,11 @@ def _settings(cid):
 
 async def _open_stream(stub, cid, hold: asyncio.Event):
     """A producer's Telemetry stream: settings sent, the server's answer read, then held open until `hold`."""
+
     async def commands():
         yield _settings(cid)
         await hold.wait()
+
     call = stub.Telemetry(commands(), metadata=[("x-mq-client-id", cid)], timeout=60)
     first = await call.read()
     return call, first
@@ -45,6 +49,7 @@ async def _refused_stream(stub, cid, hold: asyncio.Event):
         await sent.wait()
         yield _settings(cid)
         await hold.wait()
+
     call = stub.Telemetry(commands(), metadata=[("x-mq-client-id", cid)], timeout=60)
     try:
         done, _ = await asyncio.wait([asyncio.ensure_future(call.code())], timeout=1.0)
@@ -59,25 +64,34 @@ async def _refused_stream(stub, cid, hold: asyncio.Event):
 
 
 def _poll_request(group, polling_ms):
-    req = spb.ReceiveMessageRequest(group=pb.Resource(name=group), batch_size=1,
-                                    message_queue=pb.MessageQueue(topic=pb.Resource(name="Busy"), id=-1),
-                                    filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"))
+    req = spb.ReceiveMessageRequest(
+        group=pb.Resource(name=group),
+        batch_size=1,
+        message_queue=pb.MessageQueue(topic=pb.Resource(name="Busy"), id=-1),
+        filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"),
+    )
     req.invisible_duration.FromMilliseconds(30_000)
     req.long_polling_timeout.FromMilliseconds(polling_ms)
     return req
 
 
 async def _poll(stub, group, polling_ms=20_000):
-    parts = [p async for p in stub.ReceiveMessage(_poll_request(group, polling_ms),
-                                                 metadata=[("x-mq-client-id", group)], timeout=40)]
+    parts = [
+        p
+        async for p in stub.ReceiveMessage(
+            _poll_request(group, polling_ms), metadata=[("x-mq-client-id", group)], timeout=40
+        )
+    ]
     return parts[0].status, [p.message.body for p in parts if p.HasField("message")]
 
 
 def _send(stub, body):
-    msg = pb.Message(topic=pb.Resource(name="Busy"), body=body,
-                     system_properties=pb.SystemProperties(message_id="01" + uuid.uuid4().hex.upper()))
-    return stub.SendMessage(spb.SendMessageRequest(messages=[msg]), metadata=[("x-mq-client-id", "probe")],
-                            timeout=5)
+    msg = pb.Message(
+        topic=pb.Resource(name="Busy"),
+        body=body,
+        system_properties=pb.SystemProperties(message_id="01" + uuid.uuid4().hex.upper()),
+    )
+    return stub.SendMessage(spb.SendMessageRequest(messages=[msg]), metadata=[("x-mq-client-id", "probe")], timeout=5)
 
 
 @pytest.fixture
@@ -89,6 +103,7 @@ def serve(tmp_path):
         s.conf.write_text(CONF + extra_conf)
         started.append(s.start())
         return s
+
     yield make
     for s in started:
         if s.proc.poll() is None:
@@ -100,8 +115,7 @@ def test_streams_and_long_polls_leave_unary_calls_answered(serve):
     s = serve()
     with grpc.insecure_channel(s.endpoint) as ch:
         probe = sgrpc.MessagingServiceStub(ch)
-        assert probe.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name="Busy")), timeout=5).status.code \
-            == Code.OK
+        assert probe.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name="Busy")), timeout=5).status.code == Code.OK
 
         async def scenario():
             channels = [grpc.aio.insecure_channel(s.endpoint) for _ in range(10)]
@@ -109,8 +123,7 @@ def test_streams_and_long_polls_leave_unary_calls_answered(serve):
             hold = asyncio.Event()
             try:
                 # 300 clients' Telemetry streams, each answered (so each is open on the server)
-                opened = await asyncio.gather(*[_open_stream(stubs[i % 10], f"producer-{i}", hold)
-                                                for i in range(300)])
+                opened = await asyncio.gather(*[_open_stream(stubs[i % 10], f"producer-{i}", hold) for i in range(300)])
                 assert all(first.status.code == Code.OK for _, first in opened)
                 # 600 consumer groups long-polling an empty topic
                 polls = [asyncio.ensure_future(_poll(stubs[i % 10], f"group{i}")) for i in range(600)]
@@ -118,8 +131,9 @@ def test_streams_and_long_polls_leave_unary_calls_answered(serve):
                 # meanwhile unary calls are answered within their 5 s deadline (a starved pool would time out)
                 loop = asyncio.get_running_loop()
                 for i in range(5):
-                    route = await loop.run_in_executor(None, lambda: probe.QueryRoute(
-                        spb.QueryRouteRequest(topic=pb.Resource(name="Busy")), timeout=5))
+                    route = await loop.run_in_executor(
+                        None, lambda: probe.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name="Busy")), timeout=5)
+                    )
                     assert route.status.code == Code.OK
                 sent = await loop.run_in_executor(None, _send, probe, b"wake")
                 assert sent.status.code == Code.OK
@@ -127,11 +141,12 @@ def test_streams_and_long_polls_leave_unary_calls_answered(serve):
                 results = await asyncio.gather(*polls)
                 assert [r for r in results if r != (results[0][0], [b"wake"])] == []
                 assert results[0][0].code == Code.OK
-                assert all(not call.done() for call, _ in opened)     # the streams stayed open throughout
+                assert all(not call.done() for call, _ in opened)  # the streams stayed open throughout
             finally:
                 hold.set()
                 for c in channels:
                     await c.close()
+
         asyncio.run(scenario())
 
 
@@ -142,7 +157,7 @@ def test_limits_answer_resource_exhausted_and_polling_full(serve):
         async with grpc.aio.insecure_channel(s.endpoint) as ch:
             stub = sgrpc.MessagingServiceStub(ch)
             route = await stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name="Busy")), timeout=5)
-            assert route.status.code == Code.OK          # the topic exists now
+            assert route.status.code == Code.OK  # the topic exists now
             hold = asyncio.Event()
             opened = [await _open_stream(stub, f"p{i}", hold) for i in range(3)]
             assert all(first.status.code == Code.OK for _, first in opened)
@@ -152,7 +167,7 @@ def test_limits_answer_resource_exhausted_and_polling_full(serve):
             # four polls fill the polling capacity; one more is told so at once (as the broker's "polling full")
             polls = [None] * 4
             for _ in range(50):
-                for i, p in enumerate(polls):     # (re)start any of the four that lost its place to the fifth
+                for i, p in enumerate(polls):  # (re)start any of the four that lost its place to the fifth
                     if p is None or p.done():
                         polls[i] = asyncio.ensure_future(_poll(stub, f"g{i}", polling_ms=20_000))
                 await asyncio.sleep(0.01)
@@ -171,4 +186,5 @@ def test_limits_answer_resource_exhausted_and_polling_full(serve):
             hold.set()
             for p in polls:
                 p.cancel()
+
     asyncio.run(scenario())

@@ -1,6 +1,7 @@
 """What an operator meets running `rocketstore serve`: the address routes hand out (--advertise, wildcard
 listen addresses), the request log (-v), a port already in use, the queues of topics it creates, and the
 invisible-time limits (ProxyConfig's minInvisibleTimeMillsForRecv / maxInvisibleTimeMills)."""
+
 import importlib.util
 import ipaddress
 import logging
@@ -23,8 +24,9 @@ from rocketstore.serve.request_log import MAX_CLIENT_LINES, RequestLog
 from rocketstore.serve.server import ListenError, Server
 
 # tests/serve/conftest.py by its path: a bare `import conftest` may find tests/conftest.py
-_spec = importlib.util.spec_from_file_location("serve_conftest_operator",
-                                               os.path.join(os.path.dirname(__file__), "conftest.py"))
+_spec = importlib.util.spec_from_file_location(
+    "serve_conftest_operator", os.path.join(os.path.dirname(__file__), "conftest.py")
+)
 _conftest = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_conftest)
 ServeProcess = _conftest.ServeProcess
@@ -35,7 +37,8 @@ SMALL = {"mappedFileSizeCommitLog": "10485760", "brokerName": "broker-test"}
 def _route(endpoint: str, topic: str, client: str = "route-check"):
     with grpc.insecure_channel(endpoint) as ch:
         r = sgrpc.MessagingServiceStub(ch).QueryRoute(
-            spb.QueryRouteRequest(topic=pb.Resource(name=topic)), metadata=[("x-mq-client-id", client)], timeout=10)
+            spb.QueryRouteRequest(topic=pb.Resource(name=topic)), metadata=[("x-mq-client-id", client)], timeout=10
+        )
     assert r.status.code == Code.OK, r.status
     return r
 
@@ -43,8 +46,13 @@ def _route(endpoint: str, topic: str, client: str = "route-check"):
 def _cli(*args, timeout=60):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env.pop("GRPC_VERBOSITY", None)
-    return subprocess.run([sys.executable, "-m", "rocketstore.cli", "serve", *args], capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "rocketstore.cli", "serve", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
 
 
 # ---------------------------------------------------------------- the address in the routes
@@ -55,8 +63,10 @@ def test_advertise_is_the_address_routes_give_and_clients_use(tmp_path):
     s.start()
     try:
         route = _route(s.endpoint, "Adv")
-        endpoints = {(q.broker.endpoints.scheme, tuple((a.host, a.port) for a in q.broker.endpoints.addresses))
-                     for q in route.message_queues}
+        endpoints = {
+            (q.broker.endpoints.scheme, tuple((a.host, a.port) for a in q.broker.endpoints.addresses))
+            for q in route.message_queues
+        }
         assert endpoints == {(pb.AddressScheme.IPv4, (("127.0.0.5", s.port),))}
         # the official client sends where the route says: 127.0.0.5 (a loopback address 0.0.0.0 covers)
         sent = s.run("produce", {"topic": "Adv", "messages": [{"body": "x"}]})
@@ -73,12 +83,13 @@ def test_wildcard_listen_without_advertise_routes_to_a_reachable_address(tmp_pat
     s.listen = f"0.0.0.0:{s.port}"
     s.start()
     try:
-        addrs = {(a.host, a.port) for q in _route(s.endpoint, "Wild").message_queues
-                 for a in q.broker.endpoints.addresses}
+        addrs = {
+            (a.host, a.port) for q in _route(s.endpoint, "Wild").message_queues for a in q.broker.endpoints.addresses
+        }
         assert len(addrs) == 1
         host, port = addrs.pop()
         assert port == s.port and not ipaddress.ip_address(host).is_unspecified
-        with socket.create_connection((host, port), timeout=5):   # a client can connect there
+        with socket.create_connection((host, port), timeout=5):  # a client can connect there
             pass
         warnings = [x for x in s.lines if "WARNING" in x]
         assert len(warnings) == 1 and "--advertise" in warnings[0] and host in warnings[0]
@@ -105,7 +116,7 @@ def test_port_in_use_is_one_line_and_exit_1(tmp_path):
     assert r.returncode == 1
     assert r.stderr == f"rocketstore: error: 127.0.0.1:{port}: address already in use\n"
     assert r.stdout == ""
-    assert not (tmp_path / "store").exists()        # checked before the store is opened
+    assert not (tmp_path / "store").exists()  # checked before the store is opened
 
 
 def test_second_serve_on_a_running_serve_port_is_refused(server, tmp_path):
@@ -129,7 +140,7 @@ def test_a_bind_lost_after_the_check_closes_the_store_cleanly(tmp_path, monkeypa
         s = Server(store, f"127.0.0.1:{port}", StoreConfig.from_properties(SMALL))
         with pytest.raises(ListenError, match=rf"^127\.0\.0\.1:{port}: cannot listen"):
             s.start()
-    s.stop()                                           # nothing left to do
+    s.stop()  # nothing left to do
     assert not os.path.exists(os.path.join(store, "abort"))
     MessageStore.open(store, StoreConfig.from_properties(SMALL)).close()
 
@@ -141,17 +152,21 @@ def test_request_log_at_v_names_clients_and_their_calls(tmp_path):
     s.start()
     try:
         s.run("produce", {"topic": "Logged", "messages": [{"body": b} for b in ("a", "b", "c")]})
-        got = s.run("receive_some", {"topic": "Logged", "group": "lg", "count": 3, "invisible": 30,
-                                     "ack": ["a", "b", "c"]})
+        got = s.run(
+            "receive_some", {"topic": "Logged", "group": "lg", "count": 3, "invisible": 30, "ack": ["a", "b", "c"]}
+        )
         assert len(got) == 3
         assert s.stop() == 0
     finally:
         if s.proc.poll() is None:
             s.proc.kill()
     log = [x for x in s.lines if "rocketstore.serve.requests" in x]
-    appeared = [re.search(r"client (\S+) appeared from ipv4:127\.0\.0\.1:\d+ \(PYTHON [\d.]+\): first call (\w+)", x)
-                for x in log if "appeared" in x]
-    assert len(appeared) == 2 and all(appeared), log          # the producer, then the consumer
+    appeared = [
+        re.search(r"client (\S+) appeared from ipv4:127\.0\.0\.1:\d+ \(PYTHON [\d.]+\): first call (\w+)", x)
+        for x in log
+        if "appeared" in x
+    ]
+    assert len(appeared) == 2 and all(appeared), log  # the producer, then the consumer
     producer, consumer = (m.group(1) for m in appeared)
     assert producer != consumer
     calls = "".join(x for x in log if producer in x or consumer in x)
@@ -177,9 +192,15 @@ def test_request_log_counts_and_answers_of_a_raw_client(tmp_path, caplog):
             md = [("x-mq-client-id", "raw-client"), ("x-mq-language", "GOLANG"), ("x-mq-client-version", "9.9")]
             for _ in range(2):
                 stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name="Raw")), metadata=md, timeout=5)
-            empty = stub.SendMessage(spb.SendMessageRequest(messages=[pb.Message(
-                topic=pb.Resource(name="Raw"), system_properties=pb.SystemProperties(message_id="X"))]),
-                metadata=md, timeout=5)
+            empty = stub.SendMessage(
+                spb.SendMessageRequest(
+                    messages=[
+                        pb.Message(topic=pb.Resource(name="Raw"), system_properties=pb.SystemProperties(message_id="X"))
+                    ]
+                ),
+                metadata=md,
+                timeout=5,
+            )
             assert empty.status.code == Code.MESSAGE_BODY_EMPTY
             stub.Heartbeat(spb.HeartbeatRequest(), metadata=md, timeout=5)
     finally:
@@ -188,8 +209,11 @@ def test_request_log_counts_and_answers_of_a_raw_client(tmp_path, caplog):
     assert lines[0].startswith("client raw-client appeared from ipv4:127.0.0.1:")
     assert lines[0].endswith("(GOLANG 9.9): first call QueryRoute")
     assert re.fullmatch(r"requests in the last \d+ s: 4 call\(s\) from 1 client\(s\)", lines[1]), lines
-    assert re.fullmatch(r"client raw-client \(ipv4:127\.0\.0\.1:\d+\): "
-                        r"QueryRoute 2, SendMessage 1 \(MESSAGE_BODY_EMPTY 1\), Heartbeat 1", lines[2]), lines
+    assert re.fullmatch(
+        r"client raw-client \(ipv4:127\.0\.0\.1:\d+\): "
+        r"QueryRoute 2, SendMessage 1 \(MESSAGE_BODY_EMPTY 1\), Heartbeat 1",
+        lines[2],
+    ), lines
 
 
 class _Clock:
@@ -205,7 +229,7 @@ def test_request_log_summaries_per_interval(caplog):
     clock = _Clock()
     rl = RequestLog(interval_s=60, idle_s=120, clock=clock, describe=lambda c: "PRODUCER of T" if c == "c0" else "")
     md = lambda c: [("x-mq-client-id", c)]
-    for i in range(MAX_CLIENT_LINES + 3):       # client i makes i + 1 calls
+    for i in range(MAX_CLIENT_LINES + 3):  # client i makes i + 1 calls
         for _ in range(i + 1):
             rl.record(md(f"c{i}"), f"ipv4:10.0.0.{i}:1", "SendMessage", Code.OK)
     rl.record(md("c0"), "ipv4:10.0.0.0:1", "ReceiveMessage", Code.MESSAGE_NOT_FOUND)
@@ -215,7 +239,7 @@ def test_request_log_summaries_per_interval(caplog):
     lines = [r.getMessage() for r in caplog.records]
     n = MAX_CLIENT_LINES + 3
     assert lines[0] == f"requests in the last 60 s: {n * (n + 1) // 2 + 1} call(s) from {n} client(s)"
-    assert lines[1] == f"client c{n - 1} (ipv4:10.0.0.{n - 1}:1): SendMessage {n}"      # the busiest first
+    assert lines[1] == f"client c{n - 1} (ipv4:10.0.0.{n - 1}:1): SendMessage {n}"  # the busiest first
     assert len(lines) == 1 + MAX_CLIENT_LINES + 1
     # the three quietest (c0: 2 calls, c1: 2, c2: 3) are summed up in one line
     assert lines[-1] == "and 3 more client(s): 7 call(s)"
@@ -241,7 +265,7 @@ def test_topic_created_through_serve_gets_the_default_queue_count(server):
     assert server.stop() == 0
     with MessageStore.open(server.store, read_only=True) as store:
         cfg = store.topic_configs["Made"]
-        assert (int(cfg["readQueueNums"]), int(cfg["writeQueueNums"])) == (8, 8)   # RocketMQ's defaultTopicQueueNums
+        assert (int(cfg["readQueueNums"]), int(cfg["writeQueueNums"])) == (8, 8)  # RocketMQ's defaultTopicQueueNums
 
 
 def test_invisible_time_limits(tmp_path):
@@ -255,21 +279,29 @@ def test_invisible_time_limits(tmp_path):
             stub = sgrpc.MessagingServiceStub(ch)
             md = [("x-mq-client-id", "inv")]
             q = pb.MessageQueue(topic=pb.Resource(name="Inv"), id=0)
-            req = spb.ReceiveMessageRequest(group=pb.Resource(name="g"), message_queue=q, batch_size=1,
-                                            filter_expression=pb.FilterExpression(type=pb.FilterType.TAG,
-                                                                                  expression="*"))
+            req = spb.ReceiveMessageRequest(
+                group=pb.Resource(name="g"),
+                message_queue=q,
+                batch_size=1,
+                filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"),
+            )
             req.long_polling_timeout.FromMilliseconds(5000)
             answers = {}
             for ms in (9_999, 12 * 3600 * 1000 + 1):
                 req.invisible_duration.FromMilliseconds(ms)
                 answers[ms] = next(iter(stub.ReceiveMessage(req, metadata=md, timeout=10))).status
             assert (answers[9_999].code, answers[9_999].message) == (
-                Code.ILLEGAL_INVISIBLE_TIME, "the invisibleTime is too small. min is 10000")
+                Code.ILLEGAL_INVISIBLE_TIME,
+                "the invisibleTime is too small. min is 10000",
+            )
             assert answers[12 * 3600 * 1000 + 1].message == "the invisibleTime is too large. max is 43200000"
-            change = spb.ChangeInvisibleDurationRequest(group=pb.Resource(name="g"), topic=pb.Resource(name="Inv"),
-                                                        receipt_handle="x", message_id="m")
-            for ms, text in ((-1, "the invisibleTime is too small. min is 0"),
-                             (12 * 3600 * 1000 + 1, "the invisibleTime is too large. max is 43200000")):
+            change = spb.ChangeInvisibleDurationRequest(
+                group=pb.Resource(name="g"), topic=pb.Resource(name="Inv"), receipt_handle="x", message_id="m"
+            )
+            for ms, text in (
+                (-1, "the invisibleTime is too small. min is 0"),
+                (12 * 3600 * 1000 + 1, "the invisibleTime is too large. max is 43200000"),
+            ):
                 change.invisible_duration.FromMilliseconds(ms)
                 st = stub.ChangeInvisibleDuration(change, metadata=md, timeout=5).status
                 assert (st.code, st.message) == (Code.ILLEGAL_INVISIBLE_TIME, text)

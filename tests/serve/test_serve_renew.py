@@ -1,5 +1,6 @@
 """Automatic renewal of auto_renew receipt handles (serve/renew.py), with short ProxyConfig timings, through raw
 gRPC calls against an in-process server."""
+
 import time
 
 import grpc
@@ -11,10 +12,16 @@ from rocketstore.serve.protocol import definition_pb2 as pb, service_pb2 as spb,
 from rocketstore.serve.server import Server
 
 CONF = {
-    "mappedFileSizeCommitLog": "10485760", "brokerName": "broker-test",
-    "minInvisibleTimeMillsForRecv": "1000", "grpcClientConsumerMinLongPollingTimeoutMillis": "500",
-    "defaultInvisibleTimeMills": "1500", "renewAheadTimeMillis": "700", "renewSliceTimeMillis": "1500",
-    "renewSchedulePeriodMillis": "100", "invisibleTimeMillisWhenClear": "300", "channelExpiredTimeout": "2500",
+    "mappedFileSizeCommitLog": "10485760",
+    "brokerName": "broker-test",
+    "minInvisibleTimeMillsForRecv": "1000",
+    "grpcClientConsumerMinLongPollingTimeoutMillis": "500",
+    "defaultInvisibleTimeMills": "1500",
+    "renewAheadTimeMillis": "700",
+    "renewSliceTimeMillis": "1500",
+    "renewSchedulePeriodMillis": "100",
+    "invisibleTimeMillisWhenClear": "300",
+    "channelExpiredTimeout": "2500",
 }
 TOPIC, GROUP = "Renew", "g"
 
@@ -39,9 +46,13 @@ def _md(cid):
 
 
 def _receive(stub, cid, auto_renew=False, polling_ms=500):
-    req = spb.ReceiveMessageRequest(group=pb.Resource(name=GROUP), batch_size=8, auto_renew=auto_renew,
-                                    message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC), id=-1),
-                                    filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"))
+    req = spb.ReceiveMessageRequest(
+        group=pb.Resource(name=GROUP),
+        batch_size=8,
+        auto_renew=auto_renew,
+        message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC), id=-1),
+        filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"),
+    )
     if not auto_renew:
         req.invisible_duration.FromMilliseconds(1000)
     req.long_polling_timeout.FromMilliseconds(polling_ms)
@@ -49,8 +60,11 @@ def _receive(stub, cid, auto_renew=False, polling_ms=500):
 
 
 def _heartbeat(stub, cid):
-    r = stub.Heartbeat(spb.HeartbeatRequest(group=pb.Resource(name=GROUP),
-                                            client_type=pb.ClientType.PUSH_CONSUMER), metadata=_md(cid), timeout=5)
+    r = stub.Heartbeat(
+        spb.HeartbeatRequest(group=pb.Resource(name=GROUP), client_type=pb.ClientType.PUSH_CONSUMER),
+        metadata=_md(cid),
+        timeout=5,
+    )
     assert r.status.code == pb.Code.OK
 
 
@@ -73,13 +87,15 @@ def test_renewal_keeps_message_invisible_and_original_handle_acks(srv):
     # well past the initial 1.5 s invisible time: renewed, never delivered to B
     assert _hold(stub, "A", 4.0) == []
     assert s.service.renew.renewals >= 2
-    ack = spb.AckMessageRequest(group=pb.Resource(name=GROUP), topic=pb.Resource(name=TOPIC),
-                                entries=[spb.AckMessageEntry(message_id=m.system_properties.message_id,
-                                                             receipt_handle=original)])
+    ack = spb.AckMessageRequest(
+        group=pb.Resource(name=GROUP),
+        topic=pb.Resource(name=TOPIC),
+        entries=[spb.AckMessageEntry(message_id=m.system_properties.message_id, receipt_handle=original)],
+    )
     r = stub.AckMessage(ack, metadata=_md("A"), timeout=5)
     assert r.status.code == pb.Code.OK, r
     assert s.service.renew.count() == 0 and s.service.pop.inflight_count(GROUP, TOPIC) == 0
-    assert _hold(stub, "A", 2.5) == []          # acked: never delivered again
+    assert _hold(stub, "A", 2.5) == []  # acked: never delivered again
 
 
 def test_termination_stops_renewal_and_message_comes_back(srv):
@@ -89,8 +105,9 @@ def test_termination_stops_renewal_and_message_comes_back(srv):
     [m] = _receive(stub, "A", auto_renew=True)
     assert _hold(stub, "A", 2.5) == []
     assert s.service.renew.renewals >= 1
-    r = stub.NotifyClientTermination(spb.NotifyClientTerminationRequest(group=pb.Resource(name=GROUP)),
-                                     metadata=_md("A"), timeout=5)
+    r = stub.NotifyClientTermination(
+        spb.NotifyClientTerminationRequest(group=pb.Resource(name=GROUP)), metadata=_md("A"), timeout=5
+    )
     assert r.status.code == pb.Code.OK
     assert s.service.renew.count() == 0
     t0 = time.time()
@@ -98,7 +115,7 @@ def test_termination_stops_renewal_and_message_comes_back(srv):
     while not got and time.time() - t0 < 3:
         got = _receive(stub, "B")
     assert [x.body for x in got] == [b"b"] and got[0].system_properties.delivery_attempt == 2
-    assert time.time() - t0 < 1.5          # invisibleTimeMillisWhenClear (300 ms), not the 1.5 s slice
+    assert time.time() - t0 < 1.5  # invisibleTimeMillisWhenClear (300 ms), not the 1.5 s slice
 
 
 def test_silent_client_expires_and_change_invisible_and_dlq_use_newest_handle(srv):
@@ -112,28 +129,43 @@ def test_silent_client_expires_and_change_invisible_and_dlq_use_newest_handle(sr
     assert _hold(stub, "A", 2.2) == []
     # ChangeInvisibleDuration with the original handle: acts on the renewed one, renewal stops
     c = by[b"c"]
-    req = spb.ChangeInvisibleDurationRequest(group=pb.Resource(name=GROUP), topic=pb.Resource(name=TOPIC),
-                                             receipt_handle=c.system_properties.receipt_handle,
-                                             message_id=c.system_properties.message_id)
+    req = spb.ChangeInvisibleDurationRequest(
+        group=pb.Resource(name=GROUP),
+        topic=pb.Resource(name=TOPIC),
+        receipt_handle=c.system_properties.receipt_handle,
+        message_id=c.system_properties.message_id,
+    )
     req.invisible_duration.FromMilliseconds(0)
     r = stub.ChangeInvisibleDuration(req, metadata=_md("A"), timeout=5)
     assert r.status.code == pb.Code.OK, r
     # ForwardMessageToDeadLetterQueue with the original handle
     d = by[b"d"]
     fwd = spb.ForwardMessageToDeadLetterQueueRequest(
-        group=pb.Resource(name=GROUP), topic=pb.Resource(name=TOPIC), receipt_handle=d.system_properties.receipt_handle,
-        message_id=d.system_properties.message_id, delivery_attempt=1, max_delivery_attempts=1)
+        group=pb.Resource(name=GROUP),
+        topic=pb.Resource(name=TOPIC),
+        receipt_handle=d.system_properties.receipt_handle,
+        message_id=d.system_properties.message_id,
+        delivery_attempt=1,
+        max_delivery_attempts=1,
+    )
     assert stub.ForwardMessageToDeadLetterQueue(fwd, metadata=_md("A"), timeout=5).status.code == pb.Code.OK
-    assert s.service.renew.count() == 1     # only "e" is still renewed
+    assert s.service.renew.count() == 1  # only "e" is still renewed
     again = []
     t0 = time.time()
     while b"c" not in [x.body for x in again] and time.time() - t0 < 3:
         _heartbeat(stub, "A")
         again += _receive(stub, "B")
     assert [x.body for x in again] == [b"c"]
-    ack = spb.AckMessageRequest(group=pb.Resource(name=GROUP), topic=pb.Resource(name=TOPIC), entries=[
-        spb.AckMessageEntry(message_id=again[0].system_properties.message_id,
-                            receipt_handle=again[0].system_properties.receipt_handle)])
+    ack = spb.AckMessageRequest(
+        group=pb.Resource(name=GROUP),
+        topic=pb.Resource(name=TOPIC),
+        entries=[
+            spb.AckMessageEntry(
+                message_id=again[0].system_properties.message_id,
+                receipt_handle=again[0].system_properties.receipt_handle,
+            )
+        ],
+    )
     assert stub.AckMessage(ack, metadata=_md("B"), timeout=5).status.code == pb.Code.OK
     # A goes silent: after channelExpiredTimeout (2.5 s) its "e" is cleared and comes back
     t0 = time.time()

@@ -1,5 +1,6 @@
 """How serve is built (issue #14): its errors are RocketStoreErrors, no module reaches into another object's
 private names, and its background loops are ServiceThreads."""
+
 import ast
 import os
 
@@ -36,6 +37,7 @@ def test_a_message_the_proxy_refuses_is_a_rocketstore_error_with_its_code():
 def test_every_exception_class_of_serve_is_a_rocketstore_error():
     import importlib
     import inspect
+
     names = [f[:-3] for f in os.listdir(SERVE_SRC) if f.endswith(".py") and f != "__init__.py"]
     found = []
     for name in names:
@@ -81,6 +83,7 @@ def test_no_serve_module_reaches_into_another_objects_private_names():
 def _store(tmp_path):
     from rocketstore import MessageStore
     from rocketstore.config import StoreConfig
+
     return MessageStore.open(str(tmp_path / "store"), StoreConfig(mapped_file_size_commit_log=1 << 20))
 
 
@@ -99,7 +102,7 @@ def test_serve_background_loops_are_service_threads_joined_at_stop(tmp_path):
             assert names <= {t.name for t in threading.enumerate()}
         finally:
             svc.stop()
-        assert not names & {t.name for t in threading.enumerate()}     # stop() waited for each thread
+        assert not names & {t.name for t in threading.enumerate()}  # stop() waited for each thread
         assert not any(s.running for s in (svc.tx, svc.delay, svc.renew))
 
 
@@ -113,7 +116,7 @@ def test_a_failing_transaction_check_round_is_logged_and_checking_goes_on(tmp_pa
     outbox = queue.Queue()
     calls = []
 
-    def producers(topic):            # the client registry fails the first time it is asked
+    def producers(topic):  # the client registry fails the first time it is asked
         calls.append(topic)
         if len(calls) == 1:
             raise RuntimeError("registry unavailable")
@@ -122,12 +125,17 @@ def test_a_failing_transaction_check_round_is_logged_and_checking_goes_on(tmp_pa
     extra = {"transactionTimeOut": "0", "transactionCheckInterval": "0"}
     with _store(tmp_path) as store:
         tx = Transactions(store, producers, extra)
-        m = Message(topic="T", body=b"t", sys_flag=R.TRANSACTION_PREPARED_TYPE,
-                    properties={"UNIQ_KEY": "ID0", "PGROUP": "T", "TRAN_MSG": "true"}, born_timestamp=1)
+        m = Message(
+            topic="T",
+            body=b"t",
+            sys_flag=R.TRANSACTION_PREPARED_TYPE,
+            properties={"UNIQ_KEY": "ID0", "PGROUP": "T", "TRAN_MSG": "true"},
+            born_timestamp=1,
+        )
         assert tx.prepare(m, 0).ok
         tx.start()
         try:
-            cmd = outbox.get(timeout=30).recover_orphaned_transaction_command   # a later round got through
+            cmd = outbox.get(timeout=30).recover_orphaned_transaction_command  # a later round got through
         finally:
             tx.stop()
     assert cmd.transaction_id == "ID0" and len(calls) >= 2
@@ -141,9 +149,10 @@ def test_stopping_renewal_clears_every_registered_message():
 
     changed = []
     config = ServeConfig()
-    rm = RenewManager(lambda group, topic, h, ms: changed.append((group, topic, h.offset, ms)),
-                      lambda client: True, config)
-    far = Handle(7, 2 ** 60, 60_000, 0, "0", "b", 0, 7).encode()       # not due for renewal
+    rm = RenewManager(
+        lambda group, topic, h, ms: changed.append((group, topic, h.offset, ms)), lambda client: True, config
+    )
+    far = Handle(7, 2**60, 60_000, 0, "0", "b", 0, 7).encode()  # not due for renewal
     rm.add("c1", "g", "T", "MSGID", far, 0)
     rm.start()
     rm.stop()

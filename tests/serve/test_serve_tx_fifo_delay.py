@@ -1,6 +1,7 @@
 """`rocketstore serve`: transactional messages (commit, rollback, server-initiated check over Telemetry), FIFO
 consumer groups (orderly pop under redelivery) and delay messages (delivery timestamp, also across a
 restart), driven by the official RocketMQ 5 Python client."""
+
 import importlib.util
 import os
 
@@ -11,8 +12,9 @@ from rocketstore.config import StoreConfig
 from rocketstore.formats import record as R
 from rocketstore.serve.fifo import SubscriptionGroups
 
-_spec = importlib.util.spec_from_file_location("serve_conftest_txfd", os.path.join(os.path.dirname(__file__),
-                                                                                   "conftest.py"))
+_spec = importlib.util.spec_from_file_location(
+    "serve_conftest_txfd", os.path.join(os.path.dirname(__file__), "conftest.py")
+)
 _conftest = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_conftest)
 CONF, ServeProcess = _conftest.CONF, _conftest.ServeProcess
@@ -42,6 +44,7 @@ def serve(tmp_path):
         s = _serve(tmp_path, topics, fifo_groups, conf)
         started.append(s)
         return s
+
     yield make
     for s in started:
         if s.proc is not None and s.proc.poll() is None:
@@ -56,21 +59,39 @@ def _bodies(got):
 # ---------------------------------------------------------------- transactions
 def test_transaction_commit_rollback_and_server_check(serve):
     s = serve({"Tx": (4, "TRANSACTION")})
-    out = s.run("tx_produce", {
-        "topic": "Tx",
-        "messages": [{"body": "committed", "end": "commit"}, {"body": "rolled-back", "end": "rollback"},
-                     {"body": "check-commit"}, {"body": "check-rollback"}],
-        "answers": {"check-commit": "commit", "check-rollback": "rollback"},
-        "expect_checks": ["check-commit", "check-rollback"], "wait": 10})
+    out = s.run(
+        "tx_produce",
+        {
+            "topic": "Tx",
+            "messages": [
+                {"body": "committed", "end": "commit"},
+                {"body": "rolled-back", "end": "rollback"},
+                {"body": "check-commit"},
+                {"body": "check-rollback"},
+            ],
+            "answers": {"check-commit": "commit", "check-rollback": "rollback"},
+            "expect_checks": ["check-commit", "check-rollback"],
+            "wait": 10,
+        },
+    )
     sent = {m["body"]: m for m in out["sent"]}
-    assert all(m["transaction_id"] == m["message_id"] for m in sent.values())   # the broker's: the UNIQ_KEY
+    assert all(m["transaction_id"] == m["message_id"] for m in sent.values())  # the broker's: the UNIQ_KEY
     checked = {c["body"]: c for c in out["checks"]}
     # only the half messages left open were checked, with the real topic and message id
     assert set(checked) == {"check-commit", "check-rollback"}
     assert checked["check-commit"]["topic"] == "Tx"
     assert checked["check-commit"]["message_id"] == sent["check-commit"]["message_id"]
-    got = s.run("receive_some", {"topic": "Tx", "group": "txg", "count": 2, "invisible": 20, "deadline": 4,
-                                 "ack": ["committed", "check-commit"]})
+    got = s.run(
+        "receive_some",
+        {
+            "topic": "Tx",
+            "group": "txg",
+            "count": 2,
+            "invisible": 20,
+            "deadline": 4,
+            "ack": ["committed", "check-commit"],
+        },
+    )
     assert _bodies(got) == ["check-commit", "committed"]
     assert {m["message_id"] for m in got} == {sent["committed"]["message_id"], sent["check-commit"]["message_id"]}
     # nothing else comes: the rolled back ones are gone, the committed ones acked
@@ -108,11 +129,14 @@ def test_pending_transaction_survives_restart(serve):
     s.conf.write_text(TX_CONF)
     s.start()
     # after the restart a new producer of the topic is asked about it, commits it, and it is consumed
-    out = s.run("tx_produce", {"topic": "TxR", "answers": {"orphan": "commit"}, "expect_checks": ["orphan"],
-                               "wait": 10})
+    out = s.run(
+        "tx_produce", {"topic": "TxR", "answers": {"orphan": "commit"}, "expect_checks": ["orphan"], "wait": 10}
+    )
     assert [c["body"] for c in out["checks"]][:1] == ["orphan"]
-    got = s.run("receive_some", {"topic": "TxR", "group": "g", "count": 2, "invisible": 20, "deadline": 4,
-                                 "ack": ["orphan", "done"]})
+    got = s.run(
+        "receive_some",
+        {"topic": "TxR", "group": "g", "count": 2, "invisible": 20, "deadline": 4, "ack": ["orphan", "done"]},
+    )
     assert _bodies(got) == ["done", "orphan"]
 
 
@@ -121,8 +145,10 @@ def test_fifo_group_order_under_redelivery(serve):
     s = serve({"Fifo": (4, "FIFO")}, fifo_groups=["fg"])
     msgs = [{"body": f"a{i}", "group": "A"} for i in range(5)] + [{"body": f"b{i}", "group": "B"} for i in range(3)]
     s.run("typed_produce", {"topic": "Fifo", "messages": msgs})
-    log = s.run("fifo_flow", {"topic": "Fifo", "group": "fg", "count": 8, "batch": 2, "invisible": 2,
-                              "skip": ["a1"], "seconds": 20})
+    log = s.run(
+        "fifo_flow",
+        {"topic": "Fifo", "group": "fg", "count": 8, "batch": 2, "invisible": 2, "skip": ["a1"], "seconds": 20},
+    )
     seq_a = [(m["body"], m["attempt"]) for m in log if m["group"] == "A"]
     seq_b = [(m["body"], m["attempt"]) for m in log if m["group"] == "B"]
     # a1 was not acked: nothing after it in group A came until it came back (attempt 2) and was acked
@@ -130,24 +156,28 @@ def test_fifo_group_order_under_redelivery(serve):
     assert seq_b == [("b0", 1), ("b1", 1), ("b2", 1)]
     first_a1 = next(m["t"] for m in log if m["body"] == "a1")
     again_a1 = next(m["t"] for m in log if m["body"] == "a1" and m["attempt"] == 2)
-    assert again_a1 - first_a1 >= 1.5                 # its invisible time (2 s) ran out first
+    assert again_a1 - first_a1 >= 1.5  # its invisible time (2 s) ran out first
     # a group that is not FIFO gets everything at once, whatever is in flight
-    log2 = s.run("fifo_flow", {"topic": "Fifo", "group": "plain", "count": 8, "batch": 32, "invisible": 20,
-                               "skip": [], "seconds": 5})
+    log2 = s.run(
+        "fifo_flow",
+        {"topic": "Fifo", "group": "plain", "count": 8, "batch": 32, "invisible": 20, "skip": [], "seconds": 5},
+    )
     assert sorted(m["body"] for m in log2) == sorted(m["body"] for m in msgs)
 
 
 # ---------------------------------------------------------------- delay
 def test_delay_message_not_delivered_before_its_time(serve):
     s = serve({"Later": (2, "DELAY"), "Now": (2, "NORMAL")})
-    sent = s.run("typed_produce", {"topic": "Later", "messages": [{"body": "d1", "deliver_in": 2},
-                                                                  {"body": "d2", "deliver_in": 3}]})
+    sent = s.run(
+        "typed_produce",
+        {"topic": "Later", "messages": [{"body": "d1", "deliver_in": 2}, {"body": "d2", "deliver_in": 3}]},
+    )
     at = {m["body"]: m["deliver_at"] for m in sent}
     got = s.run("timed_receive", {"topic": "Later", "group": "dg", "count": 2, "seconds": 12})
     assert _bodies(got) == ["d1", "d2"]
     for m in got:
-        assert m["t"] >= at[m["body"]], m                   # never before its time
-        assert m["t"] - at[m["body"]] < 3, m                # and not much later
+        assert m["t"] >= at[m["body"]], m  # never before its time
+        assert m["t"] - at[m["body"]] < 3, m  # and not much later
         assert m["delivery_timestamp"] == at[m["body"]] * 1000
     assert s.stop() == 0
     with MessageStore.open(s.store, read_only=True) as store:
@@ -161,8 +191,13 @@ def test_delay_message_not_delivered_before_its_time(serve):
 
 def test_delay_message_survives_restart(serve):
     s = serve({"LaterR": (2, "DELAY")})
-    sent = s.run("typed_produce", {"topic": "LaterR", "messages": [{"body": "soon", "deliver_in": 0.5},
-                                                                   {"body": "after-restart", "deliver_in": 4}]})
+    sent = s.run(
+        "typed_produce",
+        {
+            "topic": "LaterR",
+            "messages": [{"body": "soon", "deliver_in": 0.5}, {"body": "after-restart", "deliver_in": 4}],
+        },
+    )
     at = {m["body"]: m["deliver_at"] for m in sent}
     got = s.run("timed_receive", {"topic": "LaterR", "group": "dg", "count": 1, "seconds": 6})
     assert _bodies(got) == ["soon"]
@@ -193,11 +228,11 @@ def test_pop_orderly_blocks_redelivers_and_dead_letters(tmp_path):
         pop = lambda: ps.pop_orderly("g", "F", [0], 2, 1000, max_attempts=2, dead_letter=dead.append)  # noqa: E731
         first = pop()
         assert [p.message.body for p in first] == [b"m0", b"m1"] and [p.attempt for p in first] == [1, 1]
-        assert pop() == []                                  # in flight: the queue gives nothing more
+        assert pop() == []  # in flight: the queue gives nothing more
         assert ps.ack("g", "F", first[0].handle)
-        assert pop() == []                                  # m1 still in flight
+        assert pop() == []  # m1 still in flight
         for h in (first[1].handle,):
-            h.retrieve_time -= 1000                         # let its invisible time end
+            h.retrieve_time -= 1000  # let its invisible time end
             ps.table["F@g"]["0"]["inflight"][str(h.offset)][0] -= 1000
         again = pop()
         assert [(p.message.body, p.attempt) for p in again] == [(b"m1", 2)]
@@ -235,8 +270,13 @@ def test_transactions_rebuilt_from_half_and_op_queues(tmp_path):
     with _store(tmp_path) as store:
         tx = Transactions(store, lambda topic: [outbox], extra)
         for i in range(3):
-            m = Message(topic="T", body=f"t{i}".encode(), sys_flag=R.TRANSACTION_PREPARED_TYPE,
-                        properties={"UNIQ_KEY": f"ID{i}", "PGROUP": "T", "TRAN_MSG": "true"}, born_timestamp=1)
+            m = Message(
+                topic="T",
+                body=f"t{i}".encode(),
+                sys_flag=R.TRANSACTION_PREPARED_TYPE,
+                properties={"UNIQ_KEY": f"ID{i}", "PGROUP": "T", "TRAN_MSG": "true"},
+                born_timestamp=1,
+            )
             assert tx.prepare(m, i % 2).ok
         assert tx.end("T", "ID0", pb.TransactionResolution.ROLLBACK, False)[0] == pb.Code.OK
         assert tx.end("T", "ID0", pb.TransactionResolution.COMMIT, False)[0] == pb.Code.INVALID_TRANSACTION_ID
@@ -248,8 +288,8 @@ def test_transactions_rebuilt_from_half_and_op_queues(tmp_path):
         cmd = outbox.get_nowait().recover_orphaned_transaction_command
         assert cmd.transaction_id == "ID1" and cmd.message.topic.name == "T" and cmd.message.body == b"t1"
         assert tx.end("T", "ID1", pb.TransactionResolution.COMMIT, True)[0] == pb.Code.OK
-        assert tx.check_once() == 1                         # ID2: second check
-        assert tx.check_once() == 0 and tx.pending_ids() == []   # check max reached: given up
+        assert tx.check_once() == 1  # ID2: second check
+        assert tx.check_once() == 0 and tx.pending_ids() == []  # check max reached: given up
         store.wait_dispatched(5)
         assert [m.body for m in store.get("x", "T", 1, 0).messages] == [b"t1"]
         assert [m.body for m in store.get("x", "TRANS_CHECK_MAX_TIME_TOPIC", 0, 0).messages] == [b"t2"]

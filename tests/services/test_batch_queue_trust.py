@@ -5,6 +5,7 @@ bytes computed here), never from the store under test.
 
 A batch unit is 46 bytes: phyOffset 8 | size 4 | tagsCode 8 | storeTime 8 | msgBaseOffset 8 | batchSize 2 |
 compactedOffset 4 | reserved 4 (big-endian)."""
+
 import random
 import struct
 
@@ -25,9 +26,14 @@ FIELDS = {"pos": (0, ">q"), "size": (8, ">i"), "base": (28, ">q"), "batch": (36,
 
 def cfg():
     clock = iter(range(1_700_000_000_000, 1_800_000_000_000))
-    return StoreConfig(mapped_file_size_commit_log=SEG, mapped_file_size_consume_queue=10 * 20,
-                       mapped_file_size_batch_consume_queue=FILE_UNITS * UNIT, max_hash_slot_num=8,
-                       max_index_num=32, clock=lambda: next(clock))
+    return StoreConfig(
+        mapped_file_size_commit_log=SEG,
+        mapped_file_size_consume_queue=10 * 20,
+        mapped_file_size_batch_consume_queue=FILE_UNITS * UNIT,
+        max_hash_slot_num=8,
+        max_index_num=32,
+        clock=lambda: next(clock),
+    )
 
 
 class Batch:
@@ -45,7 +51,7 @@ class Batch:
 
 
 def put_batch(s, topic, bodies):
-    if len(bodies) == 1 and bodies[0].startswith(b"single"):   # a plain record on a batch topic: batch size 1
+    if len(bodies) == 1 and bodies[0].startswith(b"single"):  # a plain record on a batch topic: batch size 1
         r = s.put(Message(topic, bodies[0], tags="tg"), 0)
     else:
         r = s.put_batch([Message(topic, b, tags="tg") for b in bodies], 0)
@@ -109,13 +115,15 @@ def read_all_at_once(s, topic):
 
 
 def unit_path(root, topic, slot):
-    return (root / "batchconsumequeue" / topic / "0" / f"{slot // FILE_UNITS * FILE_UNITS * UNIT:020d}",
-            slot % FILE_UNITS * UNIT)
+    return (
+        root / "batchconsumequeue" / topic / "0" / f"{slot // FILE_UNITS * FILE_UNITS * UNIT:020d}",
+        slot % FILE_UNITS * UNIT,
+    )
 
 
 def patch(path, pos, data):
     buf = bytearray(path.read_bytes())
-    buf[pos:pos + len(data)] = data
+    buf[pos : pos + len(data)] = data
     path.write_bytes(bytes(buf))
 
 
@@ -160,16 +168,17 @@ def test_chain_breaks_finds_units_that_do_not_follow():
         for i, (pos, size, base, batch) in enumerate(rows):
             a[i]["pos"], a[i]["size"], a[i]["base_offset"], a[i]["batch_size"] = pos, size, base, batch
         return a
-    good = [(0, 100, 0, 3), (100, 90, 3, 1), (400, 50, 4, 2), (450, 60, 6, 5)]   # gaps in the log are fine
+
+    good = [(0, 100, 0, 3), (100, 90, 3, 1), (400, 50, 4, 2), (450, 60, 6, 5)]  # gaps in the log are fine
     assert list(batch_cq.chain_breaks(arr(good))) == []
     assert list(batch_cq.chain_breaks(arr(good[:1]))) == []
-    wrong_base = good[:2] + [(400, 50, 5, 2)] + good[3:]         # 3 + 1 = 4, not 5: breaks on both sides
+    wrong_base = good[:2] + [(400, 50, 5, 2)] + good[3:]  # 3 + 1 = 4, not 5: breaks on both sides
     assert list(batch_cq.chain_breaks(arr(wrong_base))) == [1, 2]
-    wrong_batch = [(0, 100, 0, 7)] + good[1:]                    # 0 + 7 != 3
+    wrong_batch = [(0, 100, 0, 7)] + good[1:]  # 0 + 7 != 3
     assert list(batch_cq.chain_breaks(arr(wrong_batch))) == [0]
-    overlapping = good[:1] + [(99, 90, 3, 1)] + good[2:]          # starts inside the record before
+    overlapping = good[:1] + [(99, 90, 3, 1)] + good[2:]  # starts inside the record before
     assert list(batch_cq.chain_breaks(arr(overlapping))) == [0]
-    huge = good[:1] + [((1 << 63) - 1, 90, 3, 1)] + good[2:]     # an offset whose end wraps
+    huge = good[:1] + [((1 << 63) - 1, 90, 3, 1)] + good[2:]  # an offset whose end wraps
     assert list(batch_cq.chain_breaks(arr(huge))) == [1]
 
 
@@ -188,9 +197,18 @@ def test_garbage_at_the_head_of_a_batch_queues_last_file(tmp_path, mode, seed, f
     assert pos == 0 and len(list(path.parent.iterdir())) == files
     rnd = random.Random(seed)
     garbage = bytes(rnd.randrange(256) for _ in range(2 * UNIT))
-    if seed % 2:   # odd seeds: garbage that passes recovery's validity test (offsets >= 0, sizes > 0)
-        garbage = b"".join(batch_cq.encode_unit(rnd.randrange(1 << 40), rnd.randrange(1, 1 << 30), 0, 0,
-                                                rnd.randrange(1 << 40), rnd.randrange(1, 0x7FFF)) for _ in "ab")
+    if seed % 2:  # odd seeds: garbage that passes recovery's validity test (offsets >= 0, sizes > 0)
+        garbage = b"".join(
+            batch_cq.encode_unit(
+                rnd.randrange(1 << 40),
+                rnd.randrange(1, 1 << 30),
+                0,
+                0,
+                rnd.randrange(1 << 40),
+                rnd.randrange(1, 0x7FFF),
+            )
+            for _ in "ab"
+        )
     patch(path, 0, garbage)
     put_after_and_check(root, batches, "B", mode == "crash")
     assert_sound(root)
@@ -252,7 +270,7 @@ def test_a_batch_unit_pointing_at_another_topics_record_is_rebuilt(tmp_path, whi
     assert path.read_bytes() == before
     assert_all_served(root, batches, crash=mode == "crash")
     data = path.read_bytes()
-    assert (data[pos:pos + 12], data[pos + 28:pos + 38]) == b_recs[k].unit_bytes()
+    assert (data[pos : pos + 12], data[pos + 28 : pos + 38]) == b_recs[k].unit_bytes()
     assert_sound(root)
 
 
@@ -273,7 +291,7 @@ def test_a_wrong_unit_in_an_old_file_is_rebuilt_on_read(tmp_path, mode, field):
     assert_all_served(root, batches, crash=mode == "crash", read_only=True)
     assert_all_served(root, batches, crash=mode == "crash")
     data = path.read_bytes()
-    assert (data[pos:pos + 12], data[pos + 28:pos + 38]) == b2.unit_bytes()
+    assert (data[pos : pos + 12], data[pos + 28 : pos + 38]) == b2.unit_bytes()
     assert_sound(root)
 
 
@@ -287,11 +305,16 @@ def pristine(tmp_path_factory):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(topic=st.sampled_from(["B", "C"]), index=st.integers(0, 15),
-       field=st.sampled_from(["pos", "size", "base", "batch", "all"]),
-       value=st.integers(-(1 << 63), (1 << 63) - 1), crash=st.booleans())
-def test_one_corrupt_batch_unit_never_loses_or_misplaces_a_message(tmp_path_factory, pristine, topic, index, field,
-                                                                   value, crash):
+@given(
+    topic=st.sampled_from(["B", "C"]),
+    index=st.integers(0, 15),
+    field=st.sampled_from(["pos", "size", "base", "batch", "all"]),
+    value=st.integers(-(1 << 63), (1 << 63) - 1),
+    crash=st.booleans(),
+)
+def test_one_corrupt_batch_unit_never_loses_or_misplaces_a_message(
+    tmp_path_factory, pristine, topic, index, field, value, crash
+):
     """Any one unit of either queue with any value in its offset, size, base offset or batch size field (or
     all 46 bytes random): after reopening, every acknowledged message is served at its own offset with its
     own body, and a new put to that queue gets the next offset and is served, also after the next reopen."""

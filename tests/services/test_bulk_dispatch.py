@@ -1,5 +1,6 @@
 """The bulk dispatcher reads TAGS, KEYS and UNIQ_KEY from a properties string exactly as the full parser
 (string2messageProperties) would, including repeated names, empty values and stray separators."""
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

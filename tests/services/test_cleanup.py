@@ -1,5 +1,6 @@
 """Expired-file cleanup (issue 4), as RocketMQ's CleanCommitLogService and CleanConsumeQueueService: by time at
 the delete_when hours, by disk ratio, forcibly, by hand; queues and index in step; disk-full refusal."""
+
 import os
 import threading
 import time
@@ -15,17 +16,23 @@ def local_ms(hour, minute=30):
     return int(time.mktime((2026, 1, 10, hour, minute, 0, 0, 0, -1)) * 1000)
 
 
-AT_4 = local_ms(4)          # delete_when "04"
+AT_4 = local_ms(4)  # delete_when "04"
 AT_3 = local_ms(3, 59)
 AT_10 = local_ms(10)
 
 
 def config(**kw):
     clock = iter(range(AT_10 - 200 * HOUR, AT_10))
-    base = dict(mapped_file_size_commit_log=4096, mapped_file_size_consume_queue=200,   # 10 CQ units a file
-                mapped_file_size_batch_consume_queue=46 * 4, max_hash_slot_num=16, max_index_num=40,
-                delete_commit_log_files_interval=0, delete_consume_queue_files_interval=0,
-                clock=lambda: next(clock))
+    base = dict(
+        mapped_file_size_commit_log=4096,
+        mapped_file_size_consume_queue=200,  # 10 CQ units a file
+        mapped_file_size_batch_consume_queue=46 * 4,
+        max_hash_slot_num=16,
+        max_index_num=40,
+        delete_commit_log_files_interval=0,
+        delete_consume_queue_files_interval=0,
+        clock=lambda: next(clock),
+    )
     return StoreConfig(**{**base, **kw})
 
 
@@ -62,7 +69,7 @@ def test_deletes_expired_files_only_at_the_delete_when_hour(tmp_path):
         names = cl_files(s)
         assert len(names) >= 5
         age(s, names[:3], AT_4)
-        assert s.cleanup.run_once(AT_3) == 0            # expired, but not the hour and the disk is fine
+        assert s.cleanup.run_once(AT_3) == 0  # expired, but not the hour and the disk is fine
         assert cl_files(s) == names
         assert s.cleanup.run_once(local_ms(5, 0)) == 0
         assert s.cleanup.run_once(AT_4) == 3
@@ -77,7 +84,7 @@ def test_stops_at_the_first_unexpired_file(tmp_path):
     with open_store(tmp_path) as s:
         fill(s, 60)
         names = cl_files(s)
-        age(s, [names[0], names[1], names[3]], AT_4)     # names[2] is fresh: no hole in the middle
+        age(s, [names[0], names[1], names[3]], AT_4)  # names[2] is fresh: no hole in the middle
         assert s.cleanup.run_once(AT_4) == 2
         assert cl_files(s) == names[2:]
 
@@ -94,9 +101,9 @@ def test_disk_above_max_used_ratio_deletes_expired_files_at_any_hour(tmp_path):
         fill(s, 60)
         names = cl_files(s)
         age(s, names[:2], AT_10)
-        assert s.cleanup.run_once(AT_10) == 2            # 10 o'clock, but 80% > 75%: expired ones go
+        assert s.cleanup.run_once(AT_10) == 2  # 10 o'clock, but 80% > 75%: expired ones go
         assert cl_files(s) == names[2:]
-        assert s.cleanup.run_once(AT_10) == 0            # unexpired ones stay below the forcible ratio
+        assert s.cleanup.run_once(AT_10) == 0  # unexpired ones stay below the forcible ratio
         assert not s.disk_full
 
 
@@ -104,9 +111,9 @@ def test_disk_above_forcible_ratio_deletes_unexpired_files_too(tmp_path):
     with open_store(tmp_path, ratio=0.86) as s:
         fill(s, 60)
         names = cl_files(s)
-        assert s.cleanup.run_once(AT_10) == len(names) - 1   # nothing expired, all but the last go
+        assert s.cleanup.run_once(AT_10) == len(names) - 1  # nothing expired, all but the last go
         assert cl_files(s) == names[-1:]
-        assert not s.disk_full                           # 86% is below the warning ratio
+        assert not s.disk_full  # 86% is below the warning ratio
         assert s.put(Message("T", b"still writable")).ok
 
 
@@ -131,7 +138,7 @@ def test_batch_max_per_pass_and_never_the_last_file(tmp_path):
     with open_store(tmp_path, delete_file_batch_max=2) as s:
         fill(s, 60)
         names = cl_files(s)
-        age(s, names, AT_4)                              # the last one too
+        age(s, names, AT_4)  # the last one too
         for k in range(1, 10):
             n = s.cleanup.run_once(AT_4)
             assert n == min(2, len(names) - 1 - 2 * (k - 1)) if 2 * k <= len(names) else n == 0
@@ -147,10 +154,10 @@ def test_manual_trigger_deletes_expired_files_now_pass_after_pass(tmp_path):
         fill(s, 60)
         names = cl_files(s)
         age(s, names[:5], AT_10)
-        assert s.cleanup.run_once(AT_10) == 0           # not the hour, disk fine
-        assert s.delete_expired_files(now_ms=AT_10) == 5   # 2 + 2 + 1, whatever the hour
+        assert s.cleanup.run_once(AT_10) == 0  # not the hour, disk fine
+        assert s.delete_expired_files(now_ms=AT_10) == 5  # 2 + 2 + 1, whatever the hour
         assert cl_files(s) == names[5:]
-        assert s.delete_expired_files(now_ms=AT_10) == 0   # unexpired files are kept
+        assert s.delete_expired_files(now_ms=AT_10) == 0  # unexpired files are kept
         assert cl_files(s) == names[5:]
 
 
@@ -161,7 +168,7 @@ def test_manual_trigger_uses_the_store_clock(tmp_path):
         s.config.clock = lambda: now[0]
         names = cl_files(s)
         age(s, names[:2], AT_10, hours=73)
-        now[0] = AT_10 - 2 * HOUR                        # then those files were 71 h old
+        now[0] = AT_10 - 2 * HOUR  # then those files were 71 h old
         assert s.delete_expired_files() == 0
         now[0] = AT_10
         assert s.delete_expired_files() == 2
@@ -196,11 +203,11 @@ def test_consume_queue_and_index_files_go_in_step(tmp_path):
         first_kept = _assert_queue_in_step(s, "T", 0, rs)
         # a CQ file goes when its last unit points below the CommitLog's min
         cq_after = sorted(os.listdir(cq_dir))
-        assert cq_after == cq_before[first_kept // 10:]
+        assert cq_after == cq_before[first_kept // 10 :]
         assert len(cq_after) < len(cq_before)
         # index files that end below the min are gone, the others stay
         idx_after = sorted(os.listdir(tmp_path / "index"))
-        assert idx_after == idx_before[len(idx_before) - len(idx_after):] and len(idx_after) < len(idx_before)
+        assert idx_after == idx_before[len(idx_before) - len(idx_after) :] and len(idx_after) < len(idx_before)
         assert s.index.files[0].end_phy_offset >= min_phy
         # readers of deleted offsets: no crash
         assert s.look(rs[0].physical_offset + 1) is None
@@ -247,7 +254,7 @@ def test_batch_consume_queue_goes_in_step(tmp_path):
         age(s, names[:5], AT_10)
         assert s.delete_expired_files(now_ms=AT_10) == 5
         after = sorted(os.listdir(bdir))
-        assert len(after) < len(before) and after == before[len(before) - len(after):]
+        assert len(after) < len(before) and after == before[len(before) - len(after) :]
         min_phy = s.min_physical_offset
         first = next(r for r in rs if r.physical_offset >= min_phy)
         assert s.min_offset("BT", 0) == first.queue_offset
@@ -263,13 +270,13 @@ def test_refuses_writes_above_the_warning_ratio_and_recovers_by_itself(tmp_path)
         s.cleanup.disk_usage = lambda path: ratio[0]
         rs = fill(s, 30)
         ratio[0] = 0.95
-        assert s.cleanup.run_once(AT_10) >= 1                 # above 90%: forcible deletion as well
+        assert s.cleanup.run_once(AT_10) >= 1  # above 90%: forcible deletion as well
         assert s.disk_full
         r = s.put(Message("T", b"refused"))
         assert r.status is PutStatus.SERVICE_NOT_AVAILABLE and not r.ok
         assert s.put_batch([Message("T", b"a"), Message("T", b"b")]).status is PutStatus.SERVICE_NOT_AVAILABLE
-        assert s.max_offset("T", 0) == 30                     # nothing was written
-        assert s.get("g", "T", 0, 29).status is GetStatus.FOUND   # reads go on
+        assert s.max_offset("T", 0) == 30  # nothing was written
+        assert s.get("g", "T", 0, 29).status is GetStatus.FOUND  # reads go on
         ratio[0] = 0.50
         s.cleanup.run_once(AT_10)
         assert not s.disk_full
@@ -295,8 +302,9 @@ def test_the_cleanup_thread_clears_the_disk_full_flag(tmp_path):
             time.sleep(0.01)
         assert s.put(Message("T", b"x")).ok
     # close() stopped the thread
-    assert not any(t.name == "rocketstore-cleanup" and t.is_alive() for t in threading.enumerate()
-                   if t is s.cleanup._thread)
+    assert not any(
+        t.name == "rocketstore-cleanup" and t.is_alive() for t in threading.enumerate() if t is s.cleanup._thread
+    )
     assert s.cleanup._thread is None
 
 
@@ -328,14 +336,19 @@ def test_readers_during_cleanup_never_crash(tmp_path):
                 while not stop.is_set():
                     for off in (0, 50, 120, 199):
                         g = s.get("g", "T", 0, off, max_count=8)
-                        assert g.status in (GetStatus.FOUND, GetStatus.OFFSET_TOO_SMALL,
-                                            GetStatus.MESSAGE_WAS_REMOVING, GetStatus.OFFSET_FOUND_NULL), g.status
+                        assert g.status in (
+                            GetStatus.FOUND,
+                            GetStatus.OFFSET_TOO_SMALL,
+                            GetStatus.MESSAGE_WAS_REMOVING,
+                            GetStatus.OFFSET_FOUND_NULL,
+                        ), g.status
                         for m in g.messages:
                             assert m.body == b"r" * 100
                     s.look(rs[10].physical_offset)
                     s.query("T", "k5")
             except Exception as e:  # pragma: no cover - reported below
                 errors.append(e)
+
         t = threading.Thread(target=read)
         t.start()
         try:

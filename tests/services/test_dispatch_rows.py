@@ -2,19 +2,22 @@
 RocketMQ's rules (CommitLogDispatcherBuildConsumeQueue: a unit for NOT 0x0 and COMMIT 0x8 only;
 IndexService.buildIndex: UNIQ_KEY then each KEYS token, nothing for ROLLBACK 0xC, and nothing for a record
 below the last file's endPhyOffset)."""
+
 import numpy as np
 
 from rocketstore.services.dispatch_rows import index_entries, index_entry_counts, index_rows, unit_rows
 from tests._index_ref import index_key_hash
 
 #            topic  queue  sysFlag  UNIQ_KEY  KEYS
-ROWS = [("A", 0, 0x00, "u0", "k0"),          # normal
-        ("A", 1, 0x04, "u1", "k1 k1b"),      # prepared: indexed, no unit
-        ("B", 0, 0x08, None, "k2"),          # committed
-        ("A", 0, 0x0C, "u3", "k3"),          # rolled back: nothing
-        ("A", 0, 0x31, "u4", ""),            # normal, IPv6 hosts and compressed
-        ("B", 0, 0xBC, "u5", "k5"),          # rolled back with IPv6 hosts and the inner-batch bit
-        ("A", 1, 0x88, None, " k6  k6b ")]   # committed, empty tokens skipped
+ROWS = [
+    ("A", 0, 0x00, "u0", "k0"),  # normal
+    ("A", 1, 0x04, "u1", "k1 k1b"),  # prepared: indexed, no unit
+    ("B", 0, 0x08, None, "k2"),  # committed
+    ("A", 0, 0x0C, "u3", "k3"),  # rolled back: nothing
+    ("A", 0, 0x31, "u4", ""),  # normal, IPv6 hosts and compressed
+    ("B", 0, 0xBC, "u5", "k5"),  # rolled back with IPv6 hosts and the inner-batch bit
+    ("A", 1, 0x88, None, " k6  k6b "),
+]  # committed, empty tokens skipped
 
 
 def cols(rows):
@@ -32,7 +35,8 @@ def test_index_rows_in_build_index_order():
     topics, _, flags, uniqs, keys = cols(ROWS)
     assert index_rows(topics, uniqs, keys, flags) == (
         ["A#u0", "A#k0", "A#u1", "A#k1", "A#k1b", "B#k2", "A#u4", "A#k6", "A#k6b"],
-        [0, 0, 1, 1, 1, 2, 4, 6, 6])
+        [0, 0, 1, 1, 1, 2, 4, 6, 6],
+    )
 
 
 def test_index_rows_skip_what_is_indexed_already():
@@ -51,8 +55,9 @@ def test_index_entries_hashes_and_owners():
     stamps = [7 + i for i in range(len(ROWS))]
     hashes, p, t, last = index_entries(topics, uniqs, keys, flags, phys, stamps)
     owner = [0, 0, 1, 1, 1, 2, 4, 6, 6]
-    assert hashes.tolist() == [index_key_hash(k) for k in
-                               ["A#u0", "A#k0", "A#u1", "A#k1", "A#k1b", "B#k2", "A#u4", "A#k6", "A#k6b"]]
+    assert hashes.tolist() == [
+        index_key_hash(k) for k in ["A#u0", "A#k0", "A#u1", "A#k1", "A#k1b", "B#k2", "A#u4", "A#k6", "A#k6b"]
+    ]
     assert p.tolist() == [phys[i] for i in owner] and t.tolist() == [stamps[i] for i in owner] and last == 6
     hashes, p, t, last = index_entries(["T"], [None], [""], [0], [5], [6])
     assert (len(hashes), len(p), len(t), last) == (0, 0, 0, -1)

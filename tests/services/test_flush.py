@@ -2,6 +2,7 @@
 commit (FLUSH_DISK_TIMEOUT on timeout and on a failed fsync, never PUT_OK: apache/rocketmq #2706), nothing
 readable before it is flushed under SYNC_FLUSH (apache/rocketmq #8239), the ConsumeQueue flush writing the
 checkpoint, and a child process killed with SIGKILL under SYNC_FLUSH losing no acknowledged message."""
+
 import os
 import random
 import signal
@@ -26,7 +27,7 @@ class Recorder:
         self.calls = 0
         self.delay = delay
         self.fail = fail
-        self.durable = 0          # highest CommitLog offset a successful sync reached
+        self.durable = 0  # highest CommitLog offset a successful sync reached
         self.lock = threading.Lock()
 
     def __call__(self, mf, start, length):
@@ -42,8 +43,9 @@ class Recorder:
 
 
 def sync_config(**kw):
-    base = dict(flush_disk_type=SYNC_FLUSH, mapped_file_size_commit_log=256 * 1024,
-                mapped_file_size_consume_queue=20 * 1000)
+    base = dict(
+        flush_disk_type=SYNC_FLUSH, mapped_file_size_commit_log=256 * 1024, mapped_file_size_consume_queue=20 * 1000
+    )
     return StoreConfig(**{**base, **kw})
 
 
@@ -64,21 +66,26 @@ def read_checkpoint(root):
 
 # ---------------------------------------------------------------- ASYNC_FLUSH
 def test_async_flush_waits_for_least_pages_then_flushes_thoroughly_and_writes_the_checkpoint(tmp_path):
-    cfg = StoreConfig(mapped_file_size_commit_log=1024 * 1024, flush_interval_commit_log=20,
-                      flush_commit_log_least_pages=4, flush_commit_log_thorough_interval=700,
-                      flush_interval_consume_queue=20, flush_consume_queue_least_pages=2,
-                      flush_consume_queue_thorough_interval=400)
+    cfg = StoreConfig(
+        mapped_file_size_commit_log=1024 * 1024,
+        flush_interval_commit_log=20,
+        flush_commit_log_least_pages=4,
+        flush_commit_log_thorough_interval=700,
+        flush_interval_consume_queue=20,
+        flush_consume_queue_least_pages=2,
+        flush_consume_queue_thorough_interval=400,
+    )
     with MessageStore.open(tmp_path, cfg) as s:
         hook = Recorder()
         s.flush_service.sync = hook
         files = s.commitlog.files
-        time.sleep(0.1)                       # the first (thorough) round has passed with nothing to do
-        r = s.put(Message("T", b"x" * 100), 0)   # one dirty page: below least pages
+        time.sleep(0.1)  # the first (thorough) round has passed with nothing to do
+        r = s.put(Message("T", b"x" * 100), 0)  # one dirty page: below least pages
         assert r.ok
         time.sleep(0.15)
         assert files.flushed_where == 0 and hook.calls == 0
         assert s.checkpoint.physic_msg_timestamp == 0
-        for _ in range(200):                  # 200 x ~200 bytes: more than 4 pages
+        for _ in range(200):  # 200 x ~200 bytes: more than 4 pages
             last = s.put(Message("T", b"y" * 100), 0)
         deadline = time.monotonic() + 0.5
         while files.flushed_where == 0 and time.monotonic() < deadline:
@@ -87,8 +94,9 @@ def test_async_flush_waits_for_least_pages_then_flushes_thoroughly_and_writes_th
         assert files.flushed_where <= s.max_physical_offset
         # the thorough round (every 0.7 s) flushes the rest and sets physicMsgTimestamp by what it flushed
         deadline = time.monotonic() + 2.5
-        while (files.flushed_where < s.max_physical_offset or s.checkpoint.physic_msg_timestamp == 0) \
-                and time.monotonic() < deadline:
+        while (
+            files.flushed_where < s.max_physical_offset or s.checkpoint.physic_msg_timestamp == 0
+        ) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert files.flushed_where == s.max_physical_offset
         assert s.checkpoint.physic_msg_timestamp == last.store_timestamp
@@ -107,14 +115,15 @@ def test_async_flush_waits_for_least_pages_then_flushes_thoroughly_and_writes_th
 
 
 def test_async_flush_service_stops_on_close_and_flushes_everything(tmp_path):
-    cfg = StoreConfig(mapped_file_size_commit_log=1024 * 1024, flush_interval_commit_log=10_000,
-                      flush_interval_consume_queue=10_000)
+    cfg = StoreConfig(
+        mapped_file_size_commit_log=1024 * 1024, flush_interval_commit_log=10_000, flush_interval_consume_queue=10_000
+    )
     s = MessageStore.open(tmp_path, cfg)
     assert s.flush_service.commitlog._thread.is_alive() and s.flush_service.consume_queue._thread.is_alive()
     r = s.put(Message("T", b"z"), 0)
     t0 = time.monotonic()
     s.close()
-    assert time.monotonic() - t0 < 2.0                   # stop does not wait out the 10 s interval
+    assert time.monotonic() - t0 < 2.0  # stop does not wait out the 10 s interval
     assert s.flush_service.commitlog._thread is None and s.flush_service.consume_queue._thread is None
     assert not any(t.name.startswith("rocketstore-flush") for t in threading.enumerate())
     assert read_checkpoint(tmp_path).logics_msg_timestamp == r.store_timestamp
@@ -124,7 +133,7 @@ def test_async_flush_service_stops_on_close_and_flushes_everything(tmp_path):
 # ---------------------------------------------------------------- SYNC_FLUSH
 def test_sync_flush_group_commit_concurrent_puts_share_fsyncs(tmp_path):
     with MessageStore.open(tmp_path, sync_config()) as s:
-        hook = Recorder(delay=0.002)   # a slow disk lets requests pile up, as a real fsync does
+        hook = Recorder(delay=0.002)  # a slow disk lets requests pile up, as a real fsync does
         s.flush_service.sync = hook
         threads, per = 16, 40
         results: list = []
@@ -134,12 +143,13 @@ def test_sync_flush_group_commit_concurrent_puts_share_fsyncs(tmp_path):
             for i in range(per):
                 r = s.put(Message("T", f"{k}-{i}".encode()), k % 4)
                 results.append(r)
-                if r.ok:   # acknowledged: flushed and readable at once
+                if r.ok:  # acknowledged: flushed and readable at once
                     if r.physical_offset + r.size > hook.durable:
                         unreadable.append(("not durable", r))
                     g = s.get("g", "T", k % 4, r.queue_offset, 1)
                     if g.status is not GetStatus.FOUND or g.messages[0].body != f"{k}-{i}".encode():
                         unreadable.append(r)
+
         ts = [threading.Thread(target=producer, args=(k,)) for k in range(threads)]
         for t in ts:
             t.start()
@@ -148,7 +158,7 @@ def test_sync_flush_group_commit_concurrent_puts_share_fsyncs(tmp_path):
         assert len(results) == threads * per
         assert all(r.status is PutStatus.PUT_OK for r in results)
         assert not unreadable
-        assert 0 < hook.calls < threads * per          # group commit: fewer fsyncs than puts
+        assert 0 < hook.calls < threads * per  # group commit: fewer fsyncs than puts
         assert s.flush_service.commitlog.commits < threads * per
         assert s.commitlog.files.flushed_where == s.max_physical_offset
 
@@ -167,7 +177,7 @@ def test_a_failed_fsync_never_answers_put_ok_and_nothing_unflushed_is_readable(t
         s.flush_service.sync = Recorder(fail=True)
         r = s.put(Message("T", b"lost?"), 0)
         assert r.status is PutStatus.FLUSH_DISK_TIMEOUT
-        assert not s.writeable                       # RunningFlags: not writeable after a failed sync
+        assert not s.writeable  # RunningFlags: not writeable after a failed sync
         assert s.put_batch([Message("T", b"b1"), Message("T", b"b2")], 0).status is PutStatus.SERVICE_NOT_AVAILABLE
         # the disk "comes back": a later sync would succeed, yet nothing is flushed or confirmed any more
         # (after a failed fsync the kernel may have dropped the pages; a new fsync proves nothing about them)
@@ -176,8 +186,8 @@ def test_a_failed_fsync_never_answers_put_ok_and_nothing_unflushed_is_readable(t
         time.sleep(0.05)
         assert s.commitlog.files.flushed_where == 0
         s.wait_dispatched(0.1)
-        assert s.get("g", "T", 0, 0).status is GetStatus.NO_MESSAGE_IN_QUEUE   # not flushed: not visible
-    assert os.path.exists(tmp_path / "abort")       # closed without flushing: the next open recovers
+        assert s.get("g", "T", 0, 0).status is GetStatus.NO_MESSAGE_IN_QUEUE  # not flushed: not visible
+    assert os.path.exists(tmp_path / "abort")  # closed without flushing: the next open recovers
     with MessageStore.open(tmp_path, sync_config()) as s:
         assert s.writeable
         assert s.put(Message("T", b"after"), 0).ok
@@ -191,9 +201,9 @@ def test_a_slow_fsync_answers_flush_disk_timeout(tmp_path):
         r = s.put(Message("T", b"slow"), 0)
         assert r.status is PutStatus.FLUSH_DISK_TIMEOUT
         assert time.monotonic() - t0 < 0.5
-        assert r.physical_offset == 0 and r.queue_offset == 0      # written, not confirmed
+        assert r.physical_offset == 0 and r.queue_offset == 0  # written, not confirmed
         s.flush_service.sync = None
-        time.sleep(0.7)                                             # the slow flush finishes
+        time.sleep(0.7)  # the slow flush finishes
         # a real fsync on a busy machine may take more than 100 ms: the fast put gets a timeout no disk misses
         s.config.sync_flush_timeout = 30_000
         assert s.put(Message("T", b"fast"), 0).ok
@@ -211,7 +221,7 @@ def test_sync_flush_get_never_returns_unflushed_bytes(tmp_path):
             off = 0
             while not stop.is_set():
                 g = s.get("g", "T", q, off, 32)
-                durable = hook.durable        # read after the get: only ever grows
+                durable = hook.durable  # read after the get: only ever grows
                 for m in g.messages:
                     if m.physical_offset + m.size > durable:
                         bad.append((m.physical_offset, m.size, durable))
@@ -245,7 +255,7 @@ def test_read_uncommitted_keeps_inline_dispatch(tmp_path):
         assert s.writer.dispatch is not None
         assert s.put(Message("T", b"x"), 0).ok
     with MessageStore.open(tmp_path, sync_config()) as s:
-        assert s.writer.dispatch is None       # SYNC_FLUSH: reput dispatches, up to the flushed offset
+        assert s.writer.dispatch is None  # SYNC_FLUSH: reput dispatches, up to the flushed offset
         assert [m.body for m in s.get("g", "T", 0, 0).messages] == [b"x"]
 
 
@@ -300,11 +310,11 @@ def test_sigkill_loses_no_acknowledged_message_and_reopens_consistent(tmp_path, 
         os.kill(p.pid, signal.SIGKILL)
         p.wait()
         reader.join()
-        assert os.path.exists(os.path.join(root, "abort"))        # killed: no clean shutdown
+        assert os.path.exists(os.path.join(root, "abort"))  # killed: no clean shutdown
         for line in lines[1:]:
             parts = line.rstrip("\n").split(" ", 3)
             if not line.endswith("\n") or len(parts) != 4:
-                continue   # the line the kill cut
+                continue  # the line the kill cut
             q, qoff, phys, body = int(parts[0]), int(parts[1]), int(parts[2]), parts[3]
             acked[(q, qoff)] = (phys, body)
         assert len(lines) > 1, "nothing acknowledged in this round"
@@ -315,12 +325,12 @@ def test_sigkill_loses_no_acknowledged_message_and_reopens_consistent(tmp_path, 
                 assert g.status is GetStatus.FOUND, (q, qoff, g.status)
                 m = g.messages[0]
                 assert (m.physical_offset, m.body.decode()) == (phys, body), (q, qoff)
-            for q in range(3):   # the queues match the CommitLog: every unit's record is there
+            for q in range(3):  # the queues match the CommitLog: every unit's record is there
                 cq = s.queues.get("C", q)
                 if cq is None:
                     continue
                 assert len(read_all(s, "C", q, cq.min_offset)) == cq.max_offset - cq.min_offset
-            r = s.put(Message("C", b"after-crash"), 0)     # writing continues
+            r = s.put(Message("C", b"after-crash"), 0)  # writing continues
             assert r.ok
             acked[(0, r.queue_offset)] = (r.physical_offset, "after-crash")
     print(f"{rounds} kill rounds, {len(acked)} acknowledged messages all recovered")
@@ -335,8 +345,8 @@ def test_flush_moves_past_deleted_segments(tmp_path):
         files = s.commitlog.files
         assert len(files.files) > 3
         files.flush(0)
-        assert files.flushed_where == 4096              # the first segment flushed
-        files.delete_head(files.files[:2])              # the next one expired and deleted before its flush
+        assert files.flushed_where == 4096  # the first segment flushed
+        files.delete_head(files.files[:2])  # the next one expired and deleted before its flush
         while not files.flush(0):
             pass
         assert files.flushed_where == files.max_offset()
@@ -353,6 +363,7 @@ def test_power_loss_keeps_every_message_acknowledged_under_sync_flush(tmp_path):
     def hook(mf, start, length):
         real_sync(mf, start, length)
         synced[mf.path] = max(synced.get(mf.path, 0), start + length)
+
     s.flush_service.sync = hook
     acked = []
     try:
@@ -362,9 +373,9 @@ def test_power_loss_keeps_every_message_acknowledged_under_sync_flush(tmp_path):
             assert r.ok
             acked.append((i % 2, r.queue_offset, body))
         s.flush_service.sync = lambda mf, start, length: (_ for _ in ()).throw(OSError(5, "EIO"))
-        lost = s.put(Message("P", b"never-synced"), 0)   # written, its fsync failed: not acknowledged
+        lost = s.put(Message("P", b"never-synced"), 0)  # written, its fsync failed: not acknowledged
         assert lost.status is PutStatus.FLUSH_DISK_TIMEOUT
-        with s.writer.lock:            # the "power cut": copy what is on disk now, the store still open
+        with s.writer.lock:  # the "power cut": copy what is on disk now, the store still open
             shutil.copytree(root, image, ignore=shutil.ignore_patterns("lock"))
             synced_at_cut = dict(synced)
     finally:
@@ -373,7 +384,7 @@ def test_power_loss_keeps_every_message_acknowledged_under_sync_flush(tmp_path):
         path = image / "commitlog" / name
         keep = synced_at_cut.get(str(root / "commitlog" / name), 0)
         size = os.path.getsize(path)
-        with open(path, "r+b") as fh:   # what no fsync covered is gone
+        with open(path, "r+b") as fh:  # what no fsync covered is gone
             fh.seek(keep)
             fh.write(bytes(size - keep))
     assert os.path.exists(image / "abort")
@@ -381,7 +392,7 @@ def test_power_loss_keeps_every_message_acknowledged_under_sync_flush(tmp_path):
         for q, qoff, body in acked:
             g = s2.get("g", "P", q, qoff, 1)
             assert g.status is GetStatus.FOUND and g.messages[0].body == body, (q, qoff)
-        assert s2.max_offset("P", 0) == lost.queue_offset            # the unsynced record is cut
+        assert s2.max_offset("P", 0) == lost.queue_offset  # the unsynced record is cut
         assert s2.max_physical_offset == lost.physical_offset
         r = s2.put(Message("P", b"after"), 0)
         assert r.ok and r.queue_offset == lost.queue_offset
@@ -391,7 +402,7 @@ def test_a_failed_async_flush_makes_the_store_not_writeable(tmp_path):
     cfg = StoreConfig(mapped_file_size_commit_log=1024 * 1024, flush_interval_commit_log=10)
     with MessageStore.open(tmp_path, cfg) as s:
         s.flush_service.sync = Recorder(fail=True)
-        assert s.put(Message("T", b"x"), 0).ok          # ASYNC_FLUSH answers before any flush
+        assert s.put(Message("T", b"x"), 0).ok  # ASYNC_FLUSH answers before any flush
         deadline = time.monotonic() + 2
         while s.writeable and time.monotonic() < deadline:
             time.sleep(0.01)

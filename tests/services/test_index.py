@@ -1,6 +1,7 @@
 """The index through MessageStore: query by KEYS / UNIQ_KEY, time ranges, caps, several files, collisions,
 by_msg_id / by_unique_key, reopen, crash recovery, cleanup, read-only. Expected answers and bytes come from
 the put results and from tests/_index_ref.py (a literal port of RocketMQ's IndexService / IndexFile)."""
+
 import os
 import shutil
 import struct
@@ -13,9 +14,10 @@ from rocketstore.services import index_service
 import _index_ref as REF
 
 T0 = 1_700_000_000_000
-SLOTS, NUM = 16, 20          # 19 entries per index file
-SIZES = dict(mapped_file_size_commit_log=4096, mapped_file_size_consume_queue=200,
-             max_hash_slot_num=SLOTS, max_index_num=NUM)
+SLOTS, NUM = 16, 20  # 19 entries per index file
+SIZES = dict(
+    mapped_file_size_commit_log=4096, mapped_file_size_consume_queue=200, max_hash_slot_num=SLOTS, max_index_num=NUM
+)
 
 
 class Clock:
@@ -39,13 +41,14 @@ class Recorder:
 
     def __init__(self, store):
         self.store = store
-        self.records = []   # (topic, phy, store_ts, sys_flag, uniq, keys) in put order
+        self.records = []  # (topic, phy, store_ts, sys_flag, uniq, keys) in put order
         self.by_phy = {}
 
     def put(self, topic, keys=None, uniq=None, body=b"x", sys_flag=0, queue_id=0):
         props = {"UNIQ_KEY": uniq} if uniq is not None else None
-        r = self.store.put(Message(topic, body, keys=keys, properties=props, sys_flag=sys_flag, born_timestamp=1),
-                           queue_id)
+        r = self.store.put(
+            Message(topic, body, keys=keys, properties=props, sys_flag=sys_flag, born_timestamp=1), queue_id
+        )
         assert r.ok, r
         self.records.append((topic, r.physical_offset, r.store_timestamp, sys_flag, uniq, keys))
         self.by_phy[r.physical_offset] = (topic, keys, uniq)
@@ -101,16 +104,18 @@ def expected(ref, topic, key, max_count=32, begin=0, end=REF.LONG_MAX) -> list[i
 
 def msg_id(ip: str, port: int, offset: int) -> str:
     import ipaddress
+
     return (ipaddress.ip_address(ip).packed + struct.pack(">iq", port, offset)).hex().upper()
 
 
 # ---------------------------------------------------------------- bytes on disk
 
+
 @pytest.mark.parametrize("inline", [True, False], ids=["put-path", "reput-thread"])
 def test_index_files_are_what_build_index_writes(tmp_path, inline):
     """A mixed workload over several index files (UNIQ_KEY, KEYS, repeated and empty tokens, producer
     batches, transactions, a second topic): the files equal RocketMQ's buildIndex record by record."""
-    clock = Clock(step=700)   # store times 0.7 s apart: truncated timeDiffs
+    clock = Clock(step=700)  # store times 0.7 s apart: truncated timeDiffs
     with MessageStore.open(tmp_path, config(clock, dispatch_in_put_path=inline)) as s:
         rec = Recorder(s)
         for i in range(40):
@@ -122,7 +127,7 @@ def test_index_files_are_what_build_index_writes(tmp_path, inline):
             if i % 10 == 9:
                 rec.put_batch("T", [f"b{i}", None, f"b{i} k1"])
         assert s.wait_dispatched(timeout_s=10)
-        s.index.build()   # rocketstore queues dispatched records and indexes them a run at a time
+        s.index.build()  # rocketstore queues dispatched records and indexes them a run at a time
         live = index_bytes(tmp_path)
     ref = rec.reference()
     assert len(ref.files) >= 4
@@ -134,6 +139,7 @@ def test_index_files_are_what_build_index_writes(tmp_path, inline):
 
 # ---------------------------------------------------------------- queries
 
+
 def test_query_by_keys_and_unique_key(tmp_path):
     with MessageStore.open(tmp_path, config()) as s:
         rec = Recorder(s)
@@ -144,7 +150,7 @@ def test_query_by_keys_and_unique_key(tmp_path):
         r = s.query("T", "shared")
         assert offsets(r) == [a.physical_offset, b.physical_offset]
         assert [m.body for m in r] == [b"a", b"b"]
-        assert offsets(s.query("T", "order-1")) == [a.physical_offset]       # not order-10, not Other's
+        assert offsets(s.query("T", "order-1")) == [a.physical_offset]  # not order-10, not Other's
         assert offsets(s.query("Other", "order-1")) == [c.physical_offset]
         assert offsets(s.query("T", "U-B")) == [b.physical_offset]
         assert offsets(s.query("T", "U-C")) == []
@@ -190,8 +196,15 @@ def test_time_ranges_across_files(tmp_path):
         s.index.build()
         assert len(s.index.files) == 7
         ref = rec.reference()
-        for b, e in [(0, REF.LONG_MAX), (T0 + 5_000, T0 + 12_000), (T0 + 12_000, T0 + 33_000),
-                     (T0 + 40_000, REF.LONG_MAX), (0, T0 + 9_000), (T0 + 59_000, T0 + 59_000), (T0 + 61_000, T0 + 99_000)]:
+        for b, e in [
+            (0, REF.LONG_MAX),
+            (T0 + 5_000, T0 + 12_000),
+            (T0 + 12_000, T0 + 33_000),
+            (T0 + 40_000, REF.LONG_MAX),
+            (0, T0 + 9_000),
+            (T0 + 59_000, T0 + 59_000),
+            (T0 + 61_000, T0 + 99_000),
+        ]:
             for key in ("k", "k0", "k1"):
                 want = expected(ref, "T", key, 64, b, e)
                 assert offsets(s.query("T", key, 64, b, None if e == REF.LONG_MAX else e)) == want, (key, b, e)
@@ -206,10 +219,10 @@ def test_max_count_newest_first_and_the_batch_cap(tmp_path):
         rs = [rec.put("T", keys="same") for _ in range(70)]
         o = [r.physical_offset for r in rs]
         s.index.build()
-        assert len(s.index.files) == 4   # 70 entries in files of 19
+        assert len(s.index.files) == 4  # 70 entries in files of 19
         assert offsets(s.query("T", "same", 5)) == o[-5:]
         assert offsets(s.query("T", "same")) == o[-32:]
-        assert offsets(s.query("T", "same", 1000)) == o[-64:]      # maxMsgsNumBatch = 64
+        assert offsets(s.query("T", "same", 1000)) == o[-64:]  # maxMsgsNumBatch = 64
         r = s.query("T", "same", 3)
         assert (r.index_last_update_timestamp, r.index_last_update_phy_offset) == (rs[-1].store_timestamp, o[-1])
     with MessageStore.open(tmp_path, config(max_msgs_num_batch=10)) as s:
@@ -238,7 +251,7 @@ def test_duplicated_token_and_uniq_equal_to_a_key_return_the_offset_twice(tmp_pa
         b = rec.put("T", keys="dup")
         assert offsets(s.query("T", "dup")) == [a.physical_offset, a.physical_offset, b.physical_offset]
         assert offsets(s.query("T", "solo")) == [a.physical_offset] * 2
-        assert offsets(s.query("T", "dup", 2)) == [a.physical_offset, b.physical_offset]   # newest entries first
+        assert offsets(s.query("T", "dup", 2)) == [a.physical_offset, b.physical_offset]  # newest entries first
         assert s.by_unique_key("T", "solo").physical_offset == a.physical_offset
 
 
@@ -253,7 +266,7 @@ def test_transactions_prepared_indexed_rollback_not(tmp_path):
         assert rb.physical_offset not in offsets(s.query("T", "tx"))
         assert s.by_unique_key("T", "R") is None
         assert s.by_unique_key("T", "P").sys_flag & 0xC == 0x4
-        assert s.look(rb.physical_offset).unique_key == "R"   # the record itself is there
+        assert s.look(rb.physical_offset).unique_key == "R"  # the record itself is there
         assert index_bytes(tmp_path) == [rec.reference().files[0].buf]
 
 
@@ -274,7 +287,7 @@ def test_colliding_keys_never_answer_for_each_other(tmp_path):
             own.append(rec.put("T", keys=k1).physical_offset)
             rec.put("T", keys=k2)
             rec.put("T", keys=f"{k3} x")
-        for _ in range(6):              # the newest entries of the chain are all someone else's
+        for _ in range(6):  # the newest entries of the chain are all someone else's
             rec.put("T", keys=k2)
         # the index itself cannot tell them apart (hash only, as RocketMQ) ...
         raw, _, _ = s.index.query_offsets("T", k1, 64)
@@ -288,14 +301,14 @@ def test_colliding_keys_never_answer_for_each_other(tmp_path):
 
 
 def test_colliding_topics_never_answer_for_each_other(tmp_path):
-    """"Aa#key" and "BB#key" hash alike: a query re-checks the topic."""
+    """ "Aa#key" and "BB#key" hash alike: a query re-checks the topic."""
     assert REF.java_hash("Aa#key") == REF.java_hash("BB#key")
     with MessageStore.open(tmp_path, config()) as s:
         rec = Recorder(s)
         a = [rec.put("Aa", keys="key").physical_offset for _ in range(3)]
         b = [rec.put("BB", keys="key", uniq="key").physical_offset for _ in range(3)]
         assert offsets(s.query("Aa", "key", 3)) == a
-        assert offsets(s.query("BB", "key", 3)) == sorted(b[1:] + b[2:])   # KEYS and UNIQ_KEY: twice each
+        assert offsets(s.query("BB", "key", 3)) == sorted(b[1:] + b[2:])  # KEYS and UNIQ_KEY: twice each
         assert s.by_unique_key("Aa", "key") is None
         assert s.by_unique_key("BB", "key").physical_offset == b[0]
 
@@ -307,7 +320,7 @@ def test_index_disabled_writes_nothing_and_finds_nothing(tmp_path):
         s.flush()
         assert list(s.query("T", "k")) == [] and list(s.query("T", "U")) == []
         assert s.by_unique_key("T", "U") is None
-        assert s.by_msg_id(r.msg_id).body == b"x"   # offset ids do not need the index
+        assert s.by_msg_id(r.msg_id).body == b"x"  # offset ids do not need the index
     with MessageStore.open(tmp_path, config(message_index_enable=False, dispatch_in_put_path=False)) as s:
         rec = Recorder(s)
         rec.put("T", keys="k2")
@@ -317,6 +330,7 @@ def test_index_disabled_writes_nothing_and_finds_nothing(tmp_path):
 
 
 # ---------------------------------------------------------------- by_msg_id / by_unique_key
+
 
 def test_by_msg_id(tmp_path):
     with MessageStore.open(tmp_path, config(store_host="10.1.2.3:10911")) as s:
@@ -328,26 +342,34 @@ def test_by_msg_id(tmp_path):
         assert s.by_msg_id(msg_id("10.1.2.3", 10911, b.physical_offset)).body == b"second"
         assert s.by_msg_id(b.msg_id.lower()).body == b"second"
         # well formed, but not the start of a record this store wrote there
-        for bad in (msg_id("10.1.2.3", 10911, b.physical_offset + 1),   # inside a record
-                    msg_id("10.1.2.3", 10911, a.physical_offset + 4),
-                    msg_id("10.1.2.3", 10911, s.max_physical_offset),   # past the end
-                    msg_id("10.1.2.3", 10911, 1 << 40),
-                    msg_id("10.1.2.3", 10911, -1),
-                    msg_id("10.1.2.3", 10912, a.physical_offset),       # another port
-                    msg_id("10.1.2.4", 10911, a.physical_offset),       # another host
-                    msg_id("::1", 10911, a.physical_offset)):           # an IPv6 id (56 hex chars)
+        for bad in (
+            msg_id("10.1.2.3", 10911, b.physical_offset + 1),  # inside a record
+            msg_id("10.1.2.3", 10911, a.physical_offset + 4),
+            msg_id("10.1.2.3", 10911, s.max_physical_offset),  # past the end
+            msg_id("10.1.2.3", 10911, 1 << 40),
+            msg_id("10.1.2.3", 10911, -1),
+            msg_id("10.1.2.3", 10912, a.physical_offset),  # another port
+            msg_id("10.1.2.4", 10911, a.physical_offset),  # another host
+            msg_id("::1", 10911, a.physical_offset),
+        ):  # an IPv6 id (56 hex chars)
             assert s.by_msg_id(bad) is None, bad
         assert s.by_msg_id(a.msg_id) is not None
 
 
-@pytest.mark.parametrize("malformed", [
-    "", "XYZ", "7F00000100002A9F000000000000000",       # 31 characters
-    "7F00000100002A9F00000000000000000",                   # 33
-    "G" * 32, "0x000001" + "0" * 24,
-    "7F00000100002A9F00000000000000  ",                   # 32 characters, two of them blanks
-    "7F000001 00002A9F 00000000000000",                    # 32 characters with blanks between
-    "7F00000100002A9F000000000000000\n",
-])
+@pytest.mark.parametrize(
+    "malformed",
+    [
+        "",
+        "XYZ",
+        "7F00000100002A9F000000000000000",  # 31 characters
+        "7F00000100002A9F00000000000000000",  # 33
+        "G" * 32,
+        "0x000001" + "0" * 24,
+        "7F00000100002A9F00000000000000  ",  # 32 characters, two of them blanks
+        "7F000001 00002A9F 00000000000000",  # 32 characters with blanks between
+        "7F00000100002A9F000000000000000\n",
+    ],
+)
 def test_by_msg_id_malformed_is_a_value_error(tmp_path, malformed):
     with MessageStore.open(tmp_path, config()) as s:
         Recorder(s).put("T", keys="a")
@@ -358,9 +380,9 @@ def test_by_msg_id_malformed_is_a_value_error(tmp_path, malformed):
 def test_by_unique_key(tmp_path):
     with MessageStore.open(tmp_path, config()) as s:
         rec = Recorder(s)
-        rec.put("T", keys="ID-1")                       # a KEYS token equal to the id: not a unique key
+        rec.put("T", keys="ID-1")  # a KEYS token equal to the id: not a unique key
         first = rec.put("T", uniq="ID-1", body=b"1")
-        rec.put("T", uniq="ID-1", body=b"again")        # a producer retry: the first stored wins
+        rec.put("T", uniq="ID-1", body=b"again")  # a producer retry: the first stored wins
         rec.put("U", uniq="ID-2")
         m = s.by_unique_key("T", "ID-1")
         assert (m.physical_offset, m.unique_key, m.body) == (first.physical_offset, "ID-1", b"1")
@@ -370,6 +392,7 @@ def test_by_unique_key(tmp_path):
 
 
 # ---------------------------------------------------------------- lifecycle
+
 
 def _workload(rec, n=50, start=0):
     for i in range(start, start + n):
@@ -390,7 +413,7 @@ def test_reopen_answers_the_same_and_goes_on_where_it_stopped(tmp_path):
     assert files == _flushed(rec.reference())
     with MessageStore.open(tmp_path, config(Clock(T0 + 100_000))) as s:
         assert _answers(s) == before
-        assert index_bytes(tmp_path) == files          # opening changes nothing
+        assert index_bytes(tmp_path) == files  # opening changes nothing
         rec.store = s
         _workload(rec, 30, start=50)
         after = _answers(s)
@@ -426,16 +449,16 @@ def test_abnormal_stop_drops_unvouched_index_files_and_rebuilds_them(tmp_path):
     dst, rec, answers, full_ends = _crash_copy(tmp_path, 50)
     with open(dst / "checkpoint", "rb") as fh:
         index_msg_ts = struct.unpack_from(">q", fh.read(), 16)[0]
-    assert index_msg_ts == full_ends[-1]     # the end of the last full (flushed) index file
+    assert index_msg_ts == full_ends[-1]  # the end of the last full (flushed) index file
     kept = []
     for data in index_bytes(dst):
         f = REF.RefIndexFile(SLOTS, NUM, data=data)
         f.load()
-        if f.header.end_timestamp <= index_msg_ts:   # IndexService.load(lastExitOK=false)
+        if f.header.end_timestamp <= index_msg_ts:  # IndexService.load(lastExitOK=false)
             kept.append(f)
     assert 0 < len(kept) < len(index_bytes(dst))
-    kept_names = sorted(os.listdir(dst / "index"))[:len(kept)]
-    dropped = sorted(os.listdir(dst / "index"))[len(kept):]
+    kept_names = sorted(os.listdir(dst / "index"))[: len(kept)]
+    dropped = sorted(os.listdir(dst / "index"))[len(kept) :]
     # recovery re-dispatches from the start here; buildIndex skips what the kept files end before, and
     # indexes the record at their end offset once more, into a new file
     ref = rec.reference(files=kept)
@@ -451,7 +474,7 @@ def test_abnormal_stop_drops_unvouched_index_files_and_rebuilds_them(tmp_path):
         uniq = rec.by_phy[last_kept_end][2]
         assert offsets(s.query("T", uniq)) == [last_kept_end] * 2
         assert {k: v for k, v in got.items() if k != uniq} == {k: v for k, v in answers.items() if k != uniq}
-    assert sorted(os.listdir(dst / "index"))[:len(kept)] == kept_names
+    assert sorted(os.listdir(dst / "index"))[: len(kept)] == kept_names
     assert index_bytes(dst) == _flushed(ref)
 
 
@@ -484,8 +507,9 @@ def test_abnormal_stop_read_only_rebuilds_in_memory_only(tmp_path):
             assert got[key] == expected(ref, "T", key, 64), key
         assert s.by_unique_key("T", "ID49").unique_key == "ID49"
     after = tree(dst)
-    assert {k: v for k, v in after.items() if k.startswith("index")} == \
-        {k: v for k, v in before.items() if k.startswith("index")}
+    assert {k: v for k, v in after.items() if k.startswith("index")} == {
+        k: v for k, v in before.items() if k.startswith("index")
+    }
     assert after == before
 
 
@@ -504,7 +528,7 @@ def test_read_only_open_changes_no_byte(tmp_path):
 def test_delete_expired_keeps_the_last_file(tmp_path):
     with MessageStore.open(tmp_path, config()) as s:
         rec = Recorder(s)
-        for _ in range(80):    # 80 entries: 4 full files and one more
+        for _ in range(80):  # 80 entries: 4 full files and one more
             rec.put("T", keys="all")
         s.index.build()
         files = list(s.index.files)
@@ -512,14 +536,14 @@ def test_delete_expired_keeps_the_last_file(tmp_path):
         names = [f.name for f in files]
         assert len(files) == 5 and ends == sorted(ends)
         idx = tmp_path / "index"
-        assert s.index.delete_expired(ends[0]) == 0                # not below: kept (strictly less)
+        assert s.index.delete_expired(ends[0]) == 0  # not below: kept (strictly less)
         assert s.index.delete_expired(0) == 0
         assert sorted(os.listdir(idx)) == names
         assert s.index.delete_expired(ends[0] + 1) == 1
         assert sorted(os.listdir(idx)) == names[1:]
         assert s.index.delete_expired(ends[2] + 1) == 2
         assert sorted(os.listdir(idx)) == names[3:]
-        assert s.index.delete_expired(1 << 50) == 1                # everything below, but the last stays
+        assert s.index.delete_expired(1 << 50) == 1  # everything below, but the last stays
         assert sorted(os.listdir(idx)) == names[4:]
         assert s.index.delete_expired(1 << 50) == 0
         assert [f.name for f in s.index.files] == names[4:]
@@ -550,7 +574,7 @@ def test_query_drops_offsets_in_deleted_commitlog_files(tmp_path):
         assert offsets(s.query("T", "k", n)) == in_second
         assert offsets(s.query("T", "k", n + 2)) == in_second
         assert s.index.query_offsets("T", "k", 64)[0] == o[::-1]
-        assert offsets(s.query("T", "k", 64)) == in_second       # the walk reaches the entry for offset 0
+        assert offsets(s.query("T", "k", 64)) == in_second  # the walk reaches the entry for offset 0
 
 
 def test_index_file_names_stay_ordered_after_a_quick_reopen(tmp_path, monkeypatch):
@@ -563,19 +587,19 @@ def test_index_file_names_stay_ordered_after_a_quick_reopen(tmp_path, monkeypatc
     class FrozenTime:
         @staticmethod
         def time_ns():
-            return frozen * 1_000_000   # the wall clock stands still while the files are made
+            return frozen * 1_000_000  # the wall clock stands still while the files are made
 
         localtime = staticmethod(index_service.time.localtime)
         strftime = staticmethod(index_service.time.strftime)
 
     monkeypatch.setattr(index_service, "time", FrozenTime)
-    with MessageStore.open(tmp_path, config(max_index_num=2)) as s:   # one entry per file
+    with MessageStore.open(tmp_path, config(max_index_num=2)) as s:  # one entry per file
         rec = Recorder(s)
         for i in range(4):
             rec.put("T", keys=f"k{i}")
     names = sorted(os.listdir(tmp_path / "index"))
-    assert len(names) == 4          # named T, T+1 ms, T+2 ms, T+3 ms
-    frozen += 1                     # reopened 1 ms later
+    assert len(names) == 4  # named T, T+1 ms, T+2 ms, T+3 ms
+    frozen += 1  # reopened 1 ms later
     with MessageStore.open(tmp_path, config(Clock(T0 + 100_000), max_index_num=2)) as s:
         rec.store = s
         r = rec.put("T", keys="new")
@@ -594,14 +618,15 @@ def test_a_corrupt_index_count_never_escapes_as_a_deep_error(tmp_path):
     """An index header claiming more entries than the file holds (and a slot pointing past the end) must
     not crash a query: the walk stays inside the file."""
     import struct as _struct
+
     cfg = StoreConfig(max_hash_slot_num=4, max_index_num=8)
     with MessageStore.open(tmp_path, cfg) as s:
         s.put(Message("T", b"x", keys=["k"]), 0)
     (path,) = list((tmp_path / "index").iterdir())
     data = bytearray(path.read_bytes())
-    _struct.pack_into(">i", data, 36, 1000)                 # indexCount
+    _struct.pack_into(">i", data, 36, 1000)  # indexCount
     for slot in range(4):
-        _struct.pack_into(">i", data, 40 + 4 * slot, 900)   # every slot points far past the entries
+        _struct.pack_into(">i", data, 40 + 4 * slot, 900)  # every slot points far past the entries
     path.write_bytes(bytes(data))
     with MessageStore.open(tmp_path, cfg, read_only=True) as s:
         assert list(s.query("T", "k")) == []
@@ -612,15 +637,17 @@ def test_a_full_index_file_is_written_out_off_the_put_path(tmp_path, monkeypatch
     checkpoint's indexMsgTimestamp moves only once that file is on disk, and flush() waits for it."""
     import threading as _threading
     from rocketstore.log.index_file import IndexFile
+
     seen = []
     real = IndexFile.flush
 
     def recording_flush(self):
         seen.append((_threading.current_thread().name, self.is_write_full()))
         real(self)
+
     monkeypatch.setattr(IndexFile, "flush", recording_flush)
     with MessageStore.open(tmp_path, StoreConfig(max_hash_slot_num=4, max_index_num=4)) as s:
-        for i in range(7):                       # 3 entries per file: two files fill
+        for i in range(7):  # 3 entries per file: two files fill
             s.put(Message("T", b"x", keys=[f"k{i}"]), 0)
         s.index.build()
         s.flush()

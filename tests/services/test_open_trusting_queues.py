@@ -1,4 +1,5 @@
 """open(read_only=True, check_commitlog=False): the queues are trusted, the CommitLog is not recovered."""
+
 import os
 
 import pytest
@@ -40,7 +41,7 @@ def test_a_live_store_is_read_up_to_what_its_queues_hold(tmp_path):
     with MessageStore.open(root, CFG) as writer:
         for i in range(300):
             writer.put(Message("Live", f"m{i}".encode()), queue_id=0)
-        assert os.path.exists(os.path.join(root, "abort"))     # a crash image, as far as readers can tell
+        assert os.path.exists(os.path.join(root, "abort"))  # a crash image, as far as readers can tell
         with MessageStore.open(root, CFG, read_only=True, check_commitlog=False) as reader:
             assert reader.max_offset("Live", 0) == 300
             got = reader.get("t", "Live", 0, 290, max_count=32)

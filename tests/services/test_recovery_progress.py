@@ -1,5 +1,6 @@
 """Recovery reports its progress (issue 4): a log line per CommitLog file recovered (logger
 "rocketstore.recovery": file, records, bytes, elapsed) and MessageStore.open(..., progress=fn(done, total))."""
+
 import logging
 import os
 import re
@@ -52,8 +53,11 @@ def test_progress_after_a_crash_walks_every_segment(tmp_path, caplog):
     assert calls == [(0, end)] + [((i + 1) * FILE, end) for i in range(len(segs) - 1)] + [(end, end)]
     done = [c[0] for c in calls]
     assert done == sorted(done)
-    lines = [r.getMessage() for r in caplog.records
-             if r.name == "rocketstore.recovery" and r.getMessage().startswith("recovered CommitLog file")]
+    lines = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "rocketstore.recovery" and r.getMessage().startswith("recovered CommitLog file")
+    ]
     assert len(lines) == len(segs)
     records = 0
     for line, seg in zip(lines, segs):
@@ -74,7 +78,7 @@ def test_progress_after_a_clean_close_starts_at_a_safe_segment(tmp_path):
     with MessageStore.open(root, config(), progress=lambda d, t: calls.append((d, t))):
         pass
     total = calls[-1][1]
-    start = end - total                      # the segment recovery started at
+    start = end - total  # the segment recovery started at
     assert 0 < total <= end and start % FILE == 0
     walked = (end - 1) // FILE - start // FILE + 1
     assert calls == [(0, total)] + [((i + 1) * FILE, total) for i in range(walked - 1)] + [(total, total)]
@@ -103,7 +107,7 @@ def test_a_failing_progress_callback_fails_the_open(tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         MessageStore.open(root, config(), progress=boom)
-    with MessageStore.open(root, config()) as s:   # the lock was released: it opens again
+    with MessageStore.open(root, config()) as s:  # the lock was released: it opens again
         assert s.max_offset("T", 0) == 5
 
 
@@ -122,6 +126,7 @@ def read_cp(root):
 
 def wait_checkpoint(root, pred, timeout=5.0):
     import time
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if os.path.exists(os.path.join(root, "checkpoint")):
@@ -133,9 +138,15 @@ def wait_checkpoint(root, pred, timeout=5.0):
 
 
 def cp_config(**kw):
-    return StoreConfig(mapped_file_size_commit_log=FILE, mapped_file_size_consume_queue=20 * 1000,
-                       flush_interval_commit_log=10, flush_interval_consume_queue=10,
-                       flush_consume_queue_thorough_interval=0, flush_commit_log_thorough_interval=0, **kw)
+    return StoreConfig(
+        mapped_file_size_commit_log=FILE,
+        mapped_file_size_consume_queue=20 * 1000,
+        flush_interval_commit_log=10,
+        flush_interval_consume_queue=10,
+        flush_consume_queue_thorough_interval=0,
+        flush_commit_log_thorough_interval=0,
+        **kw,
+    )
 
 
 @pytest.mark.parametrize("mode", ["ASYNC_FLUSH", SYNC_FLUSH])
@@ -149,17 +160,17 @@ def test_confirm_phy_offset_is_what_recovery_found_and_the_flush_services_write_
         # a new store: the flush services' checkpoints carry 0, as RocketMQ's
         cp = wait_checkpoint(root, lambda cp: cp.logics_msg_timestamp > 0)
         assert cp.confirm_phy_offset == 0 and s.checkpoint.confirm_phy_offset == 0
-    assert read_cp(root).confirm_phy_offset == 0            # the shutdown does not move it either
+    assert read_cp(root).confirm_phy_offset == 0  # the shutdown does not move it either
     with MessageStore.open(root, cfg) as s:
-        assert s.checkpoint.confirm_phy_offset == last1     # recoverNormally: the last valid record's start
+        assert s.checkpoint.confirm_phy_offset == last1  # recoverNormally: the last valid record's start
         assert s.commitlog.confirm_offset == last1
         before = read_cp(root).logics_msg_timestamp
-        for i in range(200):                                 # into the next segments
+        for i in range(200):  # into the next segments
             r = s.put(Message("T", b"c" * 500))
             assert r.ok
         last2 = r.physical_offset
         cp = wait_checkpoint(root, lambda cp: cp.logics_msg_timestamp > before)
-        assert cp.confirm_phy_offset == last1                # written by the flush service, not moved by puts
+        assert cp.confirm_phy_offset == last1  # written by the flush service, not moved by puts
         assert s.checkpoint.confirm_phy_offset == last1
     assert read_cp(root).confirm_phy_offset == last1
     with MessageStore.open(root, cfg) as s:
@@ -177,7 +188,7 @@ def test_confirm_phy_offset_is_what_recovery_found_and_the_flush_services_write_
 
 # ---------------------------------------------------------------- within a segment (issue #16, point 7)
 BIG = 16 << 20
-STEP = 4 << 20          # recovery tells its progress at least every this many bytes (and a record's length)
+STEP = 4 << 20  # recovery tells its progress at least every this many bytes (and a record's length)
 
 
 def big_store(root, n=10_000, body=1000):
@@ -198,7 +209,7 @@ def test_progress_moves_within_one_segment_and_counts_data_bytes(tmp_path):
     calls = []
     with MessageStore.open(root, cfg, progress=lambda d, t: calls.append((d, t))) as s:
         assert sum(s.max_offset("T", q) for q in range(4)) == 10_000
-    assert calls[0] == (0, end) and calls[-1] == (end, end)      # bytes of data, not the segment's 16 MiB
+    assert calls[0] == (0, end) and calls[-1] == (end, end)  # bytes of data, not the segment's 16 MiB
     done = [d for d, _ in calls]
     assert done == sorted(set(done))
     assert len([d for d in done if 0 < d < end]) >= end // STEP - 1

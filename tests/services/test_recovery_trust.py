@@ -1,6 +1,7 @@
 """What recovery cuts never comes back, and ConsumeQueue units are checked against the CommitLog (issue #17,
 points 4 and 5). Real stores on disk, damaged by writing bytes into their files; every expectation comes
 from the PutResults recorded while writing (or from bytes computed here), never from the store under test."""
+
 import logging
 import random
 import struct
@@ -20,8 +21,13 @@ MODES = ["clean", "crash"]
 
 def cfg():
     clock = iter(range(1_700_000_000_000, 1_800_000_000_000))
-    return StoreConfig(mapped_file_size_commit_log=SEG, mapped_file_size_consume_queue=CQ_FILE_UNITS * UNIT,
-                       max_hash_slot_num=8, max_index_num=32, clock=lambda: next(clock))
+    return StoreConfig(
+        mapped_file_size_commit_log=SEG,
+        mapped_file_size_consume_queue=CQ_FILE_UNITS * UNIT,
+        max_hash_slot_num=8,
+        max_index_num=32,
+        clock=lambda: next(clock),
+    )
 
 
 def put(s, topic, queue, body):
@@ -43,7 +49,9 @@ def read_queue(s, topic, queue):
 
 
 def expect(records, topic, queue):
-    return [(r.queue_offset, topic, queue, r.queue_offset, body) for t, q, body, r in records if (t, q) == (topic, queue)]
+    return [
+        (r.queue_offset, topic, queue, r.queue_offset, body) for t, q, body, r in records if (t, q) == (topic, queue)
+    ]
 
 
 def cq_path(root, topic, queue, index):
@@ -53,7 +61,7 @@ def cq_path(root, topic, queue, index):
 
 def patch(path, pos, data):
     buf = bytearray(path.read_bytes())
-    buf[pos:pos + len(data)] = data
+    buf[pos : pos + len(data)] = data
     path.write_bytes(bytes(buf))
 
 
@@ -83,13 +91,13 @@ def test_what_a_corrupt_record_cut_never_comes_back_after_a_same_size_put(tmp_pa
     with MessageStore.open(root, cfg()) as s:
         records = [("T", 0, b"m%02d" % i * 10, put(s, "T", 0, b"m%02d" % i * 10)) for i in range(12)]
     cut = records[5][3]
-    body_at = cut.physical_offset + 88    # IPv4 hosts: the body starts 88 bytes into the record
+    body_at = cut.physical_offset + 88  # IPv4 hosts: the body starts 88 bytes into the record
     patch_commitlog(root, body_at, bytes([records[5][2][0] ^ 0x40]))
     with reopen(root, mode == "crash") as s:
         assert s.max_offset("T", 0) == 5 and s.max_physical_offset == cut.physical_offset
         body = b"n%02d" % 5 * 10
         r = put(s, new_topic, 0, body)
-        assert (r.physical_offset, r.size) == (cut.physical_offset, cut.size)   # the same bytes, overwritten
+        assert (r.physical_offset, r.size) == (cut.physical_offset, cut.size)  # the same bytes, overwritten
     kept = records[:5] + [(new_topic, 0, body, r)]
     for crash in (False, True):
         with reopen(root, crash) as s:
@@ -128,7 +136,7 @@ def test_a_torn_tail_then_a_shorter_put_leaves_a_sound_store(tmp_path, mode, cle
     assert not [m for m in caplog.records if m.name == "rocketstore.recovery" and m.levelno >= logging.WARNING]
     # on disk, after the new record: zeros to the end of the segment
     seg = (root / "commitlog" / f"{0:020d}").read_bytes()
-    assert seg[r.physical_offset + r.size:] == bytes(SEG - r.physical_offset - r.size)
+    assert seg[r.physical_offset + r.size :] == bytes(SEG - r.physical_offset - r.size)
 
 
 # ------------------------------------------------------------------------------------------ point 5
@@ -154,7 +162,7 @@ def test_unit_size_past_the_commitlog_end_does_not_swallow_later_puts(tmp_path, 
     records = build_two_queues(root)
     n = len(expect(records, "T", 0))
     path, pos = cq_path(root, "T", 0, n - 1)
-    patch(path, pos + 8, struct.pack(">i", 0x7FFF0000))   # size field of T/0's last unit
+    patch(path, pos + 8, struct.pack(">i", 0x7FFF0000))  # size field of T/0's last unit
     with reopen(root, mode == "crash") as s:
         assert s.max_offset("T", 0) == n
         r = put(s, "T", 0, b"after")
@@ -183,7 +191,7 @@ def test_garbage_at_the_head_of_a_queues_last_file(tmp_path, mode, seed, files):
     assert pos == 0 and len(list(path.parent.iterdir())) == files
     rnd = random.Random(seed)
     garbage = bytes(rnd.randrange(256) for _ in range(2 * UNIT))
-    if seed % 2:   # odd seeds: garbage that looks like units (offset >= 0, size > 0)
+    if seed % 2:  # odd seeds: garbage that looks like units (offset >= 0, size > 0)
         garbage = b"".join(struct.pack(">qiq", rnd.randrange(1 << 40), rnd.randrange(1, 1 << 30), 0) for _ in "ab")
     patch(path, 0, garbage)
     with reopen(root, mode == "crash") as s:
@@ -244,10 +252,16 @@ def pristine_two_queues(tmp_path_factory):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(queue=st.sampled_from(["T", "U"]), index=st.integers(0, 24), field=st.sampled_from(["pos", "size", "all"]),
-       value=st.integers(-(1 << 63), (1 << 63) - 1), crash=st.booleans())
-def test_one_corrupt_unit_never_loses_or_misplaces_a_message(tmp_path_factory, pristine_two_queues, queue, index,
-                                                             field, value, crash):
+@given(
+    queue=st.sampled_from(["T", "U"]),
+    index=st.integers(0, 24),
+    field=st.sampled_from(["pos", "size", "all"]),
+    value=st.integers(-(1 << 63), (1 << 63) - 1),
+    crash=st.booleans(),
+)
+def test_one_corrupt_unit_never_loses_or_misplaces_a_message(
+    tmp_path_factory, pristine_two_queues, queue, index, field, value, crash
+):
     """Any one unit of either queue with any value in its offset or size field (or all 20 bytes): after
     reopening, every acknowledged message is served at its own offset with its own body, and a new put
     to that queue is served too, also after the next reopen."""

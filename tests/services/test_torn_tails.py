@@ -4,6 +4,7 @@ at the right queue offset -- after a clean shutdown followed by damage and after
 A read-only open of every damaged store answers what the writable open answers and changes no byte.
 
 Every expected value comes from the PutResults recorded while the store was written, never from the store."""
+
 import logging
 import os
 import pathlib
@@ -18,8 +19,9 @@ from rocketstore import GetStatus, Message, MessageStore, PutStatus, StoreConfig
 
 SEG = 4096
 CQ_UNIT = 20
-SMALL = dict(mapped_file_size_commit_log=SEG, mapped_file_size_consume_queue=10 * CQ_UNIT, max_hash_slot_num=8,
-             max_index_num=32)
+SMALL = dict(
+    mapped_file_size_commit_log=SEG, mapped_file_size_consume_queue=10 * CQ_UNIT, max_hash_slot_num=8, max_index_num=32
+)
 # every byte of a record is covered by a check: the appended CRC property, verified on recovery
 CRC_ALL = dict(enabled_append_prop_crc=True, force_verify_prop_crc=True, check_crc_on_recover=True)
 MODES = ["clean", "crash"]
@@ -35,7 +37,7 @@ class Written:
     """What was put: records in CommitLog order, each (topic, queue_id, body, PutResult)."""
 
     def __init__(self, files, records):
-        self.files = files          # {relative path: bytes} of the store after a clean close
+        self.files = files  # {relative path: bytes} of the store after a clean close
         self.records = records
 
     @property
@@ -68,7 +70,7 @@ def build(root, cfg_kw, n=75):
             records.append((t, q, body, r))
     assert sum(1 for t, q, *_ in records if (t, q) == ("T", 0)) % 10 not in (0, 8, 9)
     offs = [r.physical_offset for *_, r in records]
-    assert offs == sorted(offs) and offs[-1] // SEG >= 2   # at least three segments
+    assert offs == sorted(offs) and offs[-1] // SEG >= 2  # at least three segments
     return Written(snapshot(root), records)
 
 
@@ -99,7 +101,7 @@ def patched(files, phys, data):
     buf = bytearray(files[rel])
     pos = phys % SEG
     assert pos + len(data) <= SEG
-    buf[pos:pos + len(data)] = data
+    buf[pos : pos + len(data)] = data
     return {**files, rel: bytes(buf)}
 
 
@@ -115,22 +117,25 @@ def read_queue(s, topic, qid):
 
 
 def answers(s, queues=(("T", 0), ("T", 1), ("U", 0))):
-    return {"max_physical_offset": s.max_physical_offset,
-            "max_offsets": {tq: s.max_offset(*tq) for tq in queues},
-            "messages": {tq: read_queue(s, *tq) for tq in queues}}
+    return {
+        "max_physical_offset": s.max_physical_offset,
+        "max_offsets": {tq: s.max_offset(*tq) for tq in queues},
+        "messages": {tq: read_queue(s, *tq) for tq in queues},
+    }
 
 
 def expected_answers(w, n, queues=(("T", 0), ("T", 1), ("U", 0))):
     pre = w.prefix(n)
     t, q, b, r = w.records[n - 1]
-    return {"max_physical_offset": r.physical_offset + r.size,
-            "max_offsets": {tq: len(pre.get(tq, [])) for tq in queues},
-            "messages": {tq: pre.get(tq, []) for tq in queues}}
+    return {
+        "max_physical_offset": r.physical_offset + r.size,
+        "max_offsets": {tq: len(pre.get(tq, [])) for tq in queues},
+        "messages": {tq: pre.get(tq, []) for tq in queues},
+    }
 
 
 def cut_warnings(caplog):
-    return [r.getMessage() for r in caplog.records
-            if r.name == "rocketstore.recovery" and r.levelno >= logging.WARNING]
+    return [r.getMessage() for r in caplog.records if r.name == "rocketstore.recovery" and r.levelno >= logging.WARNING]
 
 
 def check_open(tmp_path, w, files, abort, n, cfg_kw, caplog, cut_at=None, continue_writing=True, tag=""):
@@ -164,7 +169,8 @@ def check_open(tmp_path, w, files, abort, n, cfg_kw, caplog, cut_at=None, contin
             assert t0.queue_offset == exp["max_offsets"][("T", 0)]
             assert u0.queue_offset == exp["max_offsets"][("U", 0)]
             assert t0.physical_offset == exp["max_physical_offset"] or (
-                t0.physical_offset % SEG == 0 and t0.physical_offset > exp["max_physical_offset"])
+                t0.physical_offset % SEG == 0 and t0.physical_offset > exp["max_physical_offset"]
+            )
             assert read_queue(s, "T", 0)[-1] == (t0.queue_offset, b"after-T0")
     return root
 
@@ -201,14 +207,23 @@ def test_last_record_cut_at_every_byte_boundary_with_full_crc(scratch, pristine,
     w = pristine["crc"]
     n = len(w.records)
     last = w.records[-1][3]
-    rec = w.files[seg_name(last.physical_offset)][last.physical_offset % SEG:][:last.size]
+    rec = w.files[seg_name(last.physical_offset)][last.physical_offset % SEG :][: last.size]
     failures = []
     for k in range(last.size):
         files = patched(w.files, last.physical_offset + k, bytes(last.size - k))
         torn = rec[:k] + bytes(last.size - k)
         try:
-            check_open(scratch, w, files, mode == "crash", n - 1, CRC_ALL, caplog,
-                       cut_at=last.physical_offset if any(torn) else None, tag=str(k % 2))
+            check_open(
+                scratch,
+                w,
+                files,
+                mode == "crash",
+                n - 1,
+                CRC_ALL,
+                caplog,
+                cut_at=last.physical_offset if any(torn) else None,
+                tag=str(k % 2),
+            )
         except AssertionError as e:
             failures.append((k, str(e).splitlines()[0][:200]))
     assert failures == [], f"{len(failures)} of {last.size} cut points fail, e.g. {failures[:5]}"
@@ -222,7 +237,7 @@ def test_last_record_cut_at_every_byte_boundary_default_config(scratch, pristine
     w = pristine["default"]
     n = len(w.records)
     t, q, body, last = w.records[-1]
-    rec = w.files[seg_name(last.physical_offset)][last.physical_offset % SEG:][:last.size]
+    rec = w.files[seg_name(last.physical_offset)][last.physical_offset % SEG :][: last.size]
     # layout of this record (IPv4 hosts, V1 magic): ... bodyLen@84, body@88, topicLen, topic, propsLen, props
     body_end = 88 + len(body)
     assert struct.unpack_from(">i", rec, 84)[0] == len(body) and rec[88:body_end] == body
@@ -235,8 +250,17 @@ def test_last_record_cut_at_every_byte_boundary_default_config(scratch, pristine
         damaged_checked = any(rec[i] != torn[i] for i in checked)
         try:
             if damaged_checked:
-                check_open(scratch, w, files, mode == "crash", n - 1, {}, caplog,
-                           cut_at=last.physical_offset if any(torn) else None, tag=str(k % 2))
+                check_open(
+                    scratch,
+                    w,
+                    files,
+                    mode == "crash",
+                    n - 1,
+                    {},
+                    caplog,
+                    cut_at=last.physical_offset if any(torn) else None,
+                    tag=str(k % 2),
+                )
             else:
                 root = scratch / f"u{k % 2}"
                 materialize(root, files, mode == "crash")
@@ -246,7 +270,7 @@ def test_last_record_cut_at_every_byte_boundary_default_config(scratch, pristine
                     assert got == expected_answers(w, n if kept else n - 1)
                     r = s.put(Message("T", b"after", born_timestamp=1), 0)
                     assert r.queue_offset == got["max_offsets"][("T", 0)]
-        except Exception as e:   # noqa: BLE001 - collect every failing cut point, report them together
+        except Exception as e:  # noqa: BLE001 - collect every failing cut point, report them together
             failures.append((k, f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"))
     assert failures == [], f"{len(failures)} of {last.size} cut points fail, e.g. {failures[:5]}"
 
@@ -265,7 +289,7 @@ def test_tail_overwritten_with_zeros(tmp_path, pristine, caplog, mode, cfg):
     root = check_open(tmp_path, w, files, mode == "crash", n - 3, kw, caplog, cut_at=None)
     # as after an ASYNC_FLUSH crash: the ConsumeQueue of T/0 had units for two of the lost records; the log
     # then grows past where they pointed -- they must not come back on the next open, clean or crashed
-    assert [tq for t, q, b, r in w.records[n - 3:] for tq in [(t, q)]].count(("T", 0)) == 2
+    assert [tq for t, q, b, r in w.records[n - 3 :] for tq in [(t, q)]].count(("T", 0)) == 2
     with MessageStore.open(root, small(**kw)) as s:
         for i in range(12):
             assert s.put(Message("U", b"u" * 200, born_timestamp=1), 0).ok
@@ -290,8 +314,7 @@ def test_tail_overwritten_with_random_bytes(tmp_path, pristine, caplog, mode, cf
     rnd = random.Random(seed)
     garbage = bytes(rnd.randrange(256) for _ in range(SEG - start % SEG))
     files = patched(w.files, start, garbage)
-    root = check_open(tmp_path, w, files, mode == "crash", n - 3, CRC_ALL if cfg == "crc" else {}, caplog,
-                      cut_at=start)
+    root = check_open(tmp_path, w, files, mode == "crash", n - 3, CRC_ALL if cfg == "crc" else {}, caplog, cut_at=start)
     # what was written after the recovery survives the next open, whichever way the store stops
     exp = expected_answers(w, n - 3)
     (root / "abort").write_text("1")
@@ -312,9 +335,9 @@ def test_valid_record_followed_by_garbage(tmp_path, pristine, caplog, mode, cfg,
     room = SEG - end % SEG
     if garbage == "random":
         junk = bytes(random.Random(7).randrange(1, 256) for _ in range(min(room, 300)))
-    elif garbage == "header_copy":   # the first 60 bytes of the last record again: a plausible, torn header
+    elif garbage == "header_copy":  # the first 60 bytes of the last record again: a plausible, torn header
         last = w.records[-1][3]
-        junk = w.files[seg_name(last.physical_offset)][last.physical_offset % SEG:][:60]
+        junk = w.files[seg_name(last.physical_offset)][last.physical_offset % SEG :][:60]
     else:
         junk = b"\xff" * min(room, 64)
     files = patched(w.files, end, junk)
@@ -330,9 +353,9 @@ def test_consume_queue_units_past_the_commitlog_end_are_truncated(tmp_path, pris
     last_cq = max(k for k in w.files if k.startswith(cq_dir + "/"))
     buf = bytearray(w.files[last_cq])
     first_free = real % 10
-    assert buf[first_free * CQ_UNIT:] == bytes(len(buf) - first_free * CQ_UNIT)
+    assert buf[first_free * CQ_UNIT :] == bytes(len(buf) - first_free * CQ_UNIT)
     fake = 10 - first_free
-    for i in range(fake):   # units pointing at records that would follow the CommitLog's last one
+    for i in range(fake):  # units pointing at records that would follow the CommitLog's last one
         struct.pack_into(">qiq", buf, (first_free + i) * CQ_UNIT, w.end + i * 150, 150, 12345)
     files = {**w.files, last_cq: bytes(buf)}
     root = check_open(tmp_path, w, files, mode == "crash", n, {}, caplog, cut_at=None)
@@ -388,6 +411,7 @@ def test_stale_abort_file(tmp_path, pristine, caplog, torn, cfg):
         last = w.records[-1][3]
         files = patched(files, last.physical_offset + 10, bytes(last.size - 10))
         cut = last.physical_offset
-    root = check_open(tmp_path, w, files, True, n - 1 if torn else n, CRC_ALL if cfg == "crc" else {}, caplog,
-                      cut_at=cut)
-    assert not (root / "abort").exists()   # the clean close after it removed the stale one
+    root = check_open(
+        tmp_path, w, files, True, n - 1 if torn else n, CRC_ALL if cfg == "crc" else {}, caplog, cut_at=cut
+    )
+    assert not (root / "abort").exists()  # the clean close after it removed the stale one

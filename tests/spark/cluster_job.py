@@ -8,6 +8,7 @@ index files; what it got goes to files that the test checks against the store's 
 spec.json: {"source": store, "sink": store, "rebuild": store, "rebuildOptions": {...}, "out": dir}. The
 executors import rocketstore from the PYTHONPATH this process runs with (spark.executorEnv.PYTHONPATH).
 """
+
 import json
 import os
 import pickle
@@ -23,6 +24,7 @@ def executor_of_this_task(_):
     """Where this task ran: the executor JVM above this Python worker (its --executor-id and its Worker's
     --work-dir, read from /proc), and which rocketstore it imported."""
     import rocketstore
+
     found = {"pid": os.getpid(), "rocketstore": rocketstore.__file__, "ancestors": []}
     pid = os.getppid()
     while pid > 1:
@@ -42,7 +44,7 @@ def executor_of_this_task(_):
 
 
 def said(what, since):
-    print(f"{what}: {time.monotonic() - since:.1f} s", flush=True)   # in the driver's log, should it fail
+    print(f"{what}: {time.monotonic() - since:.1f} s", flush=True)  # in the driver's log, should it fail
     return time.monotonic()
 
 
@@ -51,15 +53,19 @@ def main(master, spec_path):
         spec = json.load(f)
     out = spec["out"]
     t = time.monotonic()
-    spark = rocketstore.spark.session(master, "rocketstore-cluster-test", conf={
-        "spark.executorEnv.PYTHONPATH": os.environ["EXECUTOR_PYTHONPATH"],
-        "spark.executor.memory": "512m",
-        "spark.executor.cores": "1",
-        "spark.cores.max": "2",
-        # start once both executors are there: every job below then has two processes to run in
-        "spark.scheduler.minRegisteredResourcesRatio": "1.0",
-        "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s",
-    })
+    spark = rocketstore.spark.session(
+        master,
+        "rocketstore-cluster-test",
+        conf={
+            "spark.executorEnv.PYTHONPATH": os.environ["EXECUTOR_PYTHONPATH"],
+            "spark.executor.memory": "512m",
+            "spark.executor.cores": "1",
+            "spark.cores.max": "2",
+            # start once both executors are there: every job below then has two processes to run in
+            "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+            "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s",
+        },
+    )
     t = said("session with two executors", t)
     try:
         sc = spark.sparkContext

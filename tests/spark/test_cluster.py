@@ -3,6 +3,7 @@ the PySpark distribution on loopback, each executor a JVM of its own with its ow
 run rocketstore once one machine is not enough. The driver is a process of its own (cluster_job.py); its
 results are checked against the same expectations as the local-mode tests: store.get's answers, the rows
 read back through the ConsumeQueues, the local engine's rebuilt files byte for byte."""
+
 import json
 import os
 import pickle
@@ -33,18 +34,26 @@ def free_port():
 
 def spark_env(base):
     import pyspark
+
     home = os.path.dirname(os.path.abspath(pyspark.__file__))
-    conf = base / "conf"            # no spark-defaults.conf / spark-env.sh from anywhere else
+    conf = base / "conf"  # no spark-defaults.conf / spark-env.sh from anywhere else
     conf.mkdir(exist_ok=True)
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_GATEWAY_")}  # a JVM of its own
-    return {**inherited, "SPARK_HOME": home, "SPARK_CONF_DIR": str(conf), "SPARK_LOCAL_IP": "127.0.0.1",
-            "SPARK_LOCAL_DIRS": str(base / "local"), "SPARK_DAEMON_MEMORY": "256m",
-            # every JVM here (daemons, driver, executors) runs short jobs: startup outweighs peak speed, so
-            # the quick compiler alone (half the CPU time of the test on two cores)
-            "JDK_JAVA_OPTIONS": "-XX:TieredStopAtLevel=1",
-            "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-            # the master's REST submission server would take port 6066, whoever else has it
-            "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}
+    return {
+        **inherited,
+        "SPARK_HOME": home,
+        "SPARK_CONF_DIR": str(conf),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOCAL_DIRS": str(base / "local"),
+        "SPARK_DAEMON_MEMORY": "256m",
+        # every JVM here (daemons, driver, executors) runs short jobs: startup outweighs peak speed, so
+        # the quick compiler alone (half the CPU time of the test on two cores)
+        "JDK_JAVA_OPTIONS": "-XX:TieredStopAtLevel=1",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        # the master's REST submission server would take port 6066, whoever else has it
+        "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
+    }
 
 
 def kill_group(p, grace=20):
@@ -77,34 +86,66 @@ def cluster(tmp_path_factory):
     spark_class = os.path.join(env["SPARK_HOME"], "bin", "spark-class")
     port, ui = free_port(), free_port()
     url = f"spark://127.0.0.1:{port}"
-    commands = [("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                            "--webui-port", str(ui)])]
+    commands = [
+        (
+            "master",
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(ui),
+            ],
+        )
+    ]
     for i in range(WORKERS):
         (base / f"work{i}").mkdir()
-        commands.append((f"worker{i}", ["org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
-                                        "--cores", "1", "--memory", "1g", "--webui-port", "0",
-                                        "--work-dir", str(base / f"work{i}")]))
+        commands.append(
+            (
+                f"worker{i}",
+                [
+                    "org.apache.spark.deploy.worker.Worker",
+                    url,
+                    "--host",
+                    "127.0.0.1",
+                    "--cores",
+                    "1",
+                    "--memory",
+                    "1g",
+                    "--webui-port",
+                    "0",
+                    "--work-dir",
+                    str(base / f"work{i}"),
+                ],
+            )
+        )
     procs, logs = [], []
     try:
         for name, args in commands:
             log = base / f"{name}.log"
             with open(log, "wb") as f:
-                procs.append(subprocess.Popen([spark_class, *args], stdout=f, stderr=subprocess.STDOUT, env=env,
-                                              start_new_session=True))
+                procs.append(
+                    subprocess.Popen(
+                        [spark_class, *args], stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                    )
+                )
             logs.append(log)
         deadline = time.monotonic() + 180
         alive = 0
         while alive < WORKERS:
             for p, log in zip(procs, logs):
                 assert p.poll() is None, f"{log.name} exited ({p.returncode}):\n{tail(log)}"
-            assert time.monotonic() < deadline, f"{alive} of {WORKERS} workers registered:\n" + \
-                "\n".join(tail(log, 1500) for log in logs)
+            assert time.monotonic() < deadline, f"{alive} of {WORKERS} workers registered:\n" + "\n".join(
+                tail(log, 1500) for log in logs
+            )
             time.sleep(0.5)
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5) as r:
                     alive = json.load(r)["aliveworkers"]
             except OSError:
-                pass              # the master's web UI is not up yet
+                pass  # the master's web UI is not up yet
         yield url, env, base
     finally:
         for p in reversed(procs):
@@ -118,12 +159,18 @@ def run_driver(cluster, spec):
     env = {**env, "PYTHONPATH": os.pathsep.join([SRC, REPO]), "EXECUTOR_PYTHONPATH": SRC}
     log = base / "driver.log"
     with open(log, "wb") as f:
-        p = subprocess.Popen([sys.executable, os.path.join(HERE, "cluster_job.py"), url, str(spec_path)],
-                             stdout=f, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
+        p = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "cluster_job.py"), url, str(spec_path)],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=REPO,
+            start_new_session=True,
+        )
     try:
         code = p.wait(600)
     finally:
-        kill_group(p, grace=10)   # the driver's JVM too, should it outlive its Python
+        kill_group(p, grace=10)  # the driver's JVM too, should it outlive its Python
     assert code == 0, f"the driver failed ({code}):\n{tail(log, 6000)}"
 
 
@@ -134,8 +181,16 @@ def test_source_sink_and_rebuild_on_a_standalone_cluster(cluster, tmp_path):
     rebuilt, ref, cfg = cleaned_store(tmp_path)
     out = tmp_path / "out"
     out.mkdir()
-    run_driver(cluster, {"source": source, "sink": str(sink), "rebuild": rebuilt, "out": str(out),
-                         "rebuildOptions": {k: str(v) for k, v in OPTIONS.items()}})
+    run_driver(
+        cluster,
+        {
+            "source": source,
+            "sink": str(sink),
+            "rebuild": rebuilt,
+            "out": str(out),
+            "rebuildOptions": {k: str(v) for k, v in OPTIONS.items()},
+        },
+    )
 
     # the tasks ran in two executor processes, started by the two workers, importing this tree's rocketstore
     ran = json.loads((out / "executors.json").read_text())

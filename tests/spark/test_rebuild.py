@@ -1,6 +1,7 @@
 """rocketstore.spark.rebuild: the parallel rebuild job writes what the local engine (reput on open) writes,
 byte for byte (ConsumeQueues, batch ConsumeQueues, checkpoint; index files by content, their names being
 wall-clock times), and on a golden store the ConsumeQueues RocketMQ itself rebuilt."""
+
 import hashlib
 import json
 import os
@@ -11,20 +12,23 @@ import sys
 import rocketstore.spark
 from rocketstore import MessageStore
 from tests.golden import goldens as G
-from tests.rebuild.test_rebuild import (SMALL, assert_same_rebuild, index_contents, make_store, rebuild_locally, tree)
+from tests.rebuild.test_rebuild import SMALL, assert_same_rebuild, index_contents, make_store, rebuild_locally, tree
 from tests.rebuild.test_rebuild_safety import assert_sizes_kept, make_sized_store
 
-OPTIONS = {"mappedFileSizeCommitLog": SMALL["mapped_file_size_commit_log"],
-           "mappedFileSizeConsumeQueue": SMALL["mapped_file_size_consume_queue"],
-           "mapperFileSizeBatchConsumeQueue": SMALL["mapped_file_size_batch_consume_queue"],
-           "maxHashSlotNum": SMALL["max_hash_slot_num"], "maxIndexNum": SMALL["max_index_num"]}
+OPTIONS = {
+    "mappedFileSizeCommitLog": SMALL["mapped_file_size_commit_log"],
+    "mappedFileSizeConsumeQueue": SMALL["mapped_file_size_consume_queue"],
+    "mapperFileSizeBatchConsumeQueue": SMALL["mapped_file_size_batch_consume_queue"],
+    "maxHashSlotNum": SMALL["max_hash_slot_num"],
+    "maxIndexNum": SMALL["max_index_num"],
+}
 
 
 def golden_copy(tmp_path, name, where):
     G.require(name)
     dst = tmp_path / where
     shutil.copytree(G.store_dir(name), dst)
-    for d, _, files in os.walk(dst):   # the golden tree is read-only
+    for d, _, files in os.walk(dst):  # the golden tree is read-only
         os.chmod(d, 0o755)
         for f in files:
             os.chmod(os.path.join(d, f), 0o644)
@@ -64,8 +68,11 @@ def assert_rebuilt_as_locally(summary, root, ref, cfg):
     assert summary["segments"] > 3 and len(index_contents(root)) > 5
     assert_same_rebuild(root, ref)
     with MessageStore.open(ref, cfg, read_only=True) as s:
-        assert (summary["queues"], summary["indexFiles"], summary["commitLogMaxOffset"]) == \
-               (len(s.queues), len(s.index.files), s.max_physical_offset)
+        assert (summary["queues"], summary["indexFiles"], summary["commitLogMaxOffset"]) == (
+            len(s.queues),
+            len(s.index.files),
+            s.max_physical_offset,
+        )
     assert not [n for n in os.listdir(root) if n.startswith(".rebuild-")]
 
 
@@ -74,8 +81,11 @@ def test_golden_stores(spark, tmp_path):
     (store-expired-cq-rebuilt); store-batch-cq (inner batches): what the local engine writes."""
     root = golden_copy(tmp_path, "store-expired", "expired")
     rocketstore.spark.rebuild(root, spark, brokerConf=broker_conf(tmp_path, "store-expired"))
-    expected = {f["path"]: f["sha256"] for f in G.manifest("store-expired-cq-rebuilt")["files"]
-                if f["path"].startswith("consumequeue/")}
+    expected = {
+        f["path"]: f["sha256"]
+        for f in G.manifest("store-expired-cq-rebuilt")["files"]
+        if f["path"].startswith("consumequeue/")
+    }
     ours = {"consumequeue/" + k: hashlib.sha256(v).hexdigest() for k, v in tree(root, "consumequeue").items()}
     assert ours == expected
     for name in ("store-batch-cq", "store-txn"):
@@ -89,15 +99,30 @@ def test_golden_stores(spark, tmp_path):
 def test_cli_rebuild_with_the_spark_engine(tmp_path):
     root = golden_copy(tmp_path, "store-txn", "store")
     before = tree(root, "consumequeue")
-    p = subprocess.run([sys.executable, "-m", "rocketstore.cli", "rebuild", root, "--engine", "spark", "--json",
-                        "--yes", "-c", broker_conf(tmp_path, "store-txn")], capture_output=True, text=True,
-                       timeout=600)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rocketstore.cli",
+            "rebuild",
+            root,
+            "--engine",
+            "spark",
+            "--json",
+            "--yes",
+            "-c",
+            broker_conf(tmp_path, "store-txn"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stderr
-    assert "planning" not in p.stderr and "decoding" not in p.stderr   # --json, not a terminal: no phase lines
+    assert "planning" not in p.stderr and "decoding" not in p.stderr  # --json, not a terminal: no phase lines
     report = json.loads(p.stdout.strip().splitlines()[-1])
     assert set(report) == {"store", "queues", "messages", "indexFiles", "commitLogMaxOffset", "seconds", "cut"}
     assert report["queues"] == len({os.path.dirname(k) for k in before}) and report["messages"] > 0
-    assert tree(root, "consumequeue") == before    # RocketMQ's own files, rebuilt to the byte
+    assert tree(root, "consumequeue") == before  # RocketMQ's own files, rebuilt to the byte
 
 
 def test_sizes_not_given_are_kept(spark, tmp_path):

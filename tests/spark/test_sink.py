@@ -1,5 +1,6 @@
 """The rocketstore sink through Spark: a batch write read back field by field, a bad row failing the job
 with nothing appended, and a streaming query whose replayed batch is not appended twice."""
+
 import json
 import os
 
@@ -12,14 +13,18 @@ from rocketstore import MessageStore, StoreConfig  # noqa: E402
 from rocketstore.spark import sink as S  # noqa: E402
 
 SEGMENT = 256 * 1024
-SCHEMA = ("topic string, body binary, tags string, keys array<string>, properties map<string,string>, "
-          "queueId int")
+SCHEMA = "topic string, body binary, tags string, keys array<string>, properties map<string,string>, queueId int"
 FORMAT = "rocketstore"
 
 
 def write(df, root):
-    (df.write.format(FORMAT).mode("append").option("path", str(root))
-     .option("mappedFileSizeCommitLog", str(SEGMENT)).save())
+    (
+        df.write.format(FORMAT)
+        .mode("append")
+        .option("path", str(root))
+        .option("mappedFileSizeCommitLog", str(SEGMENT))
+        .save()
+    )
 
 
 def stored(root):
@@ -36,9 +41,11 @@ def stored(root):
 
 
 def sink_rows():
-    rows = [("Orders", b"order-%d" % i, "Tag%d" % (i % 3), ["k%d" % i, "all"], {"n": str(i), "color": "red"}, i % 2)
-            for i in range(40)]
-    return rows + [("Audit", b"audit-%d" % i, None, None, None, None) for i in range(12)]   # the store picks queues
+    rows = [
+        ("Orders", b"order-%d" % i, "Tag%d" % (i % 3), ["k%d" % i, "all"], {"n": str(i), "color": "red"}, i % 2)
+        for i in range(40)
+    ]
+    return rows + [("Audit", b"audit-%d" % i, None, None, None, None) for i in range(12)]  # the store picks queues
 
 
 def test_batch_write_reads_back_field_by_field(spark, tmp_path):
@@ -67,10 +74,13 @@ def assert_read_back(rows, root):
         assert [m.queue_offset for m in ms] == list(range(len(ms)))
 
 
-@pytest.mark.parametrize("bad, problem", [
-    (("bad topic!", b"x", None, None, None, None), r"column 'topic': topic 'bad topic!' contains illegal"),
-    (("Orders", None, None, None, None, None), r"column 'body': NULL"),
-])
+@pytest.mark.parametrize(
+    "bad, problem",
+    [
+        (("bad topic!", b"x", None, None, None, None), r"column 'topic': topic 'bad topic!' contains illegal"),
+        (("Orders", None, None, None, None, None), r"column 'body': NULL"),
+    ],
+)
 def test_a_bad_row_fails_the_job_and_appends_nothing(spark, tmp_path, bad, problem):
     write(spark.createDataFrame([("Orders", b"before", None, None, None, 0)], SCHEMA), tmp_path)
     before = stored(tmp_path)
@@ -79,8 +89,9 @@ def test_a_bad_row_fails_the_job_and_appends_nothing(spark, tmp_path, bad, probl
     with pytest.raises(Exception, match=problem) as e:
         write(df, tmp_path)
     assert "nothing of this batch was appended" in str(e.value)
-    assert {k: [m.body for m in v] for k, v in stored(tmp_path).items()} == \
-        {k: [m.body for m in v] for k, v in before.items()}
+    assert {k: [m.body for m in v] for k, v in stored(tmp_path).items()} == {
+        k: [m.body for m in v] for k, v in before.items()
+    }
     assert not os.listdir(tmp_path / S.STAGING_DIR)
 
 
@@ -89,15 +100,26 @@ def test_streaming_sink_appends_each_batch_once_across_a_replay(spark, tmp_path)
     source.mkdir()
 
     def add_file(name, first, n):
-        table = pa.table({"topic": ["Stream"] * n, "body": [b"m-%d" % i for i in range(first, first + n)],
-                          "queueId": pa.array([0] * n, pa.int32())})
+        table = pa.table(
+            {
+                "topic": ["Stream"] * n,
+                "body": [b"m-%d" % i for i in range(first, first + n)],
+                "queueId": pa.array([0] * n, pa.int32()),
+            }
+        )
         pq.write_table(table, source / name)
 
     def run():
-        q = (spark.readStream.schema("topic string, body binary, queueId int").parquet(str(source))
-             .writeStream.format(FORMAT).option("path", str(store))
-             .option("mappedFileSizeCommitLog", str(SEGMENT))
-             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+        q = (
+            spark.readStream.schema("topic string, body binary, queueId int")
+            .parquet(str(source))
+            .writeStream.format(FORMAT)
+            .option("path", str(store))
+            .option("mappedFileSizeCommitLog", str(SEGMENT))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
         q.awaitTermination(120)
         assert q.exception() is None, q.exception()
 
@@ -116,9 +138,9 @@ def test_streaming_sink_appends_each_batch_once_across_a_replay(spark, tmp_path)
     for name in ("1", ".1.crc"):
         os.unlink(checkpoint / "commits" / name)
     run()
-    assert bodies() == [b"m-%d" % i for i in range(80)]          # batch 1 not appended twice
+    assert bodies() == [b"m-%d" % i for i in range(80)]  # batch 1 not appended twice
     state = json.loads((store / S.STATE_FILE).read_text())
-    assert state["sinks"][str(checkpoint)]["committed"] == 1    # keyed by the checkpoint location
+    assert state["sinks"][str(checkpoint)]["committed"] == 1  # keyed by the checkpoint location
     add_file("c.parquet", 80, 5)
     run()
     assert bodies() == [b"m-%d" % i for i in range(85)]
@@ -128,6 +150,7 @@ def test_errors_lead_with_what_is_wrong(spark, tmp_path):
     """A user's mistake reads as one line (no Python traceback inside Spark's AnalysisException); a write
     without .mode("append") is told to use it."""
     from pyspark.errors import AnalysisException
+
     df = spark.createDataFrame([("Orders", b"x", None, None, None, 0)], SCHEMA)
     with pytest.raises(AnalysisException) as e:
         df.write.format(FORMAT).mode("overwrite").option("path", str(tmp_path)).save()
@@ -158,8 +181,10 @@ def test_show_stops_a_read_early_without_a_traceback(tmp_path):
     since the JVM's stderr is the console's."""
     import subprocess
     import sys
-    p = subprocess.run([sys.executable, "-c", SHOW, str(tmp_path / "store")], capture_output=True, text=True,
-                       timeout=300)
+
+    p = subprocess.run(
+        [sys.executable, "-c", SHOW, str(tmp_path / "store")], capture_output=True, text=True, timeout=300
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     assert "only showing top 3 rows" in p.stdout
     assert "BrokenPipeError" not in p.stderr and "Traceback" not in p.stderr, p.stderr[-2000:]

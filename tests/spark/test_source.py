@@ -1,4 +1,5 @@
 """The "rocketstore" source, batch and streaming, against the library's own reads (store.get)."""
+
 import os
 import subprocess
 import sys
@@ -32,16 +33,23 @@ def store_dir(tmp_path_factory):
 def make_source_store(root):
     """Two topics over several small CommitLog segments, tags, keys and properties; one queue of `Pay`
     starts past 0 offsets-wise only through its time."""
-    cfg = StoreConfig(mapped_file_size_commit_log=256 * 1024, mapped_file_size_consume_queue=100 * 20,
-                      clock=Clock())
+    cfg = StoreConfig(mapped_file_size_commit_log=256 * 1024, mapped_file_size_consume_queue=100 * 20, clock=Clock())
     with MessageStore.open(root, cfg) as s:
         for i in range(N):
             topic = "Orders" if i % 3 else "Pay"
             props = {"region": ["eu", "us"][i % 2], "n": str(i)}
             if i % 7 == 0:
-                props["odd\u00e9"] = "v\u00e9"      # non-ASCII names and values
-            s.put(Message(topic, f"body-{i}".encode() * (1 + i % 5), tags=f"Tag{i % 4}" if i % 11 else None,
-                          keys=[f"k{i}", f"x{i % 10}"], properties=props), queue_id=i % 4)
+                props["odd\u00e9"] = "v\u00e9"  # non-ASCII names and values
+            s.put(
+                Message(
+                    topic,
+                    f"body-{i}".encode() * (1 + i % 5),
+                    tags=f"Tag{i % 4}" if i % 11 else None,
+                    keys=[f"k{i}", f"x{i % 10}"],
+                    properties=props,
+                ),
+                queue_id=i % 4,
+            )
     return root
 
 
@@ -62,19 +70,39 @@ def _expected(root, topic, queue, start=0, end=None):
 
 def _row(m):
     props = m.properties
-    return (m.topic, m.queue_id, m.queue_offset, m.physical_offset, m.msg_id, props.get("TAGS"),
-            props.get("KEYS"), bytes(m.body), dict(props), m.born_timestamp, m.store_timestamp, m.born_host,
-            m.store_host, m.sys_flag, m.reconsume_times, m.flag, m.body_crc)
+    return (
+        m.topic,
+        m.queue_id,
+        m.queue_offset,
+        m.physical_offset,
+        m.msg_id,
+        props.get("TAGS"),
+        props.get("KEYS"),
+        bytes(m.body),
+        dict(props),
+        m.born_timestamp,
+        m.store_timestamp,
+        m.born_host,
+        m.store_host,
+        m.sys_flag,
+        m.reconsume_times,
+        m.flag,
+        m.body_crc,
+    )
 
 
-COLUMNS = ("topic, queueId, queueOffset, physicalOffset, msgId, tags, keys, body, properties, "
-           "unix_millis(bornTimestamp), unix_millis(storeTimestamp), bornHost, storeHost, sysFlag, "
-           "reconsumeTimes, flag, bodyCRC")
+COLUMNS = (
+    "topic, queueId, queueOffset, physicalOffset, msgId, tags, keys, body, properties, "
+    "unix_millis(bornTimestamp), unix_millis(storeTimestamp), bornHost, storeHost, sysFlag, "
+    "reconsumeTimes, flag, bodyCRC"
+)
 
 
 def _rows(df):
-    return [(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bytes(r[7]), dict(r[8]), *r[9:])
-            for r in df.selectExpr(*COLUMNS.split(", ")).collect()]
+    return [
+        (r[0], r[1], r[2], r[3], r[4], r[5], r[6], bytes(r[7]), dict(r[8]), *r[9:])
+        for r in df.selectExpr(*COLUMNS.split(", ")).collect()
+    ]
 
 
 def _read(spark, root, **opts):
@@ -86,13 +114,21 @@ def _read(spark, root, **opts):
 
 def test_batch_read_equals_store_get(spark, store_dir):
     got = sorted(_rows(_read(spark, store_dir, topics="Orders,Pay")), key=lambda r: (r[0], r[1], r[2]))
-    want = sorted([r for t in ("Orders", "Pay") for q in range(4) for r in _expected(store_dir, t, q)],
-                  key=lambda r: (r[0], r[1], r[2]))
+    want = sorted(
+        [r for t in ("Orders", "Pay") for q in range(4) for r in _expected(store_dir, t, q)],
+        key=lambda r: (r[0], r[1], r[2]),
+    )
     assert len(want) == N
     assert got == want
     # offset ranges as JSON (exclusive end), and minPartitions cutting the queues into pieces
-    df = _read(spark, store_dir, topics="Orders", startingOffsets='{"Orders": {"1": 100, "2": -2}}',
-               endingOffsets='{"Orders": {"1": 250, "2": 10}}', minPartitions=9)
+    df = _read(
+        spark,
+        store_dir,
+        topics="Orders",
+        startingOffsets='{"Orders": {"1": 100, "2": -2}}',
+        endingOffsets='{"Orders": {"1": 250, "2": 10}}',
+        minPartitions=9,
+    )
     assert df.rdd.getNumPartitions() >= 9
     got = sorted(_rows(df), key=lambda r: (r[1], r[2]))
     want = _expected(store_dir, "Orders", 1, 100, 250) + _expected(store_dir, "Orders", 2, 0, 10)
@@ -114,15 +150,29 @@ def test_tags_and_timestamps(spark, store_dir):
     assert df.count() == len([i for i in range(N) if i % 3])
     # a SQL92 filter on the properties (RocketMQ's grammar: n is compared as a number)
     df = _read(spark, store_dir, topics="Orders", sql="region = 'eu' AND n > 1000")
-    want = sorted(r for q in range(4) for r in _expected(store_dir, "Orders", q)
-                  if r[8]["region"] == "eu" and int(r[8]["n"]) > 1000)
+    want = sorted(
+        r
+        for q in range(4)
+        for r in _expected(store_dir, "Orders", q)
+        if r[8]["region"] == "eu" and int(r[8]["n"]) > 1000
+    )
     assert len(want) > 100 and sorted(_rows(df)) == want
     # store times grow by 10 ms a clock call: the range holds exactly the messages stored within it
-    df = _read(spark, store_dir, topics="Orders,Pay", startingTimestamp=str(T0 + 6005),
-               endingTimestamp="2023-11-14T22:13:32.005+00:00")       # T0 + 12005
+    df = _read(
+        spark,
+        store_dir,
+        topics="Orders,Pay",
+        startingTimestamp=str(T0 + 6005),
+        endingTimestamp="2023-11-14T22:13:32.005+00:00",
+    )  # T0 + 12005
     got = sorted(_rows(df))
-    want = sorted(r for t in ("Orders", "Pay") for q in range(4) for r in _expected(store_dir, t, q)
-                  if T0 + 6005 <= r[10] < T0 + 12005)
+    want = sorted(
+        r
+        for t in ("Orders", "Pay")
+        for q in range(4)
+        for r in _expected(store_dir, t, q)
+        if T0 + 6005 <= r[10] < T0 + 12005
+    )
     assert 250 < len(want) < 350 and got == want
 
 
@@ -134,7 +184,7 @@ def test_bad_options_name_the_option(spark, store_dir, tmp_path):
         ({"topics": "Nope"}, "no such topic"),
         ({"topics": "Orders", "minPartitions": "0"}, "'minPartitions'"),
         ({"topics": "Orders", "startingTimestamp": "yesterday"}, "'startingTimestamp'"),
-        ({"topics": "Orders", "startingOffset": "earliest"}, "startingOffset"),       # a typo
+        ({"topics": "Orders", "startingOffset": "earliest"}, "startingOffset"),  # a typo
         ({"topics": "Orders", "mappedFileSizeCommitLog": "big"}, "mappedFileSizeCommitLog"),
         ({"topicPattern": "("}, "'topicPattern'"),
         ({"topics": "Orders", "sql": "region = = 'x'"}, "'sql'"),
@@ -170,8 +220,14 @@ def test_stream_from_a_live_store_exactly_once_across_restart(spark, tmp_path):
     writer = subprocess.Popen([sys.executable, "-c", WRITER, root, str(n)])
 
     def start():
-        df = (spark.readStream.format("rocketstore").option("path", root).option("topics", "Live")
-              .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 700).load())
+        df = (
+            spark.readStream.format("rocketstore")
+            .option("path", root)
+            .option("topics", "Live")
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", 700)
+            .load()
+        )
         return df.writeStream.format("parquet").option("path", out).option("checkpointLocation", ck).start()
 
     try:
@@ -180,7 +236,7 @@ def test_stream_from_a_live_store_exactly_once_across_restart(spark, tmp_path):
         while sum(p["numInputRows"] for p in q.recentProgress) < 700:
             assert writer.poll() in (None, 0) and time.monotonic() < deadline, "the writer failed or the stream stalled"
             q.awaitTermination(0.2)
-        q.stop()                       # mid-stream: the restart must pick up exactly where it stopped
+        q.stop()  # mid-stream: the restart must pick up exactly where it stopped
         q = start()
         assert writer.wait(timeout=120) == 0
         q.processAllAvailable()
@@ -188,7 +244,7 @@ def test_stream_from_a_live_store_exactly_once_across_restart(spark, tmp_path):
         q.stop()
     finally:
         writer.kill()
-    assert max(sizes) <= 700           # admission control
+    assert max(sizes) <= 700  # admission control
     got = [(r.queueId, r.queueOffset, bytes(r.body)) for r in spark.read.parquet(out).collect()]
     assert len(got) == len(set(got)) == n + 1
     want = []
@@ -201,6 +257,7 @@ def test_stream_from_a_live_store_exactly_once_across_restart(spark, tmp_path):
 
 def test_commitlog_scan_returns_every_record_even_those_no_queue_points_at(spark, tmp_path):
     from rocketstore.formats.record import TRANSACTION_PREPARED_TYPE
+
     root = str(tmp_path / "txn")
     put = []
     with MessageStore.open(root, StoreConfig(mapped_file_size_commit_log=64 * 1024)) as s:
@@ -211,7 +268,7 @@ def test_commitlog_scan_returns_every_record_even_those_no_queue_points_at(spark
             put.append(("Txn" if i % 2 else "Plain", f"r{i}".encode() * 20, flag))
     df = spark.read.format("rocketstore_commitlog").option("path", root).load()
     segments = len(os.listdir(os.path.join(root, "commitlog")))
-    assert segments > 2 and df.rdd.getNumPartitions() == segments      # one partition per segment
+    assert segments > 2 and df.rdd.getNumPartitions() == segments  # one partition per segment
     rows = df.selectExpr("*", "unix_millis(storeTimestamp) AS storeMs").orderBy("physicalOffset").collect()
     assert [(r.topic, bytes(r.body), r.sysFlag) for r in rows] == put
     with MessageStore.open(root, read_only=True) as s:
@@ -221,14 +278,15 @@ def test_commitlog_scan_returns_every_record_even_those_no_queue_points_at(spark
     queued = spark.read.format("rocketstore").option("path", root).option("topics", "Txn,Plain").load()
     assert queued.count() == sum(1 for p in put if p[2] == 0)  # the prepared ones are in no queue
     # an export: the topics filter, written to Parquet and read back
-    spark.read.format("rocketstore_commitlog").option("path", root).option("topics", "Txn").load() \
-        .write.parquet(str(tmp_path / "export"))
+    spark.read.format("rocketstore_commitlog").option("path", root).option("topics", "Txn").load().write.parquet(
+        str(tmp_path / "export")
+    )
     assert spark.read.parquet(str(tmp_path / "export")).count() == sum(1 for p in put if p[0] == "Txn")
-
 
 
 def test_offsets_already_cleaned_fail_or_are_skipped(spark, tmp_path):
     import time as _time
+
     root = str(tmp_path / "cleaned")
     cfg = StoreConfig(mapped_file_size_commit_log=32 * 1024, mapped_file_size_consume_queue=50 * 20)
     with MessageStore.open(root, cfg) as s:

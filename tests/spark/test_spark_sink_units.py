@@ -1,5 +1,6 @@
 """The Spark sink's logic without Spark: validation, staging, the commit and the streaming record, called
 directly with pyarrow batches (tests/spark/test_sink.py runs the same through Spark)."""
+
 import json
 import os
 
@@ -14,13 +15,26 @@ from rocketstore.message import PutBatchResult, PutStatus  # noqa: E402
 from rocketstore.spark import sink as S  # noqa: E402
 
 SEGMENT = 64 * 1024
-SCHEMA = T.StructType([T.StructField("topic", T.StringType()), T.StructField("body", T.BinaryType()),
-                       T.StructField("tags", T.StringType()), T.StructField("keys", T.ArrayType(T.StringType())),
-                       T.StructField("properties", T.MapType(T.StringType(), T.StringType())),
-                       T.StructField("queueId", T.IntegerType())])
-ARROW = pa.schema([("topic", pa.string()), ("body", pa.binary()), ("tags", pa.string()),
-                   ("keys", pa.list_(pa.string())), ("properties", pa.map_(pa.string(), pa.string())),
-                   ("queueId", pa.int32())])
+SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType()),
+        T.StructField("body", T.BinaryType()),
+        T.StructField("tags", T.StringType()),
+        T.StructField("keys", T.ArrayType(T.StringType())),
+        T.StructField("properties", T.MapType(T.StringType(), T.StringType())),
+        T.StructField("queueId", T.IntegerType()),
+    ]
+)
+ARROW = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("body", pa.binary()),
+        ("tags", pa.string()),
+        ("keys", pa.list_(pa.string())),
+        ("properties", pa.map_(pa.string(), pa.string())),
+        ("queueId", pa.int32()),
+    ]
+)
 
 
 def rows_batch(rows):
@@ -58,40 +72,54 @@ def stage(writer, batches, partition_id=0):
 # ------------------------------------------------------------------------------------------ validation
 def test_valid_rows_become_rocketmq_properties(tmp_path):
     w = S.RocketStoreBatchWriter(options(tmp_path), SCHEMA, False)
-    staged = S.validate_batch(rows_batch([
-        row(tags="TagA", keys=["k1", "k2"], properties={"color": "red", "empty": "", "none": None}),
-        row(properties={"__SHARDINGKEY": "order-7"}, queueId=None),
-        row(queueId=3)]), w.limits, S._Rows(0, 0))
+    staged = S.validate_batch(
+        rows_batch(
+            [
+                row(tags="TagA", keys=["k1", "k2"], properties={"color": "red", "empty": "", "none": None}),
+                row(properties={"__SHARDINGKEY": "order-7"}, queueId=None),
+                row(queueId=3),
+            ]
+        ),
+        w.limits,
+        S._Rows(0, 0),
+    )
     assert staged.column("props").to_pylist() == [
-        b"KEYS\x01k1 k2\x02TAGS\x01TagA\x02color\x01red\x02", b"__SHARDINGKEY\x01order-7\x02", b""]
+        b"KEYS\x01k1 k2\x02TAGS\x01TagA\x02color\x01red\x02",
+        b"__SHARDINGKEY\x01order-7\x02",
+        b"",
+    ]
     assert staged.column("shardingKey").to_pylist() == [None, "order-7", None]
     assert staged.column("queueId").to_pylist() == [None, None, 3]
 
 
 def test_string_body_and_string_keys():
-    b = pa.RecordBatch.from_pylist([{"topic": "T", "body": "héllo", "keys": "a b"}],
-                                   schema=pa.schema([("topic", pa.large_string()), ("body", pa.large_string()),
-                                                     ("keys", pa.large_string())]))
+    b = pa.RecordBatch.from_pylist(
+        [{"topic": "T", "body": "héllo", "keys": "a b"}],
+        schema=pa.schema([("topic", pa.large_string()), ("body", pa.large_string()), ("keys", pa.large_string())]),
+    )
     limits = S.Limits(4 << 20, 30000, SEGMENT, True)
     staged = S.validate_batch(b, limits, S._Rows(0, 0))
     assert staged.column("body").to_pylist() == ["héllo".encode()]
     assert staged.column("props").to_pylist() == [b"KEYS\x01a b\x02"]
 
 
-@pytest.mark.parametrize("bad, column, problem", [
-    (row(topic="bad topic"), "topic", "illegal characters"),
-    (row(topic=None), "topic", "NULL"),
-    (row(body=None), "body", "NULL"),
-    (row(body=b"x" * 2000), "body", "maxMessageSize is 1024"),
-    (row(tags="a\x02b"), "tags", "separators"),
-    (row(keys=["has space"]), "keys", "space"),
-    (row(keys=["ok", None]), "keys", "NULL"),
-    (row(properties={"UNIQ_KEY": "u"}), "properties", "reserved by RocketMQ"),
-    (row(properties={"TAGS": "t"}), "properties", "use the tags / keys columns"),
-    (row(properties={"a": "x\x01y"}), "properties", "separators"),
-    (row(properties={"v": "x" * 40000}), "properties", "bytes; at most"),
-    (row(queueId=-1), "queueId", "negative"),
-])
+@pytest.mark.parametrize(
+    "bad, column, problem",
+    [
+        (row(topic="bad topic"), "topic", "illegal characters"),
+        (row(topic=None), "topic", "NULL"),
+        (row(body=None), "body", "NULL"),
+        (row(body=b"x" * 2000), "body", "maxMessageSize is 1024"),
+        (row(tags="a\x02b"), "tags", "separators"),
+        (row(keys=["has space"]), "keys", "space"),
+        (row(keys=["ok", None]), "keys", "NULL"),
+        (row(properties={"UNIQ_KEY": "u"}), "properties", "reserved by RocketMQ"),
+        (row(properties={"TAGS": "t"}), "properties", "use the tags / keys columns"),
+        (row(properties={"a": "x\x01y"}), "properties", "separators"),
+        (row(properties={"v": "x" * 40000}), "properties", "bytes; at most"),
+        (row(queueId=-1), "queueId", "negative"),
+    ],
+)
 def test_bad_row_names_column_row_and_problem(bad, column, problem):
     limits = S.Limits(1024, 32000, SEGMENT, True)
     batch = rows_batch([row(), row(), bad])
@@ -106,18 +134,20 @@ def test_schema_and_mode_refusals(tmp_path):
     with pytest.raises(S.SinkError, match="append-only"):
         S.RocketStoreBatchWriter(options(tmp_path), SCHEMA, True)
     with pytest.raises(S.SinkDataError, match="unknown column.*tag"):
-        S.RocketStoreBatchWriter(options(tmp_path), T.StructType(SCHEMA.fields + [T.StructField("tag", T.StringType())]),
-                                 False)
+        S.RocketStoreBatchWriter(
+            options(tmp_path), T.StructType(SCHEMA.fields + [T.StructField("tag", T.StringType())]), False
+        )
     with pytest.raises(S.SinkDataError, match="'body' is required"):
         S.RocketStoreBatchWriter(options(tmp_path), T.StructType(SCHEMA.fields[:1]), False)
     with pytest.raises(S.SinkDataError, match="column 'queueId' has type string"):
-        S.RocketStoreBatchWriter(options(tmp_path), T.StructType(
-            SCHEMA.fields[:2] + [T.StructField("queueId", T.StringType())]), False)
+        S.RocketStoreBatchWriter(
+            options(tmp_path), T.StructType(SCHEMA.fields[:2] + [T.StructField("queueId", T.StringType())]), False
+        )
 
 
 # ------------------------------------------------------------------------------------ batch commit
 def test_staged_partitions_are_appended_in_order_and_staging_removed(tmp_path, monkeypatch):
-    monkeypatch.setattr(S, "PUT_MAX_ROWS", 7)     # several puts per group
+    monkeypatch.setattr(S, "PUT_MAX_ROWS", 7)  # several puts per group
     w = S.RocketStoreBatchWriter(options(tmp_path), SCHEMA, False)
     p0 = [row(body=b"a%d" % i, tags="T", queueId=1) for i in range(20)]
     p1 = [row(body=b"b%d" % i, keys=["k%d" % i], queueId=1) for i in range(15)] + [row(topic="Other", body=b"o")]
@@ -125,9 +155,9 @@ def test_staged_partitions_are_appended_in_order_and_staging_removed(tmp_path, m
     assert [m.rows for m in msgs] == [16, 0, 20] and msgs[1].path is None
     w.commit(msgs)
     got = read_all(tmp_path)
-    assert [m.body for m in got[("Orders", 1)]] == [r["body"] for r in p0 + p1[:15]]   # partition order
+    assert [m.body for m in got[("Orders", 1)]] == [r["body"] for r in p0 + p1[:15]]  # partition order
     assert got[("Orders", 1)][0].tags == "T" and got[("Orders", 1)][25].keys == ["k5"]
-    assert [m.body for m in got[("Other", 0)]] == [b"o"]     # round robin starts at queue 0
+    assert [m.body for m in got[("Other", 0)]] == [b"o"]  # round robin starts at queue 0
     assert not os.listdir(os.path.join(tmp_path, S.STAGING_DIR))
 
 
@@ -156,7 +186,7 @@ def stream_writer(root, **extra):
 
 def test_replayed_batch_is_not_appended_twice(tmp_path):
     batch = [row(body=b"%d" % i, queueId=0) for i in range(10)]
-    for attempt in range(2):     # Spark replays batch 0 after a failure before its commit was recorded
+    for attempt in range(2):  # Spark replays batch 0 after a failure before its commit was recorded
         w = stream_writer(tmp_path)
         w.commit([stage(w, [rows_batch(batch)])], 0)
     w = stream_writer(tmp_path)
@@ -174,22 +204,23 @@ def test_replayed_batch_is_not_appended_twice(tmp_path):
 
 def test_commit_cut_short_appends_only_the_rest_on_replay(tmp_path, monkeypatch):
     monkeypatch.setattr(S, "PUT_MAX_ROWS", 4)
-    batch = [row(body=b"%d" % i, queueId=0) for i in range(10)]     # puts of 4, 4, 2
+    batch = [row(body=b"%d" % i, queueId=0) for i in range(10)]  # puts of 4, 4, 2
     real_put = MessageStore.put_batch
     calls = []
 
     def failing_second_put(self, msgs, queue_id=None):
         calls.append(len(msgs))
         if len(calls) == 2:
-            return PutBatchResult(PutStatus.SERVICE_NOT_AVAILABLE)    # say, the disk filled up
+            return PutBatchResult(PutStatus.SERVICE_NOT_AVAILABLE)  # say, the disk filled up
         return real_put(self, msgs, queue_id)
+
     monkeypatch.setattr(MessageStore, "put_batch", failing_second_put)
     w = stream_writer(tmp_path)
     with pytest.raises(S.SinkError, match=r"SERVICE_NOT_AVAILABLE; 4 of this batch's 10 rows were appended"):
         w.commit([stage(w, [rows_batch(batch)])], 5)
     state = json.load(open(os.path.join(tmp_path, S.STATE_FILE)))
     assert state["sinks"]["q1"]["intent"]["batchId"] == 5
-    w = stream_writer(tmp_path)                                  # the replay, staged again by new tasks
+    w = stream_writer(tmp_path)  # the replay, staged again by new tasks
     w.commit([stage(w, [rows_batch(batch)])], 5)
     assert [m.body for m in read_all(tmp_path)[("Orders", 0)]] == [r["body"] for r in batch]
     state = json.load(open(os.path.join(tmp_path, S.STATE_FILE)))
@@ -204,7 +235,7 @@ def test_replay_that_differs_from_what_landed_fails_loudly(tmp_path, monkeypatch
         S.save_state(str(tmp_path), {"sinks": {"q1": {"intent": {"batchId": 2, "startOffset": 0}}}})
         store_appender = S.Appender(s, w.limits, f"{S.sink_tag('q1')}:2:")
         table = pa.ipc.open_file(pa.memory_map(msg.path)).read_all()
-        store_appender._put(table, [S.PutPlan(0, "Orders", 0, [0, 1, 2])], 10)   # 3 rows of a put of 4
+        store_appender._put(table, [S.PutPlan(0, "Orders", 0, [0, 1, 2])], 10)  # 3 rows of a put of 4
     with pytest.raises(S.SinkError, match="put 0 had 3 rows in the store and has 4 now"):
         w.commit([msg], 2)
 

@@ -7,6 +7,7 @@ encoding, the record and unit layouts, HashMap order and getOffsetInQueueByTime,
 source) or by hand; never from the code under test. Java references are to store/src/main/java/org/apache/
 rocketmq/store/ unless said otherwise; ports of RocketMQ's own tests name them.
 """
+
 import json
 import os
 import random
@@ -42,11 +43,19 @@ class Clock:
 
 
 def config(clock=None, **kw):
-    return StoreConfig(**{"mapped_file_size_commit_log": CL_FILE, "mapped_file_size_batch_consume_queue": BCQ_FILE,
-                          "mapped_file_size_consume_queue": 20 * 50, "clock": clock or Clock(step=1),
-                          "total_physical_memory": 8 * 1024 ** 3,
-                          # small index files (BatchPutMessageTest: 100 slots): copies of a store stay cheap
-                          "max_hash_slot_num": 100, "max_index_num": 400, **kw})
+    return StoreConfig(
+        **{
+            "mapped_file_size_commit_log": CL_FILE,
+            "mapped_file_size_batch_consume_queue": BCQ_FILE,
+            "mapped_file_size_consume_queue": 20 * 50,
+            "clock": clock or Clock(step=1),
+            "total_physical_memory": 8 * 1024**3,
+            # small index files (BatchPutMessageTest: 100 slots): copies of a store stay cheap
+            "max_hash_slot_num": 100,
+            "max_index_num": 400,
+            **kw,
+        }
+    )
 
 
 def open_store(path, clock=None, **kw):
@@ -61,8 +70,10 @@ def batch_store(path, clock=None, **kw):
 
 def triples(n, tag="m", pad=0):
     """n client messages as (body, properties, flag); every other one carries a KEYS property."""
-    return [(f"{tag}{i}".encode() + b"." * pad, f"KEYS\x01{tag}-k{i}\x02".encode() if i % 2 == 0 else b"", i)
-            for i in range(n)]
+    return [
+        (f"{tag}{i}".encode() + b"." * pad, f"KEYS\x01{tag}-k{i}\x02".encode() if i % 2 == 0 else b"", i)
+        for i in range(n)
+    ]
 
 
 def as_messages(ts, topic="B"):
@@ -91,8 +102,14 @@ def inner_message(n, topic="B", tags=None, extra=None, inner_num=True, pad=0):
         props["INNER_NUM"] = str(n)
     elif inner_num is not None:
         props["INNER_NUM"] = inner_num
-    return Message(topic, REF.encode_messages([(b"x" * pad, b"", 0)] * n), tags=tags, properties=props,
-                   sys_flag=INNER, born_timestamp=BORN)
+    return Message(
+        topic,
+        REF.encode_messages([(b"x" * pad, b"", 0)] * n),
+        tags=tags,
+        properties=props,
+        sys_flag=INNER,
+        born_timestamp=BORN,
+    )
 
 
 def bcq(root, q, topic="B"):
@@ -123,6 +140,7 @@ def offsets(g):
 
 # ---- topics.json ------------------------------------------------------------------------------------
 
+
 def test_create_topic_writes_rocketmq_topic_config(tmp_path):
     with open_store(tmp_path) as s:
         s.create_topic("B", queues=2, attributes=BATCH)
@@ -133,10 +151,18 @@ def test_create_topic_writes_rocketmq_topic_config(tmp_path):
         assert set(data["dataVersion"]) == {"counter", "stateVersion", "timestamp"}
         assert all(type(v) is int for v in data["dataVersion"].values())
         # TopicConfig's serialized fields with RocketMQ's defaults (perm = PERM_READ | PERM_WRITE = 6)
-        assert data["topicConfigTable"] == {"B": {
-            "topicName": "B", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6,
-            "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False,
-            "attributes": {"queue.type": "BatchCQ"}}}
+        assert data["topicConfigTable"] == {
+            "B": {
+                "topicName": "B",
+                "readQueueNums": 2,
+                "writeQueueNums": 2,
+                "perm": 6,
+                "topicFilterType": "SINGLE_TAG",
+                "topicSysFlag": 0,
+                "order": False,
+                "attributes": {"queue.type": "BatchCQ"},
+            }
+        }
         assert not os.path.exists(str(path) + ".bak")  # nothing to back up on the first write
 
         # a rewrite keeps the previous file as .bak (MixAll.string2File)
@@ -206,6 +232,7 @@ def test_reopen_keeps_the_queue_type(tmp_path):
 
 # ---- put ----------------------------------------------------------------------------------------------
 
+
 def test_put_batch_is_one_inner_batch_record_and_one_unit(tmp_path):
     clock = Clock()
     with batch_store(tmp_path, clock) as s:
@@ -220,31 +247,61 @@ def test_put_batch_is_one_inner_batch_record_and_one_unit(tmp_path):
         body1, props1, size1 = batch_record(first, 0)
         body2, props2, size2 = batch_record(second, 6)
         assert props1 == b"INNER_BASE\x010\x02INNER_NUM\x016\x02"  # HashMap: INNER_BASE's bucket comes first
-        assert (r1.status, r1.physical_offset, r1.size, r1.queue_offset, r1.store_timestamp) == \
-            (PutStatus.PUT_OK, 0, size1, 0, T0 + 100)
-        assert (r2.status, r2.physical_offset, r2.size, r2.queue_offset, r2.store_timestamp) == \
-            (PutStatus.PUT_OK, size1, size2, 6, T0 + 200)
+        assert (r1.status, r1.physical_offset, r1.size, r1.queue_offset, r1.store_timestamp) == (
+            PutStatus.PUT_OK,
+            0,
+            size1,
+            0,
+            T0 + 100,
+        )
+        assert (r2.status, r2.physical_offset, r2.size, r2.queue_offset, r2.store_timestamp) == (
+            PutStatus.PUT_OK,
+            size1,
+            size2,
+            6,
+            T0 + 200,
+        )
         assert [x.queue_offset for x in r1.results] == list(range(6))
         assert [x.queue_offset for x in r2.results] == [6, 7, 8]
 
         # ONE CommitLog record per batch, field by field
         cl = REF.read_segment_bytes(str(tmp_path), "commitlog", CL_FILE)
-        for phys, size, body, props, qoff, ts, n, msgs in [(0, size1, body1, props1, 0, T0 + 100, 6, first),
-                                                           (size1, size2, body2, props2, 6, T0 + 200, 3, second)]:
+        for phys, size, body, props, qoff, ts, n, msgs in [
+            (0, size1, body1, props1, 0, T0 + 100, 6, first),
+            (size1, size2, body2, props2, 6, T0 + 200, 3, second),
+        ]:
             rec = REF.decode_record(cl, phys)
-            assert rec == dict(total=size, magic=REF.MAGIC_V1, body_crc=REF.crc31(body), queue_id=1, flag=0,
-                               queue_offset=qoff, physical_offset=phys, sys_flag=INNER, born_ts=BORN,
-                               born_host=STORE_HOST, store_ts=ts, store_host=STORE_HOST, reconsume=0, prepared=0,
-                               body=body, topic="B", props=props)
+            assert rec == dict(
+                total=size,
+                magic=REF.MAGIC_V1,
+                body_crc=REF.crc31(body),
+                queue_id=1,
+                flag=0,
+                queue_offset=qoff,
+                physical_offset=phys,
+                sys_flag=INNER,
+                born_ts=BORN,
+                born_host=STORE_HOST,
+                store_ts=ts,
+                store_host=STORE_HOST,
+                reconsume=0,
+                prepared=0,
+                body=body,
+                topic="B",
+                props=props,
+            )
             assert REF.parse_props(rec["props"]) == {"INNER_NUM": str(n), "INNER_BASE": str(qoff)}
             assert REF.decode_messages(rec["body"]) == msgs  # the client batch encoding, message by message
-        assert cl[size1 + size2:] == bytes(len(cl) - size1 - size2)
+        assert cl[size1 + size2 :] == bytes(len(cl) - size1 - size2)
 
         # one 46-byte unit per record, byte for byte: (phys, size, tagsCode, storeTime, base, n, -1, 0)
         files = REF.bcq_files(str(tmp_path), "B", 1)
         assert [n for n, _ in files] == ["00000000000000000000"]
-        assert files[0][1] == (REF.unit(0, size1, 0, T0 + 100, 0, 6) + REF.unit(size1, size2, 0, T0 + 200, 6, 3)
-                               + bytes(BCQ_FILE - 2 * UNIT))
+        assert files[0][1] == (
+            REF.unit(0, size1, 0, T0 + 100, 0, 6)
+            + REF.unit(size1, size2, 0, T0 + 200, 6, 3)
+            + bytes(BCQ_FILE - 2 * UNIT)
+        )
         assert not os.path.exists(tmp_path / "batchconsumequeue" / "B" / "0")
         assert not os.path.exists(tmp_path / "consumequeue")
 
@@ -328,9 +385,9 @@ def test_inner_batches_need_a_batch_topic_and_the_flag(tmp_path):
         assert s.put_batch(as_messages(triples(2)), 0).ok
         end = s.max_physical_offset
         cases = [
-            ("P", inner_message(3, topic="P")),                       # inner batch, plain (unknown-type) topic
-            ("S", inner_message(3, topic="S")),                       # inner batch, SimpleCQ topic
-            ("P", inner_message(1, topic="P", inner_num=None)),       # the flag alone
+            ("P", inner_message(3, topic="P")),  # inner batch, plain (unknown-type) topic
+            ("S", inner_message(3, topic="S")),  # inner batch, SimpleCQ topic
+            ("P", inner_message(1, topic="P", inner_num=None)),  # the flag alone
             ("P", Message("P", b"x", properties={"INNER_NUM": "2"}, born_timestamp=BORN)),  # INNER_NUM alone
             ("B", Message("B", b"x", properties={"INNER_NUM": "2"}, born_timestamp=BORN)),  # ... on a batch topic
             ("B", Message("B", b"x", properties={"INNER_NUM": "1"}, born_timestamp=BORN)),
@@ -382,12 +439,14 @@ def test_inner_num_below_one(tmp_path, dispatch_in_put_path):
         assert [(r.ok, r.queue_offset) for r in rs] == [(True, 0), (True, 1), (True, 2)]
         assert s.wait_dispatched(5)
         s.flush()
-        (_, data), = REF.bcq_files(str(tmp_path), "B", 0)
+        ((_, data),) = REF.bcq_files(str(tmp_path), "B", 0)
         units = [REF.UNIT.unpack_from(data, i * UNIT) for i in range(3)]
-        assert units == [(rs[0].physical_offset, rs[0].size, 0, T0, 0, 0, -1, 0),   # INNER_NUM "0": batch size 0
-                         # INNER_NUM "-2": no unit at all
-                         (rs[2].physical_offset, rs[2].size, 0, T0 + 2, 2, 2, -1, 0),
-                         (0, 0, 0, 0, 0, 0, 0, 0)]
+        assert units == [
+            (rs[0].physical_offset, rs[0].size, 0, T0, 0, 0, -1, 0),  # INNER_NUM "0": batch size 0
+            # INNER_NUM "-2": no unit at all
+            (rs[2].physical_offset, rs[2].size, 0, T0 + 2, 2, 2, -1, 0),
+            (0, 0, 0, 0, 0, 0, 0, 0),
+        ]
         assert data == REF.unit(*units[0][:6]) + REF.unit(*units[1][:6]) + bytes(BCQ_FILE - 2 * UNIT)
 
 
@@ -422,7 +481,12 @@ def test_get_returns_whole_batches_counting_their_sizes(tmp_path):
 
         g = s.get("g", "B", 0, 0, max_count=32)
         # 5 + 16 + 3 + 1 + 7 = 32: the next unit (2) would make 34 > 32 (isTheBatchFull)
-        assert (g.status, offsets(g), g.next_begin_offset, g.message_count) == (GetStatus.FOUND, [0, 5, 21, 24, 25], 32, 32)
+        assert (g.status, offsets(g), g.next_begin_offset, g.message_count) == (
+            GetStatus.FOUND,
+            [0, 5, 21, 24, 25],
+            32,
+            32,
+        )
         assert (g.min_offset, g.max_offset) == (0, 54)
         assert [m.queue_offset for m in g.unpacked()] == list(range(32))
         assert [m.body for m in g.unpacked()] == [bodies[i] for i in range(32)]
@@ -467,9 +531,13 @@ def test_get_boundaries(tmp_path):
         assert (g.status, g.next_begin_offset, g.messages) == (GetStatus.OFFSET_OVERFLOW_ONE, 54, [])
         g = s.get("g", "B", 0, 55)
         assert (g.status, g.next_begin_offset) == (GetStatus.OFFSET_OVERFLOW_BADLY, 54)
-        g = s.get("g", "B", 0, 10 ** 9)
-        assert (g.status, g.next_begin_offset, g.min_offset, g.max_offset) == \
-            (GetStatus.OFFSET_OVERFLOW_BADLY, 54, 0, 54)
+        g = s.get("g", "B", 0, 10**9)
+        assert (g.status, g.next_begin_offset, g.min_offset, g.max_offset) == (
+            GetStatus.OFFSET_OVERFLOW_BADLY,
+            54,
+            0,
+            54,
+        )
         g = s.get("g", "B", 0, 53)
         assert g.status is GetStatus.FOUND and g.next_begin_offset == 54
         # OFFSET_TOO_SMALL: see test_get_after_the_first_commitlog_file_is_gone
@@ -484,8 +552,7 @@ def test_a_batch_queue_without_messages(tmp_path):
         assert s.max_offset("B", 0) == 0
         assert s.min_offset("B", 0) == -1
         g = s.get("g", "B", 0, 0)
-        assert (g.status, g.next_begin_offset, g.min_offset, g.max_offset) == \
-            (GetStatus.NO_MESSAGE_IN_QUEUE, 0, -1, 0)
+        assert (g.status, g.next_begin_offset, g.min_offset, g.max_offset) == (GetStatus.NO_MESSAGE_IN_QUEUE, 0, -1, 0)
         assert s.put_batch(as_messages(triples(10)), 0).ok
         assert (s.min_offset("B", 0), s.max_offset("B", 0)) == (0, 10)
 
@@ -493,8 +560,12 @@ def test_a_batch_queue_without_messages(tmp_path):
 def test_get_batch_message_within_number(tmp_path):
     """BatchConsumeMessageTest.testGetBatchMessageWithinNumber (batches of 20; 30 puts instead of 200), with
     QueueTestBase's transfer limits (1024 messages, 1 MiB)."""
-    limits = dict(max_transfer_count_on_message_in_memory=1024, max_transfer_count_on_message_in_disk=1024,
-                  max_transfer_bytes_on_message_in_memory=1024 * 1024, max_transfer_bytes_on_message_in_disk=1024 * 1024)
+    limits = dict(
+        max_transfer_count_on_message_in_memory=1024,
+        max_transfer_count_on_message_in_disk=1024,
+        max_transfer_bytes_on_message_in_memory=1024 * 1024,
+        max_transfer_bytes_on_message_in_disk=1024 * 1024,
+    )
     with batch_store(tmp_path, **limits) as s:
         for i in range(30):
             r = s.put(inner_message(20), 0)
@@ -533,8 +604,7 @@ def test_next_begin_offset_walk(tmp_path):
         assert pulled == nums
 
 
-@pytest.mark.parametrize("memory,expected", [(8 * 1024 ** 3, [0, 10, 20, 30]), (1, [0])],
-                         ids=["in-memory", "on-disk"])
+@pytest.mark.parametrize("memory,expected", [(8 * 1024**3, [0, 10, 20, 30]), (1, [0])], ids=["in-memory", "on-disk"])
 def test_get_transfer_count_limits(tmp_path, memory, expected):
     """isTheBatchFull compares the messages already taken (not units) with maxTransferCountOnMessageInMemory
     (32: stop once more than 31) or ...InDisk (8: more than 7), whatever max_count says."""
@@ -555,8 +625,12 @@ def test_get_with_a_tag_filter(tmp_path):
 
         g = s.get("g", "B", 1, 0, tags="TagA")
         # filtered units advance next; the scan runs to the end of the batch queue file
-        assert (g.status, offsets(g), g.next_begin_offset, g.message_count) == \
-            (GetStatus.FOUND, [0, 4, 8, 12, 16], 20, 10)
+        assert (g.status, offsets(g), g.next_begin_offset, g.message_count) == (
+            GetStatus.FOUND,
+            [0, 4, 8, 12, 16],
+            20,
+            10,
+        )
         # the unit that finds the batch full does not advance next (and is checked before the filter)
         g = s.get("g", "B", 1, 0, max_count=3, tags="TagA")
         assert (offsets(g), g.next_begin_offset) == ([0], 2)
@@ -621,7 +695,7 @@ def test_get_after_the_first_commitlog_file_is_gone(tmp_path):
 
 # ---- time lookups -----------------------------------------------------------------------------------
 
-TIME_SIZES = [i % 3 + 1 for i in range(25)]    # 25 units: files of 10, 10, 5
+TIME_SIZES = [i % 3 + 1 for i in range(25)]  # 25 units: files of 10, 10, 5
 TIMES = [T0 + 10 * i for i in range(25)]
 
 
@@ -633,7 +707,7 @@ def fill_times(s, clock, q=0, sizes=TIME_SIZES, times=TIMES):
 
 def loaded_files(root, q):
     """What a load + recover leaves: each file's written (valid) units."""
-    return [data[:len(REF.valid_units(data)) * UNIT] for _, data in REF.bcq_files(str(root), "B", q)]
+    return [data[: len(REF.valid_units(data)) * UNIT] for _, data in REF.bcq_files(str(root), "B", q)]
 
 
 def test_offset_by_time_rules(tmp_path):
@@ -645,15 +719,15 @@ def test_offset_by_time_rules(tmp_path):
     cases = [  # (T, LOWER, UPPER)
         (t[0] - 1000, b[0], b[0]),
         (t[0], b[0], b[0]),
-        (t[5] + 5, b[6], 0),            # UPPER: binarySearchRight answers -1 -> min
-        (t[9] + 5, b[9], b[9]),         # file 0's last unit, not the next file's first (b[10])
+        (t[5] + 5, b[6], 0),  # UPPER: binarySearchRight answers -1 -> min
+        (t[9] + 5, b[9], b[9]),  # file 0's last unit, not the next file's first (b[10])
         (t[12], b[12], b[12]),
         (t[12] + 5, b[13], b[13]),
         (t[19] + 5, b[19], b[19]),
-        (t[20], b[20], b[20]),          # the last file's first time
+        (t[20], b[20], b[20]),  # the last file's first time
         (t[22] + 3, b[23], 0),
         (t[24], b[24], b[24]),
-        (t[24] + 10 ** 9, b[24], b[24]),  # the last unit's base, not max (50)
+        (t[24] + 10**9, b[24], b[24]),  # the last unit's base, not max (50)
     ]
     clock = Clock()
     with batch_store(tmp_path, clock) as s:
@@ -697,10 +771,14 @@ def test_offset_by_time_runs_of_equal_times(tmp_path):
     clock = Clock()
     times = [T0 + 100, T0 + 110, T0 + 110, T0 + 110, T0 + 120]
     with batch_store(tmp_path, clock) as s:
-        fill_times(s, clock, 0, [2] * 5, times)    # bases 0, 2, 4, 6, 8
-        cases = [(T0 + 110, 2, 6),                  # LOWER the first of equal times, UPPER the last
-                 (T0 + 105, 2, 2),                  # UPPER is not "the last unit at or before T"
-                 (T0 + 99, 0, 0), (T0 + 120, 8, 8), (T0 + 121, 8, 8)]
+        fill_times(s, clock, 0, [2] * 5, times)  # bases 0, 2, 4, 6, 8
+        cases = [
+            (T0 + 110, 2, 6),  # LOWER the first of equal times, UPPER the last
+            (T0 + 105, 2, 2),  # UPPER is not "the last unit at or before T"
+            (T0 + 99, 0, 0),
+            (T0 + 120, 8, 8),
+            (T0 + 121, 8, 8),
+        ]
         for T, lower, upper in cases:
             assert (s.offset_by_time("B", 0, T), s.offset_by_time("B", 0, T, "upper")) == (lower, upper), T
 
@@ -728,12 +806,13 @@ def test_offset_by_time_and_store_times_as_rocketmq_tests_them(tmp_path):
 
 # ---- the index ------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dispatch_in_put_path", [True, False], ids=["put-path", "reput"])
 def test_keys_of_an_inner_batch_record_are_indexed(tmp_path, dispatch_in_put_path):
     """IndexService.buildIndex indexes the DispatchRequest's UNIQ_KEY and KEYS: the batch record's own
     properties. The keys of the messages inside the body are not the record's."""
     with batch_store(tmp_path, dispatch_in_put_path=dispatch_in_put_path) as s:
-        assert s.put_batch(as_messages(triples(3, "in")), 0).ok   # inner messages carry KEYS in-k0, in-k2
+        assert s.put_batch(as_messages(triples(3, "in")), 0).ok  # inner messages carry KEYS in-k0, in-k2
         r = s.put(inner_message(2, extra={"KEYS": "kA kB", "UNIQ_KEY": "U-1"}), 0)
         assert r.ok and r.queue_offset == 3
         assert s.wait_dispatched(5)
@@ -748,6 +827,7 @@ def test_keys_of_an_inner_batch_record_are_indexed(tmp_path, dispatch_in_put_pat
 
 
 # ---- recovery -----------------------------------------------------------------------------------------
+
 
 def fill_recovery(s):
     """Batches, inner-batch puts and plain puts on both queues, over two CommitLog files; queue 0 ends with
@@ -791,7 +871,10 @@ def test_a_copy_taken_while_open_reopens_intact(tmp_path):
         files = bcq_bytes(src)
     assert os.path.exists(dst / "abort")
     with open_store(dst) as c:
-        assert [(c.min_offset("B", q), c.max_offset("B", q)) for q in (0, 1)] == [(0, sum(sizes[0])), (0, sum(sizes[1]))]
+        assert [(c.min_offset("B", q), c.max_offset("B", q)) for q in (0, 1)] == [
+            (0, sum(sizes[0])),
+            (0, sum(sizes[1])),
+        ]
         assert answers(c) == expected
         assert bcq_bytes(dst) == files
         r = c.put_batch(as_messages(triples(2)), 1)
@@ -847,8 +930,10 @@ def test_units_past_the_commitlog_end_are_truncated(tmp_path, how):
     assert 0 < k <= PER_FILE - 2
     with open(qdir / last, "r+b") as fh:
         fh.seek(k * UNIT)
-        fh.write(REF.unit(cl_end + 1000, 200, 0, T0 + 99, real[0], 5) + REF.unit(cl_end + 2000, 200, 0, T0 + 99,
-                                                                                 real[0] + 5, 5))
+        fh.write(
+            REF.unit(cl_end + 1000, 200, 0, T0 + 99, real[0], 5)
+            + REF.unit(cl_end + 2000, 200, 0, T0 + 99, real[0] + 5, 5)
+        )
     q1 = dst / "batchconsumequeue" / "B" / "1"
     last1 = sorted(os.listdir(q1))[-1]
     k1 = len(bcq(dst, 1)) % PER_FILE
@@ -863,11 +948,12 @@ def test_units_past_the_commitlog_end_are_truncated(tmp_path, how):
         r = c.put_batch(as_messages(triples(2)), 0)
         assert (r.queue_offset, r.physical_offset) == (real[0], cl_end)
         c.flush()
-        assert bcq(dst, 0)[:len(units0) + 1] == units0 + [(cl_end, r.size, 0, r.store_timestamp, real[0], 2, -1, 0)]
+        assert bcq(dst, 0)[: len(units0) + 1] == units0 + [(cl_end, r.size, 0, r.store_timestamp, real[0], 2, -1, 0)]
         assert c.max_offset("B", 0) == real[0] + 2
 
 
 # ---- the reput path ---------------------------------------------------------------------------------
+
 
 def run_puts(s, clock):
     for k in range(14):
@@ -892,8 +978,12 @@ def test_the_reput_path_builds_the_same_batch_queues(tmp_path):
         with batch_store(root, clock, dispatch_in_put_path=on) as s:
             run_puts(s, clock)
             s.flush()
-            out[on] = (bcq_bytes(root), REF.read_segment_bytes(str(root), "commitlog", CL_FILE), answers(s),
-                       [m.physical_offset for m in s.query("B", "r5")])
+            out[on] = (
+                bcq_bytes(root),
+                REF.read_segment_bytes(str(root), "commitlog", CL_FILE),
+                answers(s),
+                [m.physical_offset for m in s.query("B", "r5")],
+            )
     assert out[True][1] == out[False][1]  # the same CommitLog
     assert out[True][0] == out[False][0]  # the same batch queue files, byte for byte
     assert out[True][2] == out[False][2]
@@ -904,8 +994,13 @@ def test_a_prepared_inner_batch_keeps_its_properties_and_takes_no_offset(tmp_pat
     """assignQueueOffset (which adds INNER_BASE and rewrites the properties) runs only for messages that take
     a queue offset: a prepared inner batch is stored with its properties as given, and no unit."""
     with batch_store(tmp_path) as s:
-        m = Message("B", REF.encode_messages([(b"a", b"", 0)] * 2), raw_properties="INNER_NUM\x012\x02TAGS\x01a\x02",
-                    sys_flag=INNER | 0x4, born_timestamp=BORN)
+        m = Message(
+            "B",
+            REF.encode_messages([(b"a", b"", 0)] * 2),
+            raw_properties="INNER_NUM\x012\x02TAGS\x01a\x02",
+            sys_flag=INNER | 0x4,
+            born_timestamp=BORN,
+        )
         r = s.put(m, 0)
         assert r.status is PutStatus.PUT_OK and r.queue_offset == 0
         stored = s.look(r.physical_offset)
@@ -927,13 +1022,13 @@ def test_dropped_batch_units_never_come_back(tmp_path):
         s.flush()
         shutil.copytree(live, copy)
     seg = os.path.join(copy, "commitlog", f"{cut - cut % CL_FILE:020d}")
-    with open(seg, "r+b") as fh:                      # the last two records never reached the disk
+    with open(seg, "r+b") as fh:  # the last two records never reached the disk
         fh.seek(cut % CL_FILE)
         fh.write(bytes(CL_FILE - cut % CL_FILE))
     open(os.path.join(copy, "abort"), "w").close()
     with open_store(copy) as s:
         assert s.max_offset("B", 0) == 8
-        s.put_batch(as_messages(triples(1, tag="new") * 200), 1)   # the CommitLog grows far past the old units
+        s.put_batch(as_messages(triples(1, tag="new") * 200), 1)  # the CommitLog grows far past the old units
     with open_store(copy) as s:
         assert s.max_offset("B", 0) == 8
         assert [m.queue_offset for m in s.get("g", "B", 0, 0).messages] == [0, 2, 4, 6]

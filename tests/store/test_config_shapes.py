@@ -6,6 +6,7 @@ that fails too does the broker refuse to start. The store does the same for each
 commit): a good .bak is used, else the error names the file and what is wrong with it, with no
 AttributeError, KeyError, OverflowError or RecursionError escaping, read-only opens included; the command
 line says it in one line."""
+
 import json
 import os
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.errors import StoreOpenError
 
-DEEP = '{"a":' * 100_000 + "1" + "}" * 100_000       # beyond json's recursion limit
+DEEP = '{"a":' * 100_000 + "1" + "}" * 100_000  # beyond json's recursion limit
 DEEP_ARRAY = "[" * 100_000 + "]" * 100_000
 
 
@@ -26,8 +27,7 @@ def write(root, name, text):
 
 
 def cli(*args):
-    p = subprocess.run([sys.executable, "-m", "rocketstore.cli", *args], capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run([sys.executable, "-m", "rocketstore.cli", *args], capture_output=True, text=True, timeout=120)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -52,7 +52,7 @@ def topics_store(root) -> str:
     """A store with a batch-ConsumeQueue topic B of 2 queues; topics.json.bak is the first version."""
     with MessageStore.open(str(root)) as s:
         s.create_topic("B", queues=2, attributes={"queue.type": "BatchCQ"})
-        s.create_topic("B", queues=2)      # the second write keeps the first as .bak; both say BatchCQ
+        s.create_topic("B", queues=2)  # the second write keeps the first as .bak; both say BatchCQ
         s.put_batch([Message("B", b"x")], queue_id=1)
     return str(root)
 
@@ -65,7 +65,7 @@ def test_topics_json_falls_back_to_the_bak(tmp_path, shape, read_only):
     with MessageStore.open(root, read_only=read_only) as s:
         cfg = s.topic_configs["B"]
         assert cfg["writeQueueNums"] == 2 and cfg["attributes"] == {"queue.type": "BatchCQ"}
-        assert [m.body for m in s.get("g", "B", 1, 0).unpacked()] == [b"x"]   # read through the batch ConsumeQueue
+        assert [m.body for m in s.get("g", "B", 1, 0).unpacked()] == [b"x"]  # read through the batch ConsumeQueue
 
 
 @pytest.mark.parametrize("read_only", [False, True])
@@ -89,7 +89,7 @@ def test_topics_json_cli_one_line(tmp_path, shape, command):
     write(root, "topics.json", TOPICS_BAD[shape])
     os.remove(os.path.join(root, "config", "topics.json.bak"))
     code, out, err = cli(*command, root)
-    if command == ["verify"]:   # a problem in the report, not an error
+    if command == ["verify"]:  # a problem in the report, not an error
         assert code == 1 and "Traceback" not in out + err and "sound" not in out
         report = json.loads(cli("verify", root, "--json")[1])
         assert [p["file"] for p in report["problems"]] == [os.path.join("config", "topics.json")]
@@ -103,10 +103,11 @@ def test_the_error_names_what_is_wrong(tmp_path):
     root = topics_store(tmp_path / "s")
     os.remove(os.path.join(root, "config", "topics.json.bak"))
     for text, wanted in [
-            ('{"topicConfigTable": {"B": {"writeQueueNums": "2"}}}', "topic 'B': writeQueueNums must be an integer"),
-            ('{"topicConfigTable": {"B": {"readQueueNums": 2147483648}}}', "readQueueNums 2147483648 is out of range"),
-            ('{"topicConfigTable": {"B": {"perm": -1}}}', "perm -1 is out of range"),
-            (DEEP, "JSON nested too deeply")]:
+        ('{"topicConfigTable": {"B": {"writeQueueNums": "2"}}}', "topic 'B': writeQueueNums must be an integer"),
+        ('{"topicConfigTable": {"B": {"readQueueNums": 2147483648}}}', "readQueueNums 2147483648 is out of range"),
+        ('{"topicConfigTable": {"B": {"perm": -1}}}', "perm -1 is out of range"),
+        (DEEP, "JSON nested too deeply"),
+    ]:
         write(root, "topics.json", text)
         with pytest.raises(StoreOpenError, match=wanted):
             MessageStore.open(root, read_only=True)
@@ -176,13 +177,13 @@ FILTERS_BAD = {
     "by topic a list": '{"filterDataByTopic": []}',
     "groups a string": '{"filterDataByTopic": {"T": {"groupFilterData": "g"}}}',
     "missing expression": '{"filterDataByTopic": {"T": {"groupFilterData": {"g": {"consumerGroup": "g", '
-                          '"topic": "T"}}}}}',
+    '"topic": "T"}}}}}',
     "string born time": '{"filterDataByTopic": {"T": {"groupFilterData": {"g": {"consumerGroup": "g", '
-                        '"topic": "T", "expression": "a > 1", "bornTime": "5"}}}}}',
+    '"topic": "T", "expression": "a > 1", "bornTime": "5"}}}}}',
     "bitPos a number": '{"filterDataByTopic": {"T": {"groupFilterData": {"g": {"consumerGroup": "g", '
-                       '"topic": "T", "expression": "a > 1", "bloomFilterData": {"bitPos": 3}}}}}}',
+    '"topic": "T", "expression": "a > 1", "bloomFilterData": {"bitPos": 3}}}}}}',
     "huge bit": '{"filterDataByTopic": {"T": {"groupFilterData": {"g": {"consumerGroup": "g", '
-                '"topic": "T", "expression": "a > 1", "bloomFilterData": {"bitPos": [1e999], "bitNum": 64}}}}}}',
+    '"topic": "T", "expression": "a > 1", "bloomFilterData": {"bitPos": [1e999], "bitNum": 64}}}}}}',
     "deep": DEEP,
 }
 FILTER_CONFIG = dict(enable_consume_queue_ext=True, enable_calc_filter_bit_map=True)
@@ -191,7 +192,7 @@ FILTER_CONFIG = dict(enable_consume_queue_ext=True, enable_calc_filter_bit_map=T
 def filters_store(root) -> str:
     with MessageStore.open(str(root), config=StoreConfig(**FILTER_CONFIG)) as s:
         s.register_filter("g", "T", "a > 1")
-        s.register_filter("g2", "T", "b = 2")    # the second write keeps the first as .bak
+        s.register_filter("g2", "T", "b = 2")  # the second write keeps the first as .bak
     return str(root)
 
 
@@ -229,6 +230,7 @@ SINKS_BAD = {
 @pytest.mark.parametrize("shape", sorted(SINKS_BAD))
 def test_spark_sink_record_falls_back_to_the_bak_or_says_what_is_wrong(tmp_path, shape):
     from rocketstore.spark import sink as S
+
     root = str(tmp_path)
     os.makedirs(os.path.join(root, "config"))
     good = {"sinks": {"s": {"committed": 4, "queryId": "q"}}}

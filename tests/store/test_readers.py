@@ -1,11 +1,15 @@
 """Store-less readers (rocketstore.readers) against what the store itself answers, on a live writer's files."""
+
 from hypothesis import given, settings, strategies as st
 
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.readers import queue_end
 
-CFG = StoreConfig(mapped_file_size_commit_log=64 * 1024, mapped_file_size_consume_queue=10 * 20,
-                  mapped_file_size_batch_consume_queue=4 * 46)
+CFG = StoreConfig(
+    mapped_file_size_commit_log=64 * 1024,
+    mapped_file_size_consume_queue=10 * 20,
+    mapped_file_size_batch_consume_queue=4 * 46,
+)
 
 
 @settings(max_examples=25)

@@ -1,4 +1,5 @@
 """MessageStore behaviour: rolling, offsets, get boundaries, bad input, locking, reopen, long polling."""
+
 import os
 import struct
 import threading
@@ -6,8 +7,16 @@ import time
 
 import pytest
 
-from rocketstore import (CorruptDataError, GetStatus, Message, MessageStore, PutStatus, StoreConfig, StoreLockedError,
-                         StoreOpenError)
+from rocketstore import (
+    CorruptDataError,
+    GetStatus,
+    Message,
+    MessageStore,
+    PutStatus,
+    StoreConfig,
+    StoreLockedError,
+    StoreOpenError,
+)
 
 SMALL = dict(mapped_file_size_commit_log=4096, mapped_file_size_consume_queue=200)  # 10 units per CQ file
 
@@ -18,8 +27,10 @@ def small(**kw):
 
 
 def fill(store, topic, queue_id, n, body=b"x" * 50, tags=None):
-    return [store.put(Message(topic, body, tags=tags(i) if callable(tags) else tags, born_timestamp=1), queue_id)
-            for i in range(n)]
+    return [
+        store.put(Message(topic, body, tags=tags(i) if callable(tags) else tags, born_timestamp=1), queue_id)
+        for i in range(n)
+    ]
 
 
 def test_rolls_segments_with_blank_fillers(tmp_path):
@@ -29,7 +40,7 @@ def test_rolls_segments_with_blank_fillers(tmp_path):
         size = rs[0].size
         # 4096-byte segments hold floor((4096 - 8) / size) records each, then a BLANK
         per_seg = (4096 - 8) // size
-        assert [r.physical_offset for r in rs[:per_seg + 1]] == [i * size for i in range(per_seg)] + [4096]
+        assert [r.physical_offset for r in rs[: per_seg + 1]] == [i * size for i in range(per_seg)] + [4096]
         files = sorted(os.listdir(tmp_path / "commitlog"))
         assert len(files) == -(-200 // per_seg)
         assert all(len(f) == 20 and int(f) % 4096 == 0 for f in files)
@@ -85,15 +96,18 @@ def test_tag_filter_and_subscription_strings(tmp_path):
         assert (g.status, g.next_begin_offset, g.messages) == (GetStatus.NO_MATCHED_MESSAGE, 10, [])
 
 
-@pytest.mark.parametrize("msg,status", [
-    (Message("", b"x"), PutStatus.MESSAGE_ILLEGAL),
-    (Message("../escape", b"x"), PutStatus.MESSAGE_ILLEGAL),
-    (Message("a/b", b"x"), PutStatus.MESSAGE_ILLEGAL),
-    (Message("T" * 256, b"x"), PutStatus.MESSAGE_ILLEGAL),
-    (Message("T", b"x" * (4 * 1024 * 1024 + 1)), PutStatus.MESSAGE_ILLEGAL),
-    (Message("T", b"x", properties={"p": "v" * 40000}), PutStatus.PROPERTIES_SIZE_EXCEEDED),
-    (Message("T", b"x", born_host="not-a-host"), PutStatus.MESSAGE_ILLEGAL),
-])
+@pytest.mark.parametrize(
+    "msg,status",
+    [
+        (Message("", b"x"), PutStatus.MESSAGE_ILLEGAL),
+        (Message("../escape", b"x"), PutStatus.MESSAGE_ILLEGAL),
+        (Message("a/b", b"x"), PutStatus.MESSAGE_ILLEGAL),
+        (Message("T" * 256, b"x"), PutStatus.MESSAGE_ILLEGAL),
+        (Message("T", b"x" * (4 * 1024 * 1024 + 1)), PutStatus.MESSAGE_ILLEGAL),
+        (Message("T", b"x", properties={"p": "v" * 40000}), PutStatus.PROPERTIES_SIZE_EXCEEDED),
+        (Message("T", b"x", born_host="not-a-host"), PutStatus.MESSAGE_ILLEGAL),
+    ],
+)
 def test_bad_input_gets_a_status_and_writes_nothing(tmp_path, msg, status):
     with MessageStore.open(tmp_path, StoreConfig(mapped_file_size_commit_log=1 << 20)) as s:
         assert s.put(msg, 0).status is status
@@ -176,6 +190,7 @@ def test_lost_consumequeue_is_rebuilt_from_the_commitlog(tmp_path):
         fill(s, "T", 0, 15, tags="A")
         fill(s, "T", 1, 7)
     import shutil
+
     shutil.rmtree(tmp_path / "consumequeue")
     with MessageStore.open(tmp_path, small()) as s:
         assert (s.max_offset("T", 0), s.max_offset("T", 1)) == (15, 7)
@@ -184,6 +199,7 @@ def test_lost_consumequeue_is_rebuilt_from_the_commitlog(tmp_path):
 
 def test_reput_thread_and_put_path_build_the_same_queue(tmp_path):
     """The reput thread (RocketMQ's way) and the put path must write byte-identical ConsumeQueues."""
+
     def build(name, inline):
         with MessageStore.open(tmp_path / name, small(dispatch_in_put_path=inline)) as s:
             fill(s, "T", 0, 25, tags=lambda i: f"Tag{i % 4}")
@@ -234,11 +250,17 @@ def test_offset_by_time_boundaries(tmp_path):
 
 def test_broker_conf(tmp_path):
     conf = tmp_path / "broker.conf"
-    conf.write_text("# comment\nmappedFileSizeCommitLog=65536\nflushDiskType = SYNC_FLUSH\n"
-                    "enabledAppendPropCRC=true\nmapperFileSizeBatchConsumeQueue=920\nbrokerName=b1\n")
+    conf.write_text(
+        "# comment\nmappedFileSizeCommitLog=65536\nflushDiskType = SYNC_FLUSH\n"
+        "enabledAppendPropCRC=true\nmapperFileSizeBatchConsumeQueue=920\nbrokerName=b1\n"
+    )
     cfg = StoreConfig.from_properties(conf)
-    assert (cfg.mapped_file_size_commit_log, cfg.flush_disk_type, cfg.enabled_append_prop_crc,
-            cfg.mapped_file_size_batch_consume_queue) == (65536, "SYNC_FLUSH", True, 920)
+    assert (
+        cfg.mapped_file_size_commit_log,
+        cfg.flush_disk_type,
+        cfg.enabled_append_prop_crc,
+        cfg.mapped_file_size_batch_consume_queue,
+    ) == (65536, "SYNC_FLUSH", True, 920)
     assert cfg.extra == {"brokerName": "b1"}
     with pytest.raises(ValueError, match="maxMessageSize"):
         StoreConfig.from_properties({"maxMessageSize": "lots"})
@@ -253,8 +275,8 @@ def test_tags_and_keys_are_stored_as_rocketmq_properties(tmp_path):
     props = b"KEYS\x01k1 k2\x02TAGS\x01TagA\x02"
     # TOTALSIZE = 88 fixed bytes for IPv4 hosts + body + 1 + topic + 2 + properties
     assert r.size == 88 + 4 + 1 + 1 + 2 + len(props)
-    assert data[r.size - len(props) - 2:r.size] == len(props).to_bytes(2, "big") + props
-    second = data[r.size:r.size + 200]
+    assert data[r.size - len(props) - 2 : r.size] == len(props).to_bytes(2, "big") + props
+    second = data[r.size : r.size + 200]
     assert b"a\x011\x02TAGS\x01TagB\x02" in second
     # tagsCode in the ConsumeQueue is Java's "TagA".hashCode() = 2598919
     with open(tmp_path / "consumequeue" / "T" / "0" / f"{0:020d}", "rb") as fh:
@@ -268,8 +290,8 @@ def test_appended_crc_is_verified_on_read_when_configured(tmp_path):
         assert s.look(r.physical_offset).body == b"payload"
     seg = tmp_path / "commitlog" / f"{0:020d}"
     data = bytearray(seg.read_bytes())
-    tags_at = bytes(data[:r.size]).index(b"TAGS\x01A") + 5
-    data[tags_at] ^= 0x01   # flip a bit inside TAGS, which only the appended CRC covers
+    tags_at = bytes(data[: r.size]).index(b"TAGS\x01A") + 5
+    data[tags_at] ^= 0x01  # flip a bit inside TAGS, which only the appended CRC covers
     seg.write_bytes(bytes(data))
     with MessageStore.open(tmp_path, small(**cfg, check_crc_on_recover=False), read_only=True) as s:
         with pytest.raises(CorruptDataError) as ei:
@@ -277,7 +299,7 @@ def test_appended_crc_is_verified_on_read_when_configured(tmp_path):
         assert "CRC" in str(ei.value) and "00000000000000000000" in str(ei.value) and "offset 0" in str(ei.value)
         assert s.look(r.physical_offset) is None
     with MessageStore.open(tmp_path, small(enabled_append_prop_crc=True), read_only=True) as s:
-        assert s.get("g", "T", 0, 0).messages[0].body == b"payload"   # not verified unless configured
+        assert s.get("g", "T", 0, 0).messages[0].body == b"payload"  # not verified unless configured
 
 
 def test_record_with_bad_inner_batch_numbers_cuts_the_log_instead_of_failing_the_open(tmp_path):
@@ -287,13 +309,27 @@ def test_record_with_bad_inner_batch_numbers_cuts_the_log_instead_of_failing_the
     assert bad.status is PutStatus.MESSAGE_ILLEGAL  # refused at put: INNER_NUM without INNER_BATCH_FLAG
     # write such a record behind the store's back, as a corrupt disk would
     from rocketstore.formats import record as R
-    rec = R.encode_record(topic=b"T", body=b"x", props=b"INNER_NUM\x01x\x02INNER_BASE\x015\x02", queue_id=0, flag=0,
-                          sys_flag=0, born_timestamp=1, born_host=R.host_to_bytes("127.0.0.1:1"), store_timestamp=2,
-                          store_host=R.host_to_bytes("127.0.0.1:10911"), reconsume_times=0,
-                          prepared_transaction_offset=0, queue_offset=1, physical_offset=good.size, v2=False)
+
+    rec = R.encode_record(
+        topic=b"T",
+        body=b"x",
+        props=b"INNER_NUM\x01x\x02INNER_BASE\x015\x02",
+        queue_id=0,
+        flag=0,
+        sys_flag=0,
+        born_timestamp=1,
+        born_host=R.host_to_bytes("127.0.0.1:1"),
+        store_timestamp=2,
+        store_host=R.host_to_bytes("127.0.0.1:10911"),
+        reconsume_times=0,
+        prepared_transaction_offset=0,
+        queue_offset=1,
+        physical_offset=good.size,
+        v2=False,
+    )
     seg = tmp_path / "commitlog" / f"{0:020d}"
     data = bytearray(seg.read_bytes())
-    data[good.size:good.size + len(rec)] = rec
+    data[good.size : good.size + len(rec)] = rec
     seg.write_bytes(bytes(data))
     (tmp_path / "abort").write_text("1")
     with MessageStore.open(tmp_path, small()) as s:
@@ -309,27 +345,43 @@ def test_plain_message_fast_path_writes_what_the_general_path_writes(tmp_path):
 
     def write(root, general):
         ticks = iter(range(1_700_000_000_000, 1_700_000_000_000 + 10_000))
-        cfg = StoreConfig(mapped_file_size_commit_log=16 * 1024, mapped_file_size_consume_queue=20 * 64,
-                          clock=lambda: next(ticks))
+        cfg = StoreConfig(
+            mapped_file_size_commit_log=16 * 1024, mapped_file_size_consume_queue=20 * 64, clock=lambda: next(ticks)
+        )
         with MessageStore.open(root, cfg) as s:
             for i, (topic, body, tags) in enumerate(msgs):
-                m = (Message(topic, body, properties={"TAGS": tags} if tags else {}, born_timestamp=7)
-                     if general else Message(topic, body, tags=tags, born_timestamp=7))
+                m = (
+                    Message(topic, body, properties={"TAGS": tags} if tags else {}, born_timestamp=7)
+                    if general
+                    else Message(topic, body, tags=tags, born_timestamp=7)
+                )
                 assert s.put(m, queue_id=i % 3).status is PutStatus.PUT_OK
-        return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*")
-                if p.is_file() and p.parts[-2] != "index" and p.name not in ("checkpoint", "lock")}
+        return {
+            str(p.relative_to(root)): p.read_bytes()
+            for p in root.rglob("*")
+            if p.is_file() and p.parts[-2] != "index" and p.name not in ("checkpoint", "lock")
+        }
+
     fast = write(tmp_path / "fast", False)
     general = write(tmp_path / "general", True)
     assert len([k for k in fast if k.startswith("commitlog")]) > 3
     assert fast == general
 
 
-@pytest.mark.parametrize("bad", [
-    dict(body="a str, not bytes"), dict(flag=2 ** 31), dict(flag="1"), dict(reconsume_times=-2 ** 31 - 1),
-    dict(born_timestamp=2 ** 63), dict(prepared_transaction_offset=1.5)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(body="a str, not bytes"),
+        dict(flag=2**31),
+        dict(flag="1"),
+        dict(reconsume_times=-(2**31) - 1),
+        dict(born_timestamp=2**63),
+        dict(prepared_transaction_offset=1.5),
+    ],
+)
 def test_fields_a_record_cannot_hold_are_refused_not_raised(tmp_path, bad):
     with MessageStore.open(tmp_path, StoreConfig(mapped_file_size_commit_log=64 * 1024)) as s:
-        assert s.put(Message("T", b"ok"), 0).status is PutStatus.PUT_OK   # caches the topic: the fast path
+        assert s.put(Message("T", b"ok"), 0).status is PutStatus.PUT_OK  # caches the topic: the fast path
         fields = {"body": b"x", **bad}
         assert s.put(Message("T", **fields), 0).status is PutStatus.MESSAGE_ILLEGAL
         assert s.put(Message("T", tags="t", **fields), 0).status is PutStatus.MESSAGE_ILLEGAL
@@ -344,7 +396,8 @@ def test_tags_code_is_that_of_the_tags_as_stored(tmp_path):
     """An unpaired surrogate is stored as "?": the put path's ConsumeQueue unit must carry the tagsCode
     reput would compute. (A separator inside a tag, which RocketMQ would read back cut, is refused:
     tests/store/test_put_separators.py.)"""
-    from _index_ref import java_hash   # the tests' own String.hashCode
+    from _index_ref import java_hash  # the tests' own String.hashCode
+
     for dispatch in (True, False):
         root = tmp_path / str(dispatch)
         with MessageStore.open(root, StoreConfig(dispatch_in_put_path=dispatch)) as s:
@@ -367,17 +420,18 @@ def test_a_tag_mismatch_after_a_removed_record_answers_no_matched_message(tmp_pa
     NO_MATCHED_MESSAGE when a later unit fails the filter and nothing was found (DefaultMessageStore sets the
     status at each refusal while the result is empty)."""
     from rocketstore import GetStatus as GS
+
     cfg = StoreConfig(mapped_file_size_commit_log=16 * 1024)
     with MessageStore.open(str(tmp_path / "s"), cfg) as s:
-        while s.max_physical_offset + 2 * 400 < 16 * 1024:          # tag A fills the first segment...
+        while s.max_physical_offset + 2 * 400 < 16 * 1024:  # tag A fills the first segment...
             s.put(Message("T", b"x" * 200, tags="A"), queue_id=0)
-        while len(s.commitlog.files.files) < 2:                     # ...another topic rolls to the second
+        while len(s.commitlog.files.files) < 2:  # ...another topic rolls to the second
             s.put(Message("Other", b"z" * 200), queue_id=0)
         for _ in range(10):
             s.put(Message("T", b"y" * 200, tags="B"), queue_id=0)
         first = s.commitlog.files.files[0]
-        s.commitlog.files.delete_head([first])   # the CommitLog cleaned, the queue not corrected yet
+        s.commitlog.files.delete_head([first])  # the CommitLog cleaned, the queue not corrected yet
         r = s.get("g", "T", 0, 0, max_count=32, tags="A")
         assert r.messages == [] and r.status is GS.NO_MATCHED_MESSAGE
-        r = s.get("g", "T", 0, 0, max_count=32)                     # no filter: nothing refuses, it stays
+        r = s.get("g", "T", 0, 0, max_count=32)  # no filter: nothing refuses, it stays
         assert r.status is GS.FOUND and {m.tags for m in r.messages} == {"B"}

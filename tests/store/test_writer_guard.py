@@ -4,6 +4,7 @@ fcntl locks are per process: a second open of the `lock` file in the same proces
 it drops the lock the first writer holds. The store therefore keeps its own registry of the stores this
 process writes; it must know a store by its directory (device and inode), not by a path, since a bind
 mount gives the same directory a second path that realpath cannot see through."""
+
 import os
 import subprocess
 import sys
@@ -49,7 +50,7 @@ def another_process_can_open(path: str) -> bool:
 @pytest.mark.parametrize("order", ["first-then-second", "second-then-first"])
 def test_a_bind_mount_of_an_open_store_is_refused_and_the_lock_stays(bind_mounted, order):
     a, b = bind_mounted if order == "first-then-second" else bind_mounted[::-1]
-    assert os.path.realpath(a) != os.path.realpath(b)      # the paths do not tell they are one store
+    assert os.path.realpath(a) != os.path.realpath(b)  # the paths do not tell they are one store
     with MessageStore.open(a) as s:
         assert s.put(Message("T", b"one"), 0).ok
         with pytest.raises(StoreLockedError, match="already open for writing in this process"):

@@ -6,6 +6,7 @@ as mqadmin topicList / consumerProgress without a group), a singular takes one t
 consumerProgress -g, resetOffsetByTime, deleteSubGroup), like kafka-consumer-groups' --describe,
 --reset-offsets and --delete. Listing opens the store read-only; the rest take its lock.
 """
+
 from __future__ import annotations
 
 import click
@@ -15,10 +16,19 @@ from ..errors import RocketStoreError
 from ..validation import group_problem
 from . import main as M
 from . import output as O
-from .commands import _check_topic, _conf_opt, _json_opt, _one_line, _open, _queue_range, _require_topic, \
-    _store_arg, _topic_queue_ids
+from .commands import (
+    _check_topic,
+    _conf_opt,
+    _json_opt,
+    _one_line,
+    _open,
+    _queue_range,
+    _require_topic,
+    _store_arg,
+    _topic_queue_ids,
+)
 
-MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")   # TopicMessageType, attribute message.type
+MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")  # TopicMessageType, attribute message.type
 MESSAGE_TYPE = "message.type"
 
 
@@ -37,10 +47,16 @@ def _progress_rows(s, group: str, topics: list[str]) -> list[dict]:
             committed = s.consumer_offsets.query(group, t, q)
             hi = s.max_offset(t, q)
             last = s.store_timestamp_at(t, q, committed - 1) if committed > 0 else -1
-            rows.append({"topic": t, "queueId": q, "brokerOffset": hi,
-                         "consumerOffset": committed if committed >= 0 else None,
-                         "lag": max(hi - max(committed, 0), 0),
-                         "lastTimestamp": last if last > 0 else None})
+            rows.append(
+                {
+                    "topic": t,
+                    "queueId": q,
+                    "brokerOffset": hi,
+                    "consumerOffset": committed if committed >= 0 else None,
+                    "lag": max(hi - max(committed, 0), 0),
+                    "lastTimestamp": last if last > 0 else None,
+                }
+            )
     return rows
 
 
@@ -56,8 +72,14 @@ def groups(store, conf, as_json):
         rows = []
         for g, topics in s.consumer_offsets.groups().items():
             progress = _progress_rows(s, g, topics)
-            rows.append({"group": g, "topics": " ".join(topics), "queues": len(progress),
-                         "lag": sum(r["lag"] for r in progress)})
+            rows.append(
+                {
+                    "group": g,
+                    "topics": " ".join(topics),
+                    "queues": len(progress),
+                    "lag": sum(r["lag"] for r in progress),
+                }
+            )
     except (RocketStoreError, ValueError, OSError) as e:
         M.fail(_one_line(e))
     finally:
@@ -109,10 +131,16 @@ def progress(store, name, topic, conf, as_json):
 @_store_arg
 @click.argument("name", metavar="GROUP")
 @click.option("--topic", "-t", required=True, help="The topic whose offsets to reset.")
-@click.option("--to-time", default=None, metavar="TIME", help="The first message stored at or after this time "
-              "(ms or ISO, e.g. 2026-11-22T08:00:00Z; 'now' for the end), as mqadmin resetOffsetByTime.")
-@click.option("--to-offset", type=click.IntRange(min=0), default=None, help="This queue offset (clamped to "
-              "each queue's range).")
+@click.option(
+    "--to-time",
+    default=None,
+    metavar="TIME",
+    help="The first message stored at or after this time "
+    "(ms or ISO, e.g. 2026-11-22T08:00:00Z; 'now' for the end), as mqadmin resetOffsetByTime.",
+)
+@click.option(
+    "--to-offset", type=click.IntRange(min=0), default=None, help="This queue offset (clamped to each queue's range)."
+)
 @click.option("--to-earliest", is_flag=True, help="Each queue's first offset.")
 @click.option("--to-latest", is_flag=True, help="Each queue's end (skip everything stored so far).")
 @click.option("--queue", "-q", type=click.IntRange(min=0), default=None, help="Only this queue.")
@@ -154,7 +182,7 @@ def reset_offset(store, name, topic, to_time, to_offset, to_earliest, to_latest,
     except (RocketStoreError, ValueError, OSError) as e:
         M.fail(_one_line(e))
     finally:
-        s.close()   # idempotent
+        s.close()  # idempotent
     M.print_result(f"reset {name} on {topic}", None, rows, as_json)
 
 
@@ -179,7 +207,7 @@ def delete_group(store, name, conf, as_json):
     except (RocketStoreError, ValueError, OSError) as e:
         M.fail(_one_line(e))
     finally:
-        s.close()   # idempotent
+        s.close()  # idempotent
     summary = {"group": name, "deleted": True, "topics": topics}
     if as_json:
         O.echo_json(summary)
@@ -214,15 +242,22 @@ def _write_topic(store, name, conf, as_json, done: str, plan, create: bool = Fal
     except (RocketStoreError, ValueError, OSError) as e:
         M.fail(_one_line(e))
     finally:
-        s.close()   # idempotent
+        s.close()  # idempotent
     M.print_result(f"{done} topic {name}", cfg, [], as_json)
 
 
-_queues_opt = click.option("--queues", type=click.IntRange(1, 1024), default=None,
-                           help=f"Read and write queues (default {TC.DEFAULT_QUEUE_NUMS}, RocketMQ's "
-                                "defaultTopicQueueNums).")
-_type_opt = click.option("--message-type", type=click.Choice(MESSAGE_TYPES, case_sensitive=False), default=None,
-                         help="The topic's message.type attribute (RocketMQ 5).")
+_queues_opt = click.option(
+    "--queues",
+    type=click.IntRange(1, 1024),
+    default=None,
+    help=f"Read and write queues (default {TC.DEFAULT_QUEUE_NUMS}, RocketMQ's defaultTopicQueueNums).",
+)
+_type_opt = click.option(
+    "--message-type",
+    type=click.Choice(MESSAGE_TYPES, case_sensitive=False),
+    default=None,
+    help="The topic's message.type attribute (RocketMQ 5).",
+)
 
 
 @topic.command(name="create")
@@ -242,6 +277,7 @@ def create_topic(store, name, queues, batch_cq, message_type, create, conf, as_j
         if name in s.topic_configs or name in s.topics():
             M.fail(f"topic {name} already exists in {s.root} (change it with `rocketstore topic update`)")
         return queues or TC.DEFAULT_QUEUE_NUMS, _attributes(batch_cq, message_type, None)
+
     _write_topic(store, name, conf, as_json, "created", plan, create=create)
 
 
@@ -263,6 +299,7 @@ def update_topic(store, name, queues, message_type, conf, as_json):
         current = s.topic_configs.get(name)
         n = queues or int((current or {}).get("writeQueueNums") or len(_topic_queue_ids(s, name)))
         return n, _attributes(False, message_type, current)
+
     _write_topic(store, name, conf, as_json, "updated", plan)
 
 
@@ -286,13 +323,15 @@ def delete_topic(store, name, yes, conf, as_json):
     except (RocketStoreError, ValueError, OSError) as e:
         M.fail(_one_line(e))
     finally:
-        s.close()   # idempotent
+        s.close()  # idempotent
     summary = {"topic": name, "deleted": True, "messages": messages}
     if as_json:
         O.echo_json(summary)
     else:
-        O.console().print(f"deleted topic {name} ({messages} message(s) in its queues; the CommitLog keeps "
-                          "their records until they expire)")
+        O.console().print(
+            f"deleted topic {name} ({messages} message(s) in its queues; the CommitLog keeps "
+            "their records until they expire)"
+        )
 
 
 COMMANDS = (groups, group, topic)

@@ -4,6 +4,7 @@ Registered on the `cli` group by main.py (register(cli)). Like the rest of the c
 --json for scripts, one error line on stderr and exit status 1 for bad input. Only `produce` and a
 committing `consume` open the store for writing (and so take its lock file); the rest open it read-only.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -23,8 +24,8 @@ from ..validation import group_problem, topic_problem
 from . import main as M
 from . import output as O
 
-SHOWN_PUTS = 20           # produce prints one row per message up to this many, else a summary
-FOLLOW_WAIT_MS = 1000     # --follow: long-poll this long, then look at the store again
+SHOWN_PUTS = 20  # produce prints one row per message up to this many, else a summary
+FOLLOW_WAIT_MS = 1000  # --follow: long-poll this long, then look at the store again
 
 _store_arg = click.argument("store", type=click.Path(file_okay=False))
 _conf_opt = click.option("-c", "--conf", type=click.Path(dir_okay=False), help="A RocketMQ broker.conf.")
@@ -41,8 +42,14 @@ def _check_topic(topic: str) -> None:
         M.fail(problem)
 
 
-def _open(store: str, conf: str | None, read_only: bool = True, create: bool = False,
-          locked_hint: str = "", trust_queues: bool = False) -> MessageStore:
+def _open(
+    store: str,
+    conf: str | None,
+    read_only: bool = True,
+    create: bool = False,
+    locked_hint: str = "",
+    trust_queues: bool = False,
+) -> MessageStore:
     if not os.path.isdir(store):
         if os.path.exists(store):
             M.fail(f"{store}: not a directory")
@@ -62,11 +69,19 @@ def _open(store: str, conf: str | None, read_only: bool = True, create: bool = F
 def _message_row(m, as_hex: bool = False, as_json: bool = False) -> dict:
     """A message as a row: every field; the body as text or base64 (bodyEncoding) for JSON, as text or hex
     for a table."""
-    row = {"topic": m.topic, "queueId": m.queue_id, "queueOffset": m.queue_offset,
-           "physicalOffset": m.physical_offset, "msgId": m.msg_id if hasattr(m, "msg_id") else None,
-           "uniqKey": m.unique_key, "tags": m.tags, "keys": " ".join(m.keys),
-           "storeTimestamp": m.store_timestamp, "bornTimestamp": m.born_timestamp,
-           "properties": dict(m.properties)}
+    row = {
+        "topic": m.topic,
+        "queueId": m.queue_id,
+        "queueOffset": m.queue_offset,
+        "physicalOffset": m.physical_offset,
+        "msgId": m.msg_id if hasattr(m, "msg_id") else None,
+        "uniqKey": m.unique_key,
+        "tags": m.tags,
+        "keys": " ".join(m.keys),
+        "storeTimestamp": m.store_timestamp,
+        "bornTimestamp": m.born_timestamp,
+        "properties": dict(m.properties),
+    }
     row.update(O.body_json(m.body) if as_json else {"body": O.body_text(m.body, as_hex)})
     return row
 
@@ -163,25 +178,41 @@ def produce(store, topic, bodies, file_, from_stdin, tags, keys, props, queue, c
             if not r.ok:
                 M.fail(f"put into {topic}/{q} failed: {r.status.name}")
             per_queue[q] = per_queue.get(q, 0) + 1
-            rows.append({"msgId": r.msg_id, "uniqKey": msg_props[P.UNIQ_KEY], "queueId": q,
-                         "queueOffset": r.queue_offset, "physicalOffset": r.physical_offset, "size": r.size})
+            rows.append(
+                {
+                    "msgId": r.msg_id,
+                    "uniqKey": msg_props[P.UNIQ_KEY],
+                    "queueId": q,
+                    "queueOffset": r.queue_offset,
+                    "physicalOffset": r.physical_offset,
+                    "size": r.size,
+                }
+            )
     finally:
-        s.close()   # idempotent
-    header = {"store": s.root, "topic": topic, "messages": len(rows),
-              "queues": {str(q): n for q, n in sorted(per_queue.items())}}
+        s.close()  # idempotent
+    header = {
+        "store": s.root,
+        "topic": topic,
+        "messages": len(rows),
+        "queues": {str(q): n for q, n in sorted(per_queue.items())},
+    }
     if as_json:
         M.print_result(f"produce {topic}", header, rows, True)
     elif len(rows) <= SHOWN_PUTS:
-        O.print_table(f"produced {len(rows)} message(s) to {topic}", rows, ["msgId", "uniqKey", "queueId", "queueOffset"])
+        O.print_table(
+            f"produced {len(rows)} message(s) to {topic}", rows, ["msgId", "uniqKey", "queueId", "queueOffset"]
+        )
     else:
         header["queues"] = ", ".join(f"{q}: {n}" for q, n in sorted(per_queue.items()))
         M.print_result(f"produce {topic}", header, [], False)
 
 
 # ---------------------------------------------------------------- consume
-READER_GROUP = "rocketstore-cli"   # the group a consume without --group reads as (it commits nothing)
-FORMAT_TOKENS = "%t topic, %p queue id, %o queue offset, %k keys, %g tags, %s body (raw bytes), %S body length, " \
-                "%T store time (ms), %i msgId, %u UNIQ_KEY (the id clients print), %h properties, %%; \\n \\t"
+READER_GROUP = "rocketstore-cli"  # the group a consume without --group reads as (it commits nothing)
+FORMAT_TOKENS = (
+    "%t topic, %p queue id, %o queue offset, %k keys, %g tags, %s body (raw bytes), %S body length, "
+    "%T store time (ms), %i msgId, %u UNIQ_KEY (the id clients print), %h properties, %%; \\n \\t"
+)
 
 
 def _start_positions(s: MessageStore, c, start: str | None, offset: int | None, last: int | None) -> None:
@@ -204,11 +235,19 @@ def _start_positions(s: MessageStore, c, start: str | None, offset: int | None, 
 def _formatter(fmt: str):
     """A kcat-style format string -> a function of a message giving the bytes to write (the body raw)."""
     fmt = fmt.replace("\\n", "\n").replace("\\t", "\t").replace("\\\\", "\\")
-    fields = {"t": lambda m: m.topic, "p": lambda m: str(m.queue_id), "o": lambda m: str(m.queue_offset),
-              "k": lambda m: " ".join(m.keys), "g": lambda m: m.tags or "", "S": lambda m: str(len(m.body)),
-              "T": lambda m: str(m.store_timestamp), "i": lambda m: getattr(m, "msg_id", "") or "",
-              "u": lambda m: m.unique_key or "", "%": lambda m: "%",
-              "h": lambda m: ",".join(f"{k}={v}" for k, v in m.properties.items())}
+    fields = {
+        "t": lambda m: m.topic,
+        "p": lambda m: str(m.queue_id),
+        "o": lambda m: str(m.queue_offset),
+        "k": lambda m: " ".join(m.keys),
+        "g": lambda m: m.tags or "",
+        "S": lambda m: str(len(m.body)),
+        "T": lambda m: str(m.store_timestamp),
+        "i": lambda m: getattr(m, "msg_id", "") or "",
+        "u": lambda m: m.unique_key or "",
+        "%": lambda m: "%",
+        "h": lambda m: ",".join(f"{k}={v}" for k, v in m.properties.items()),
+    }
     parts: list = []
     i = 0
     while i < len(fmt):
@@ -263,35 +302,76 @@ class _Printer:
 @click.command()
 @_store_arg
 @click.argument("topic")
-@click.option("--group", "-g", default=None, help="The consumer group (default: read without a group, "
-              "committing nothing).")
+@click.option(
+    "--group", "-g", default=None, help="The consumer group (default: read without a group, committing nothing)."
+)
 @click.option("--tags", default=None, help='A subscription: "*" (default) or "TagA || TagB".')
-@click.option("--sql", default=None, metavar="EXPR",
-              help="A SQL92 subscription on the messages' properties instead of --tags, e.g. "
-                   "\"region = 'eu' AND amount > 100\" (RocketMQ's grammar). A committing consume registers it "
-                   "for the group (config/consumerFilter.json).")
-@click.option("--from", "start", default=None, metavar="committed|earliest|latest|TIME",
-              help="Where to start: the group's committed offsets (the default with --group; else the "
-                   "earliest), the earliest or latest offsets, or the first message stored at or after a time "
-                   "(ms since the epoch or ISO, e.g. 2026-11-22T08:00:00Z).")
-@click.option("--queue", "-q", "queue", type=click.IntRange(min=0), default=None,
-              help="Only this queue (kcat -p).")
-@click.option("--offset", type=click.IntRange(min=0), default=None,
-              help="Start at this queue offset (kcat -o N), in --queue or in every queue.")
-@click.option("--last", type=click.IntRange(min=1), default=None,
-              help="The last N messages of each queue (kcat -o -N).")
+@click.option(
+    "--sql",
+    default=None,
+    metavar="EXPR",
+    help="A SQL92 subscription on the messages' properties instead of --tags, e.g. "
+    "\"region = 'eu' AND amount > 100\" (RocketMQ's grammar). A committing consume registers it "
+    "for the group (config/consumerFilter.json).",
+)
+@click.option(
+    "--from",
+    "start",
+    default=None,
+    metavar="committed|earliest|latest|TIME",
+    help="Where to start: the group's committed offsets (the default with --group; else the "
+    "earliest), the earliest or latest offsets, or the first message stored at or after a time "
+    "(ms since the epoch or ISO, e.g. 2026-11-22T08:00:00Z).",
+)
+@click.option("--queue", "-q", "queue", type=click.IntRange(min=0), default=None, help="Only this queue (kcat -p).")
+@click.option(
+    "--offset",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Start at this queue offset (kcat -o N), in --queue or in every queue.",
+)
+@click.option(
+    "--last", type=click.IntRange(min=1), default=None, help="The last N messages of each queue (kcat -o -N)."
+)
 @click.option("--max", "max_count", type=click.IntRange(min=1), default=None, help="Stop after this many messages.")
 @click.option("--follow", is_flag=True, help="Wait for new messages until Ctrl-C (long polling).")
-@click.option("--commit/--no-commit", default=True, show_default=True,
-              help="With --group: commit how far the group got at the end (opens the store for writing).")
-@click.option("--format", "-f", "fmt", default=None, metavar="FMT",
-              help=f"Print each message by a kcat-style format instead of a table: {FORMAT_TOKENS}.")
+@click.option(
+    "--commit/--no-commit",
+    default=True,
+    show_default=True,
+    help="With --group: commit how far the group got at the end (opens the store for writing).",
+)
+@click.option(
+    "--format",
+    "-f",
+    "fmt",
+    default=None,
+    metavar="FMT",
+    help=f"Print each message by a kcat-style format instead of a table: {FORMAT_TOKENS}.",
+)
 @click.option("--body-only", is_flag=True, help="Only the bodies, as they are, one per line (--format '%s\\n').")
 @click.option("--hex", "as_hex", is_flag=True, help="Bodies in hex in tables (else text when they are UTF-8).")
 @_conf_opt
 @_json_opt
-def consume(store, topic, group, tags, sql, start, queue, offset, last, max_count, follow, commit, fmt, body_only,
-            as_hex, conf, as_json):
+def consume(
+    store,
+    topic,
+    group,
+    tags,
+    sql,
+    start,
+    queue,
+    offset,
+    last,
+    max_count,
+    follow,
+    commit,
+    fmt,
+    body_only,
+    as_hex,
+    conf,
+    as_json,
+):
     """Read a topic: every queue in turn (or one, --queue), from the group's committed offsets or where
     --from, --offset or --last say, filtered by --tags or by a SQL92 expression (--sql). With --group the
     group's offsets are committed at the end unless --no-commit. With --follow the store is read read-only
@@ -319,21 +399,31 @@ def consume(store, topic, group, tags, sql, start, queue, offset, last, max_coun
             M.fail("give --tags or --sql, not both: a subscription is by tag or by SQL92")
         _check_sql(sql)
     # reading with the lock held only when committing and not following: a follower must let producers write
-    s = _open(store, conf, read_only=follow or not commit,
-              locked_hint=" (committing needs the lock: read with --no-commit)")
+    s = _open(
+        store, conf, read_only=follow or not commit, locked_hint=" (committing needs the lock: read with --no-commit)"
+    )
     _require_topic(s, topic)
     if queue is not None and queue not in _topic_queue_ids(s, topic):
         ids = _topic_queue_ids(s, topic)
         s.close()
-        M.fail(f"--queue {queue}: topic {topic} has queues {ids[0]}..{ids[-1]}" if ids else
-                f"--queue {queue}: topic {topic} has no queues")
+        M.fail(
+            f"--queue {queue}: topic {topic} has queues {ids[0]}..{ids[-1]}"
+            if ids
+            else f"--queue {queue}: topic {topic} has no queues"
+        )
     title = f"{topic}" + (f" as {group}" if group else "")
     printer = _Printer(fmt, as_json and follow, as_hex, title)
     rows: list[dict] = []
     seen = 0
     try:
-        c = s.consumer(group or READER_GROUP, topic, tags, "latest" if start == "latest" else "earliest", sql=sql,
-                       queues=None if queue is None else [queue])
+        c = s.consumer(
+            group or READER_GROUP,
+            topic,
+            tags,
+            "latest" if start == "latest" else "earliest",
+            sql=sql,
+            queues=None if queue is None else [queue],
+        )
         if group is None and start is None and offset is None and last is None:
             start = "earliest"
         _start_positions(s, c, start, offset, last)
@@ -345,7 +435,7 @@ def consume(store, topic, group, tags, sql, start, queue, offset, last, max_coun
                 if not got:
                     break
                 if max_count is not None and seen + len(got) > max_count:
-                    got = got[:max_count - seen]
+                    got = got[: max_count - seen]
                     c.positions[got[-1].queue_id] = got[-1].queue_offset + 1
                 seen += len(got)
                 if as_json:
@@ -360,13 +450,18 @@ def consume(store, topic, group, tags, sql, start, queue, offset, last, max_coun
     except (RocketStoreError, ValueError, OSError) as e:
         M.fail(_one_line(e))
     finally:
-        s.close()   # idempotent
+        s.close()  # idempotent
     if commit and follow:
         _commit_later(store, conf, group, topic, positions)
-    header = {"group": group, "topic": topic, **({"sql": sql} if sql is not None else {}),
-              "consumed": seen, "committed": commit,
-              "positions": {str(q): o for q, o in sorted(positions.items())},
-              "lag": {str(q): n for q, n in sorted(lag.items())}}
+    header = {
+        "group": group,
+        "topic": topic,
+        **({"sql": sql} if sql is not None else {}),
+        "consumed": seen,
+        "committed": commit,
+        "positions": {str(q): o for q, o in sorted(positions.items())},
+        "lag": {str(q): n for q, n in sorted(lag.items())},
+    }
     if as_json and not follow:
         M.print_result(f"consume {topic}" + (f" as {group}" if group else ""), header, rows, True)
     elif fmt is None and not as_json:
@@ -378,6 +473,7 @@ def consume(store, topic, group, tags, sql, start, queue, offset, last, max_coun
 def _check_sql(sql: str) -> None:
     """A bad SQL92 expression: one error line naming where it goes wrong, exit status 1."""
     from ..filter import FilterSyntaxError, compile as compile_sql
+
     try:
         compile_sql(sql)
     except FilterSyntaxError as e:
@@ -399,9 +495,9 @@ def _follow(store, conf, s, c, tags, max_count, printer, sql=None):
                 c = c.on(s)
                 continue
             if max_count is not None and seen + len(got) > max_count:
-                got = got[:max_count - seen]
+                got = got[: max_count - seen]
                 c.positions[got[-1].queue_id] = got[-1].queue_offset + 1
-            printer.add(got)      # a table page shows when full, or when the queues go quiet
+            printer.add(got)  # a table page shows when full, or when the queues go quiet
             seen += len(got)
     except KeyboardInterrupt:
         pass
@@ -480,17 +576,34 @@ def _by_time(s: MessageStore, topics: list[str], begin: int, end: int | None, ma
 @_store_arg
 @click.option("--topic", "-t", help="Only this topic (default: every topic).")
 @click.option("--key", help="Messages whose KEYS hold this key (the index).")
-@click.option("--msg-id", "--id", "msg_id", help="A message id as clients and `produce` print it: an offset "
-              "msgId (store host + physical offset), or the id a producer gave it (UNIQ_KEY; RocketMQ 5 "
-              "clients print 34 characters), as mqadmin queryMsgById.")
+@click.option(
+    "--msg-id",
+    "--id",
+    "msg_id",
+    help="A message id as clients and `produce` print it: an offset "
+    "msgId (store host + physical offset), or the id a producer gave it (UNIQ_KEY; RocketMQ 5 "
+    "clients print 34 characters), as mqadmin queryMsgById.",
+)
 @click.option("--unique-key", help="The message with this UNIQ_KEY (the id its producer assigned).")
-@click.option("--offset", "phys", type=click.IntRange(min=0), help="The message whose record starts at this "
-              "CommitLog offset.")
-@click.option("--begin", default=None, metavar="TIME", help="Stored at or after (ms or ISO, e.g. "
-              "2026-11-22T08:00:00Z). Alone (or with --end): every message of the time range.")
+@click.option(
+    "--offset", "phys", type=click.IntRange(min=0), help="The message whose record starts at this CommitLog offset."
+)
+@click.option(
+    "--begin",
+    default=None,
+    metavar="TIME",
+    help="Stored at or after (ms or ISO, e.g. "
+    "2026-11-22T08:00:00Z). Alone (or with --end): every message of the time range.",
+)
 @click.option("--end", default=None, metavar="TIME", help="Stored at or before (ms or ISO).")
-@click.option("--max", "max_count", type=click.IntRange(min=1), default=32, show_default=True,
-              help="With --key or a time range: at most this many.")
+@click.option(
+    "--max",
+    "max_count",
+    type=click.IntRange(min=1),
+    default=32,
+    show_default=True,
+    help="With --key or a time range: at most this many.",
+)
 @click.option("--hex", "as_hex", is_flag=True, help="Bodies in hex in tables (else text when they are UTF-8).")
 @_conf_opt
 @_json_opt
@@ -498,8 +611,11 @@ def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as
     """Find messages by key (--key), by id (--msg-id: an offset msgId or a producer's id), by unique key
     (--unique-key), by physical offset (--offset) or by time range (--begin/--end alone), in --topic or in
     every topic. Opens the store read-only."""
-    given = [n for n, v in (("--key", key), ("--unique-key", unique_key), ("--msg-id", msg_id),
-                            ("--offset", phys)) if v is not None]
+    given = [
+        n
+        for n, v in (("--key", key), ("--unique-key", unique_key), ("--msg-id", msg_id), ("--offset", phys))
+        if v is not None
+    ]
     if len(given) > 1 or (not given and begin is None and end is None):
         M.fail("give one of --key, --msg-id, --unique-key, --offset, or a time range (--begin/--end)")
     if topic is not None:
@@ -519,8 +635,10 @@ def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as
         elif msg_id is not None:
             found, what = _by_id(s, topics, msg_id), f"id {msg_id}{where}"
             if not found:
-                M.fail(f"id {msg_id}: no such message in {s.root} (neither an offset msgId nor a "
-                        f"producer's id{where or ' in any topic'})")
+                M.fail(
+                    f"id {msg_id}: no such message in {s.root} (neither an offset msgId nor a "
+                    f"producer's id{where or ' in any topic'})"
+                )
         elif phys is not None:
             lo, hi = s.min_physical_offset, s.max_physical_offset
             if not lo <= phys < hi:
@@ -531,8 +649,7 @@ def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as
             found, what = [m], f"offset {phys}"
         else:
             found = _by_time(s, topics, begin_ms, end_ms, max_count)
-            what = (f"stored {O.iso_time(begin_ms)} .. {O.iso_time(end_ms) if end_ms is not None else 'now'}"
-                    f"{where}")
+            what = f"stored {O.iso_time(begin_ms)} .. {O.iso_time(end_ms) if end_ms is not None else 'now'}{where}"
         rows = [_message_row(m, as_hex, as_json) for m in found]
     except (RocketStoreError, ValueError, OSError) as e:
         M.fail(_one_line(e))
@@ -541,9 +658,11 @@ def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as
     if as_json:
         M.print_result(f"query {what}", {"found": len(rows)}, rows, True)
     elif rows:
-        O.print_table(f"query {what}: {len(rows)} found", rows,
-                      ["topic", *SHORT_COLUMNS] if topic is None else
-                      ["physicalOffset", *SHORT_COLUMNS])
+        O.print_table(
+            f"query {what}: {len(rows)} found",
+            rows,
+            ["topic", *SHORT_COLUMNS] if topic is None else ["physicalOffset", *SHORT_COLUMNS],
+        )
     else:
         O.console().print(f"query {what}: nothing found")
 
@@ -576,11 +695,16 @@ def topics(store, conf, as_json):
         for t in names:
             cfg = s.topic_configs.get(t)
             ids = _topic_queue_ids(s, t)
-            rows.append({"topic": t, "queues": len(ids),
-                         "readQueueNums": cfg.get("readQueueNums") if cfg else None,
-                         "writeQueueNums": cfg.get("writeQueueNums") if cfg else None,
-                         "queueType": queue_type(cfg) if cfg else ("BatchCQ" if t in s.batch_topics else "SimpleCQ"),
-                         "messages": sum(_queue_range(s, t, q)[2] for q in ids)})
+            rows.append(
+                {
+                    "topic": t,
+                    "queues": len(ids),
+                    "readQueueNums": cfg.get("readQueueNums") if cfg else None,
+                    "writeQueueNums": cfg.get("writeQueueNums") if cfg else None,
+                    "queueType": queue_type(cfg) if cfg else ("BatchCQ" if t in s.batch_topics else "SimpleCQ"),
+                    "messages": sum(_queue_range(s, t, q)[2] for q in ids),
+                }
+            )
     except (RocketStoreError, ValueError, OSError) as e:
         M.fail(_one_line(e))
     finally:
@@ -615,8 +739,10 @@ def queues(store, topic, conf, as_json):
                 row = {"topic": t, "queueId": q, "minOffset": lo, "maxOffset": hi, "messages": n, "groups": {}}
                 for g in groups:
                     committed = table[f"{t}@{g}"].get(q)
-                    row["groups"][g] = {"committed": committed,
-                                        "lag": None if committed is None else max(hi - committed, 0)}
+                    row["groups"][g] = {
+                        "committed": committed,
+                        "lag": None if committed is None else max(hi - committed, 0),
+                    }
                 rows.append(row)
     except (RocketStoreError, ValueError, OSError) as e:
         M.fail(_one_line(e))

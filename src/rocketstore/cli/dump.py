@@ -9,6 +9,7 @@ address: such a slot is shown as "ext@<ext offset>" (not as a tags hash) and, wh
 consumequeue_ext files sit beside it, with the ext unit's tagsCode and store time. A consumequeue_ext file
 dumps as its ext units (offset, size, tagsCode, storeTime, bitmap) until the end marker or unwritten space.
 """
+
 from __future__ import annotations
 
 import mmap
@@ -30,10 +31,26 @@ TABLE_COLUMNS = {
     "commitlog": ["offset", "size", "kind", "topic", "queueId", "queueOffset", "storeTimestamp", "tags"],
     "index": ["entry", "keyHash", "slot", "phyOffset", "storeTimestamp", "prevEntry"],
 }
-COMMITLOG_FIELDS = ["offset", "size", "kind", "topic", "queueId", "queueOffset", "sysFlag", "storeTimestamp",
-                    "bornTimestamp", "bodyLength", "bodyCRC", "tags", "keys", "uniqKey", "msgId", "physicalOffsetField",
-                    "problem"]
-UNITS_PER_CHUNK = 1 << 16   # queue units decoded this many at a time: a file of any size in bounded memory
+COMMITLOG_FIELDS = [
+    "offset",
+    "size",
+    "kind",
+    "topic",
+    "queueId",
+    "queueOffset",
+    "sysFlag",
+    "storeTimestamp",
+    "bornTimestamp",
+    "bodyLength",
+    "bodyCRC",
+    "tags",
+    "keys",
+    "uniqKey",
+    "msgId",
+    "physicalOffsetField",
+    "problem",
+]
+UNITS_PER_CHUNK = 1 << 16  # queue units decoded this many at a time: a file of any size in bounded memory
 
 
 def kind_of(path: str) -> str | None:
@@ -80,7 +97,7 @@ def _units(units_of, buf):
     hundreds of millions of Python ints)."""
     arr = units_of(buf)
     for start in range(0, len(arr), UNITS_PER_CHUNK):
-        yield from arr[start:start + UNITS_PER_CHUNK].tolist()
+        yield from arr[start : start + UNITS_PER_CHUNK].tolist()
 
 
 def commitlog_rows(path: str, bodies: bool = False):
@@ -101,11 +118,23 @@ def commitlog_rows(path: str, bodies: bool = False):
         except CorruptDataError as e:
             yield {"offset": base + pos, "size": size, "kind": "BAD", "problem": e.reason}
             break
-        row = {"offset": base + pos, "size": m.size, "kind": f"V{m.version}", "topic": m.topic,
-               "queueId": m.queue_id, "queueOffset": m.queue_offset,
-               "sysFlag": m.sys_flag, "storeTimestamp": m.store_timestamp, "bornTimestamp": m.born_timestamp,
-               "bodyLength": len(m.body), "bodyCRC": m.body_crc, "tags": m.tags, "keys": " ".join(m.keys),
-               "uniqKey": m.unique_key, "msgId": m.msg_id}
+        row = {
+            "offset": base + pos,
+            "size": m.size,
+            "kind": f"V{m.version}",
+            "topic": m.topic,
+            "queueId": m.queue_id,
+            "queueOffset": m.queue_offset,
+            "sysFlag": m.sys_flag,
+            "storeTimestamp": m.store_timestamp,
+            "bornTimestamp": m.born_timestamp,
+            "bodyLength": len(m.body),
+            "bodyCRC": m.body_crc,
+            "tags": m.tags,
+            "keys": " ".join(m.keys),
+            "uniqKey": m.unique_key,
+            "msgId": m.msg_id,
+        }
         if m.physical_offset != base + pos:
             row["physicalOffsetField"] = m.physical_offset
         if bodies:
@@ -124,8 +153,13 @@ def consumequeue_rows(path: str):
     for i, (pos, size, tags) in enumerate(_units(CQ.units, buf)):
         if not CQ.is_valid_unit(pos, size):
             break
-        row = {"queueOffset": first + i, "physicalOffset": pos, "size": size, "tagsCode": tags,
-               "preBlank": size == 0x7FFFFFFF and pos == 0}
+        row = {
+            "queueOffset": first + i,
+            "physicalOffset": pos,
+            "size": size,
+            "tagsCode": tags,
+            "preBlank": size == 0x7FFFFFFF and pos == 0,
+        }
         if X.is_ext_addr(tags):
             if ext is None:
                 ext = _ExtFiles(_ext_dir_of(path))
@@ -183,7 +217,7 @@ def consumequeue_ext_rows(path: str):
         size = X.read_size(buf, pos)
         if size == 0:
             break
-        if buf[pos:pos + 2] == X.END_MARKER:
+        if buf[pos : pos + 2] == X.END_MARKER:
             yield {"offset": base + pos, "size": size, "kind": "END"}
             break
         try:
@@ -191,14 +225,22 @@ def consumequeue_ext_rows(path: str):
                 raise CorruptDataError(f"unit size {size} is below the minimum {X.MIN_UNIT_SIZE}", pos)
             u = X.decode_unit(buf, pos)
             if u.size != X.unit_size(u.filter_bit_map) or pos + u.size > len(buf):
-                raise CorruptDataError(f"unit size {u.size} does not match its bitMapSize {u.bit_map_size} "
-                                       f"or reaches past the file", pos)
+                raise CorruptDataError(
+                    f"unit size {u.size} does not match its bitMapSize {u.bit_map_size} or reaches past the file", pos
+                )
         except CorruptDataError as e:
             yield {"offset": base + pos, "size": size, "kind": "BAD", "problem": e.reason}
             break
-        yield {"offset": base + pos, "size": u.size, "kind": "UNIT", "address": X.decorate(base + pos),
-               "tagsCode": u.tags_code, "storeTime": u.msg_store_time, "bitMapSize": u.bit_map_size,
-               "bitmap": u.filter_bit_map.hex() if u.filter_bit_map is not None else ""}
+        yield {
+            "offset": base + pos,
+            "size": u.size,
+            "kind": "UNIT",
+            "address": X.decorate(base + pos),
+            "tagsCode": u.tags_code,
+            "storeTime": u.msg_store_time,
+            "bitMapSize": u.bit_map_size,
+            "bitmap": u.filter_bit_map.hex() if u.filter_bit_map is not None else "",
+        }
         pos += u.size
 
 
@@ -208,15 +250,29 @@ def batchconsumequeue_rows(path: str):
         pos, size, tags, store_time, base, batch, compacted, _reserved = u
         if not BCQ.is_valid_unit(pos, size, base, batch):
             break
-        yield {"unit": i, "physicalOffset": pos, "size": size, "tagsCode": tags, "storeTime": store_time,
-               "msgBaseOffset": base, "batchSize": batch, "compactedOffset": compacted}
+        yield {
+            "unit": i,
+            "physicalOffset": pos,
+            "size": size,
+            "tagsCode": tags,
+            "storeTime": store_time,
+            "msgBaseOffset": base,
+            "batchSize": batch,
+            "compactedOffset": compacted,
+        }
 
 
 def index_header(path: str, hash_slot_num: int) -> dict:
     h = IX.decode_header(_map(path))
-    return {"beginTimestamp": h.begin_timestamp, "endTimestamp": h.end_timestamp,
-            "beginPhyOffset": h.begin_phy_offset, "endPhyOffset": h.end_phy_offset,
-            "hashSlotCount": h.hash_slot_count, "indexCount": h.index_count, "hashSlotNum": hash_slot_num}
+    return {
+        "beginTimestamp": h.begin_timestamp,
+        "endTimestamp": h.end_timestamp,
+        "beginPhyOffset": h.begin_phy_offset,
+        "endPhyOffset": h.end_phy_offset,
+        "hashSlotCount": h.hash_slot_count,
+        "indexCount": h.index_count,
+        "hashSlotNum": hash_slot_num,
+    }
 
 
 def index_rows(path: str, hash_slot_num: int):
@@ -227,13 +283,24 @@ def index_rows(path: str, hash_slot_num: int):
     count = min(h.index_count, max((len(buf) - base) // IX.ENTRY_SIZE, 0))
     for n in range(1, count):
         key_hash, phy, diff, prev = IX.ENTRY.unpack_from(buf, base + n * IX.ENTRY_SIZE)
-        yield {"entry": n, "keyHash": key_hash, "slot": key_hash % hash_slot_num, "phyOffset": phy,
-               "timeDiffSeconds": diff, "storeTimestamp": h.begin_timestamp + diff * 1000, "prevEntry": prev}
+        yield {
+            "entry": n,
+            "keyHash": key_hash,
+            "slot": key_hash % hash_slot_num,
+            "phyOffset": phy,
+            "timeDiffSeconds": diff,
+            "storeTimestamp": h.begin_timestamp + diff * 1000,
+            "prevEntry": prev,
+        }
 
 
 def checkpoint_header(path: str) -> dict:
     with open(path, "rb") as fh:
         cp = CP.decode(fh.read(CP.FILE_SIZE))
-    return {"physicMsgTimestamp": cp.physic_msg_timestamp, "logicsMsgTimestamp": cp.logics_msg_timestamp,
-            "indexMsgTimestamp": cp.index_msg_timestamp, "masterFlushedOffset": cp.master_flushed_offset,
-            "confirmPhyOffset": cp.confirm_phy_offset}
+    return {
+        "physicMsgTimestamp": cp.physic_msg_timestamp,
+        "logicsMsgTimestamp": cp.logics_msg_timestamp,
+        "indexMsgTimestamp": cp.index_msg_timestamp,
+        "masterFlushedOffset": cp.master_flushed_offset,
+        "confirmPhyOffset": cp.confirm_phy_offset,
+    }

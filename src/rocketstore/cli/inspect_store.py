@@ -1,4 +1,5 @@
 """`rocketstore inspect`: what a store holds, gathered from an open (read-only) MessageStore."""
+
 from __future__ import annotations
 
 import os
@@ -22,6 +23,7 @@ def _queues_end_on_disk(root: str) -> int:
     """The end of the furthest CommitLog record the ConsumeQueue files on disk point at (what reput had
     dispatched when they were last written; a read-only open re-dispatches the rest only in memory)."""
     from . import dump as D
+
     end = -1
     for sub, rows in ((L.CONSUMEQUEUE, D.consumequeue_rows), (L.BATCH_CONSUMEQUEUE, D.batchconsumequeue_rows)):
         for _topic, _q, qdir in L.StoreLayout(root).queue_dirs(sub):
@@ -53,8 +55,11 @@ def _ext_state(store) -> str:
     present = os.path.isdir(os.path.join(store.root, "consumequeue_ext"))
     if on:
         return "on"
-    return "off, but consumequeue_ext files exist (give -c broker.conf with enableConsumeQueueExt=true)" \
-        if present else "off"
+    return (
+        "off, but consumequeue_ext files exist (give -c broker.conf with enableConsumeQueueExt=true)"
+        if present
+        else "off"
+    )
 
 
 def inspect_store(store) -> dict:
@@ -71,10 +76,17 @@ def inspect_store(store) -> dict:
     for cq in sorted(store.queues, key=lambda q: (q.topic, q.queue_id)):
         topic, qid = cq.topic, cq.queue_id
         lo, hi = cq.min_offset, cq.max_offset
-        row = {"topic": topic, "queueId": qid, "type": cq.cq_type, "minOffset": lo, "maxOffset": hi,
-               "messages": max(hi - max(lo, 0), 0), "files": len(cq.files.files)}
+        row = {
+            "topic": topic,
+            "queueId": qid,
+            "type": cq.cq_type,
+            "minOffset": lo,
+            "maxOffset": hi,
+            "messages": max(hi - max(lo, 0), 0),
+            "files": len(cq.files.files),
+        }
         ext_files, ext_used = _ext_usage(root, topic, qid)
-        if ext_files:   # the ConsumeQueue extension's files (on disk, whether or not this open uses them)
+        if ext_files:  # the ConsumeQueue extension's files (on disk, whether or not this open uses them)
             row["extFiles"], row["extBytesOnDisk"] = ext_files, ext_used
             if cq.ext is not None:
                 row["extBytesWritten"] = _ext_written(cq.ext)
@@ -96,9 +108,16 @@ def inspect_store(store) -> dict:
         "topicConfigs": os.path.exists(TC.topics_path(root)),
         "bytesOnDisk": sum(f["bytesOnDisk"] for f in files),
     }
-    return {"root": root, "summary": summary, "files": files, "queues": queues,
-            "checkpoint": {"physicMsgTimestamp": cp.physic_msg_timestamp,
-                           "logicsMsgTimestamp": cp.logics_msg_timestamp,
-                           "indexMsgTimestamp": cp.index_msg_timestamp,
-                           "masterFlushedOffset": cp.master_flushed_offset,
-                           "confirmPhyOffset": cp.confirm_phy_offset}}
+    return {
+        "root": root,
+        "summary": summary,
+        "files": files,
+        "queues": queues,
+        "checkpoint": {
+            "physicMsgTimestamp": cp.physic_msg_timestamp,
+            "logicsMsgTimestamp": cp.logics_msg_timestamp,
+            "indexMsgTimestamp": cp.index_msg_timestamp,
+            "masterFlushedOffset": cp.master_flushed_offset,
+            "confirmPhyOffset": cp.confirm_phy_offset,
+        },
+    }

@@ -1,5 +1,6 @@
 """The `rocketstore` command: operators' tools over a store directory (click, with rich tables; --json
 for scripts). Errors are one line on stderr and a non-zero exit status."""
+
 from __future__ import annotations
 
 import itertools
@@ -37,8 +38,13 @@ def open_store(path: str, cfg: StoreConfig, read_only: bool = False, check_commi
     columns = (TextColumn("recovering the CommitLog"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task("", total=None)
-        return MessageStore.open(path, cfg, read_only=read_only, check_commitlog=check_commitlog,
-                                 progress=lambda done, total: bar.update(task, completed=done, total=total))
+        return MessageStore.open(
+            path,
+            cfg,
+            read_only=read_only,
+            check_commitlog=check_commitlog,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
 
 
 def print_result(title: str, header: dict | None, rows: list[dict], as_json: bool) -> None:
@@ -64,8 +70,10 @@ def require_store(path: str) -> None:
     if not os.path.isdir(path):
         fail(f"{path}: " + ("not a directory" if os.path.exists(path) else "no store directory here"))
     if not any(os.path.exists(os.path.join(path, e)) for e in STORE_ENTRIES):
-        fail(f"{path}: not a RocketMQ store: it has none of commitlog/, consumequeue/, batchconsumequeue/, "
-              "index/, config/ or checkpoint")
+        fail(
+            f"{path}: not a RocketMQ store: it has none of commitlog/, consumequeue/, batchconsumequeue/, "
+            "index/, config/ or checkpoint"
+        )
 
 
 class _Cli(click.Group):
@@ -100,16 +108,34 @@ def cli():
 @click.option("--kind", type=click.Choice(D.KINDS), help="The file's kind, when its place does not say it.")
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="At most this many rows.")
 @click.option("--skip", type=click.IntRange(min=0), default=0, help="Skip this many rows first.")
-@click.option("--wide", is_flag=True, help="Every field as a column (by default a table shows the columns that "
-              "fit a terminal; --json always has every field).")
-@click.option("--bodies", "--print-data-log", "bodies", is_flag=True,
-              help="CommitLog records' bodies too: text when they are UTF-8, else hex (tables) or base64 "
-                   "(--json, with bodyEncoding).")
-@click.option("--hash-slots", type=click.IntRange(min=1), default=None, help="maxHashSlotNum of an index file "
-              "(default: from broker.conf, else inferred when maxIndexNum = 4 x maxHashSlotNum).")
+@click.option(
+    "--wide",
+    is_flag=True,
+    help="Every field as a column (by default a table shows the columns that "
+    "fit a terminal; --json always has every field).",
+)
+@click.option(
+    "--bodies",
+    "--print-data-log",
+    "bodies",
+    is_flag=True,
+    help="CommitLog records' bodies too: text when they are UTF-8, else hex (tables) or base64 "
+    "(--json, with bodyEncoding).",
+)
+@click.option(
+    "--hash-slots",
+    type=click.IntRange(min=1),
+    default=None,
+    help="maxHashSlotNum of an index file "
+    "(default: from broker.conf, else inferred when maxIndexNum = 4 x maxHashSlotNum).",
+)
 @click.option("-c", "--conf", type=click.Path(dir_okay=False), help="A RocketMQ broker.conf.")
-@click.option("--json", "as_json", is_flag=True, help="JSON Lines: one object per record (a header first, for "
-              "index files and the checkpoint, as {\"header\": ...}).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='JSON Lines: one object per record (a header first, for index files and the checkpoint, as {"header": ...}).',
+)
 def dump(file, kind, limit, skip, wide, bodies, hash_slots, conf, as_json):
     """Decode one store file: a CommitLog segment, a ConsumeQueue or batch ConsumeQueue file, an index
     file or the checkpoint, with offsets (like Kafka's kafka-dump-log). Rows are printed as they are
@@ -145,8 +171,9 @@ def dump(file, kind, limit, skip, wide, bodies, hash_slots, conf, as_json):
                 title = None
             columns = None if wide else D.TABLE_COLUMNS.get(kind)
             if bodies:
-                n = O.print_records(title, (D.text_body(r) for r in rows),
-                                    [*(columns or D.COMMITLOG_FIELDS), "body"], out)
+                n = O.print_records(
+                    title, (D.text_body(r) for r in rows), [*(columns or D.COMMITLOG_FIELDS), "body"], out
+                )
             else:
                 n = O.print_table(title, (D.text_body(r) for r in rows), columns, out)
             if n == 0 and header is None:
@@ -160,8 +187,10 @@ def _hash_slots(path: str, cfg: StoreConfig | None) -> int:
     size = os.path.getsize(path)
     if cfg is not None and cfg.max_hash_slot_num is not None and cfg.max_index_num is not None:
         if IX.file_size(cfg.max_hash_slot_num, cfg.max_index_num) != size:
-            fail(f"{path}: {size} bytes does not match maxHashSlotNum={cfg.max_hash_slot_num}, "
-                  f"maxIndexNum={cfg.max_index_num}")
+            fail(
+                f"{path}: {size} bytes does not match maxHashSlotNum={cfg.max_hash_slot_num}, "
+                f"maxIndexNum={cfg.max_index_num}"
+            )
         return cfg.max_hash_slot_num
     if size > IX.HEADER_SIZE and (size - IX.HEADER_SIZE) % 84 == 0:
         return (size - IX.HEADER_SIZE) // 84
@@ -192,14 +221,20 @@ def inspect(store, conf, as_json):
 
 @cli.command()
 @click.argument("store", type=click.Path(exists=True, file_okay=False))
-@click.option("-c", "--conf", type=click.Path(exists=True, dir_okay=False), help="A RocketMQ broker.conf "
-              "(file sizes, enabledAppendPropCRC, messageDelayLevel); sizes are inferred from the files otherwise.")
+@click.option(
+    "-c",
+    "--conf",
+    type=click.Path(exists=True, dir_okay=False),
+    help="A RocketMQ broker.conf "
+    "(file sizes, enabledAppendPropCRC, messageDelayLevel); sizes are inferred from the files otherwise.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 def verify(store, conf, as_json):
     """Check every CommitLog record (structure, CRCs, BLANK fillers), every ConsumeQueue and batch
     ConsumeQueue unit against its record, every index entry and the checkpoint. Reads the files directly,
     changing nothing. Exit status 0 when the store is sound, 1 when problems were found."""
     from .. import verify as V
+
     require_store(store)
     try:
         cfg = StoreConfig.from_properties(conf) if conf else StoreConfig()
@@ -220,9 +255,17 @@ def _verify_with_progress(V, store, cfg):
     """verify_store with a bar on stderr when it is a terminal, by bytes of CommitLog checked (then the
     queues and the index), whatever the store's size: a small store takes seconds too."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+
     err = O.console(stderr=True)
-    with Progress(TextColumn("verifying {task.description}"), BarColumn(), DownloadColumn(),
-                  TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal) as bar:
+    with Progress(
+        TextColumn("verifying {task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as bar:
         task = bar.add_task("commitlog", total=None)
 
         def progress(kind, done, total):
@@ -230,15 +273,22 @@ def _verify_with_progress(V, store, cfg):
                 bar.update(task, completed=done, total=total)
             else:
                 bar.update(task, description=kind)
+
         return V.verify_store(store, cfg, progress)
 
 
 def _print_verify(report: dict) -> None:
     console = O.console()
-    O.print_header(f"verify {report['root']}", {**report["checked"],
-                   "commitLogMinOffset": report["commitLog"]["minOffset"],
-                   "commitLogMaxOffset": report["commitLog"]["maxOffset"],
-                   "problems": len(report["problems"])}, console)
+    O.print_header(
+        f"verify {report['root']}",
+        {
+            **report["checked"],
+            "commitLogMinOffset": report["commitLog"]["minOffset"],
+            "commitLogMaxOffset": report["commitLog"]["maxOffset"],
+            "problems": len(report["problems"]),
+        },
+        console,
+    )
     for n in report["notes"]:
         console.print(f"note: {n}", soft_wrap=True)
     if report["problems"]:
@@ -249,13 +299,17 @@ def _print_verify(report: dict) -> None:
 
 
 from .commands import register as _register_commands  # noqa: E402  produce, consume, query, topics, queues
+
 _register_commands(cli)
 from .admin import register as _register_admin  # noqa: E402  groups, group ..., topic ...
+
 _register_admin(cli)
 from .maintain import register as _register_maintenance  # noqa: E402  rebuild, clean, recover
+
 _register_maintenance(cli)
 
 from .serve import register as _register_serve  # noqa: E402  serve (gRPC, RocketMQ 5 clients)
+
 _register_serve(cli)
 
 

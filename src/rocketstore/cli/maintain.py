@@ -10,6 +10,7 @@ bytes of CommitLog data recovery checks and dispatches, then its later phases by
 says what it is doing from the start (Spark takes seconds to start), by phase and Spark tasks, also as one
 line per phase when stderr is not a terminal (none with --json).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -78,8 +79,13 @@ def _queue_totals(s: MessageStore) -> tuple[int, int]:
 
 @click.command()
 @_store_arg
-@click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
-              help="Where to rebuild: this process, or a Spark job (with the Spark pipeline).")
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "spark"]),
+    default="local",
+    show_default=True,
+    help="Where to rebuild: this process, or a Spark job (with the Spark pipeline).",
+)
 @click.option("--yes", is_flag=True, help="Do not ask before dropping the old queue and index files.")
 @_conf_opt
 @_json_opt
@@ -90,9 +96,10 @@ def rebuild(store, engine, yes, conf, as_json):
     cfg = M.load_config(conf)
     if engine == "spark" and cfg.enable_consume_queue_ext:
         from ..rebuild import EXT_REFUSED
+
         M.fail(f"{store}: {EXT_REFUSED}")
     if engine == "spark":
-        try:      # fail on the lock before Spark starts; the job takes it for itself and stages the same way
+        try:  # fail on the lock before Spark starts; the job takes it for itself and stages the same way
             StoreLock.take(os.path.abspath(store)).release()
         except RocketStoreError as e:
             M.fail(str(e))
@@ -117,13 +124,18 @@ def rebuild(store, engine, yes, conf, as_json):
                     if not s.wait_dispatched(timeout_s=3600):
                         M.fail(f"{store}: dispatch did not catch up; the store is unchanged")
                     queues, messages = _queue_totals(s)
-                    summary = {"store": stage.root, "queues": queues, "messages": messages,
-                               "indexFiles": len(s.index.files), "commitLogMaxOffset": s.max_physical_offset,
-                               "seconds": 0.0,
-                               "consumeQueueExt": _ext_outcome(cfg, "consumequeue_ext" in stage.present)}
+                    summary = {
+                        "store": stage.root,
+                        "queues": queues,
+                        "messages": messages,
+                        "indexFiles": len(s.index.files),
+                        "commitLogMaxOffset": s.max_physical_offset,
+                        "seconds": 0.0,
+                        "consumeQueueExt": _ext_outcome(cfg, "consumequeue_ext" in stage.present),
+                    }
                 shown.phase("swapping the new files in")
                 stage.commit()
-        cuts = [c.replace(stage.staging, stage.root) for c in cuts]   # recovery saw the CommitLog through the stage
+        cuts = [c.replace(stage.staging, stage.root) for c in cuts]  # recovery saw the CommitLog through the stage
     except RocketStoreError as e:
         M.fail(str(e))
     summary["seconds"] = round(time.perf_counter() - t, 3)
@@ -131,16 +143,19 @@ def rebuild(store, engine, yes, conf, as_json):
 
 
 def _confirm(store: str, present: list[str]) -> None:
-    click.confirm(f"drop {', '.join(present or REBUILT)} under {store} and rebuild them from the CommitLog?",
-                  abort=True)
+    click.confirm(
+        f"drop {', '.join(present or REBUILT)} under {store} and rebuild them from the CommitLog?", abort=True
+    )
 
 
 def _ext_outcome(cfg, had_ext: bool) -> str:
     if cfg.enable_consume_queue_ext:
         return "rebuilt"
     if had_ext:
-        return ("dropped: the config does not enable it, the queues now hold plain tagsCodes "
-                "(give -c broker.conf with enableConsumeQueueExt=true to rebuild it)")
+        return (
+            "dropped: the config does not enable it, the queues now hold plain tagsCodes "
+            "(give -c broker.conf with enableConsumeQueueExt=true to rebuild it)"
+        )
     return "off"
 
 
@@ -153,7 +168,7 @@ SPARK_MASTER = "local[*]"
 def _rebuild_with_spark(store: str, conf, as_json: bool) -> None:
     """The Spark job (rocketstore.spark.rebuild) in local mode; the same report as the local engine. What it
     is doing is said from the start, before Spark's seconds of starting up."""
-    if importlib.util.find_spec("pyspark") is None:     # without importing it: that alone takes a while
+    if importlib.util.find_spec("pyspark") is None:  # without importing it: that alone takes a while
         M.fail("the Spark engine needs pyspark (not installed); use --engine local")
     options = {"brokerConf": os.path.abspath(conf)} if conf else {}
     cuts = _Cuts()
@@ -165,6 +180,7 @@ def _rebuild_with_spark(store: str, conf, as_json: bool) -> None:
             shown.phase(f"starting Spark ({SPARK_MASTER})...")
             import rocketstore.spark as rs
             from rocketstore.spark import rebuild_job
+
             spark = rs.session(SPARK_MASTER)
             with SparkTasks(spark.sparkContext, shown):
                 summary = rebuild_job.rebuild(store, spark, progress=_spark_phases(shown), **options)
@@ -186,11 +202,13 @@ def _count(n: int, what: str) -> str:
 
 def _spark_phases(shown: Phases):
     """rebuild_job's progress(phase, **counts) as phase labels (and the final recovery's bytes)."""
-    labels = {"planning": lambda c: "planning",
-              "decoding": lambda c: f"decoding {_count(c['segments'], 'CommitLog segment')}",
-              "queues": lambda c: f"writing queues ({_count(c['records'], 'record')})",
-              "index": lambda c: f"writing {_count(c['files'], 'index file')} ({_count(c['entries'], 'entry')})",
-              "finishing": lambda c: "swapping in (checking the CommitLog's end)"}
+    labels = {
+        "planning": lambda c: "planning",
+        "decoding": lambda c: f"decoding {_count(c['segments'], 'CommitLog segment')}",
+        "queues": lambda c: f"writing queues ({_count(c['records'], 'record')})",
+        "index": lambda c: f"writing {_count(c['files'], 'index file')} ({_count(c['entries'], 'entry')})",
+        "finishing": lambda c: "swapping in (checking the CommitLog's end)",
+    }
     current = [None]
 
     def progress(phase, **counts):
@@ -199,6 +217,7 @@ def _spark_phases(shown: Phases):
             shown.phase(labels[phase](counts))
         if phase == "finishing":
             shown.bytes(counts["done"], counts["total"])
+
     return progress
 
 
@@ -213,8 +232,12 @@ def clean(store, conf, as_json):
     with s:
         before = s.min_physical_offset
         deleted = s.delete_expired_files()
-        summary = {"store": s.root, "commitLogFilesDeleted": deleted, "commitLogMinOffsetBefore": before,
-                   "commitLogMinOffset": s.min_physical_offset}
+        summary = {
+            "store": s.root,
+            "commitLogFilesDeleted": deleted,
+            "commitLogMinOffsetBefore": before,
+            "commitLogMinOffset": s.min_physical_offset,
+        }
     _report("cleaned", summary, cuts, as_json)
 
 
@@ -230,9 +253,15 @@ def recover(store, conf, as_json):
     with s:
         s.wait_dispatched(timeout_s=3600)
         queues, messages = _queue_totals(s)
-        summary = {"store": s.root, "lastShutdown": "crash (abort file)" if crashed else "clean",
-                   "commitLogMinOffset": s.min_physical_offset, "commitLogMaxOffset": s.max_physical_offset,
-                   "confirmPhyOffset": s.checkpoint.confirm_phy_offset, "queues": queues, "messages": messages}
+        summary = {
+            "store": s.root,
+            "lastShutdown": "crash (abort file)" if crashed else "clean",
+            "commitLogMinOffset": s.min_physical_offset,
+            "commitLogMaxOffset": s.max_physical_offset,
+            "confirmPhyOffset": s.checkpoint.confirm_phy_offset,
+            "queues": queues,
+            "messages": messages,
+        }
     _report("recovered", summary, cuts, as_json)
 
 

@@ -6,6 +6,7 @@ Everything printed from a store (topics, tags, keys, bodies, properties) is data
 or `[bold]` must print as those characters. So every Console here has markup and highlighting off and every
 table cell is a rich Text, which is never parsed as markup.
 """
+
 from __future__ import annotations
 
 import base64
@@ -20,17 +21,43 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-PAGE_ROWS = 50          # a table is printed every this many rows, so the first rows show at once
+PAGE_ROWS = 50  # a table is printed every this many rows, so the first rows show at once
 
 # table columns holding ms since the epoch, and byte counts: shown as ISO times and human sizes
 TIME_SUFFIXES = ("Timestamp", "Time")
 # table headers shortened so the default columns fit 80 characters (--json keeps the full names)
-SHORT_HEADERS = {"queueId": "queue", "queueOffset": "qoffset", "storeTimestamp": "stored", "bornTimestamp": "born",
-                 "physicalOffset": "physOffset", "timeDiffSeconds": "timeDiff"}
-TEXT_COLUMNS = {"topic", "tags", "keys", "body", "problem", "properties", "file", "what recovery cut", "sql",
-                "directory", "ext", "bitmap", "groups"}
-SIZE_COLUMNS = {"bytesOnDisk", "extBytesOnDisk", "extBytesWritten", "segmentSize", "dispatchBehindBytes",
-                "bodyLength", "fileSize"}
+SHORT_HEADERS = {
+    "queueId": "queue",
+    "queueOffset": "qoffset",
+    "storeTimestamp": "stored",
+    "bornTimestamp": "born",
+    "physicalOffset": "physOffset",
+    "timeDiffSeconds": "timeDiff",
+}
+TEXT_COLUMNS = {
+    "topic",
+    "tags",
+    "keys",
+    "body",
+    "problem",
+    "properties",
+    "file",
+    "what recovery cut",
+    "sql",
+    "directory",
+    "ext",
+    "bitmap",
+    "groups",
+}
+SIZE_COLUMNS = {
+    "bytesOnDisk",
+    "extBytesOnDisk",
+    "extBytesWritten",
+    "segmentSize",
+    "dispatchBehindBytes",
+    "bodyLength",
+    "fileSize",
+}
 
 
 def console(stderr: bool = False) -> Console:
@@ -67,8 +94,9 @@ def parse_time(text: str, what: str) -> int:
     try:
         t = datetime.datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
     except ValueError:
-        raise click.BadParameter(f"expected ms since the epoch or an ISO date-time "
-                                 f"(2026-11-22T08:00:00Z), got {text!r}", param_hint=what) from None
+        raise click.BadParameter(
+            f"expected ms since the epoch or an ISO date-time (2026-11-22T08:00:00Z), got {text!r}", param_hint=what
+        ) from None
     if t.tzinfo is None:
         t = t.replace(tzinfo=datetime.timezone.utc)
     return int(t.timestamp() * 1000)
@@ -157,8 +185,9 @@ def print_header(title: str, header: dict, out: Console | None = None) -> None:
     out.print(t)
 
 
-def print_table(title: str | None, rows, columns: list[str] | None = None, out: Console | None = None,
-                page: int = PAGE_ROWS) -> int:
+def print_table(
+    title: str | None, rows, columns: list[str] | None = None, out: Console | None = None, page: int = PAGE_ROWS
+) -> int:
     """Rows (dicts) as tables of `page` rows each, each printed as soon as it is full, so a long dump starts
     at once and holds one page in memory. Columns: the given ones, else the first row's. Returns the count."""
     out = out or console()

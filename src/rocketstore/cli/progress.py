@@ -6,6 +6,7 @@ store of a few MiB is recovered in a fraction of a second, between two timed ref
 log file): nothing, or with `lines`, one short line per phase, so a script's stderr stays readable. The bar
 is transient: the command's report replaces it.
 """
+
 from __future__ import annotations
 
 import sys
@@ -15,7 +16,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from . import output as O
 
-TRACKER_POLL_S = 0.25     # how often the Spark stage tracker is asked how many tasks are done
+TRACKER_POLL_S = 0.25  # how often the Spark stage tracker is asked how many tasks are done
 
 
 class Phases:
@@ -26,11 +27,17 @@ class Phases:
         self.err = O.console(stderr=True)
         self.live = self.err.is_terminal
         self.lines = lines and not self.live
-        self.bar = Progress(TextColumn("{task.description}", markup=False), BarColumn(),
-                            TextColumn("{task.fields[amount]}", markup=False), TimeElapsedColumn(),
-                            console=self.err, transient=True, disable=not self.live)
+        self.bar = Progress(
+            TextColumn("{task.description}", markup=False),
+            BarColumn(),
+            TextColumn("{task.fields[amount]}", markup=False),
+            TimeElapsedColumn(),
+            console=self.err,
+            transient=True,
+            disable=not self.live,
+        )
         self.task = None
-        self.lock = threading.Lock()      # the Spark tracker's thread updates the bar too
+        self.lock = threading.Lock()  # the Spark tracker's thread updates the bar too
 
     def __enter__(self) -> "Phases":
         self.bar.start()
@@ -91,7 +98,7 @@ class SparkTasks:
         while not self.stop_event.wait(TRACKER_POLL_S):
             try:
                 infos = [self.tracker.getStageInfo(s) for s in self.tracker.getActiveStageIds()]
-            except Exception:     # the context is stopping: nothing more to show
+            except Exception:  # the context is stopping: nothing more to show
                 return
             infos = [i for i in infos if i is not None]
             if infos:

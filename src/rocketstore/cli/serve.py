@@ -1,4 +1,5 @@
 """`rocketstore serve STORE`: a gRPC endpoint (apache.rocketmq.v2.MessagingService) over one store."""
+
 from __future__ import annotations
 
 import logging
@@ -13,34 +14,82 @@ from ..errors import RocketStoreError
 
 @click.command()
 @click.argument("store_arg", metavar="[STORE]", required=False, type=click.Path(file_okay=False))
-@click.option("--store", "store", type=click.Path(file_okay=False),
-              help="The store directory (created if missing), opened for writing; or give it as STORE.")
-@click.option("--listen", default="127.0.0.1:8081", show_default=True, metavar="HOST:PORT",
-              help="HOST:PORT to listen on (0.0.0.0:PORT or [::]:PORT: every interface).")
-@click.option("--advertise", metavar="HOST:PORT",
-              help="The address QueryRoute gives clients to send and receive at (like brokerIP1 and "
-                   "grpcServerPort): default the --listen address; for a wildcard one, this machine's address, "
-                   "with a warning.")
-@click.option("-v", "--verbose", count=True,
-              help="-v: the request log (each client when it appears, its calls by kind every --log-interval) "
-                   "and other INFO lines on stderr; -vv: DEBUG.")
-@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-              help="The level of rocketstore's log on stderr (default WARNING; overrides -v).")
-@click.option("--log-interval", type=click.FloatRange(min=0.1), default=60.0, show_default=True, metavar="SECONDS",
-              help="How often the request log sums up each client's calls.")
-@click.option("-c", "--conf", type=click.Path(exists=True, dir_okay=False),
-              help="A broker.conf: the store's settings, and the proxy's (brokerName, maxMessageSize, "
-                   "minInvisibleTimeMillsForRecv, grpcClientConsumerMin/MaxLongPollingTimeoutMillis, retryMaxTimes, "
-                   "authenticationEnabled + initAuthenticationUser, ...).")
-@click.option("--access-key", "access_keys", multiple=True, metavar="AK",
-              help="Require authentication: an access key clients may sign with (repeatable, each with a "
-                   "--secret-key, in order).")
+@click.option(
+    "--store",
+    "store",
+    type=click.Path(file_okay=False),
+    help="The store directory (created if missing), opened for writing; or give it as STORE.",
+)
+@click.option(
+    "--listen",
+    default="127.0.0.1:8081",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="HOST:PORT to listen on (0.0.0.0:PORT or [::]:PORT: every interface).",
+)
+@click.option(
+    "--advertise",
+    metavar="HOST:PORT",
+    help="The address QueryRoute gives clients to send and receive at (like brokerIP1 and "
+    "grpcServerPort): default the --listen address; for a wildcard one, this machine's address, "
+    "with a warning.",
+)
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    help="-v: the request log (each client when it appears, its calls by kind every --log-interval) "
+    "and other INFO lines on stderr; -vv: DEBUG.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    help="The level of rocketstore's log on stderr (default WARNING; overrides -v).",
+)
+@click.option(
+    "--log-interval",
+    type=click.FloatRange(min=0.1),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How often the request log sums up each client's calls.",
+)
+@click.option(
+    "-c",
+    "--conf",
+    type=click.Path(exists=True, dir_okay=False),
+    help="A broker.conf: the store's settings, and the proxy's (brokerName, maxMessageSize, "
+    "minInvisibleTimeMillsForRecv, grpcClientConsumerMin/MaxLongPollingTimeoutMillis, retryMaxTimes, "
+    "authenticationEnabled + initAuthenticationUser, ...).",
+)
+@click.option(
+    "--access-key",
+    "access_keys",
+    multiple=True,
+    metavar="AK",
+    help="Require authentication: an access key clients may sign with (repeatable, each with a "
+    "--secret-key, in order).",
+)
 @click.option("--secret-key", "secret_keys", multiple=True, metavar="SK", help="The secret key of each --access-key.")
-@click.option("--access-keys-file", type=click.Path(exists=True, dir_okay=False),
-              help="Require authentication: access keys from a file, JSON ({\"AK\": \"SK\", ...} or "
-                   "[{\"accessKey\": .., \"secretKey\": ..}]) or properties (AK=SK per line).")
-def serve(store_arg, store, listen, advertise, verbose, log_level, log_interval, conf, access_keys, secret_keys,
-          access_keys_file):
+@click.option(
+    "--access-keys-file",
+    type=click.Path(exists=True, dir_okay=False),
+    help='Require authentication: access keys from a file, JSON ({"AK": "SK", ...} or '
+    '[{"accessKey": .., "secretKey": ..}]) or properties (AK=SK per line).',
+)
+def serve(
+    store_arg,
+    store,
+    listen,
+    advertise,
+    verbose,
+    log_level,
+    log_interval,
+    conf,
+    access_keys,
+    secret_keys,
+    access_keys_file,
+):
     """Serve a store to RocketMQ 5 clients over gRPC (QueryRoute, Heartbeat, Telemetry, SendMessage,
     ReceiveMessage, AckMessage, ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue,
     NotifyClientTermination). Unacked messages come back through %RETRY%<group>_<topic> and end in
@@ -68,13 +117,21 @@ def serve(store_arg, store, listen, advertise, verbose, log_level, log_interval,
         cfg = StoreConfig.from_properties(conf) if conf else StoreConfig()
         keys = _access_keys(access_keys, secret_keys, access_keys_file)
         from ..serve.auth import keys_from_broker_conf
-        keys_from_broker_conf(cfg.extra)       # a bad authentication setting in broker.conf fails here
+
+        keys_from_broker_conf(cfg.extra)  # a bad authentication setting in broker.conf fails here
     except (OSError, ValueError) as e:
         click.echo(f"rocketstore: error: {e}", err=True)
         sys.exit(1)
     try:
-        serve_forever(store, listen, cfg, echo=click.echo, access_keys=keys, advertise=advertise,
-                      request_log_interval=log_interval)
+        serve_forever(
+            store,
+            listen,
+            cfg,
+            echo=click.echo,
+            access_keys=keys,
+            advertise=advertise,
+            request_log_interval=log_interval,
+        )
     except (OSError, RocketStoreError, RuntimeError) as e:
         click.echo(f"rocketstore: error: {e}", err=True)
         sys.exit(1)
@@ -96,6 +153,7 @@ def _access_keys(access_keys, secret_keys, path) -> dict[str, str]:
     keys: dict[str, str] = {}
     if path:
         from ..serve.auth import load_keys_file
+
         keys.update(load_keys_file(path))
     for ak, sk in zip(access_keys, secret_keys):
         if not ak.strip():

@@ -1,4 +1,5 @@
 """One fixed-size segment file, memory mapped, named by the offset of its first byte (20 digits)."""
+
 from __future__ import annotations
 
 import ctypes
@@ -17,7 +18,7 @@ PAGE = mmap.PAGESIZE
 NAME_DIGITS = 20
 # First writes to a fresh mapping fault one page at a time, which costs this VM more than the copy itself
 # (0.4 GB/s); asking the kernel to populate 4 MiB ahead of the write position at once gives 1.7 GB/s.
-MADV_POPULATE_WRITE = 23   # Linux 5.14+; older kernels refuse it and we stop asking
+MADV_POPULATE_WRITE = 23  # Linux 5.14+; older kernels refuse it and we stop asking
 POPULATE_CHUNK = 4 * 1024 * 1024
 _populate_ok = hasattr(mmap.mmap, "madvise")
 
@@ -33,7 +34,7 @@ def default_sync(mf: "MappedFile", start: int, length: int) -> None:
     if _FDATASYNC:
         try:
             fd = os.open(mf.path, os.O_RDONLY)
-        except FileNotFoundError:   # an expired segment already unlinked: its mapping is all there is
+        except FileNotFoundError:  # an expired segment already unlinked: its mapping is all there is
             mf.mm.flush(start, length)
             return
         try:
@@ -83,7 +84,7 @@ def _data_ranges(fd: int, start: int, end: int):
         try:
             data = os.lseek(fd, pos, os.SEEK_DATA)
         except OSError as e:
-            if e.errno == errno.ENXIO:   # no data past pos
+            if e.errno == errno.ENXIO:  # no data past pos
                 return
             yield pos, end
             return
@@ -101,8 +102,9 @@ def segment_name(from_offset: int) -> str:
 class MappedFile:
     """A segment: positions `wrote` (appended), `committed` and `flushed` (on disk), as RocketMQ's MappedFile."""
 
-    def __init__(self, path: str, file_size: int, *, writable: bool, create: bool = False,
-                 named_by_offset: bool = True):
+    def __init__(
+        self, path: str, file_size: int, *, writable: bool, create: bool = False, named_by_offset: bool = True
+    ):
         self.path = path
         self.file_size = file_size
         self.writable = writable
@@ -111,8 +113,8 @@ class MappedFile:
             raise StoreOpenError(f"{path}: not a segment file (name must be {NAME_DIGITS} digits)")
         self.file_from_offset = int(name) if named_by_offset else 0
         self.first_create_in_queue = False
-        self.store_timestamp = 0   # store time of the last record appended (RocketMQ's MappedFile.storeTimestamp)
-        self.wbuf = None           # a transient store pool buffer: appends go there until committed
+        self.store_timestamp = 0  # store time of the last record appended (RocketMQ's MappedFile.storeTimestamp)
+        self.wbuf = None  # a transient store pool buffer: appends go there until committed
         if create and not writable:
             # a read-only store building in memory (recovery of a crash image): never touches the disk
             self.mm = mmap.mmap(-1, file_size)
@@ -139,12 +141,14 @@ class MappedFile:
         else:
             actual = os.path.getsize(path)
             if actual != file_size:
-                raise StoreOpenError(f"{path}: file is {actual} bytes, the store expects {file_size} "
-                                     f"(set the matching mapped file size, e.g. mappedFileSizeCommitLog)")
+                raise StoreOpenError(
+                    f"{path}: file is {actual} bytes, the store expects {file_size} "
+                    f"(set the matching mapped file size, e.g. mappedFileSizeCommitLog)"
+                )
             fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
             if writable:
                 try:
-                    reserve_existing(fd, file_size, path)   # a sparse segment (an older store, a sparse copy)
+                    reserve_existing(fd, file_size, path)  # a sparse segment (an older store, a sparse copy)
                 except OSError:
                     os.close(fd)
                     raise
@@ -204,7 +208,7 @@ class MappedFile:
         self._populated = stop
 
     def write_at(self, pos: int, data) -> None:
-        (self.buf if self.wbuf is None else self.wbuf)[pos:pos + len(data)] = data
+        (self.buf if self.wbuf is None else self.wbuf)[pos : pos + len(data)] = data
 
     def commit(self, least_pages: int = 0, pool=None) -> int:
         """DefaultMappedFile.commit: copy what was appended to the write buffer since the last commit into
@@ -274,7 +278,7 @@ class MappedFile:
                 return
             if not punch_hole(fd, dirty, self.file_size - dirty):
                 self._write_zeros(fd, dirty)
-            os.fsync(fd)   # (on Linux this also writes the mapping's dirty pages: one page cache)
+            os.fsync(fd)  # (on Linux this also writes the mapping's dirty pages: one page cache)
         finally:
             os.close(fd)
 

@@ -1,4 +1,5 @@
 """The ordered segments of one log (a CommitLog, or one queue's ConsumeQueue), as RocketMQ's MappedFileQueue."""
+
 from __future__ import annotations
 
 import logging
@@ -29,14 +30,14 @@ class MappedFileQueue:
             raise ValueError(f"mapped file size must be positive, got {file_size}")
         self.directory = directory
         self.file_size = file_size
-        self.unit = unit           # the size of one entry (a ConsumeQueue's 20 bytes), for error messages
+        self.unit = unit  # the size of one entry (a ConsumeQueue's 20 bytes), for error messages
         self.writable = writable
         self.files: list[MappedFile] = []
         self.flushed_where = 0
         self.committed_where = 0
-        self.store_timestamp = 0   # store time of the last record of what a thorough flush reached
-        self.sync = None           # sync(mapped_file, start, length): replaces msync (a test hook)
-        self.pool = None           # a TransientStorePool: new segments take a write buffer from it
+        self.store_timestamp = 0  # store time of the last record of what a thorough flush reached
+        self.sync = None  # sync(mapped_file, start, length): replaces msync (a test hook)
+        self.pool = None  # a TransientStorePool: new segments take a write buffer from it
 
     def load(self) -> None:
         """Map every segment in the directory, oldest first; every one must have the configured size."""
@@ -48,8 +49,9 @@ class MappedFileQueue:
             if len(n) != NAME_DIGITS or not n.isdigit():
                 raise StoreOpenError(f"{path}: unexpected file in a segment directory")
             if int(n) % self.file_size:
-                raise StoreOpenError(f"{path}: segment start {int(n)} is not a multiple of the file size "
-                                     f"{self.file_size}")
+                raise StoreOpenError(
+                    f"{path}: segment start {int(n)} is not a multiple of the file size {self.file_size}"
+                )
             self._check_length(path)
             mf = MappedFile(path, self.file_size, writable=self.writable)
             mf.set_positions(self.file_size)  # recovery brings the last ones back to their real end
@@ -107,10 +109,14 @@ class MappedFileQueue:
             create_offset = last.file_from_offset + self.file_size
         if self.writable:
             os.makedirs(self.directory, exist_ok=True)
-        mf = MappedFile(os.path.join(self.directory, segment_name(create_offset)), self.file_size,
-                        writable=self.writable, create=True)
+        mf = MappedFile(
+            os.path.join(self.directory, segment_name(create_offset)),
+            self.file_size,
+            writable=self.writable,
+            create=True,
+        )
         if self.pool is not None and self.writable:
-            mf.wbuf = self.pool.borrow()   # None when all are out: this segment is written directly
+            mf.wbuf = self.pool.borrow()  # None when all are out: this segment is written directly
             mf.committed = 0
         if not self.files:
             mf.first_create_in_queue = True
@@ -160,8 +166,15 @@ class MappedFileQueue:
         except OSError:
             return 0
 
-    def delete_expired_by_time(self, expired_ms: int, now_ms: int, delete_files_interval_ms: int = 0,
-                               clean_immediately: bool = False, batch_max: int = 10, sleep=time.sleep) -> int:
+    def delete_expired_by_time(
+        self,
+        expired_ms: int,
+        now_ms: int,
+        delete_files_interval_ms: int = 0,
+        clean_immediately: bool = False,
+        batch_max: int = 10,
+        sleep=time.sleep,
+    ) -> int:
         """deleteExpiredFileByTime: from the oldest segment on, delete those last modified `expired_ms` or
         more before `now_ms` (any, with clean_immediately), at most `batch_max`, never the last segment, and
         stop at the first one that has not expired (no holes in the middle). Returns how many went."""
@@ -191,7 +204,7 @@ class MappedFileQueue:
         for mf in mfs[:-1]:
             if not 0 <= pos < mf.read_position:
                 break  # selectMappedBuffer fails: RocketMQ stops here ("this being not executed forever")
-            max_in_file = int.from_bytes(mf.buf[pos:pos + 8], "big", signed=True)
+            max_in_file = int.from_bytes(mf.buf[pos : pos + 8], "big", signed=True)
             if max_in_file >= offset:
                 break
             log.info("physic min offset %d, logics in %s max offset %d: delete it", offset, mf.path, max_in_file)

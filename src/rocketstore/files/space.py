@@ -7,6 +7,7 @@ mapping gets its blocks with posix_fallocate when it is created (a full disk is 
 which the callers turn into a status or a clear error), and an existing sparse one when it is opened for
 writing (a store written before this, or copied sparse).
 """
+
 from __future__ import annotations
 
 import errno
@@ -19,7 +20,7 @@ log = logging.getLogger("rocketstore.files")
 
 # file systems that answer "not supported" to fallocate: glibc emulates it itself; elsewhere we do
 _UNSUPPORTED = {errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
-_unreservable_devices: set[int] = set()   # devices where a reservation does not stick (warned once)
+_unreservable_devices: set[int] = set()  # devices where a reservation does not stick (warned once)
 
 
 class NoSpaceError(RocketStoreError, OSError):
@@ -80,5 +81,7 @@ def reserve_existing(fd: int, size: int, path: str) -> None:
         # a copy-on-write or compressing file system (ZFS, btrfs with compression) allocates at write time
         # whatever we do: say it once, and do not pay for a reservation at every open
         _unreservable_devices.add(st.st_dev)
-        log.warning("%s: this file system does not keep reserved blocks; writing on a full disk may still "
-                    "fail with SIGBUS", path)
+        log.warning(
+            "%s: this file system does not keep reserved blocks; writing on a full disk may still fail with SIGBUS",
+            path,
+        )

@@ -5,6 +5,7 @@ RocketMQ keeps `transientStorePoolSize` direct buffers of the segment size and r
 a fresh anonymous mapping (zero pages the kernel hands out lazily, returned when the segment is committed
 in full), and the pool's size only limits how many are out at once: a segment created while none is free
 is written directly, as RocketMQ's does when borrowBuffer finds none."""
+
 from __future__ import annotations
 
 import mmap

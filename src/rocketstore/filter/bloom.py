@@ -165,12 +165,7 @@ class BloomFilter:
         return self.generate(consumer_bloom_key(consumer_group, topic))
 
     def is_valid(self, data: BloomFilterData | None) -> bool:
-        return (
-            data is not None
-            and data.bit_num == self.m
-            and data.bit_pos is not None
-            and len(data.bit_pos) == self.k
-        )
+        return data is not None and data.bit_num == self.m and data.bit_pos is not None and len(data.bit_pos) == self.k
 
     # -- bit maps ---------------------------------------------------------------------
 
@@ -219,7 +214,11 @@ class BloomFilter:
 
     def __eq__(self, other) -> bool:
         return isinstance(other, BloomFilter) and (self.f, self.n, self.k, self.m) == (
-            other.f, other.n, other.k, other.m)
+            other.f,
+            other.n,
+            other.k,
+            other.m,
+        )
 
     def __hash__(self) -> int:
         return hash((self.f, self.n, self.k, self.m))

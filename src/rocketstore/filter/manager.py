@@ -6,6 +6,7 @@ A group registers an expression for a topic; the group gets k bit positions (its
 the ConsumeQueue ext unit of every message the expression matches, so a filtered get tests a few bits
 instead of reading the record. A message stored before the filter was born carries no verdict for it.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,8 @@ from .sql92 import Filter, compile as compile_sql
 
 SQL92 = "SQL92"
 FILE = os.path.join("config", "consumerFilter.json")
-CLEAN_AFTER_DEATH_MS = 24 * 3600 * 1000      # BrokerConfig.filterDataCleanTimeSpan
-DEAD_ON_LOAD_MS = 30 * 1000                  # decode(): every loaded filter counts as dead 30 s ago
+CLEAN_AFTER_DEATH_MS = 24 * 3600 * 1000  # BrokerConfig.filterDataCleanTimeSpan
+DEAD_ON_LOAD_MS = 30 * 1000  # decode(): every loaded filter counts as dead 30 s ago
 
 
 @dataclass
@@ -46,10 +47,17 @@ class ConsumerFilterData:
 
     def to_json(self) -> dict:
         # fastjson's field names and its alphabetical order
-        return {"bloomFilterData": {"bitNum": self.bloom.bit_num, "bitPos": list(self.bloom.bit_pos)},
-                "bornTime": self.born_time, "clientVersion": self.client_version,
-                "consumerGroup": self.consumer_group, "dead": self.dead, "deadTime": self.dead_time,
-                "expression": self.expression, "expressionType": self.expression_type, "topic": self.topic}
+        return {
+            "bloomFilterData": {"bitNum": self.bloom.bit_num, "bitPos": list(self.bloom.bit_pos)},
+            "bornTime": self.born_time,
+            "clientVersion": self.client_version,
+            "consumerGroup": self.consumer_group,
+            "dead": self.dead,
+            "deadTime": self.dead_time,
+            "expression": self.expression,
+            "expressionType": self.expression_type,
+            "topic": self.topic,
+        }
 
     @classmethod
     def from_json(cls, d, what: str = "filter") -> "ConsumerFilterData":
@@ -62,12 +70,20 @@ class ConsumerFilterData:
 
         def number(key: str, bounds=JAVA_LONG) -> int:
             return 0 if d.get(key) is None else as_int(d[key], f"{what}: {key}", bounds)
-        return cls(as_str(d.get("consumerGroup"), f"{what}: consumerGroup"), as_str(d.get("topic"), f"{what}: topic"),
-                   as_str(d.get("expression"), f"{what}: expression"),
-                   BloomFilterData(tuple(as_int(p, f"{what}: bitPos", JAVA_INT) for p in bit_pos),
-                                   0 if b.get("bitNum") is None else as_int(b["bitNum"], f"{what}: bitNum", JAVA_INT)),
-                   number("bornTime"), number("deadTime"), number("clientVersion"),
-                   as_str(d.get("expressionType") or SQL92, f"{what}: expressionType"))
+
+        return cls(
+            as_str(d.get("consumerGroup"), f"{what}: consumerGroup"),
+            as_str(d.get("topic"), f"{what}: topic"),
+            as_str(d.get("expression"), f"{what}: expression"),
+            BloomFilterData(
+                tuple(as_int(p, f"{what}: bitPos", JAVA_INT) for p in bit_pos),
+                0 if b.get("bitNum") is None else as_int(b["bitNum"], f"{what}: bitNum", JAVA_INT),
+            ),
+            number("bornTime"),
+            number("deadTime"),
+            number("clientVersion"),
+            as_str(d.get("expressionType") or SQL92, f"{what}: expressionType"),
+        )
 
 
 def parse_filters(text: str) -> dict[str, dict[str, ConsumerFilterData]]:
@@ -75,10 +91,13 @@ def parse_filters(text: str) -> dict[str, dict[str, ConsumerFilterData]]:
     doc = as_object(load_json(text), "the file", optional=False)
     out: dict[str, dict[str, ConsumerFilterData]] = {}
     for topic, entry in as_object(doc.get("filterDataByTopic"), "filterDataByTopic").items():
-        groups = as_object(as_object(entry, f"filterDataByTopic[{topic!r}]").get("groupFilterData"),
-                           f"filterDataByTopic[{topic!r}]: groupFilterData")
-        out[topic] = {group: ConsumerFilterData.from_json(d, f"filter of {group!r} on {topic!r}")
-                      for group, d in groups.items()}
+        groups = as_object(
+            as_object(entry, f"filterDataByTopic[{topic!r}]").get("groupFilterData"),
+            f"filterDataByTopic[{topic!r}]: groupFilterData",
+        )
+        out[topic] = {
+            group: ConsumerFilterData.from_json(d, f"filter of {group!r} on {topic!r}") for group, d in groups.items()
+        }
     return out
 
 
@@ -108,7 +127,7 @@ class ConsumerFilterManager:
                     return
                 try:
                     data.compiled = compile_sql(data.expression)
-                except (ValueError, RecursionError):   # not compilable now: the group registers it again
+                except (ValueError, RecursionError):  # not compilable now: the group registers it again
                     data.compiled = None
                 if data.dead_time == 0:
                     data.dead_time = max(self.clock() - DEAD_ON_LOAD_MS, data.born_time)
@@ -119,8 +138,12 @@ class ConsumerFilterManager:
         if not self.path or not self.writable:
             return
         self._clean()
-        doc = {"filterDataByTopic": {t: {"groupFilterData": {g: d.to_json() for g, d in sorted(groups.items())},
-                                          "topic": t} for t, groups in sorted(self.by_topic.items())}}
+        doc = {
+            "filterDataByTopic": {
+                t: {"groupFilterData": {g: d.to_json() for g, d in sorted(groups.items())}, "topic": t}
+                for t, groups in sorted(self.by_topic.items())
+            }
+        }
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         write_atomically(self.path, json.dumps(doc, indent=1, ensure_ascii=False))
 
@@ -137,7 +160,7 @@ class ConsumerFilterManager:
     def register(self, group: str, topic: str, expression: str, client_version: int = 0) -> ConsumerFilterData:
         """FilterDataMapByTopic.register for one subscription: a new or changed expression gets a new born
         time (bitmaps computed before it do not speak for it); the same one brings a dead filter back."""
-        compiled = compile_sql(expression)          # a bad expression raises FilterSyntaxError here
+        compiled = compile_sql(expression)  # a bad expression raises FilterSyntaxError here
         bloom = self.bloom.consumer_data(group, topic)
         with self.lock:
             groups = self.by_topic.setdefault(topic, {})
@@ -145,12 +168,13 @@ class ConsumerFilterManager:
             if old is not None and old.expression == expression and old.bloom == bloom:
                 old.client_version = max(old.client_version, client_version)
                 if old.dead:
-                    old.dead_time = 0                   # reAlive
+                    old.dead_time = 0  # reAlive
                 old.compiled = old.compiled or compiled
                 data = old
             else:
-                data = ConsumerFilterData(group, topic, expression, bloom, self.clock(), 0, client_version,
-                                          compiled=compiled)
+                data = ConsumerFilterData(
+                    group, topic, expression, bloom, self.clock(), 0, client_version, compiled=compiled
+                )
                 groups[group] = data
             self.persist()
         return data

@@ -6,6 +6,7 @@ skipped only when the group's bits are missing from a bitmap that speaks for its
 stored while the filter lived, the bitmap has the filter's size); everything else goes on to the
 expression, which decides.
 """
+
 from __future__ import annotations
 
 from .bloom import BloomFilter
@@ -17,12 +18,13 @@ class ExpressionMessageFilter:
     def __init__(self, compiled: Filter, data: ConsumerFilterData | None = None, bloom: BloomFilter | None = None):
         self.compiled = compiled
         # the group's registered filter counts only for the same expression
-        if data is not None and (data.expression != compiled.expression or bloom is None
-                                 or not bloom.is_valid(data.bloom)):
+        if data is not None and (
+            data.expression != compiled.expression or bloom is None or not bloom.is_valid(data.bloom)
+        ):
             data = None
         self.data = data
         self.bloom = bloom
-        self.bitmap_checks = 0      # units decided by the bitmap alone (for benchmarks and tests)
+        self.bitmap_checks = 0  # units decided by the bitmap alone (for benchmarks and tests)
         # the group's bits as (byte, mask) in BitsArray's layout (bit i: byte i // 8, mask 1 << i % 8), so the
         # per-unit test is a few byte ANDs (BloomFilter.is_hit re-validates its arguments on every call)
         self._masks = tuple((p // 8, 1 << (p % 8)) for p in data.bloom.bit_pos) if data is not None else ()

@@ -89,23 +89,38 @@ class _EvalError(Exception):
 # ---------------------------------------------------------------------------------------
 
 _KEYWORDS = {
-    "not": "NOT", "and": "AND", "or": "OR", "between": "BETWEEN", "in": "IN",
-    "true": "TRUE", "false": "FALSE", "null": "NULL", "is": "IS",
-    "contains": "CONTAINS", "startswith": "STARTSWITH", "endswith": "ENDSWITH",
+    "not": "NOT",
+    "and": "AND",
+    "or": "OR",
+    "between": "BETWEEN",
+    "in": "IN",
+    "true": "TRUE",
+    "false": "FALSE",
+    "null": "NULL",
+    "is": "IS",
+    "contains": "CONTAINS",
+    "startswith": "STARTSWITH",
+    "endswith": "ENDSWITH",
 }
 _ID_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
-_FLOAT_RE = re.compile(
-    r"[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+"
-)
+_FLOAT_RE = re.compile(r"[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+")
 _DECIMAL_RE = re.compile(r"0|[1-9][0-9]*[lL]?")
 _STRING_RE = re.compile(r"'(?:''|[^'])*'")
 _LINE_COMMENT_RE = re.compile(r"--[^\n\r]*(?:\r\n|\n|\r)")
 _BLOCK_COMMENT_RE = re.compile(r"/\*[^*]*\*+(?:[^/*][^*]*\*+)*/")
 _WHITESPACE = " \t\n\r\f"
 _OPERATORS = (
-    ("<>", "NE"), ("<=", "LE"), (">=", "GE"),
-    ("<", "LT"), (">", "GT"), ("=", "EQ"),
-    ("(", "LPAR"), (")", "RPAR"), (",", "COMMA"), ("+", "PLUS"), ("-", "MINUS"),
+    ("<>", "NE"),
+    ("<=", "LE"),
+    (">=", "GE"),
+    ("<", "LT"),
+    (">", "GT"),
+    ("=", "EQ"),
+    ("(", "LPAR"),
+    (")", "RPAR"),
+    (",", "COMMA"),
+    ("+", "PLUS"),
+    ("-", "MINUS"),
 )
 
 
@@ -137,8 +152,7 @@ def _tokenize(text: str):
 
     def _tok(kind: str, value: str, pos: int) -> Token:
         line = bisect.bisect_right(starts, pos)
-        return Token(kind, value, start_pos=pos, line=line, column=pos - starts[line - 1] + 1,
-                     end_pos=pos + len(value))
+        return Token(kind, value, start_pos=pos, line=line, column=pos - starts[line - 1] + 1, end_pos=pos + len(value))
 
     while True:
         # skip white space and comments
@@ -262,12 +276,33 @@ literal: STRING | DECIMAL | FLOAT | TRUE | FALSE | NULL
 _PARSER = Lark(_GRAMMAR, parser="lalr", lexer=_NoLexer, start="start")
 
 _TOKEN_NAMES = {
-    "NOT": "NOT", "AND": "AND", "OR": "OR", "BETWEEN": "BETWEEN", "IN": "IN",
-    "TRUE": "TRUE", "FALSE": "FALSE", "NULL": "NULL", "IS": "IS", "CONTAINS": "CONTAINS",
-    "STARTSWITH": "STARTSWITH", "ENDSWITH": "ENDSWITH", "DECIMAL": "a number",
-    "FLOAT": "a number", "STRING": "a string literal", "ID": "a property name",
-    "EQ": "'='", "NE": "'<>'", "GT": "'>'", "GE": "'>='", "LT": "'<'", "LE": "'<='",
-    "LPAR": "'('", "RPAR": "')'", "COMMA": "','", "PLUS": "'+'", "MINUS": "'-'",
+    "NOT": "NOT",
+    "AND": "AND",
+    "OR": "OR",
+    "BETWEEN": "BETWEEN",
+    "IN": "IN",
+    "TRUE": "TRUE",
+    "FALSE": "FALSE",
+    "NULL": "NULL",
+    "IS": "IS",
+    "CONTAINS": "CONTAINS",
+    "STARTSWITH": "STARTSWITH",
+    "ENDSWITH": "ENDSWITH",
+    "DECIMAL": "a number",
+    "FLOAT": "a number",
+    "STRING": "a string literal",
+    "ID": "a property name",
+    "EQ": "'='",
+    "NE": "'<>'",
+    "GT": "'>'",
+    "GE": "'>='",
+    "LT": "'<'",
+    "LE": "'<='",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "COMMA": "','",
+    "PLUS": "'+'",
+    "MINUS": "'-'",
     "$END": "end of expression",
 }
 
@@ -301,9 +336,7 @@ def _parse_tree(text: str) -> Tree:
         return ip.feed_eof()
     except UnexpectedInput:
         line, col = _line_col(text, len(text))
-        raise FilterSyntaxError(
-            f"unexpected end of expression; expected {_expected(ip)}", text, line, col
-        ) from None
+        raise FilterSyntaxError(f"unexpected end of expression; expected {_expected(ip)}", text, line, col) from None
 
 
 def _describe(tok: Token) -> str:
@@ -474,8 +507,10 @@ def _compare_fn(lt: str, rt: str) -> Callable[[Any, Any], int]:
 def _relational_compare_fn(lt: str, rt: str) -> Callable[[Any, Any], int]:
     """ComparisonExpression.evaluate for > >= < <=: two strings are compared as doubles."""
     if lt == "S" and rt == "S":
+
         def cmp(a: str, b: str) -> int:
             return _dcmp(_parse_double(a), _parse_double(b))
+
         return cmp
     return _compare_fn(lt, rt)
 
@@ -511,8 +546,7 @@ class _Node:
 
 
 def _constant(value: Any, tag: str | None, pos, text, *, literal=False, boolean=False) -> _Node:
-    return _Node(lambda p, _v=value: _v, tag, pos, text, literal=literal, boolean=boolean,
-                 const=True, value=value)
+    return _Node(lambda p, _v=value: _v, tag, pos, text, literal=literal, boolean=boolean, const=True, value=value)
 
 
 def _decode_string(image: str) -> str:
@@ -537,6 +571,7 @@ class _Compiler:
 
             def cast(p, _get=get):
                 return None if _get(p) is None else False
+
             return _Node(cast, "Z", node.pos, node.text, boolean=True)
         self.fail(f"expression {node.text} will not result in a boolean value", node.pos)
 
@@ -597,13 +632,31 @@ class _Compiler:
     def n_paren(self, t, lpar, inner, rpar):
         node = self.build(inner)
         # RocketMQ returns the inner expression object itself: flags carry over.
-        return _Node(node.fn, node.tag, (lpar.line, lpar.column), node.text, node.literal,
-                     node.boolean, node.prop, node.const, node.value)
+        return _Node(
+            node.fn,
+            node.tag,
+            (lpar.line, lpar.column),
+            node.text,
+            node.literal,
+            node.boolean,
+            node.prop,
+            node.const,
+            node.value,
+        )
 
     def n_pos(self, t, plus, inner):
         node = self.build(inner)
-        return _Node(node.fn, node.tag, (plus.line, plus.column), node.text, node.literal,
-                     node.boolean, node.prop, node.const, node.value)
+        return _Node(
+            node.fn,
+            node.tag,
+            (plus.line, plus.column),
+            node.text,
+            node.literal,
+            node.boolean,
+            node.prop,
+            node.const,
+            node.value,
+        )
 
     def n_neg(self, t, minus, inner):
         node = self.build(inner)
@@ -620,6 +673,7 @@ class _Compiler:
         def neg_null(p, _fn=fn):
             _fn(p)  # evaluated for its errors only; a non-number negates to NULL
             return None
+
         return _Node(neg_null, None, pos, text)
 
     def n_not_(self, t, op, inner):
@@ -634,6 +688,7 @@ class _Compiler:
         def not_(p):
             v = fn(p)
             return None if v is None else (v is False)
+
         return _Node(not_, "Z", pos, text, boolean=True)
 
     def _logic(self, t, is_and: bool):
@@ -658,6 +713,7 @@ class _Compiler:
             f1, f2 = fns
             fn = _and2(f1, f2) if is_and else _or2(f1, f2)
         else:
+
             def fn(p):
                 unknown = False
                 for f in fns:
@@ -667,6 +723,7 @@ class _Compiler:
                     if v is None:
                         unknown = True
                 return None if unknown else (not stop)
+
         return _Node(fn, "Z", nodes[0].pos, text, boolean=True)
 
     def n_and_(self, t, *children):
@@ -687,15 +744,18 @@ class _Compiler:
         if left.tag is None or right.tag is None:
             # at least one side is always null
             if left.tag is None and right.tag is None:
+
                 def eq(p):
                     lf(p)
                     rf(p)
                     return True
             elif left.tag is None:
+
                 def eq(p):
                     lf(p)
                     return True if rf(p) is None else None
             else:
+
                 def eq(p):
                     lv = lf(p)
                     rf(p)
@@ -712,6 +772,7 @@ class _Compiler:
                         return None
                     return eqf(lv, rv)
             else:
+
                 def eq(p):
                     lv = lf(p)
                     rv = rf(p)
@@ -720,12 +781,14 @@ class _Compiler:
                     if rv is None:
                         return False
                     return eqf(lv, rv)
+
         if not negate:
             return _Node(eq, "Z", pos, text, boolean=True)
 
         def ne(p):
             v = eq(p)
             return None if v is None else (v is False)
+
         return _Node(ne, "Z", pos, text, boolean=True)
 
     def n_eq(self, t, left, op, right):
@@ -750,17 +813,20 @@ class _Compiler:
     def _relational(self, left: _Node, right: _Node, op: Token) -> _Node:
         self.check_less_than_operand(left, op)
         self.check_less_than_operand(right, op)
-        test = {"GT": (lambda c: c > 0), "GE": (lambda c: c >= 0),
-                "LT": (lambda c: c < 0), "LE": (lambda c: c <= 0)}[op.type]
+        test = {"GT": (lambda c: c > 0), "GE": (lambda c: c >= 0), "LT": (lambda c: c < 0), "LE": (lambda c: c <= 0)}[
+            op.type
+        ]
         text = f"{left.text} {op.value} {right.text}"
         lf, rf = left.fn, right.fn
         if left.tag is None:
             return _Node(lambda p: (lf(p), None)[1], "Z", left.pos, text, boolean=True)
         if right.tag is None:
+
             def always_null(p):
                 if lf(p) is not None:
                     rf(p)
                 return None
+
             return _Node(always_null, "Z", left.pos, text, boolean=True)
         cmp = _relational_compare_fn(left.tag, right.tag)
         if left.prop is not None and right.const:
@@ -776,12 +842,14 @@ class _Compiler:
                         return None
                     return pyop(parse(lv), rv)
             else:
+
                 def rel(p):
                     lv = get(p)
                     if lv is None:
                         return None
                     return test(cmp(lv, rv))
         else:
+
             def rel(p):
                 lv = lf(p)
                 if lv is None:
@@ -790,6 +858,7 @@ class _Compiler:
                 if rv is None:
                     return None
                 return test(cmp(lv, rv))
+
         return _Node(rel, "Z", left.pos, text, boolean=True)
 
     def n_gt(self, t, left, op, right):
@@ -806,8 +875,7 @@ class _Compiler:
             except _EvalError as e:
                 self.fail(f"illegal BETWEEN bounds {low.text} and {high.text}: {e}", low.pos)
             if c < 0:
-                self.fail(f"illegal BETWEEN bounds: {low.text} must be less than or equal to {high.text}",
-                          low.pos)
+                self.fail(f"illegal BETWEEN bounds: {low.text} must be less than or equal to {high.text}", low.pos)
         t_ = lambda kind, v: Token(kind, v, line=op.line, column=op.column)  # noqa: E731
         if not negate:
             a = self._relational(value, low, t_("GE", ">="))
@@ -830,19 +898,21 @@ class _Compiler:
 
     def _in(self, left: _Node, op: Token, strings: Tree, negate: bool) -> _Node:
         if left.prop is None:
-            self.fail(f"expected a property on the left of {'NOT IN' if negate else 'IN'}, got {left.text}",
-                      left.pos)
+            self.fail(f"expected a property on the left of {'NOT IN' if negate else 'IN'}, got {left.text}", left.pos)
         values = frozenset(_decode_string(s.value) for s in strings.children if s.type == "STRING")
         get = left.fn
         text = f"{left.text} {'NOT IN' if negate else 'IN'} (...)"
         if negate:
+
             def fn(p):
                 v = get(p)
                 return None if v is None else (v not in values)
         else:
+
             def fn(p):
                 v = get(p)
                 return None if v is None else (v in values)
+
         return _Node(fn, "Z", left.pos, text, boolean=True)
 
     def n_in_(self, t, left, op, lpar, strings, rpar):
@@ -858,29 +928,36 @@ class _Compiler:
             return _Node(lambda p: False, "Z", left.pos, text, boolean=True, const=True, value=False)
         lf = left.fn
         if left.tag != "S":
+
             def fn(p):
                 lf(p)
                 return False
+
             return _Node(fn, "Z", left.pos, text, boolean=True)
         if kind == "contains":
             if negate:
+
                 def fn(p):
                     v = lf(p)
                     return False if v is None else (search not in v)
             else:
+
                 def fn(p):
                     v = lf(p)
                     return False if v is None else (search in v)
         else:
             method = str.startswith if kind == "startswith" else str.endswith
             if negate:
+
                 def fn(p):
                     v = lf(p)
                     return False if v is None else (not method(v, search))
             else:
+
                 def fn(p):
                     v = lf(p)
                     return False if v is None else method(v, search)
+
         return _Node(fn, "Z", left.pos, text, boolean=True)
 
     def n_contains(self, t, left, op, lit):
@@ -905,6 +982,7 @@ class _Compiler:
 def _getter(name: str) -> Callable[[Props], Any]:
     def get(p):
         return p.get(name)
+
     return get
 
 
@@ -969,6 +1047,7 @@ def compile(expression: str) -> Filter:  # noqa: A001 - the natural name
 
 def _and2(f1, f2):
     """Three-valued AND of two compiled booleans (None is SQL's unknown): FALSE wins, then unknown."""
+
     def fn(p):
         a = f1(p)
         if a is False:
@@ -979,11 +1058,13 @@ def _and2(f1, f2):
         if a is None or b is None:
             return None
         return True
+
     return fn
 
 
 def _or2(f1, f2):
     """Three-valued OR: TRUE wins, then unknown."""
+
     def fn(p):
         a = f1(p)
         if a is True:
@@ -994,4 +1075,5 @@ def _or2(f1, f2):
         if a is None or b is None:
             return None
         return False
+
     return fn

@@ -5,6 +5,7 @@ phyOffset 8 | size 4 | tagsCode 8 | storeTime 8 | msgBaseOffset 8 | batchSize 2 
 One unit stands for `batchSize` consecutive queue offsets starting at `msgBaseOffset` (an inner-batch record),
 so queue offsets are message offsets, not unit indexes. Pure functions on bytes: no file handling here.
 """
+
 from __future__ import annotations
 
 from struct import Struct
@@ -26,9 +27,18 @@ COMPACTED_OFFSET_POS = 38
 INVALID_POS = -1
 # The first three fields carry the plain ConsumeQueue's names, so code reading arr["pos"], arr["size"],
 # arr["tags"] (tag filters, physical lookups) works on either kind of queue.
-DTYPE = np.dtype([("pos", ">i8"), ("size", ">i4"), ("tags", ">i8"), ("store_time", ">i8"),
-                  ("base_offset", ">i8"), ("batch_size", ">i2"), ("compacted_offset", ">i4"),
-                  ("reserved", ">i4")])
+DTYPE = np.dtype(
+    [
+        ("pos", ">i8"),
+        ("size", ">i4"),
+        ("tags", ">i8"),
+        ("store_time", ">i8"),
+        ("base_offset", ">i8"),
+        ("batch_size", ">i2"),
+        ("compacted_offset", ">i4"),
+        ("reserved", ">i4"),
+    ]
+)
 assert DTYPE.itemsize == UNIT_SIZE == UNIT.size
 
 SHORT_MIN, SHORT_MAX = -0x8000, 0x7FFF
@@ -50,8 +60,16 @@ class BatchUnit(NamedTuple):
         return self.base_offset + self.batch_size
 
 
-def encode_unit(pos: int, size: int, tags_code: int, store_time: int, base_offset: int, batch_size: int,
-                compacted_offset: int = INVALID_POS, reserved: int = 0) -> bytes:
+def encode_unit(
+    pos: int,
+    size: int,
+    tags_code: int,
+    store_time: int,
+    base_offset: int,
+    batch_size: int,
+    compacted_offset: int = INVALID_POS,
+    reserved: int = 0,
+) -> bytes:
     if not SHORT_MIN <= batch_size <= SHORT_MAX:
         raise ValueError(f"batch size {batch_size} does not fit RocketMQ's 2-byte field")
     return UNIT.pack(pos, size, tags_code, store_time, base_offset, batch_size, compacted_offset, reserved)
@@ -59,8 +77,9 @@ def encode_unit(pos: int, size: int, tags_code: int, store_time: int, base_offse
 
 def decode_unit(buf, pos: int = 0) -> BatchUnit:
     if pos < 0 or len(buf) - pos < UNIT_SIZE:
-        raise CorruptDataError(f"truncated batch consume queue unit: {len(buf) - pos} bytes left, "
-                               f"a unit needs {UNIT_SIZE}", pos)
+        raise CorruptDataError(
+            f"truncated batch consume queue unit: {len(buf) - pos} bytes left, a unit needs {UNIT_SIZE}", pos
+        )
     return BatchUnit._make(UNIT.unpack_from(buf, pos))
 
 
@@ -92,5 +111,5 @@ def chain_breaks(arr: np.ndarray) -> np.ndarray:
     base = arr["base_offset"].astype(np.int64)
     nxt = base[:-1] + arr["batch_size"][:-1].astype(np.int64)
     pos = arr["pos"].astype(np.int64)
-    end = pos[:-1] + arr["size"][:-1].astype(np.int64)   # may wrap for a garbage offset: the `<=` test holds
+    end = pos[:-1] + arr["size"][:-1].astype(np.int64)  # may wrap for a garbage offset: the `<=` test holds
     return np.flatnonzero((base[1:] != nxt) | (pos[1:] <= pos[:-1]) | (pos[1:] < end))

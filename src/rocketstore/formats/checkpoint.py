@@ -1,4 +1,5 @@
 """The `checkpoint` file: 4096 bytes, five big-endian longs at the start, the rest zero (StoreCheckpoint)."""
+
 from dataclasses import dataclass
 from struct import Struct
 
@@ -26,8 +27,13 @@ class Checkpoint:
 
 
 def encode(cp: Checkpoint) -> bytes:
-    return LAYOUT.pack(cp.physic_msg_timestamp, cp.logics_msg_timestamp, cp.index_msg_timestamp,
-                       cp.master_flushed_offset, cp.confirm_phy_offset) + bytes(FILE_SIZE - LAYOUT.size)
+    return LAYOUT.pack(
+        cp.physic_msg_timestamp,
+        cp.logics_msg_timestamp,
+        cp.index_msg_timestamp,
+        cp.master_flushed_offset,
+        cp.confirm_phy_offset,
+    ) + bytes(FILE_SIZE - LAYOUT.size)
 
 
 def decode(data: bytes) -> Checkpoint:

@@ -1,4 +1,5 @@
 """The ConsumeQueue unit: physical offset 8 | size 4 | tagsCode 8 (20 bytes, big-endian)."""
+
 from struct import Struct
 
 import numpy as np
@@ -47,8 +48,22 @@ def units(buf) -> np.ndarray:
 MAX_PULL_MSG_SIZE = 128 * 1024 * 1024
 
 
-def take_units_py(units, start: int, codes, ext_max: int, max_count: int, limits: tuple, max_py: int, memory: int,
-                  seg_start: int, seg_end: int, seg_buf, topic: str, queue_id: int, out: list):
+def take_units_py(
+    units,
+    start: int,
+    codes,
+    ext_max: int,
+    max_count: int,
+    limits: tuple,
+    max_py: int,
+    memory: int,
+    seg_start: int,
+    seg_end: int,
+    seg_buf,
+    topic: str,
+    queue_id: int,
+    out: list,
+):
     """The units at the head of `units` (whole 20-byte units; the first is queue offset `start`) that a get
     (get_message.scan, from a call that has found nothing yet, with no record-level filter and no ext)
     takes without a closer look: units the tag set `codes` refuses (a tagsCode above `ext_max`), and records
@@ -66,9 +81,15 @@ def take_units_py(units, start: int, codes, ext_max: int, max_count: int, limits
     for k, (pos, size, tcode) in enumerate(arr.tolist()):
         if total and count:
             in_memory = (max_py - pos) <= memory
-            if count + 1 > max_count or total + size > MAX_PULL_MSG_SIZE or (
-                    (total + size > bytes_mem or count > count_mem - 1) if in_memory
-                    else (total + size > bytes_disk or count > count_disk - 1)):
+            if (
+                count + 1 > max_count
+                or total + size > MAX_PULL_MSG_SIZE
+                or (
+                    (total + size > bytes_mem or count > count_mem - 1)
+                    if in_memory
+                    else (total + size > bytes_disk or count > count_disk - 1)
+                )
+            ):
                 return k, total, count, skipped
         if codes is not None and tcode > ext_max:
             t = tcode & 0xFFFFFFFF

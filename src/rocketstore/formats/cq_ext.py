@@ -16,6 +16,7 @@ it is always negative and below every int tags hash; undecorate gives the offset
 
 Pure functions on bytes: the file handling is in log/consume_queue_ext.py.
 """
+
 from __future__ import annotations
 
 from struct import Struct
@@ -27,22 +28,23 @@ LONG_MIN = -(1 << 63)
 LONG_MAX = (1 << 63) - 1
 INT_MIN = -(1 << 31)
 # ConsumeQueueExt.MAX_ADDR and MAX_REAL_OFFSET
-MAX_ADDR = INT_MIN - 1                   # -2147483649: tagsCode values at or below it are ext addresses
-MAX_REAL_OFFSET = MAX_ADDR - LONG_MIN    # the highest ext byte offset an address can carry
+MAX_ADDR = INT_MIN - 1  # -2147483649: tagsCode values at or below it are ext addresses
+MAX_REAL_OFFSET = MAX_ADDR - LONG_MIN  # the highest ext byte offset an address can carry
 
-END_BLANK_DATA_LENGTH = 4                # bytes each file keeps free for the end marker
-END_MARKER = b"\xff\xff"                 # (short) -1, written by fullFillToEnd
+END_BLANK_DATA_LENGTH = 4  # bytes each file keeps free for the end marker
+END_MARKER = b"\xff\xff"  # (short) -1, written by fullFillToEnd
 
-HEAD = Struct(">hqqh")                   # size, tagsCode, msgStoreTime, bitMapSize
+HEAD = Struct(">hqqh")  # size, tagsCode, msgStoreTime, bitMapSize
 SIZE = Struct(">h")
-MIN_UNIT_SIZE = HEAD.size                # CqExtUnit.MIN_EXT_UNIT_SIZE: 2 + 8 * 2 + 2 = 20
-MAX_UNIT_SIZE = 0x7FFF                   # CqExtUnit.MAX_EXT_UNIT_SIZE: Short.MAX_VALUE
+MIN_UNIT_SIZE = HEAD.size  # CqExtUnit.MIN_EXT_UNIT_SIZE: 2 + 8 * 2 + 2 = 20
+MAX_UNIT_SIZE = 0x7FFF  # CqExtUnit.MAX_EXT_UNIT_SIZE: Short.MAX_VALUE
 assert MIN_UNIT_SIZE == 20
 
 
 class ExtUnit(NamedTuple):
     """One ext unit (CqExtUnit). `filter_bit_map` is None when the unit has none (bitMapSize < 1), as
     getFilterBitMap answers."""
+
     size: int
     tags_code: int
     msg_store_time: int
@@ -108,13 +110,15 @@ def decode_unit(buf, pos: int = 0, limit: int | None = None) -> ExtUnit | None:
     if size < 1:
         return None
     if end - pos < MIN_UNIT_SIZE:
-        raise CorruptDataError(f"truncated consume queue ext unit: {end - pos} bytes left, a unit needs "
-                               f"{MIN_UNIT_SIZE}", pos)
+        raise CorruptDataError(
+            f"truncated consume queue ext unit: {end - pos} bytes left, a unit needs {MIN_UNIT_SIZE}", pos
+        )
     size, tags, store_time, bm_size = HEAD.unpack_from(buf, pos)
     if bm_size < 1:
         return ExtUnit(size, tags, store_time, bm_size, None)
     if end - pos - MIN_UNIT_SIZE < bm_size:
-        raise CorruptDataError(f"truncated consume queue ext unit: bitmap of {bm_size} bytes, "
-                               f"{end - pos - MIN_UNIT_SIZE} left", pos)
+        raise CorruptDataError(
+            f"truncated consume queue ext unit: bitmap of {bm_size} bytes, {end - pos - MIN_UNIT_SIZE} left", pos
+        )
     start = pos + MIN_UNIT_SIZE
-    return ExtUnit(size, tags, store_time, bm_size, bytes(buf[start:start + bm_size]))
+    return ExtUnit(size, tags, store_time, bm_size, bytes(buf[start : start + bm_size]))

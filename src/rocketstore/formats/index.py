@@ -8,6 +8,7 @@
 Entry 0 is never written (indexCount starts at 1), so a file holds maxIndexNum - 1 entries. Keys are
 `topic#key`, hashed with Java's String.hashCode made non-negative (Integer.MIN_VALUE becomes 0).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -70,8 +71,14 @@ class IndexHeader:
     index_count: int = 1
 
     def encode(self) -> bytes:
-        return HEADER.pack(self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
-                           self.end_phy_offset, self.hash_slot_count, self.index_count)
+        return HEADER.pack(
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
+        )
 
     def time_matched(self, begin: int, end: int) -> bool:
         """IndexFile.isTimeMatched: does [begin, end] overlap the file's time span?"""
@@ -121,14 +128,13 @@ def key_hashes(keys: list[str]) -> np.ndarray:
         g.append(i)
     for (length, ascii_only), members in groups.items():
         if ascii_only:
-            out[members] = _java_hashes("".join([keys[i] for i in members]).encode("ascii"), len(members),
-                                        length, "u1")
+            out[members] = _java_hashes("".join([keys[i] for i in members]).encode("ascii"), len(members), length, "u1")
         else:  # len() counts code points; a code point above U+FFFF is two UTF-16 units
             for i in members:
                 data = keys[i].encode("utf-16-be", "surrogatepass")
                 out[i] = _java_hashes(data, 1, len(data) // 2, ">u2")[0]
     signed = out.view(np.int32)
-    positive = np.abs(signed)          # abs(MIN_VALUE) stays negative in int32, as in Java
+    positive = np.abs(signed)  # abs(MIN_VALUE) stays negative in int32, as in Java
     positive[positive < 0] = 0
     return positive
 
@@ -136,7 +142,7 @@ def key_hashes(keys: list[str]) -> np.ndarray:
 def key_hash(key: str) -> int:
     """One key's hash, without numpy's per-call cost."""
     h = 0
-    for u in (key.encode("ascii") if key.isascii() else _utf16_units(key)):
+    for u in key.encode("ascii") if key.isascii() else _utf16_units(key):
         h = (31 * h + u) & 0xFFFFFFFF
     h = h - 0x100000000 if h & 0x80000000 else h
     return 0 if h == -0x80000000 else abs(h)
@@ -160,14 +166,14 @@ def time_diff(store_timestamp: int, begin_timestamp: int) -> int:
 @dataclass
 class Placement:
     """Where a run of entries goes in one file, computed before anything is written."""
-    prev: np.ndarray          # prevIndexNo of each entry
-    slot_ids: np.ndarray      # slots whose head changes ...
-    slot_heads: np.ndarray    # ... to these entry numbers
-    new_slots: int            # slots that were empty before (hashSlotCount grows by this)
+
+    prev: np.ndarray  # prevIndexNo of each entry
+    slot_ids: np.ndarray  # slots whose head changes ...
+    slot_heads: np.ndarray  # ... to these entry numbers
+    new_slots: int  # slots that were empty before (hashSlotCount grows by this)
 
 
-def place_entries(slot_table: np.ndarray, index_count: int, hashes: np.ndarray,
-                  hash_slot_num: int) -> Placement:
+def place_entries(slot_table: np.ndarray, index_count: int, hashes: np.ndarray, hash_slot_num: int) -> Placement:
     """Chain entries numbered index_count, index_count+1, ... into their slots, as IndexFile.putKey
     would one at a time: each entry points at the slot's previous head (a head outside
     (0, current count] is treated as empty), and the slot then points at the entry."""
@@ -187,8 +193,12 @@ def place_entries(slot_table: np.ndarray, index_count: int, hashes: np.ndarray,
     prev[order] = prev_sorted
     last = np.ones(n, dtype=bool)
     last[:-1] = s_sorted[1:] != s_sorted[:-1]
-    return Placement(prev=prev, slot_ids=s_sorted[last], slot_heads=numbers[order][last],
-                     new_slots=int(np.count_nonzero(first & ~old_valid)))
+    return Placement(
+        prev=prev,
+        slot_ids=s_sorted[last],
+        slot_heads=numbers[order][last],
+        new_slots=int(np.count_nonzero(first & ~old_valid)),
+    )
 
 
 def time_diffs(timestamps: np.ndarray, begin_timestamp: int) -> np.ndarray:
@@ -201,8 +211,19 @@ def time_diffs(timestamps: np.ndarray, begin_timestamp: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- the chain walk of a query
-def select_chain_py(buf, hash_slot_num: int, begin_timestamp: int, index_count: int, index_num: int,
-                    key_hash: int, max_num: int, begin: int, end: int, out: list, accept=None) -> None:
+def select_chain_py(
+    buf,
+    hash_slot_num: int,
+    begin_timestamp: int,
+    index_count: int,
+    index_num: int,
+    key_hash: int,
+    max_num: int,
+    begin: int,
+    end: int,
+    out: list,
+    accept=None,
+) -> None:
     """IndexFile.selectPhyOffset over a file's bytes (its header's beginTimestamp and indexCount given):
     follow the key's chain from the newest entry, adding to `out` the physical offsets of entries with the
     same hash stored within [begin, end]; `accept(offset)` may veto one."""

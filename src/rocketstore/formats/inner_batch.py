@@ -8,6 +8,7 @@ TOTALSIZE 4 | MAGICCODE 4 (0) | BODYCRC 4 (0) | FLAG 4 | BODYLEN 4 + body | PROP
 all big-endian. The store gives the record a BatchConsumeQueue unit covering INNER_NUM queue offsets
 from INNER_BASE (the queue offset it assigned). Pure functions on bytes: no file handling here.
 """
+
 from __future__ import annotations
 
 from struct import Struct
@@ -47,8 +48,7 @@ def encode_message(body: bytes, properties: bytes | str | dict = b"", flag: int 
     """MessageDecoder.encodeMessage: one message of a client batch. Magic and body CRC are written as 0."""
     props = _properties_bytes(properties)
     if len(props) > MAX_PROPERTIES:
-        raise ValueError(f"properties of {len(props)} bytes do not fit the 2-byte length "
-                         f"(at most {MAX_PROPERTIES})")
+        raise ValueError(f"properties of {len(props)} bytes do not fit the 2-byte length (at most {MAX_PROPERTIES})")
     total = FIXED + len(body) + len(props)
     return HEAD.pack(total, 0, 0, flag, len(body)) + bytes(body) + PROPLEN.pack(len(props)) + props
 
@@ -77,8 +77,8 @@ def _read_one(buf, p: int, end: int) -> tuple[InnerMessage, int]:
     # TOTALSIZE alone: a message on which the two disagree is corrupt.
     if total != FIXED + blen + plen:
         raise _corrupt(f"total size {total} does not match its fields ({FIXED + blen + plen} bytes)", p)
-    body = bytes(buf[p + HEAD.size:q])
-    props = bytes(buf[q + PROPLEN.size:q + PROPLEN.size + plen])
+    body = bytes(buf[p + HEAD.size : q])
+    props = bytes(buf[q + PROPLEN.size : q + PROPLEN.size + plen])
     return InnerMessage(body, props, flag), p + total
 
 
@@ -112,6 +112,7 @@ def count_messages(buf, start: int = 0, end: int | None = None) -> int:
 
 
 # ---- the INNER_NUM / INNER_BASE properties of an inner-batch record ------------------------------
+
 
 def parse_java_integer(text: str, bits: int) -> int:
     """Long.parseLong (bits 64) / Integer.parseInt (32) / Short.parseShort (16): an optional sign then

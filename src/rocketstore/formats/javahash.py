@@ -1,4 +1,5 @@
 """Java's String.hashCode, which RocketMQ uses for tagsCode and index key hashes."""
+
 from functools import lru_cache
 from struct import Struct
 

@@ -78,6 +78,7 @@ def java_hashmap_order(names: list[str]) -> list[str]:
     String.hashCode), then insertion order within a bucket. RocketMQ rewrites an inner batch's properties
     from such a map (Message.properties) after adding INNER_BASE, so the stored order is this one."""
     from .javahash import java_string_hash
+
     capacity = 16
     while len(names) > capacity * 3 // 4:
         capacity *= 2
@@ -85,4 +86,5 @@ def java_hashmap_order(names: list[str]) -> list[str]:
     def bucket(name: str) -> int:
         h = java_string_hash(name) & 0xFFFFFFFF
         return (h ^ (h >> 16)) & (capacity - 1)
+
     return [n for _, _, n in sorted((bucket(n), i, n) for i, n in enumerate(names))]

@@ -5,6 +5,7 @@ BORNTIMESTAMP 8 | BORNHOST 8/20 | STORETIMESTAMP 8 | STOREHOST 8/20 | RECONSUMET
 PREPARED_TX_OFFSET 8 | BODYLEN 4 + body | TOPICLEN 1 (V1) / 2 (V2) + topic | PROPLEN 2 + properties.
 All integers big-endian. Pure functions on bytes: no file handling here.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -83,16 +84,24 @@ def body_crc(body: bytes) -> int:
 
 def record_length(v2: bool, sys_flag: int, body_len: int, topic_len: int, props_len: int) -> int:
     """MessageExtEncoder.calMsgLength."""
-    return (72 + (8 if sys_flag & BORNHOST_V6_FLAG == 0 else 20)
-            + (8 if sys_flag & STOREHOSTADDRESS_V6_FLAG == 0 else 20)
-            + body_len + (2 if v2 else 1) + topic_len + 2 + props_len)
+    return (
+        72
+        + (8 if sys_flag & BORNHOST_V6_FLAG == 0 else 20)
+        + (8 if sys_flag & STOREHOSTADDRESS_V6_FLAG == 0 else 20)
+        + body_len
+        + (2 if v2 else 1)
+        + topic_len
+        + 2
+        + props_len
+    )
 
 
 # ---- hosts and msgId ---------------------------------------------------------------------------
 
+
 @lru_cache(maxsize=4096)
 def host_to_bytes(host: str) -> bytes:
-    """"ip:port" (IPv6 with or without brackets) -> 4+4 or 16+4 bytes, as MessageExt.socketAddress2ByteBuffer."""
+    """ "ip:port" (IPv6 with or without brackets) -> 4+4 or 16+4 bytes, as MessageExt.socketAddress2ByteBuffer."""
     addr, sep, port = host.rpartition(":")
     if not sep:
         raise ValueError(f"host {host!r} is not 'ip:port'")
@@ -113,7 +122,7 @@ def host_from_bytes(data: bytes) -> str:
     ip = data[:-4]
     if len(ip) == 4:
         return f"{ip[0]}.{ip[1]}.{ip[2]}.{ip[3]}:{port}"
-    groups = ":".join(format(int.from_bytes(ip[i:i + 2], "big"), "x") for i in range(0, 16, 2))
+    groups = ":".join(format(int.from_bytes(ip[i : i + 2], "big"), "x") for i in range(0, 16, 2))
     return f"{groups}:{port}"
 
 
@@ -136,6 +145,7 @@ def parse_msg_id(msg_id: str) -> tuple[str, int]:
 
 
 # ---- tags ---------------------------------------------------------------------------------------
+
 
 def tags_code(tags: str | None) -> int:
     """tagsCode for the ConsumeQueue: Java String.hashCode, sign-extended; 0 without tags."""
@@ -174,17 +184,45 @@ def fixed_dtype(born_len: int, store_len: int) -> np.dtype:
     """fixed_part as a numpy record, to encode the fixed fields of a whole batch in a few array writes."""
     dt = _FIXED_DTYPES.get((born_len, store_len))
     if dt is None:
-        dt = _FIXED_DTYPES[(born_len, store_len)] = np.dtype([
-            ("size", ">i4"), ("magic", ">i4"), ("crc", ">i4"), ("queue_id", ">i4"), ("flag", ">i4"),
-            ("queue_offset", ">i8"), ("phys", ">i8"), ("sys_flag", ">i4"), ("born_ts", ">i8"),
-            ("born", f"S{born_len}"), ("store_ts", ">i8"), ("store_host", f"S{store_len}"),
-            ("reconsume", ">i4"), ("prepared", ">i8"), ("body_len", ">i4")])
+        dt = _FIXED_DTYPES[(born_len, store_len)] = np.dtype(
+            [
+                ("size", ">i4"),
+                ("magic", ">i4"),
+                ("crc", ">i4"),
+                ("queue_id", ">i4"),
+                ("flag", ">i4"),
+                ("queue_offset", ">i8"),
+                ("phys", ">i8"),
+                ("sys_flag", ">i4"),
+                ("born_ts", ">i8"),
+                ("born", f"S{born_len}"),
+                ("store_ts", ">i8"),
+                ("store_host", f"S{store_len}"),
+                ("reconsume", ">i4"),
+                ("prepared", ">i8"),
+                ("body_len", ">i4"),
+            ]
+        )
     return dt
 
 
-def fixed_parts(*, born: bytes, store_host: bytes, sizes, magic: int, crcs, queue_id: int, flags,
-                first_queue_offset: int, phys, sys_flag: int, born_timestamp: int, store_timestamp: int,
-                reconsume_times: int, body_lens) -> np.ndarray:
+def fixed_parts(
+    *,
+    born: bytes,
+    store_host: bytes,
+    sizes,
+    magic: int,
+    crcs,
+    queue_id: int,
+    flags,
+    first_queue_offset: int,
+    phys,
+    sys_flag: int,
+    born_timestamp: int,
+    store_timestamp: int,
+    reconsume_times: int,
+    body_lens,
+) -> np.ndarray:
     """The fixed fields (TOTALSIZE .. BODYLEN) of n records of one producer batch, as n numpy records:
     per-record sizes, CRCs, flags, physical offsets and body lengths; consecutive queue offsets; the
     rest shared. (Batches carry no transaction, so PREPARED_TRANSACTION_OFFSET is 0.)"""
@@ -224,11 +262,26 @@ def encode_properties(props_bytes: bytes, append_crc: bool, single: bool = True)
     return props_bytes + bytes(P.CRC32_RESERVED_LEN)
 
 
-def encode_record(*, topic: bytes, body: bytes, props: bytes, queue_id: int, flag: int, sys_flag: int,
-                  born_timestamp: int, born_host: bytes, store_timestamp: int, store_host: bytes,
-                  reconsume_times: int, prepared_transaction_offset: int, queue_offset: int,
-                  physical_offset: int, v2: bool, body_crc_value: int | None = None,
-                  append_crc: bool = False) -> bytes:
+def encode_record(
+    *,
+    topic: bytes,
+    body: bytes,
+    props: bytes,
+    queue_id: int,
+    flag: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: bytes,
+    store_timestamp: int,
+    store_host: bytes,
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+    queue_offset: int,
+    physical_offset: int,
+    v2: bool,
+    body_crc_value: int | None = None,
+    append_crc: bool = False,
+) -> bytes:
     """One whole record. `props` are the stored PROPERTIES bytes (see encode_properties) and already hold
     the 20 reserved bytes when `append_crc`; the CRC of everything before them is filled in here."""
     if len(born_host) == 20:
@@ -237,10 +290,29 @@ def encode_record(*, topic: bytes, body: bytes, props: bytes, queue_id: int, fla
         sys_flag |= STOREHOSTADDRESS_V6_FLAG
     size = record_length(v2, sys_flag, len(body), len(topic), len(props))
     crc = body_crc(body) if body_crc_value is None else body_crc_value
-    data = (fixed_part(len(born_host), len(store_host)).pack(
-        size, MAGIC_V2 if v2 else MAGIC_V1, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
-        born_timestamp, born_host, store_timestamp, store_host, reconsume_times, prepared_transaction_offset,
-        len(body)) + body + topic_tail(topic, v2) + U16.pack(len(props)) + props)
+    data = (
+        fixed_part(len(born_host), len(store_host)).pack(
+            size,
+            MAGIC_V2 if v2 else MAGIC_V1,
+            crc,
+            queue_id,
+            flag,
+            queue_offset,
+            physical_offset,
+            sys_flag,
+            born_timestamp,
+            born_host,
+            store_timestamp,
+            store_host,
+            reconsume_times,
+            prepared_transaction_offset,
+            len(body),
+        )
+        + body
+        + topic_tail(topic, v2)
+        + U16.pack(len(props))
+        + props
+    )
     return fill_crc_property(data) if append_crc else data
 
 
@@ -288,12 +360,35 @@ class StoredMessage:
     def is_at(self, topic: str, queue_id: int, queue_offset: int, size: int, physical_offset: int) -> bool:
         """Is this the record a queue unit says is there (its topic, queue, queue offset, size and offset)?"""
         f = self._f
-        return (self.topic == topic and f[3] == queue_id and f[5] == queue_offset and f[0] == size
-                and f[6] == physical_offset)
+        return (
+            self.topic == topic
+            and f[3] == queue_id
+            and f[5] == queue_offset
+            and f[0] == size
+            and f[6] == physical_offset
+        )
 
-    FIELDS = ("topic", "queue_id", "queue_offset", "physical_offset", "size", "msg_id", "tags", "keys",
-              "properties", "body", "flag", "sys_flag", "born_timestamp", "born_host", "store_timestamp",
-              "store_host", "reconsume_times", "body_crc", "prepared_transaction_offset")
+    FIELDS = (
+        "topic",
+        "queue_id",
+        "queue_offset",
+        "physical_offset",
+        "size",
+        "msg_id",
+        "tags",
+        "keys",
+        "properties",
+        "body",
+        "flag",
+        "sys_flag",
+        "born_timestamp",
+        "born_host",
+        "store_timestamp",
+        "store_host",
+        "reconsume_times",
+        "body_crc",
+        "prepared_transaction_offset",
+    )
 
     @property
     def properties(self) -> dict[str, str]:
@@ -341,15 +436,32 @@ class StoredMessage:
         return isinstance(other, StoredMessage) and self.as_dict() == other.as_dict()
 
     def __repr__(self) -> str:
-        return (f"StoredMessage(topic={self.topic!r}, queue_id={self.queue_id}, queue_offset={self.queue_offset}, "
-                f"physical_offset={self.physical_offset}, size={self.size}, tags={self.tags!r})")
+        return (
+            f"StoredMessage(topic={self.topic!r}, queue_id={self.queue_id}, queue_offset={self.queue_offset}, "
+            f"physical_offset={self.physical_offset}, size={self.size}, tags={self.tags!r})"
+        )
 
 
 class RecordHeader:
     """What reput and recovery need from a record, without copying the body (CommitLog.checkMessageAndReturnSize)."""
 
-    __slots__ = ("size", "magic", "body_crc", "queue_id", "flag", "queue_offset", "physical_offset", "sys_flag",
-                 "born_timestamp", "store_timestamp", "body_pos", "body_len", "topic", "props_raw", "properties")
+    __slots__ = (
+        "size",
+        "magic",
+        "body_crc",
+        "queue_id",
+        "flag",
+        "queue_offset",
+        "physical_offset",
+        "sys_flag",
+        "born_timestamp",
+        "store_timestamp",
+        "body_pos",
+        "body_len",
+        "topic",
+        "props_raw",
+        "properties",
+    )
 
 
 def _corrupt(reason: str, pos: int) -> CorruptDataError:
@@ -392,7 +504,7 @@ def read_header(buf, pos: int = 0, end: int | None = None) -> RecordHeader:
         p += 1
     if p + tlen + 2 > rend:
         raise _corrupt(f"topic length {tlen} overruns the record of {size} bytes", pos)
-    topic = bytes(buf[p:p + tlen]).decode("utf-8", "replace")
+    topic = bytes(buf[p : p + tlen]).decode("utf-8", "replace")
     p += tlen
     plen = I16.unpack_from(buf, p)[0]
     p += 2
@@ -409,8 +521,9 @@ def read_header(buf, pos: int = 0, end: int | None = None) -> RecordHeader:
     return h
 
 
-def unit_target_problem(buf, pos: int, end: int, size: int, topic: str, queue_id: int,
-                        queue_offset: int | None, physical_offset: int) -> str | None:
+def unit_target_problem(
+    buf, pos: int, end: int, size: int, topic: str, queue_id: int, queue_offset: int | None, physical_offset: int
+) -> str | None:
     """Why the record at `pos` (of `buf`, readable up to `end`) is not the one a queue unit (`physical_offset`,
     `size`) of `topic`/`queue_id` at `queue_offset` (None: not compared, e.g. a batch unit) points at; None
     when it is. Reads the header only: no CRC."""
@@ -455,7 +568,7 @@ def decode_record_py(buf, pos: int = 0, end: int | None = None, with_body: bool 
         raise _corrupt(f"bad magic code 0x{magic & 0xFFFFFFFF:08X}", pos)
     if size < 91 or size > avail:
         raise _corrupt(f"record size {size} does not fit the {avail} bytes left", pos)
-    rec = bytes(buf[pos:pos + size])
+    rec = bytes(buf[pos : pos + size])
     f = _FIXED_V4_UNPACK(rec, 0)
     sysflag = f[7]
     p = 88
@@ -471,7 +584,7 @@ def decode_record_py(buf, pos: int = 0, end: int | None = None, with_body: bool 
         raise _corrupt(f"body length {body_len} overruns the record of {size} bytes", pos)
     m = StoredMessage()
     m._f = f  # noqa: SLF001  (this module defines StoredMessage and builds it here, the hot path)
-    m.body = rec[p:p + body_len] if with_body else None
+    m.body = rec[p : p + body_len] if with_body else None
     p += body_len
     if magic == MAGIC_V2:
         tlen = (rec[p] << 8) | rec[p + 1]
@@ -481,7 +594,7 @@ def decode_record_py(buf, pos: int = 0, end: int | None = None, with_body: bool 
         p += 1
     if p + tlen + 2 > size:
         raise _corrupt(f"topic length {tlen} overruns the record of {size} bytes", pos)
-    tb = rec[p:p + tlen]
+    tb = rec[p : p + tlen]
     topic = _TOPICS.get(tb)
     if topic is None:
         topic = tb.decode("utf-8", "replace")
@@ -522,7 +635,7 @@ def verify_crc(buf, h: RecordHeader, pos: int, force_verify_prop_crc: bool) -> s
     """The CRC checks of checkMessageAndReturnSize: None when sound, else what is wrong."""
     if not force_verify_prop_crc:
         if h.body_len > 0:
-            actual = zlib.crc32(memoryview(buf)[h.body_pos:h.body_pos + h.body_len]) & 0x7FFFFFFF
+            actual = zlib.crc32(memoryview(buf)[h.body_pos : h.body_pos + h.body_len]) & 0x7FFFFFFF
             if actual != h.body_crc:
                 return f"body CRC {actual} does not match the stored {h.body_crc}"
         return None
@@ -533,7 +646,7 @@ def verify_crc(buf, h: RecordHeader, pos: int, force_verify_prop_crc: bool) -> s
     expected = P.parse_crc32_digits(text)
     if expected < 0:
         return f"the appended CRC property {text!r} is not a CRC"
-    actual = zlib.crc32(memoryview(buf)[pos:pos + h.size - P.CRC32_RESERVED_LEN]) & 0x7FFFFFFF
+    actual = zlib.crc32(memoryview(buf)[pos : pos + h.size - P.CRC32_RESERVED_LEN]) & 0x7FFFFFFF
     if actual != expected:
         return f"record CRC {actual} does not match the appended {expected}"
     return None

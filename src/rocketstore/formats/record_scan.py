@@ -6,6 +6,7 @@ the same bound checks read_header makes one record at a time are made on whole c
 before the first record that fails any check (or is not a plain message), so the caller can look at that
 one with read_header and say exactly what is wrong with it.
 """
+
 from __future__ import annotations
 
 from struct import Struct
@@ -43,8 +44,25 @@ def _gather(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
 
 class Columns:
     """Fields of a run of records, one numpy array each; `count` records passed every check."""
-    __slots__ = ("count", "pos", "size", "magic", "crc", "queue_id", "queue_offset", "phys", "sys_flag",
-                 "store_ts", "body_pos", "body_len", "topic_pos", "topic_len", "props_pos", "props_len")
+
+    __slots__ = (
+        "count",
+        "pos",
+        "size",
+        "magic",
+        "crc",
+        "queue_id",
+        "queue_offset",
+        "phys",
+        "sys_flag",
+        "store_ts",
+        "body_pos",
+        "body_len",
+        "topic_pos",
+        "topic_len",
+        "props_pos",
+        "props_len",
+    )
 
     def truncate(self, n: int) -> None:
         for name in self.__slots__[1:]:
@@ -59,7 +77,7 @@ def scan(buf, positions: list[int], sizes: list[int]) -> Columns:
     c = Columns()
     pos = np.array(positions, dtype=np.int64)
     for name in Columns.__slots__[1:]:
-        setattr(c, name, pos)      # placeholders: every column is set below, truncated alike meanwhile
+        setattr(c, name, pos)  # placeholders: every column is set below, truncated alike meanwhile
     c.size = size = np.array(sizes, dtype=np.int64)
     c.count = len(pos)
     if not c.count:
@@ -72,10 +90,10 @@ def scan(buf, positions: list[int], sizes: list[int]) -> Columns:
     c.sys_flag = flags = _gather(data, pos + 36, 4)
     born = np.where(flags & BORNHOST_V6_FLAG, 20, 8)
     store = np.where(flags & STOREHOSTADDRESS_V6_FLAG, 20, 8)
-    fixed = 48 + born + 8 + store + 16          # up to and including BODYLEN
+    fixed = 48 + born + 8 + store + 16  # up to and including BODYLEN
     ok = (fixed <= size) & ((flags & INNER_BATCH_FLAG) == 0)
     _stop_at_first_failure(c, ok)
-    pos, size, born, fixed = pos[:c.count], size[:c.count], born[:c.count], fixed[:c.count]
+    pos, size, born, fixed = pos[: c.count], size[: c.count], born[: c.count], fixed[: c.count]
     c.store_ts = _gather(data, pos + 48 + born, 8)
     c.body_len = body_len = _gather(data, pos + fixed - 4, 4).astype(np.int64)
     v2 = c.magic == MAGIC_V2
@@ -83,8 +101,7 @@ def scan(buf, positions: list[int], sizes: list[int]) -> Columns:
     ok = (body_len >= 0) & (fixed + body_len + tlen_width <= size)
     _stop_at_first_failure(c, ok)
     n = c.count
-    pos, size, fixed, body_len, v2, tlen_width = (pos[:n], size[:n], fixed[:n], c.body_len, v2[:n],
-                                                  tlen_width[:n])
+    pos, size, fixed, body_len, v2, tlen_width = (pos[:n], size[:n], fixed[:n], c.body_len, v2[:n], tlen_width[:n])
     c.body_pos = pos + fixed
     at = c.body_pos + body_len
     # a V2 topic length is 2 bytes; gather both bytes everywhere the record has room and keep the first for V1
@@ -98,7 +115,7 @@ def scan(buf, positions: list[int], sizes: list[int]) -> Columns:
     pos, size, tlen = pos[:n], size[:n], c.topic_len
     plen_at = c.topic_pos + tlen
     plen = _gather(data, plen_at, 2).astype(np.int64)
-    plen = np.where(plen >= 0x8000, 0, plen)   # Java reads a negative short and skips the properties
+    plen = np.where(plen >= 0x8000, 0, plen)  # Java reads a negative short and skips the properties
     c.props_pos = plen_at + 2
     c.props_len = plen
     _stop_at_first_failure(c, c.props_pos + plen == pos + size)

@@ -5,6 +5,7 @@ A port of RocketMQ 5.x's store/queue/BatchConsumeQueue. Each unit covers `batch_
 not an index computation. Where RocketMQ's answers are not the textbook ones (time lookups, truncation),
 they are ported as RocketMQ gives them: they are what a RocketMQ broker would answer on the same files.
 """
+
 from __future__ import annotations
 
 import logging
@@ -54,14 +55,23 @@ class _FloorMap:
 
 class BatchConsumeQueue:
     """A queue of the log/queue.py protocol: a unit per inner batch, slots are places in the files."""
+
     cq_type = "BatchCQ"
     is_batch = True
     label = "batch consume queue"
     unit_size = UNIT
-    ext = None   # a batch ConsumeQueue has no ConsumeQueue extension
+    ext = None  # a batch ConsumeQueue has no ConsumeQueue extension
 
-    def __init__(self, root: str, topic: str, queue_id: int, file_size: int = DEFAULT_FILE_SIZE, *,
-                 writable: bool, search_by_cache: bool = True):
+    def __init__(
+        self,
+        root: str,
+        topic: str,
+        queue_id: int,
+        file_size: int = DEFAULT_FILE_SIZE,
+        *,
+        writable: bool,
+        search_by_cache: bool = True,
+    ):
         if file_size <= 0 or file_size % UNIT:
             raise ValueError(f"batch consume queue file size must be a positive multiple of {UNIT}, got {file_size}")
         self.topic = topic
@@ -95,7 +105,7 @@ class BatchConsumeQueue:
         return arr
 
     def _written(self, mf: MappedFile) -> np.ndarray:
-        return self._units(mf)[:mf.read_position // UNIT]
+        return self._units(mf)[: mf.read_position // UNIT]
 
     def _forget_missing(self) -> None:
         """Views and map entries of segments that were deleted must go (a view keeps the mapping alive)."""
@@ -133,7 +143,7 @@ class BatchConsumeQueue:
             return
         index = max(len(mfs) - 3, 0)
         per_file = self.file_size // UNIT
-        end = -1   # where the last valid unit's record ends
+        end = -1  # where the last valid unit's record ends
         while True:
             mf = mfs[index]
             arr = self._units(mf)[:per_file]
@@ -147,12 +157,18 @@ class BatchConsumeQueue:
             if n == per_file and index + 1 < len(mfs):
                 index += 1
                 continue
-            if n < per_file and (bool(valid[n + 1:].any()) or index + 1 < len(mfs) or arr[n].tobytes() != ZERO_UNIT):
+            if n < per_file and (bool(valid[n + 1 :].any()) or index + 1 < len(mfs) or arr[n].tobytes() != ZERO_UNIT):
                 # RocketMQ stops here and drops the rest. A unit that is not all zeros was written, and units
                 # after it are real units: lost with it, so they are dispatched again from the CommitLog
                 self.damaged_from = max(end, 0)
-                log.warning("batch consume queue %s-%d: invalid unit at %s offset %d; the queue is cut there and "
-                            "rebuilt from the CommitLog", self.topic, self.queue_id, mf.path, n * UNIT)
+                log.warning(
+                    "batch consume queue %s-%d: invalid unit at %s offset %d; the queue is cut there and "
+                    "rebuilt from the CommitLog",
+                    self.topic,
+                    self.queue_id,
+                    mf.path,
+                    n * UNIT,
+                )
             break
         del arr, valid
         self.files.flushed_where = self.files.committed_where = process
@@ -215,12 +231,18 @@ class BatchConsumeQueue:
             self._map_file(mf)
 
     # -- write
-    def put(self, offset: int, size: int, tags_code: int, store_time: int, msg_base_offset: int,
-            batch_size: int) -> bool:
+    def put(
+        self, offset: int, size: int, tags_code: int, store_time: int, msg_base_offset: int, batch_size: int
+    ) -> bool:
         """putBatchMessagePositionInfo: append one unit (compactedOffset -1, reserved 0)."""
         if offset <= self.max_physic_offset:
-            log.debug("batch consume queue %s-%d built repeatedly: max physical offset %d, offset %d",
-                      self.topic, self.queue_id, self.max_physic_offset, offset)
+            log.debug(
+                "batch consume queue %s-%d built repeatedly: max physical offset %d, offset %d",
+                self.topic,
+                self.queue_id,
+                self.max_physic_offset,
+                offset,
+            )
             return True  # already built (recovery or reput replaying what is there)
         data = B.encode_unit(offset, size, tags_code, store_time, msg_base_offset, batch_size)
         mf = self.files.get_last(self.files.max_offset())
@@ -237,28 +259,50 @@ class BatchConsumeQueue:
             self._map_file(mf)
         return True
 
-    def dispatch(self, offset: int, size: int, tags_code: int, store_time: int, msg_base_offset: int,
-                 batch_size: int) -> bool | None:
+    def dispatch(
+        self, offset: int, size: int, tags_code: int, store_time: int, msg_base_offset: int, batch_size: int
+    ) -> bool | None:
         """putMessagePositionInfoWrapper's guard, then put: None when the request is dropped (negative
         base offset or batch size, which RocketMQ logs and skips), else put's answer. Its retry loop and
         checkpoint stamping are the caller's."""
         if msg_base_offset < 0 or batch_size < 0:
-            log.warning("unexpected dispatch request in batch consume queue %s-%d at offset %d "
-                        "(base %d, batch size %d)", self.topic, self.queue_id, offset, msg_base_offset,
-                        batch_size)
+            log.warning(
+                "unexpected dispatch request in batch consume queue %s-%d at offset %d (base %d, batch size %d)",
+                self.topic,
+                self.queue_id,
+                offset,
+                msg_base_offset,
+                batch_size,
+            )
             return None
         return self.put(offset, size, tags_code, store_time, msg_base_offset, batch_size)
 
-    def put_position(self, offset: int, size: int, tags_code: int, queue_offset: int, store_timestamp: int = 0,
-                     msg_base_offset: int | None = None, batch_size: int = 1, bit_map: bytes | None = None):
+    def put_position(
+        self,
+        offset: int,
+        size: int,
+        tags_code: int,
+        queue_offset: int,
+        store_timestamp: int = 0,
+        msg_base_offset: int | None = None,
+        batch_size: int = 1,
+        bit_map: bytes | None = None,
+    ):
         """The queue protocol's put: a unit covering `batch_size` queue offsets from msg_base_offset (from
         queue_offset for a record without one: a plain record of a batch topic). None when dropped
         (dispatch). A batch queue keeps no bitmap (it has no ext)."""
         base = queue_offset if msg_base_offset is None else msg_base_offset
         return self.dispatch(offset, size, tags_code, store_timestamp, base, batch_size)
 
-    def put_units(self, phys: list, sizes: list, tags_codes: list, queue_offsets: list, store_ts: list,
-                  bit_maps: list | None = None) -> bool:
+    def put_units(
+        self,
+        phys: list,
+        sizes: list,
+        tags_codes: list,
+        queue_offsets: list,
+        store_ts: list,
+        bit_maps: list | None = None,
+    ) -> bool:
         """A run of plain records' units (one message each), in order. False when a unit could not be
         written (a dropped one is no failure)."""
         ok = True
@@ -284,11 +328,19 @@ class BatchConsumeQueue:
         if mf is None:
             # the map misses: RocketMQ falls back to the file scan only inside the queue's known range
             min_first = self._first_unit(self.files.first())
-            if (min_first is not None and min_first.base_offset <= msg_offset
-                    and (min_last is None or msg_offset < min_last.base_offset)):
+            if (
+                min_first is not None
+                and min_first.base_offset <= msg_offset
+                and (min_last is None or msg_offset < min_last.base_offset)
+            ):
                 mf = self._search_offset_in_files(msg_offset)
-            log.warning("offset map of batch consume queue %s-%d misses offset %d; file %s",
-                        self.topic, self.queue_id, msg_offset, mf)
+            log.warning(
+                "offset map of batch consume queue %s-%d misses offset %d; file %s",
+                self.topic,
+                self.queue_id,
+                msg_offset,
+                mf,
+            )
         return mf
 
     def _search_offset_in_files(self, msg_offset: int) -> MappedFile | None:
@@ -322,9 +374,16 @@ class BatchConsumeQueue:
     @staticmethod
     def unit_rows(units, first_slot: int, start: int, n: int) -> list[tuple]:
         """(pos, size, tagsCode, base offset, batch size) of units[start:start + n]."""
-        part = units[start:start + n]
-        return list(zip(part["pos"].tolist(), part["size"].tolist(), part["tags"].tolist(),
-                        part["base_offset"].tolist(), part["batch_size"].tolist()))
+        part = units[start : start + n]
+        return list(
+            zip(
+                part["pos"].tolist(),
+                part["size"].tolist(),
+                part["tags"].tolist(),
+                part["base_offset"].tolist(),
+                part["batch_size"].tolist(),
+            )
+        )
 
     # -- units by slot: a unit's place in the files (its byte offset / 46), what the checks against the
     # CommitLog (services.queue_check) walk; a slot is not a queue offset
@@ -347,7 +406,7 @@ class BatchConsumeQueue:
         walks (the last three); of the others, where one file meets the next (a file's first unit decides
         the per-file map and the queue's min offset), which reads only two units per file."""
         out: list[int] = []
-        prev = None   # (slot, unit) of the previous file's last unit
+        prev = None  # (slot, unit) of the previous file's last unit
         mfs = self.files.files
         for k, mf in enumerate(mfs):
             arr = self._written(mf)
@@ -364,28 +423,39 @@ class BatchConsumeQueue:
     def cut_to(self, slot: int) -> None:
         """Keep the units before `slot`, drop the others (zeroed on disk, later files deleted): the queue's max
         physical offset becomes the start of the record of the unit before `slot` (-1 if none is left)."""
-        self._arrays.clear()   # views must go before a segment can be unmapped
+        self._arrays.clear()  # views must go before a segment can be unmapped
         end = slot * UNIT
         self.files.flushed_where = min(self.files.flushed_where, end)
         self.files.committed_where = min(self.files.committed_where, end)
         self.files.truncate_dirty(end)
         self._forget_missing()
         prev = self.unit_at(slot - 1)
-        self.max_physic_offset = prev.pos if prev is not None and B.is_valid_unit(
-            prev.pos, prev.size, prev.base_offset, prev.batch_size) else -1
+        self.max_physic_offset = (
+            prev.pos
+            if prev is not None and B.is_valid_unit(prev.pos, prev.size, prev.base_offset, prev.batch_size)
+            else -1
+        )
         self.revise_offsets()
         self._refresh_maps()
 
-    def rewrite_unit(self, slot: int, pos: int, size: int, tags_code: int, store_time: int, base_offset: int,
-                     batch_size: int, min_commit_log_offset: int) -> None:
+    def rewrite_unit(
+        self,
+        slot: int,
+        pos: int,
+        size: int,
+        tags_code: int,
+        store_time: int,
+        base_offset: int,
+        batch_size: int,
+        min_commit_log_offset: int,
+    ) -> None:
         """Overwrite the written unit at `slot` (a repair from the CommitLog). A file's first unit or the
         queue's last one decides offsets and the per-file maps: those are revised (correct_min_offset)."""
         mf = self.files.find(slot * UNIT) if slot >= 0 else None
         rel = slot * UNIT - mf.file_from_offset if mf is not None else 0
         if mf is None or rel + UNIT > mf.read_position:
-            raise ValueError(f"batch consume queue {self.topic}-{self.queue_id} has no unit at slot {slot} "
-                             f"to rewrite")
-        mf.buf[rel:rel + UNIT] = B.encode_unit(pos, size, tags_code, store_time, base_offset, batch_size)
+            raise ValueError(f"batch consume queue {self.topic}-{self.queue_id} has no unit at slot {slot} to rewrite")
+        mf.buf[rel : rel + UNIT] = B.encode_unit(pos, size, tags_code, store_time, base_offset, batch_size)
         if slot == self.slot_range()[1] - 1:
             self.max_physic_offset = pos
         if rel == 0 or slot == self.slot_range()[1] - 1:
@@ -497,7 +567,7 @@ class BatchConsumeQueue:
                 mf.set_positions((n + 1) * UNIT)
                 self.max_physic_offset = int(rest["pos"][n - 1])
                 kept_end = self.max_physic_offset + int(rest["size"][n - 1])
-            hole = hole or _any_below(rest[n + 1:], phy_offset)
+            hole = hole or _any_below(rest[n + 1 :], phy_offset)
             del rest, arr
             # dropped units zeroed on disk (durably): the next recovery would take them as written again
             mf.clear_from(mf.wrote)
@@ -508,9 +578,13 @@ class BatchConsumeQueue:
             if not self.files.files:
                 self.max_physic_offset = -1
             self.damaged_from = max(kept_end, 0)
-            log.warning("batch consume queue %s-%d: a unit pointing past the CommitLog's end %d has units "
-                        "pointing below it after it; cut there, rebuilt from the CommitLog", self.topic,
-                        self.queue_id, phy_offset)
+            log.warning(
+                "batch consume queue %s-%d: a unit pointing past the CommitLog's end %d has units "
+                "pointing below it after it; cut there, rebuilt from the CommitLog",
+                self.topic,
+                self.queue_id,
+                phy_offset,
+            )
         self.revise_offsets()
 
     def correct_min_offset(self, phy_min_offset: int) -> None:

@@ -2,6 +2,7 @@
 formats.checkpoint.Checkpoint, the same object for the life of the store: the dispatchers and flush
 services update it in place), loaded at open, reserved whole, and written back on the flush services'
 cadence. The byte layout is formats/checkpoint.py's."""
+
 from __future__ import annotations
 
 import dataclasses

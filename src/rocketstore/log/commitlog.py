@@ -1,4 +1,5 @@
 """The CommitLog: every record, appended to fixed-size segments under commitlog/ (RocketMQ's CommitLog)."""
+
 from __future__ import annotations
 
 import logging
@@ -63,7 +64,7 @@ class CommitLog:
         pos = offset % self.file_size
         if pos < 0 or pos + size > mf.read_position:
             return None
-        return mf.buf[pos:pos + size]
+        return mf.buf[pos : pos + size]
 
     def data_from(self, offset: int, return_first_on_not_found: bool | None = None):
         """getData(offset): (start offset, view up to the written end of offset's segment), or None."""
@@ -75,7 +76,7 @@ class CommitLog:
         pos = offset % self.file_size
         if not 0 <= pos < mf.read_position:
             return None
-        return mf.file_from_offset + pos, mf.buf[pos:mf.read_position]
+        return mf.file_from_offset + pos, mf.buf[pos : mf.read_position]
 
     def pickup_store_timestamp(self, offset: int, size: int) -> int:
         if offset >= self.min_offset() and offset + size <= self.max_offset():

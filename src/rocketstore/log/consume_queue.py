@@ -1,4 +1,5 @@
 """One queue's ConsumeQueue: 20-byte units under consumequeue/{topic}/{queueId}/ (RocketMQ's ConsumeQueue)."""
+
 from __future__ import annotations
 
 import logging
@@ -22,13 +23,22 @@ LOWER, UPPER = "lower", "upper"
 
 class ConsumeQueue:
     """A queue of the log/queue.py protocol: one unit per message, a slot is a queue offset."""
+
     cq_type = "SimpleCQ"
     is_batch = False
     label = "consume queue"
     unit_size = UNIT
 
-    def __init__(self, root: str, topic: str, queue_id: int, file_size: int, *, writable: bool,
-                 ext: ConsumeQueueExt | None = None):
+    def __init__(
+        self,
+        root: str,
+        topic: str,
+        queue_id: int,
+        file_size: int,
+        *,
+        writable: bool,
+        ext: ConsumeQueueExt | None = None,
+    ):
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
@@ -47,7 +57,7 @@ class ConsumeQueue:
         # recover() found valid-looking units after the first invalid one (a hole, e.g. garbage over a file's
         # head): they are cut with it, and recovery rebuilds the queue from the CommitLog from this offset
         self.damaged_from: int | None = None
-        self._arrays: dict[int, np.ndarray] = {}      # file start -> numpy view of its units
+        self._arrays: dict[int, np.ndarray] = {}  # file start -> numpy view of its units
         self._start_ts: dict[int, int] = {}
         self._stop_ts: dict[int, int] = {}
 
@@ -85,13 +95,19 @@ class ConsumeQueue:
             if n == per_file and index + 1 < len(mfs):
                 index += 1
                 continue
-            if n < per_file and (bool(valid[n + 1:].any()) or index + 1 < len(mfs) or _written(arr[n])):
+            if n < per_file and (bool(valid[n + 1 :].any()) or index + 1 < len(mfs) or _written(arr[n])):
                 # RocketMQ stops here and drops the rest. A unit that is not all zeros was written, and units
                 # after it are real units: lost with it, so they are dispatched again from the CommitLog
                 # (normal recovery alone would not: it starts past the furthest queue's end)
                 self.damaged_from = max(self.max_physic_offset, 0)
-                log.warning("consume queue %s-%d: invalid unit at %s offset %d; the queue is cut there and "
-                            "rebuilt from the CommitLog", self.topic, self.queue_id, mf.path, n * UNIT)
+                log.warning(
+                    "consume queue %s-%d: invalid unit at %s offset %d; the queue is cut there and "
+                    "rebuilt from the CommitLog",
+                    self.topic,
+                    self.queue_id,
+                    mf.path,
+                    n * UNIT,
+                )
             break
         del arr, valid
         self.files.flushed_where = self.files.committed_where = process
@@ -112,8 +128,11 @@ class ConsumeQueue:
         for mf in reversed(mfs[first_index:]):
             if mf.file_from_offset >= end:
                 continue
-            n = (end - mf.file_from_offset) // UNIT if end < mf.file_from_offset + self.file_size \
+            n = (
+                (end - mf.file_from_offset) // UNIT
+                if end < mf.file_from_offset + self.file_size
                 else self.file_size // UNIT
+            )
             tags = self._units(mf)["tags"][:n]
             hits = np.flatnonzero(tags <= cq_ext.MAX_ADDR)
             if len(hits):
@@ -164,20 +183,39 @@ class ConsumeQueue:
         if cq_offset != 0:
             current = mf.wrote + mf.file_from_offset
             if expect < current:
-                log.warning("consume queue %s-%d built repeatedly: expect %d, current %d",
-                            self.topic, self.queue_id, expect, current)
+                log.warning(
+                    "consume queue %s-%d built repeatedly: expect %d, current %d",
+                    self.topic,
+                    self.queue_id,
+                    expect,
+                    current,
+                )
                 return True
             if expect != current:
-                log.warning("[BUG] consume queue %s-%d order may be wrong: expect %d, current %d",
-                            self.topic, self.queue_id, expect, current)
+                log.warning(
+                    "[BUG] consume queue %s-%d order may be wrong: expect %d, current %d",
+                    self.topic,
+                    self.queue_id,
+                    expect,
+                    current,
+                )
         self.max_physic_offset = offset + size
         if mf.remaining() < UNIT:
             return False
         mf.append(cq.UNIT.pack(offset, size, tags_code))
         return True
 
-    def put_position(self, offset: int, size: int, tags_code: int, queue_offset: int, store_timestamp: int = 0,
-                     msg_base_offset: int | None = None, batch_size: int = 1, bit_map: bytes | None = None) -> bool:
+    def put_position(
+        self,
+        offset: int,
+        size: int,
+        tags_code: int,
+        queue_offset: int,
+        store_timestamp: int = 0,
+        msg_base_offset: int | None = None,
+        batch_size: int = 1,
+        bit_map: bytes | None = None,
+    ) -> bool:
         """putMessagePositionInfoWrapper's unit: with the ext, first an ext unit (tagsCode, store time, the
         request's bitmap) whose address then takes the tagsCode slot; if the ext put fails, the plain
         tagsCode goes in (RocketMQ: "Save consume queue extend fail, So just save tagsCode!"). The ext unit
@@ -188,12 +226,17 @@ class ConsumeQueue:
             if cq_ext.is_ext_addr(addr):
                 tags_code = addr
             else:
-                log.warning("saving the consume queue ext unit failed, so just the tagsCode: %s-%d, offset %d",
-                            self.topic, self.queue_id, offset)
+                log.warning(
+                    "saving the consume queue ext unit failed, so just the tagsCode: %s-%d, offset %d",
+                    self.topic,
+                    self.queue_id,
+                    offset,
+                )
         return self.put(offset, size, tags_code, queue_offset)
 
-    def put_wrapped(self, offset: int, size: int, tags_code: int, cq_offset: int, store_timestamp: int,
-                    bit_map: bytes | None = None) -> bool:
+    def put_wrapped(
+        self, offset: int, size: int, tags_code: int, cq_offset: int, store_timestamp: int, bit_map: bytes | None = None
+    ) -> bool:
         return self.put_position(offset, size, tags_code, cq_offset, store_timestamp, bit_map=bit_map)
 
     def put_units(self, phys, sizes, tags_codes, queue_offsets, store_ts, bit_maps=None) -> bool:
@@ -202,17 +245,27 @@ class ConsumeQueue:
         else unit by unit through the guards. False when a unit could not be written."""
         if self.ext is not None:
             ok = True
-            for i, (p, size, code, qoff, ts) in enumerate(zip(_ints(phys), _ints(sizes), _ints(tags_codes),
-                                                              queue_offsets, store_ts)):
-                ok = self.put_position(p, size, code, qoff, ts, bit_map=None if bit_maps is None else bit_maps[i]) \
-                    and ok
+            for i, (p, size, code, qoff, ts) in enumerate(
+                zip(_ints(phys), _ints(sizes), _ints(tags_codes), queue_offsets, store_ts)
+            ):
+                ok = (
+                    self.put_position(p, size, code, qoff, ts, bit_map=None if bit_maps is None else bit_maps[i]) and ok
+                )
             return ok
         first = queue_offsets[0]
         if isinstance(queue_offsets, range) or queue_offsets == list(range(first, first + len(queue_offsets))):
-            return self.put_many(np.asarray(phys, dtype=np.int64), np.asarray(sizes, dtype=np.int64),
-                                 np.asarray(tags_codes, dtype=np.int64), first)
-        return all([self.put(p, size, code, qoff) for p, size, code, qoff in zip(_ints(phys), _ints(sizes),
-                                                                                   _ints(tags_codes), queue_offsets)])
+            return self.put_many(
+                np.asarray(phys, dtype=np.int64),
+                np.asarray(sizes, dtype=np.int64),
+                np.asarray(tags_codes, dtype=np.int64),
+                first,
+            )
+        return all(
+            [
+                self.put(p, size, code, qoff)
+                for p, size, code, qoff in zip(_ints(phys), _ints(sizes), _ints(tags_codes), queue_offsets)
+            ]
+        )
 
     def put_many(self, offsets, sizes, tags_codes, first_cq_offset: int) -> bool:
         """Units for consecutive queue offsets (a producer batch) in as few writes as there are files.
@@ -223,16 +276,19 @@ class ConsumeQueue:
             raise ValueError(f"consume queue {self.topic}-{self.queue_id} has an ext: use put_wrapped")
         last = self.files.last()
         expect = first_cq_offset * UNIT
-        if (last is None or offsets[0] < self.max_physic_offset
-                or last.file_from_offset + last.wrote != expect):
-            return all([self.put(o, s, t, first_cq_offset + i)
-                        for i, (o, s, t) in enumerate(zip(_ints(offsets), _ints(sizes), _ints(tags_codes)))])
+        if last is None or offsets[0] < self.max_physic_offset or last.file_from_offset + last.wrote != expect:
+            return all(
+                [
+                    self.put(o, s, t, first_cq_offset + i)
+                    for i, (o, s, t) in enumerate(zip(_ints(offsets), _ints(sizes), _ints(tags_codes)))
+                ]
+            )
         data = cq.encode_units(offsets, sizes, tags_codes)
         pos = 0
         while pos < len(data):
             mf = self.files.get_last(expect + pos)
             room = mf.remaining() - mf.remaining() % UNIT
-            chunk = data[pos:pos + room]
+            chunk = data[pos : pos + room]
             mf.append(chunk)
             pos += len(chunk)
         self.max_physic_offset = int(offsets[-1]) + int(sizes[-1])
@@ -257,7 +313,7 @@ class ConsumeQueue:
         if pos >= mf.read_position:
             return None
         arr = self._units(mf)
-        return index, arr[pos // UNIT: mf.read_position // UNIT]
+        return index, arr[pos // UNIT : mf.read_position // UNIT]
 
     def locate(self, index: int):
         """units_from, whose first index is also the first unit's slot: (slot, numpy units)."""
@@ -267,10 +323,17 @@ class ConsumeQueue:
     def unit_rows(units, first_slot: int, start: int, n: int) -> list[tuple]:
         """(pos, size, tagsCode, queue offset, 1) of units[start:start + n], units[0] being at first_slot:
         a plain unit covers the one queue offset that is its slot."""
-        part = units[start:start + n]
+        part = units[start : start + n]
         first = first_slot + start
-        return list(zip(part["pos"].tolist(), part["size"].tolist(), part["tags"].tolist(),
-                        range(first, first + len(part)), repeat(1)))
+        return list(
+            zip(
+                part["pos"].tolist(),
+                part["size"].tolist(),
+                part["tags"].tolist(),
+                range(first, first + len(part)),
+                repeat(1),
+            )
+        )
 
     def get_unit(self, index: int):
         r = self.units_from(index)
@@ -314,7 +377,7 @@ class ConsumeQueue:
         mf = self.files.last()
         if mf is None:
             return -1
-        arr = self._units(mf)[max(mf.wrote - UNIT, 0) // UNIT:]
+        arr = self._units(mf)[max(mf.wrote - UNIT, 0) // UNIT :]
         last = -1
         for pos, size, _ in arr.tolist():
             if pos >= 0 and size > 0:
@@ -361,7 +424,7 @@ class ConsumeQueue:
             if n:
                 mf.set_positions((n + 1) * UNIT)
                 self.max_physic_offset = int(pos[n - 1]) + int(size[n - 1])
-            hole = hole or _any_below(arr[n + 2:per_file], phy_offset)
+            hole = hole or _any_below(arr[n + 2 : per_file], phy_offset)
             del arr, pos, size
             self._clear_after(mf)
             break
@@ -371,14 +434,18 @@ class ConsumeQueue:
             if not self.files.files:
                 self.max_physic_offset = -1
             self.damaged_from = max(self.max_physic_offset, 0)
-            log.warning("consume queue %s-%d: a unit pointing past the CommitLog's end %d has units pointing "
-                        "below it after it; cut there, rebuilt from the CommitLog", self.topic, self.queue_id,
-                        phy_offset)
+            log.warning(
+                "consume queue %s-%d: a unit pointing past the CommitLog's end %d has units pointing "
+                "below it after it; cut there, rebuilt from the CommitLog",
+                self.topic,
+                self.queue_id,
+                phy_offset,
+            )
 
     def cut_to(self, index: int) -> None:
         """Keep the units before queue offset `index`, drop the others (zeroed on disk, later files deleted):
         the queue's max physical offset becomes the end of the unit before `index` (-1 if none is left)."""
-        self._arrays.clear()   # views must go before a segment can be unmapped
+        self._arrays.clear()  # views must go before a segment can be unmapped
         end = index * UNIT
         self.files.flushed_where = min(self.files.flushed_where, end)
         self.files.committed_where = min(self.files.committed_where, end)
@@ -393,7 +460,7 @@ class ConsumeQueue:
         pos = index * UNIT % self.file_size
         if mf is None or pos + UNIT > mf.read_position:
             raise ValueError(f"consume queue {self.topic}-{self.queue_id} has no unit {index} to rewrite")
-        mf.buf[pos:pos + UNIT] = cq.UNIT.pack(offset, size, tags_code)
+        mf.buf[pos : pos + UNIT] = cq.UNIT.pack(offset, size, tags_code)
 
     @staticmethod
     def _clear_after(mf: MappedFile) -> None:
@@ -422,7 +489,7 @@ class ConsumeQueue:
         if start > first.read_position:
             log.error("consume queue file %s should have been deleted", first.path)
             return
-        arr = self._units(first)[start // UNIT: first.read_position // UNIT]
+        arr = self._units(first)[start // UNIT : first.read_position // UNIT]
         if len(arr) == 0:
             return
         if intact and int(arr[0]["pos"]) >= min_commit_log_offset:
@@ -539,7 +606,7 @@ class ConsumeQueue:
 
     def flush(self, least_pages: int = 0) -> bool:
         """ConsumeQueue.flush: the queue's files, then the ext's; True when neither moved."""
-        return self.files.flush(least_pages)   # _FilesWithExt adds the ext
+        return self.files.flush(least_pages)  # _FilesWithExt adds the ext
 
     def destroy(self) -> None:
         """ConsumeQueue.destroy: the queue's files and the ext's."""
@@ -559,6 +626,7 @@ class ConsumeQueue:
 
 class _FilesWithExt(MappedFileQueue):
     """A ConsumeQueue's segments when it has an ext: flushing them flushes the ext too."""
+
     ext: ConsumeQueueExt
 
     def flush(self, least_pages: int = 0) -> bool:

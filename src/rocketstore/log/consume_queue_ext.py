@@ -1,6 +1,7 @@
 """One queue's ConsumeQueue extension: ext units under consumequeue_ext/{topic}/{queueId}/ (RocketMQ's
 ConsumeQueueExt). Units are appended; their addresses (formats.cq_ext.decorate) go into the ConsumeQueue
 unit's tagsCode slot. Layout in formats/cq_ext.py."""
+
 from __future__ import annotations
 
 import logging
@@ -18,8 +19,9 @@ _PUT_RETRIES = 3
 
 
 class ConsumeQueueExt:
-    def __init__(self, root: str, topic: str, queue_id: int, file_size: int, bit_map_length: int = 64, *,
-                 writable: bool):
+    def __init__(
+        self, root: str, topic: str, queue_id: int, file_size: int, bit_map_length: int = 64, *, writable: bool
+    ):
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
@@ -37,12 +39,12 @@ class ConsumeQueueExt:
         in the rest of a file ends that file with the marker and goes to the next one)."""
         size = X.unit_size(filter_bit_map)
         if size > X.MAX_UNIT_SIZE:
-            log.error("ext unit of %d bytes is larger than %d: %s-%d", size, X.MAX_UNIT_SIZE, self.topic,
-                      self.queue_id)
+            log.error("ext unit of %d bytes is larger than %d: %s-%d", size, X.MAX_UNIT_SIZE, self.topic, self.queue_id)
             return PUT_FAILED
         if self.files.max_offset() + size > X.MAX_REAL_OFFSET:
-            log.warning("consume queue ext %s-%d is full: %d + %d", self.topic, self.queue_id,
-                        self.files.max_offset(), size)
+            log.warning(
+                "consume queue ext %s-%d is full: %d + %d", self.topic, self.queue_id, self.files.max_offset(), size
+            )
             return PUT_FAILED
         data = X.encode_unit(tags_code, msg_store_time, filter_bit_map)
         try:
@@ -79,7 +81,7 @@ class ConsumeQueueExt:
             return None
         pos = real % self.file_size
         limit = mf.read_position
-        if not 0 <= pos < limit:   # selectMappedBuffer(pos) answers null
+        if not 0 <= pos < limit:  # selectMappedBuffer(pos) answers null
             log.warning("[BUG] consume queue ext unit %d of %s-%d is not found", real, self.topic, self.queue_id)
             return None
         try:
@@ -140,8 +142,7 @@ class ConsumeQueueExt:
         real = X.undecorate(min_address)
         gone = [mf for mf in self.files.files if mf.file_from_offset + self.file_size < real]
         if gone:
-            log.info("consume queue ext %s-%d: deleting %d files below %d", self.topic, self.queue_id, len(gone),
-                     real)
+            log.info("consume queue ext %s-%d: deleting %d files below %d", self.topic, self.queue_id, len(gone), real)
             self.files.delete_head(gone)
         return len(gone)
 

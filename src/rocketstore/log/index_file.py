@@ -3,6 +3,7 @@
 Entries are placed a run at a time: by the compiled index_place straight into the mapping when the native
 engine is built, else with numpy (formats.index.place_entries gives the same chains as putKey one by one;
 put_entries_py stays the reference). Lookups follow one chain (formats.index.select_chain)."""
+
 from __future__ import annotations
 
 import os
@@ -14,26 +15,38 @@ from ..errors import StoreOpenError
 from ..files.mapped_file import MappedFile
 from ..formats import index as I
 
-_native = engine.native     # None: the numpy placement alone (the tests compare both)
+_native = engine.native  # None: the numpy placement alone (the tests compare both)
 
 
 class IndexFile:
-    def __init__(self, path: str, hash_slot_num: int, index_num: int, *, writable: bool, create: bool = False,
-                 end_phy_offset: int = 0, end_timestamp: int = 0):
+    def __init__(
+        self,
+        path: str,
+        hash_slot_num: int,
+        index_num: int,
+        *,
+        writable: bool,
+        create: bool = False,
+        end_phy_offset: int = 0,
+        end_timestamp: int = 0,
+    ):
         self.path = path
         self.name = os.path.basename(path)
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
         size = I.file_size(hash_slot_num, index_num)
         if not create and os.path.getsize(path) != size:
-            raise StoreOpenError(f"{path}: index file is {os.path.getsize(path)} bytes, the store expects {size} "
-                                 f"(maxHashSlotNum={hash_slot_num}, maxIndexNum={index_num}: set the ones it was "
-                                 f"written with)")
+            raise StoreOpenError(
+                f"{path}: index file is {os.path.getsize(path)} bytes, the store expects {size} "
+                f"(maxHashSlotNum={hash_slot_num}, maxIndexNum={index_num}: set the ones it was "
+                f"written with)"
+            )
         self.mf = MappedFile(path, size, writable=writable, create=create, named_by_offset=False)
         buf = self.mf.buf
         self.slots = np.frombuffer(buf, dtype=">i4", count=hash_slot_num, offset=I.HEADER_SIZE)
-        self.entries = np.frombuffer(buf, dtype=I.ENTRY_DTYPE, count=index_num,
-                                     offset=I.HEADER_SIZE + hash_slot_num * I.SLOT_SIZE)
+        self.entries = np.frombuffer(
+            buf, dtype=I.ENTRY_DTYPE, count=index_num, offset=I.HEADER_SIZE + hash_slot_num * I.SLOT_SIZE
+        )
         self.mf.hold_view(self.slots)
         self.mf.hold_view(self.entries)
         if create:
@@ -73,11 +86,28 @@ class IndexFile:
         if _native is None:
             return self.put_entries_py(hashes, phys, timestamps)
         h = self.header
-        (k, h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset, h.hash_slot_count,
-         h.index_count) = _native.index_place(
-            self.mf.buf, self.hash_slot_num, self.index_num, h.begin_timestamp, h.end_timestamp, h.begin_phy_offset,
-            h.end_phy_offset, h.hash_slot_count, h.index_count, np.ascontiguousarray(hashes, dtype=np.int32),
-            np.ascontiguousarray(phys, dtype=np.int64), np.ascontiguousarray(timestamps, dtype=np.int64))
+        (
+            k,
+            h.begin_timestamp,
+            h.end_timestamp,
+            h.begin_phy_offset,
+            h.end_phy_offset,
+            h.hash_slot_count,
+            h.index_count,
+        ) = _native.index_place(
+            self.mf.buf,
+            self.hash_slot_num,
+            self.index_num,
+            h.begin_timestamp,
+            h.end_timestamp,
+            h.begin_phy_offset,
+            h.end_phy_offset,
+            h.hash_slot_count,
+            h.index_count,
+            np.ascontiguousarray(hashes, dtype=np.int32),
+            np.ascontiguousarray(phys, dtype=np.int64),
+            np.ascontiguousarray(timestamps, dtype=np.int64),
+        )
         return k
 
     def put_entries_py(self, hashes: np.ndarray, phys: np.ndarray, timestamps: np.ndarray) -> int:
@@ -97,7 +127,7 @@ class IndexFile:
         else:
             diffs = I.time_diffs(timestamps, h.begin_timestamp)
         placed = I.place_entries(self.slots, c0, hashes, self.hash_slot_num)
-        run = self.entries[c0:c0 + k]
+        run = self.entries[c0 : c0 + k]
         run["hash"] = hashes
         run["phy"] = phys
         run["diff"] = diffs
@@ -107,7 +137,7 @@ class IndexFile:
         h.index_count = c0 + k
         h.end_phy_offset = int(phys[-1])
         h.end_timestamp = int(timestamps[-1])
-        self.mf.buf[:I.HEADER_SIZE] = h.encode()
+        self.mf.buf[: I.HEADER_SIZE] = h.encode()
         return k
 
     # -- reading
@@ -116,15 +146,26 @@ class IndexFile:
         offsets of entries with the same hash stored within [begin, end]; `accept(offset)` may veto one
         (rocketstore re-checks topic and key, so a hash collision never counts)."""
         h = self.header
-        I.select_chain(self.mf.buf, self.hash_slot_num, h.begin_timestamp, h.index_count, self.index_num, key_hash,
-                       max_num, begin, end, out, accept)
+        I.select_chain(
+            self.mf.buf,
+            self.hash_slot_num,
+            h.begin_timestamp,
+            h.index_count,
+            self.index_num,
+            key_hash,
+            max_num,
+            begin,
+            end,
+            out,
+            accept,
+        )
 
     # -- lifecycle
     def flush(self) -> None:
         """IndexFile.flush: the header as it stands in memory, then the whole file to disk."""
         if not self.mf.writable or self.mf.mm is None:
             return
-        self.mf.buf[:I.HEADER_SIZE] = self.header.encode()
+        self.mf.buf[: I.HEADER_SIZE] = self.header.encode()
         fd = os.open(self.path, os.O_RDONLY)
         try:
             os.fsync(fd)  # writes the mapping's dirty pages; unlike msync it lets other threads run

@@ -8,6 +8,7 @@ the checks against the CommitLog walk). For a plain ConsumeQueue a slot is its q
 
 The ConsumeQueue extension is an optional part: `ext` is the ConsumeQueueExt, or None (always None for a
 batch queue)."""
+
 from __future__ import annotations
 
 from typing import NamedTuple, Protocol, runtime_checkable
@@ -16,6 +17,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 class QueueUnit(NamedTuple):
     """One unit as both kinds can say it (a batch queue's formats.batch_cq.BatchUnit has these fields too):
     a plain unit covers one queue offset (base_offset is its queue offset, batch_size 1)."""
+
     pos: int
     size: int
     tags: int
@@ -25,13 +27,13 @@ class QueueUnit(NamedTuple):
 
 @runtime_checkable
 class Queue(Protocol):
-    cq_type: str            # topics.SIMPLE_CQ or topics.BATCH_CQ, as a topic's queue.type says it
-    is_batch: bool          # whether a unit covers a batch of queue offsets (RIP-26)
+    cq_type: str  # topics.SIMPLE_CQ or topics.BATCH_CQ, as a topic's queue.type says it
+    is_batch: bool  # whether a unit covers a batch of queue offsets (RIP-26)
     unit_size: int
     topic: str
     queue_id: int
-    ext: object | None      # the ConsumeQueueExt, None when off (and for a batch queue)
-    files: object           # the MappedFileQueue of its segments
+    ext: object | None  # the ConsumeQueueExt, None when off (and for a batch queue)
+    files: object  # the MappedFileQueue of its segments
     max_physic_offset: int
     damaged_from: int | None
 
@@ -47,9 +49,17 @@ class Queue(Protocol):
     def roll_next_file(self, offset: int) -> int: ...
 
     # -- write
-    def put_position(self, offset: int, size: int, tags_code: int, queue_offset: int, store_ts: int,
-                     msg_base_offset: int | None = None, batch_size: int = 1,
-                     bit_map: bytes | None = None) -> bool | None: ...
+    def put_position(
+        self,
+        offset: int,
+        size: int,
+        tags_code: int,
+        queue_offset: int,
+        store_ts: int,
+        msg_base_offset: int | None = None,
+        batch_size: int = 1,
+        bit_map: bytes | None = None,
+    ) -> bool | None: ...
 
     # -- read
     def units_from(self, offset: int): ...

@@ -2,6 +2,7 @@
 ConsumeQueueStore.consumeQueueTable). Loads every queue directory at open, finds or creates a queue for a
 record, destroys queues. Which kind a topic's queues are is `batch_topics`' to say (the topic's
 queue.type, or a batch ConsumeQueue directory found on disk)."""
+
 from __future__ import annotations
 
 import logging
@@ -21,7 +22,7 @@ class QueueTable:
         self.layout = layout
         self.config = config
         self.writable = writable
-        self.batch_topics: set[str] = set()   # topics whose queue.type is BatchCQ (RIP-26)
+        self.batch_topics: set[str] = set()  # topics whose queue.type is BatchCQ (RIP-26)
         self._queues: dict = {}
         # the lookup the dispatchers make for every record: the dict's own get, keyed by (topic, queue id)
         self.get_by_key = self._queues.get
@@ -61,12 +62,17 @@ class QueueTable:
     def _new(self, topic: str, queue_id: int):
         root, cfg, writable = self.layout.root, self.config, self.writable
         if topic in self.batch_topics:
-            return BatchConsumeQueue(root, topic, queue_id, cfg.mapped_file_size_batch_consume_queue,
-                                     writable=writable)
+            return BatchConsumeQueue(root, topic, queue_id, cfg.mapped_file_size_batch_consume_queue, writable=writable)
         ext = None
-        if cfg.enable_consume_queue_ext:   # consumequeue_ext/{topic}/{queueId}/, as RocketMQ's constructor
-            ext = ConsumeQueueExt(root, topic, queue_id, cfg.mapped_file_size_consume_queue_ext,
-                                  cfg.bit_map_length_consume_queue_ext, writable=writable)
+        if cfg.enable_consume_queue_ext:  # consumequeue_ext/{topic}/{queueId}/, as RocketMQ's constructor
+            ext = ConsumeQueueExt(
+                root,
+                topic,
+                queue_id,
+                cfg.mapped_file_size_consume_queue_ext,
+                cfg.bit_map_length_consume_queue_ext,
+                writable=writable,
+            )
         return ConsumeQueue(root, topic, queue_id, cfg.mapped_file_size_consume_queue, writable=writable, ext=ext)
 
     # ---------------------------------------------------------------- lookups

@@ -5,6 +5,7 @@ A client connects to the endpoint it was given, asks QueryRoute, then sends and 
 in the route. A wildcard listen address (0.0.0.0, [::]) is no address to connect to, so without
 --advertise the routes name this machine's own address, as RocketMQ's NetworkUtil.getLocalAddress
 picks brokerIP1: a non-loopback address, else loopback."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -66,7 +67,7 @@ def check_bindable(host: str, port: int) -> None:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind(sockaddr)
-                return              # gRPC listens when at least one resolved address binds
+                return  # gRPC listens when at least one resolved address binds
             except OSError as e:
                 failure = failure or e
     if failure is not None:
@@ -79,10 +80,10 @@ def check_bindable(host: str, port: int) -> None:
 def local_address() -> str:
     """This machine's address for clients elsewhere: the source address of the default route (what other
     machines see), else a non-loopback address of the host name, else 127.0.0.1. Nothing is sent."""
-    for family, probe in ((socket.AF_INET, "192.0.2.1"), (socket.AF_INET6, "2001:db8::1")):   # TEST-NETs
+    for family, probe in ((socket.AF_INET, "192.0.2.1"), (socket.AF_INET6, "2001:db8::1")):  # TEST-NETs
         try:
             with socket.socket(family, socket.SOCK_DGRAM) as s:
-                s.connect((probe, 9))        # UDP connect: only a route lookup
+                s.connect((probe, 9))  # UDP connect: only a route lookup
                 addr = s.getsockname()[0]
         except OSError:
             continue
@@ -92,7 +93,7 @@ def local_address() -> str:
         infos = socket.getaddrinfo(socket.gethostname(), None, type=socket.SOCK_STREAM)
     except OSError:
         infos = []
-    for family, _, _, _, sockaddr in sorted(infos, key=lambda i: i[0] != socket.AF_INET):   # IPv4 first
+    for family, _, _, _, sockaddr in sorted(infos, key=lambda i: i[0] != socket.AF_INET):  # IPv4 first
         addr = sockaddr[0]
         if not ipaddress.ip_address(addr.split("%")[0]).is_loopback:
             return addr

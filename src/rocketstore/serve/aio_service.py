@@ -13,6 +13,7 @@ The synchronous MessagingService (service.py) does the work. Here:
   "polling full", as the broker's PopLongPollingService answers.
 So neither streams nor polls can starve QueryRoute, SendMessage and the other unary calls of threads.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -65,7 +66,7 @@ class LoopOutbox:
     def put(self, item) -> None:
         try:
             self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
-        except RuntimeError:      # the loop is closed: the server has stopped
+        except RuntimeError:  # the loop is closed: the server has stopped
             pass
 
 
@@ -120,14 +121,14 @@ class Wakeups:
 class AsyncMessagingService(sgrpc.MessagingServiceServicer):
     def __init__(self, core, loop: asyncio.AbstractEventLoop, requests: RequestLog | None = None):
         self.core = core
-        self.requests = requests or RequestLog()     # the request log (request_log.py), at INFO
+        self.requests = requests or RequestLog()  # the request log (request_log.py), at INFO
         self.config = core.config
         self.loop = loop
         self.unary_pool = ThreadPoolExecutor(self.config.grpc_threads, thread_name_prefix="grpc")
         self.poll_pool = ThreadPoolExecutor(self.config.long_polling_threads, thread_name_prefix="long-poll")
-        self.waiting_unary = 0       # unary calls running or waiting for a thread
-        self.streams = 0             # open Telemetry streams
-        self.polls = 0               # ReceiveMessage calls polling
+        self.waiting_unary = 0  # unary calls running or waiting for a thread
+        self.streams = 0  # open Telemetry streams
+        self.polls = 0  # ReceiveMessage calls polling
         self.wakeups = Wakeups(loop)
         core.store.add_dispatcher(lambda req: self.wakeups.notify((("m", req.topic),)))
         core.pop.on_change = lambda touched: self.wakeups.notify([("s", g, t) for g, t in touched])
@@ -152,8 +153,11 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
             self.waiting_unary += 1
             try:
                 response = await self.loop.run_in_executor(
-                    self.unary_pool, functools.partial(_call, getattr(self.core, name), request,
-                                                       CallContext(context), response_class, name))
+                    self.unary_pool,
+                    functools.partial(
+                        _call, getattr(self.core, name), request, CallContext(context), response_class, name
+                    ),
+                )
             finally:
                 self.waiting_unary -= 1
         self._log(context, name, response.status.code)
@@ -166,6 +170,7 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
     def _unary_method(name):
         async def method(self, request, context):
             return await self._unary(name, request, context)
+
         method.__name__ = name
         return method
 
@@ -187,19 +192,23 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
 
     async def PullMessage(self, request, context):
         self._log(context, "PullMessage", Code.NOT_IMPLEMENTED)
-        yield spb.PullMessageResponse(status=pb.Status(
-            code=Code.NOT_IMPLEMENTED, message="PullMessage is not implemented by rocketstore serve yet"))
+        yield spb.PullMessageResponse(
+            status=pb.Status(
+                code=Code.NOT_IMPLEMENTED, message="PullMessage is not implemented by rocketstore serve yet"
+            )
+        )
 
     # ------------------------------------------------------------------ long polls
     async def ReceiveMessage(self, request, context):
         core = self.core
         if self.polls >= self.config.max_long_polls:
-            for response in core.receive_finish(Code.TOO_MANY_REQUESTS, f"polling full: {self.polls} receive "
-                                                f"calls are polling (maxPopPollingSize)"):
+            for response in core.receive_finish(
+                Code.TOO_MANY_REQUESTS, f"polling full: {self.polls} receive calls are polling (maxPopPollingSize)"
+            ):
                 yield response
             self._log(context, "ReceiveMessage", Code.TOO_MANY_REQUESTS)
             return
-        self.polls += 1           # from arrival on: the place is taken while the request is checked
+        self.polls += 1  # from arrival on: the place is taken while the request is checked
         try:
             responses = await self._long_poll(request, context)
         finally:
@@ -211,7 +220,7 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
     async def _long_poll(self, request, context) -> list:
         core = self.core
         plan = await self._run(self.unary_pool, core.receive_plan, request, CallContext(context))
-        if isinstance(plan, list):         # refused
+        if isinstance(plan, list):  # refused
             return plan
         retry = retry_topic(plan.group, plan.topic)
         keys = [("m", plan.topic), ("m", retry), ("s", plan.group, plan.topic), ("s", plan.group, retry)]
@@ -219,7 +228,7 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
         try:
             deadline = self.loop.time() + plan.polling_ms / 1000.0
             while True:
-                event.clear()        # a change from here on makes the next wait return at once
+                event.clear()  # a change from here on makes the next wait return at once
                 responses, due = await self._run(self.poll_pool, core.receive_attempt, plan)
                 if responses is not None:
                     return responses
@@ -241,8 +250,10 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
     # ------------------------------------------------------------------ telemetry
     async def Telemetry(self, request_iterator, context):
         if self.streams >= self.config.max_telemetry_streams:
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                f"too many Telemetry streams: {self.streams} open (maxTelemetryStreams)")
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"too many Telemetry streams: {self.streams} open (maxTelemetryStreams)",
+            )
         self.streams += 1
         self._log(context, "Telemetry", None)
         reader = None
@@ -251,7 +262,7 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
             client = core.client_of(CallContext(context))
             outbox = LoopOutbox(self.loop)
             if client is not None:
-                client.outbox = outbox   # server-initiated commands (transaction checks) go to the newest stream
+                client.outbox = outbox  # server-initiated commands (transaction checks) go to the newest stream
             reader = asyncio.ensure_future(self._read_commands(request_iterator, client, outbox))
             while True:
                 item = await outbox.queue.get()
@@ -273,7 +284,7 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
                     outbox.queue.put_nowait(answer)
         except asyncio.CancelledError:
             raise
-        except Exception:   # the client went away
+        except Exception:  # the client went away
             pass
         finally:
             outbox.queue.put_nowait(None)

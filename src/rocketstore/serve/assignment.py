@@ -5,6 +5,7 @@ QueryAssignment: for a readable topic, one assignment per broker: the message qu
 the proxy pops all of them) with the topic's permission and the broker (id 0, its endpoints); a FIFO group
 (consumeMessageOrderly in subscriptionGroup.json, fifo.py) gets one assignment per read queue instead. No
 readable queue: FORBIDDEN "no readable queue"."""
+
 from __future__ import annotations
 
 from . import rules
@@ -22,8 +23,11 @@ def _status(code: int, message: str | None = None) -> pb.Status:
 
 def _permission(perm: int) -> int:
     r, w = bool(perm & PERM_READ), bool(perm & PERM_WRITE)
-    return {(True, True): pb.Permission.READ_WRITE, (True, False): pb.Permission.READ,
-            (False, True): pb.Permission.WRITE}.get((r, w), pb.Permission.NONE)
+    return {
+        (True, True): pb.Permission.READ_WRITE,
+        (True, False): pb.Permission.READ,
+        (False, True): pb.Permission.WRITE,
+    }.get((r, w), pb.Permission.NONE)
 
 
 def query_assignment(self, request, context):
@@ -37,10 +41,14 @@ def query_assignment(self, request, context):
     if not (perm & PERM_READ) or r <= 0:
         return spb.QueryAssignmentResponse(status=_status(Code.FORBIDDEN, "no readable queue"))
     broker = pb.Broker(name=self.config.broker_name, id=0, endpoints=self._endpoints())
-    groups = getattr(self, "groups", None)          # fifo.SubscriptionGroups: consumeMessageOrderly
+    groups = getattr(self, "groups", None)  # fifo.SubscriptionGroups: consumeMessageOrderly
     ids = list(range(r)) if (groups is not None and groups.is_fifo(group)) else [-1]
-    assignments = [pb.Assignment(message_queue=pb.MessageQueue(
-        topic=request.topic, id=i, permission=_permission(perm), broker=broker)) for i in ids]
+    assignments = [
+        pb.Assignment(
+            message_queue=pb.MessageQueue(topic=request.topic, id=i, permission=_permission(perm), broker=broker)
+        )
+        for i in ids
+    ]
     return spb.QueryAssignmentResponse(status=_status(Code.OK), assignments=assignments)
 
 

@@ -8,6 +8,7 @@ configured every request is accepted (authenticationEnabled=false, the proxy's d
 Keys come from `--access-key/--secret-key` pairs, from a file (JSON {"AK": "SK", ...} or [{"accessKey": ..,
 "secretKey": ..}, ...]; or properties lines AK=SK) and from broker.conf's authenticationEnabled=true with
 initAuthenticationUser={"username": .., "password": ..} (RocketMQ's ACL 2.0 bootstrap user)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -93,7 +94,7 @@ def load_keys_file(path: str) -> dict[str, str]:
         sep = min([i for i in (line.find("="), line.find(":")) if i >= 0], default=-1)
         if sep <= 0:
             raise ValueError(f"{path}:{n}: expected ACCESS_KEY=SECRET_KEY")
-        out[line[:sep].strip()] = line[sep + 1:].strip()
+        out[line[:sep].strip()] = line[sep + 1 :].strip()
     return out
 
 
@@ -104,7 +105,7 @@ def keys_from_broker_conf(extra: dict | None) -> dict[str, str]:
         return {}
     raw = extra.get("initAuthenticationUser")
     if not raw:
-        raise ValueError("authenticationEnabled=true needs initAuthenticationUser={\"username\":..,\"password\":..}")
+        raise ValueError('authenticationEnabled=true needs initAuthenticationUser={"username":..,"password":..}')
     try:
         user = json.loads(str(raw))
         return {str(user["username"]): str(user["password"])}
@@ -144,23 +145,31 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         if cls is None:
             return handler
         if method == "Telemetry":
+
             def make():
                 return spb.TelemetryCommand(status=pb.Status(code=pb.Code.UNAUTHORIZED, message=problem))
         else:
+
             def make():
                 return cls(status=pb.Status(code=pb.Code.UNAUTHORIZED, message=problem))
+
         kw = dict(request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
         if client_streaming and server_streaming:
+
             async def stream_stream(request_iterator, context):
                 yield make()
+
             return grpc.stream_stream_rpc_method_handler(stream_stream, **kw)
         if server_streaming:
+
             async def unary_stream(request, context):
                 yield make()
+
             return grpc.unary_stream_rpc_method_handler(unary_stream, **kw)
 
         async def unary(request, context):
             return make()
+
         if client_streaming:
             return grpc.stream_unary_rpc_method_handler(unary, **kw)
         return grpc.unary_unary_rpc_method_handler(unary, **kw)

@@ -1,5 +1,6 @@
 """apache.rocketmq.v2 Message <-> rocketstore messages, mapped as RocketMQ's proxy maps them
 (SendMessageActivity.buildMessageProperty on the way in, GrpcConverter.buildMessage on the way out)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -29,20 +30,65 @@ POP_CK = "POP_CK"
 DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
 DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
 COMPRESSED_FLAG = 0x1
-TRANSACTION_PREPARED_TYPE = 0x4        # MessageSysFlag
+TRANSACTION_PREPARED_TYPE = 0x4  # MessageSysFlag
 CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 
 # MessageConst.STRING_HASH_SET: property names a user may not set, and that never come back as user properties
-SYSTEM_PROPERTIES = frozenset([
-    '1ST_POP_TIME', 'ARRIVE_TIME', 'BORN_TIMESTAMP', 'BUYER_ID', 'CLUSTER', 'CONSUME_START_TIME',
-    'CORRECTION_FLAG', 'CORRELATION_ID', 'DELAY', 'DLQ_ORIGIN_MESSAGE_ID', 'DLQ_ORIGIN_TOPIC',
-    'EXTEND_UNIQ_INFO', 'INNER_MULTI_QUEUE_OFFSET', 'INSTANCE_ID', 'KEYS', 'MAX_OFFSET', 'MAX_RECONSUME_TIMES',
-    'MIN_OFFSET', 'MQ2_FLAG', 'MSG_REGION', 'MSG_TYPE', 'ORIGIN_MESSAGE_ID', 'PGROUP', 'POP_CK', 'POP_CK_OFFSET',
-    'PUSH_REPLY_TIME', 'REAL_QID', 'REAL_TOPIC', 'RECONSUME_TIME', 'REPLY_TO_CLIENT', 'RETRY_TOPIC', 'TAGS',
-    'TIMER_DELAY_LEVEL', 'TIMER_DELAY_MS', 'TIMER_DELAY_SEC', 'TIMER_DELIVER_MS', 'TIMER_DEL_UNIQKEY',
-    'TIMER_DEQUEUE_MS', 'TIMER_ENQUEUE_MS', 'TIMER_OUT_MS', 'TIMER_ROLL_TIMES', 'TRACE_ON', 'TRANSFER_FLAG',
-    'TRAN_MSG', 'TRAN_PREPARED_QUEUE_OFFSET', 'TTL', 'UNIQ_KEY', 'WAIT', '__BORNHOST', '__CRC32#', 'DUP_INFO',
-])
+SYSTEM_PROPERTIES = frozenset(
+    [
+        "1ST_POP_TIME",
+        "ARRIVE_TIME",
+        "BORN_TIMESTAMP",
+        "BUYER_ID",
+        "CLUSTER",
+        "CONSUME_START_TIME",
+        "CORRECTION_FLAG",
+        "CORRELATION_ID",
+        "DELAY",
+        "DLQ_ORIGIN_MESSAGE_ID",
+        "DLQ_ORIGIN_TOPIC",
+        "EXTEND_UNIQ_INFO",
+        "INNER_MULTI_QUEUE_OFFSET",
+        "INSTANCE_ID",
+        "KEYS",
+        "MAX_OFFSET",
+        "MAX_RECONSUME_TIMES",
+        "MIN_OFFSET",
+        "MQ2_FLAG",
+        "MSG_REGION",
+        "MSG_TYPE",
+        "ORIGIN_MESSAGE_ID",
+        "PGROUP",
+        "POP_CK",
+        "POP_CK_OFFSET",
+        "PUSH_REPLY_TIME",
+        "REAL_QID",
+        "REAL_TOPIC",
+        "RECONSUME_TIME",
+        "REPLY_TO_CLIENT",
+        "RETRY_TOPIC",
+        "TAGS",
+        "TIMER_DELAY_LEVEL",
+        "TIMER_DELAY_MS",
+        "TIMER_DELAY_SEC",
+        "TIMER_DELIVER_MS",
+        "TIMER_DEL_UNIQKEY",
+        "TIMER_DEQUEUE_MS",
+        "TIMER_ENQUEUE_MS",
+        "TIMER_OUT_MS",
+        "TIMER_ROLL_TIMES",
+        "TRACE_ON",
+        "TRANSFER_FLAG",
+        "TRAN_MSG",
+        "TRAN_PREPARED_QUEUE_OFFSET",
+        "TTL",
+        "UNIQ_KEY",
+        "WAIT",
+        "__BORNHOST",
+        "__CRC32#",
+        "DUP_INFO",
+    ]
+)
 
 
 class ConvertError(RocketStoreError):
@@ -106,13 +152,17 @@ def _system_fields(msg: pb.Message, user_size: int) -> None:
             _fail(pb.Code.ILLEGAL_MESSAGE_KEY, "key cannot contain control character")
         size += len(k.encode())
     if size > R.MAX_USER_PROPERTY_SIZE:
-        _fail(pb.Code.MESSAGE_PROPERTIES_TOO_LARGE,
-              f"the total size of user property is too large, max is {R.MAX_USER_PROPERTY_SIZE}")
+        _fail(
+            pb.Code.MESSAGE_PROPERTIES_TOO_LARGE,
+            f"the total size of user property is too large, max is {R.MAX_USER_PROPERTY_SIZE}",
+        )
     if not sp.message_id.strip():
         _fail(pb.Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
     if not R.MESSAGE_ID.fullmatch(sp.message_id):
-        _fail(pb.Code.ILLEGAL_MESSAGE_ID, f"message id {sp.message_id[:80]!r} is not a client message id "
-                                          "(34 hex digits: a version and 16 bytes)")
+        _fail(
+            pb.Code.ILLEGAL_MESSAGE_ID,
+            f"message id {sp.message_id[:80]!r} is not a client message id (34 hex digits: a version and 16 bytes)",
+        )
     group = sp.message_group
     if group:
         if not group.strip():
@@ -122,8 +172,10 @@ def _system_fields(msg: pb.Message, user_size: int) -> None:
         if R.has_control(group):
             _fail(pb.Code.ILLEGAL_MESSAGE_GROUP, "message group cannot contain control character")
     if R.has_control(sp.trace_context) or len(sp.trace_context) > R.MAX_TRACE_CONTEXT:
-        _fail(pb.Code.BAD_REQUEST, f"trace context cannot contain control character or exceed "
-                                   f"{R.MAX_TRACE_CONTEXT} characters")
+        _fail(
+            pb.Code.BAD_REQUEST,
+            f"trace context cannot contain control character or exceed {R.MAX_TRACE_CONTEXT} characters",
+        )
     host = sp.born_host
     if host and (R.has_control(host) or any(c.isspace() for c in host) or len(host) > R.MAX_BORN_HOST):
         _fail(pb.Code.BAD_REQUEST, f"born host {host[:80]!r} is not a host name or address")
@@ -147,7 +199,7 @@ def to_store(msg: pb.Message, max_body_size: int, peer: str | None = None) -> Me
         props[KEYS] = P.KEY_SEPARATOR.join(keys)
     props[UNIQ_KEY] = sp.message_id
     sys_flag = COMPRESSED_FLAG if sp.body_encoding == pb.Encoding.GZIP else 0
-    if sp.message_type == pb.MessageType.TRANSACTION:   # buildSysFlag, buildMessageProperty
+    if sp.message_type == pb.MessageType.TRANSACTION:  # buildSysFlag, buildMessageProperty
         sys_flag |= TRANSACTION_PREPARED_TYPE
         props[TRAN_MSG] = "true"
         if sp.HasField("orphaned_transaction_recovery_duration"):
@@ -156,7 +208,7 @@ def to_store(msg: pb.Message, max_body_size: int, peer: str | None = None) -> Me
         deliver_ms = sp.delivery_timestamp.seconds * 1000 + sp.delivery_timestamp.nanos // 1_000_000
         props[TIMER_DELIVER_MS] = str(deliver_ms)
     props[RECONSUME_TIME] = str(sp.delivery_attempt)
-    props[PGROUP] = msg.topic.name          # the proxy uses the topic as the producer group
+    props[PGROUP] = msg.topic.name  # the proxy uses the topic as the producer group
     if sp.message_group:
         props[SHARDING_KEY] = sp.message_group
     if sp.trace_context:
@@ -169,15 +221,22 @@ def to_store(msg: pb.Message, max_body_size: int, peer: str | None = None) -> Me
         born_ms = sp.born_timestamp.seconds * 1000 + sp.born_timestamp.nanos // 1_000_000
         props[BORN_TIMESTAMP] = str(born_ms)
     record_born_host = peer_host(peer)
-    try:   # the record's BORNHOST is the sending connection, as the broker sees the proxy's
+    try:  # the record's BORNHOST is the sending connection, as the broker sees the proxy's
         if record_born_host:
             from ..formats.record import host_to_bytes
+
             host_to_bytes(record_born_host)
     except ValueError:
         record_born_host = None
-    return Message(topic=msg.topic.name, body=body, properties=props, sys_flag=sys_flag,
-                   born_timestamp=born_ms if born_ms is not None else int(time.time() * 1000),
-                   born_host=record_born_host, reconsume_times=0)
+    return Message(
+        topic=msg.topic.name,
+        body=body,
+        properties=props,
+        sys_flag=sys_flag,
+        born_timestamp=born_ms if born_ms is not None else int(time.time() * 1000),
+        born_host=record_born_host,
+        reconsume_times=0,
+    )
 
 
 def _ts(target, ms: int) -> None:
@@ -195,8 +254,13 @@ def message_type(props: dict[str, str]) -> int:
     return pb.MessageType.NORMAL
 
 
-def to_v2(stored, topic: str, receipt_handle: str | None = None, delivery_attempt: int | None = None,
-          invisible_ms: int | None = None) -> pb.Message:
+def to_v2(
+    stored,
+    topic: str,
+    receipt_handle: str | None = None,
+    delivery_attempt: int | None = None,
+    invisible_ms: int | None = None,
+) -> pb.Message:
     """A StoredMessage -> the v2 Message ReceiveMessage streams (GrpcConverter.buildMessage)."""
     props = stored.properties
     out = pb.Message()
@@ -251,7 +315,7 @@ def consistent_hash(value: int, buckets: int) -> int:
         state = (2862933555777941757 * state + 1) & 0xFFFFFFFFFFFFFFFF
         hi = (state >> 33) & 0xFFFFFFFF
         if hi >= 1 << 31:
-            hi -= 1 << 32          # Java's (int) cast
+            hi -= 1 << 32  # Java's (int) cast
         d = (hi + 1) / float(1 << 31)
         nxt = int((candidate + 1) / d) if d != 0 else buckets
         if 0 <= nxt < buckets:

@@ -11,6 +11,7 @@ delivered in memory, rebuilt at start from the timer topic and config/timerState
 offset not yet delivered, and the delivered ones above it (written atomically after each delivery). A
 message already delivered when the server stopped is not delivered again; one due while the server was down
 is delivered at start."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -60,16 +61,17 @@ def deliver_ms(props: dict) -> int | None:
 class DelayService(ServiceThread):
     """Timer messages of one store: put() takes delay messages in, a thread delivers them at their time (it
     pauses until the earliest one's time, a second at most; a put wakes it)."""
+
     name = "delay-delivery"
 
     def __init__(self, store, extra: dict | None = None):
         super().__init__()
         extra = extra or {}
         self.store = store
-        self.max_delay_ms = int(extra.get("maxDelayTimeMills", 24 * 3600 * 1000))   # ProxyConfig.maxDelayTimeMills
+        self.max_delay_ms = int(extra.get("maxDelayTimeMills", 24 * 3600 * 1000))  # ProxyConfig.maxDelayTimeMills
         self.path = os.path.join(store.root, "config", STATE_FILE)
         self._lock = threading.RLock()
-        self._heap: list[tuple[int, int, int]] = []    # (deliver ms, timer queue offset, commit log offset)
+        self._heap: list[tuple[int, int, int]] = []  # (deliver ms, timer queue offset, commit log offset)
         state, problems = read_with_backup(self.path, json.loads)
         if state is None and problems:
             raise ValueError("cannot read the timer state: " + "; ".join(problems))
@@ -99,8 +101,10 @@ class DelayService(ServiceThread):
         if sp.HasField("delivery_timestamp") and self.max_delay_ms > 0:
             ms = sp.delivery_timestamp.seconds * 1000 + sp.delivery_timestamp.nanos // 1_000_000
             if ms - _now() > self.max_delay_ms:
-                raise C.ConvertError(pb.Code.ILLEGAL_DELIVERY_TIME,
-                                     f"the max delay time of message is too large, max is {self.max_delay_ms}")
+                raise C.ConvertError(
+                    pb.Code.ILLEGAL_DELIVERY_TIME,
+                    f"the max delay time of message is too large, max is {self.max_delay_ms}",
+                )
 
     @staticmethod
     def is_delayed(msg: Message) -> bool:
@@ -122,7 +126,7 @@ class DelayService(ServiceThread):
             if r.ok:
                 heapq.heappush(self._heap, (due, r.queue_offset, r.physical_offset))
         if r.ok:
-            self.wake()          # it may be due before the one the thread waits for
+            self.wake()  # it may be due before the one the thread waits for
         return r
 
     # ------------------------------------------------------------------ delivery
@@ -156,8 +160,9 @@ class DelayService(ServiceThread):
                 while self.low in self.delivered:
                     self.delivered.discard(self.low)
                     self.low += 1
-                write_atomically(self.path, json.dumps({"version": 1, "offset": self.low,
-                                                        "delivered": sorted(self.delivered)}))
+                write_atomically(
+                    self.path, json.dumps({"version": 1, "offset": self.low, "delivered": sorted(self.delivered)})
+                )
         return done
 
 
@@ -167,9 +172,16 @@ def _real(m) -> Message:
     props[TIMER_ENQUEUE_MS] = str(m.store_timestamp)
     props[TIMER_DEQUEUE_MS] = str(_now())
     props.pop("__CRC32#", None)
-    return Message(topic=props.get(REAL_TOPIC), body=m.body or b"", properties=props, flag=m.flag,
-                   sys_flag=m.sys_flag, born_timestamp=m.born_timestamp, born_host=m.born_host,
-                   reconsume_times=m.reconsume_times)
+    return Message(
+        topic=props.get(REAL_TOPIC),
+        body=m.body or b"",
+        properties=props,
+        flag=m.flag,
+        sys_flag=m.sys_flag,
+        born_timestamp=m.born_timestamp,
+        born_host=m.born_host,
+        reconsume_times=m.reconsume_times,
+    )
 
 
 def _int(text, default: int) -> int:

@@ -12,6 +12,7 @@ over) gives the group nothing more (ConsumerOrderInfoManager.checkBlock). When t
 in-flight messages is over, they are delivered again, in queue order, before anything after them, their
 delivery attempt one higher; in place, not through the retry topic (orderly pop never revives into it). That
 is pop.PopState.pop_orderly; acks and ChangeInvisibleDuration work as for other groups."""
+
 from __future__ import annotations
 
 import json
@@ -57,14 +58,25 @@ class SubscriptionGroups:
     def set_fifo(self, group: str, fifo: bool = True) -> None:
         """Mark a group orderly (or not) in the file, keeping the rest (updateSubGroup -o)."""
         from ..config_files import write_atomically
+
         with self._lock:
             data, _ = read_with_backup(self.path, json.loads)
             data = data or {"subscriptionGroupTable": {}, "forbiddenTable": {}}
             table = data.setdefault("subscriptionGroupTable", {})
-            cfg = table.setdefault(group, {"groupName": group, "consumeEnable": True, "consumeFromMinEnable": True,
-                                           "consumeBroadcastEnable": True, "retryQueueNums": 1,
-                                           "retryMaxTimes": 16, "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1,
-                                           "notifyConsumerIdsChangedEnable": True})
+            cfg = table.setdefault(
+                group,
+                {
+                    "groupName": group,
+                    "consumeEnable": True,
+                    "consumeFromMinEnable": True,
+                    "consumeBroadcastEnable": True,
+                    "retryQueueNums": 1,
+                    "retryMaxTimes": 16,
+                    "brokerId": 0,
+                    "whichBrokerWhenConsumeSlowly": 1,
+                    "notifyConsumerIdsChangedEnable": True,
+                },
+            )
             cfg["consumeMessageOrderly"] = bool(fifo)
             write_atomically(self.path, json.dumps(data, indent=1))
             self._stamp = None

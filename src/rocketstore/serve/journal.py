@@ -12,6 +12,7 @@ off, durably, when the journal is loaded; and an append that cannot write all of
 short write or ENOSPC) cuts its own fragment off again and raises JournalWriteError, so the change is not
 answered as done.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,7 +24,7 @@ from ..errors import RocketStoreError
 
 log = logging.getLogger("rocketstore.serve")
 COMPACT_AT = 4 * 1024 * 1024
-RECORD_START = b'{"k":'      # only ever at a record's start: inside a JSON string the quotes are escaped
+RECORD_START = b'{"k":'  # only ever at a record's start: inside a JSON string the quotes are escaped
 
 
 class JournalWriteError(RocketStoreError, OSError):
@@ -91,8 +92,9 @@ class JournaledState:
             return table
         whole = _complete_length(self.journal_path)
         if repair and whole != os.path.getsize(self.journal_path):
-            log.warning("%s: a torn last line (%d bytes) cut off", self.journal_path,
-                        os.path.getsize(self.journal_path) - whole)
+            log.warning(
+                "%s: a torn last line (%d bytes) cut off", self.journal_path, os.path.getsize(self.journal_path) - whole
+            )
             _truncate_durably(self.journal_path, whole)
         with open(self.journal_path, "rb") as fh:
             data = fh.read(whole)
@@ -114,7 +116,7 @@ class JournaledState:
                 os.makedirs(os.path.dirname(self.journal_path), exist_ok=True)
                 self._fd = os.open(self.journal_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
                 self._size = _complete_length(self.journal_path)
-                if self._size != os.fstat(self._fd).st_size:    # a fragment a failed cut left behind
+                if self._size != os.fstat(self._fd).st_size:  # a fragment a failed cut left behind
                     os.ftruncate(self._fd, self._size)
                     os.fsync(self._fd)
             except OSError as e:
@@ -122,8 +124,7 @@ class JournaledState:
                     os.close(self._fd)
                     self._fd = None
                 raise JournalWriteError(e.errno, f"{self.journal_path}: cannot open: {e.strerror}") from e
-        data = "".join(json.dumps({"k": k, "v": v}, separators=(",", ":")) + "\n"
-                       for k, v in changes.items()).encode()
+        data = "".join(json.dumps({"k": k, "v": v}, separators=(",", ":")) + "\n" for k, v in changes.items()).encode()
         try:
             view = memoryview(data)
             while view:
@@ -134,13 +135,14 @@ class JournaledState:
             os.fdatasync(self._fd)
         except OSError as e:
             self._cut_back()
-            raise JournalWriteError(e.errno, f"{self.journal_path}: cannot append {len(data)} bytes: "
-                                             f"{e.strerror or e}") from e
+            raise JournalWriteError(
+                e.errno, f"{self.journal_path}: cannot append {len(data)} bytes: {e.strerror or e}"
+            ) from e
         self._size += len(data)
         if self._size >= COMPACT_AT:
             try:
                 self.compact(table)
-            except OSError as e:     # the change is durable in the journal: compaction is tried again later
+            except OSError as e:  # the change is durable in the journal: compaction is tried again later
                 log.error("%s: compaction failed: %s", self.path, e)
 
     def _cut_back(self) -> None:

@@ -14,6 +14,7 @@ consumerOffset.json as the group's offset (every few seconds and at close), so a
 acked messages acked and in-flight ones in flight (redelivered once their time ends). Messages whose time
 ends are handed to the retry topic %RETRY%group_topic (release_due, then serve/retry.py), and to %DLQ%group
 after the maximum attempts (ack_after); FIFO groups are redelivered in place (pop_orderly)."""
+
 from __future__ import annotations
 
 import os
@@ -26,10 +27,15 @@ from .journal import JournaledState
 
 STATE_FILE = "popState.json"
 OFFSETS_EVERY_S = 5.0
-FOUND, SKIPPED, MOVED, STOP = "found", "skipped", "moved", "stop"    # PopState.take_new's answers
+FOUND, SKIPPED, MOVED, STOP = "found", "skipped", "moved", "stop"  # PopState.take_new's answers
 # get answers whose next offset a pop moves to without delivering anything
-_MOVE_ON = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY,
-            GetStatus.MESSAGE_WAS_REMOVING, GetStatus.OFFSET_FOUND_NULL)     # the broker's flushConsumerOffsetInterval
+_MOVE_ON = (
+    GetStatus.NO_MATCHED_MESSAGE,
+    GetStatus.OFFSET_TOO_SMALL,
+    GetStatus.OFFSET_OVERFLOW_BADLY,
+    GetStatus.MESSAGE_WAS_REMOVING,
+    GetStatus.OFFSET_FOUND_NULL,
+)  # the broker's flushConsumerOffsetInterval
 NORMAL_TOPIC = "0"
 
 
@@ -42,11 +48,30 @@ class HandleError(RocketStoreError, ValueError):
 
 
 class Handle:
-    __slots__ = ("start_offset", "retrieve_time", "invisible_time", "revive_queue", "topic_type", "broker_name",
-                 "queue_id", "offset", "commitlog_offset")
+    __slots__ = (
+        "start_offset",
+        "retrieve_time",
+        "invisible_time",
+        "revive_queue",
+        "topic_type",
+        "broker_name",
+        "queue_id",
+        "offset",
+        "commitlog_offset",
+    )
 
-    def __init__(self, start_offset, retrieve_time, invisible_time, revive_queue, topic_type, broker_name,
-                 queue_id, offset, commitlog_offset=-1):
+    def __init__(
+        self,
+        start_offset,
+        retrieve_time,
+        invisible_time,
+        revive_queue,
+        topic_type,
+        broker_name,
+        queue_id,
+        offset,
+        commitlog_offset=-1,
+    ):
         self.start_offset = start_offset
         self.retrieve_time = retrieve_time
         self.invisible_time = invisible_time
@@ -58,9 +83,20 @@ class Handle:
         self.commitlog_offset = commitlog_offset
 
     def encode(self) -> str:
-        return " ".join(str(x) for x in (self.start_offset, self.retrieve_time, self.invisible_time,
-                                          self.revive_queue, self.topic_type, self.broker_name, self.queue_id,
-                                          self.offset, self.commitlog_offset))
+        return " ".join(
+            str(x)
+            for x in (
+                self.start_offset,
+                self.retrieve_time,
+                self.invisible_time,
+                self.revive_queue,
+                self.topic_type,
+                self.broker_name,
+                self.queue_id,
+                self.offset,
+                self.commitlog_offset,
+            )
+        )
 
     @property
     def next_visible_time(self) -> int:
@@ -75,14 +111,24 @@ class Handle:
         if len(parts) < 8:
             raise HandleError(f"receipt handle {text!r} cannot be parsed")
         try:
-            return cls(int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3]), parts[4], parts[5],
-                       int(parts[6]), int(parts[7]), int(parts[8]) if len(parts) > 8 else -1)
+            return cls(
+                int(parts[0]),
+                int(parts[1]),
+                int(parts[2]),
+                int(parts[3]),
+                parts[4],
+                parts[5],
+                int(parts[6]),
+                int(parts[7]),
+                int(parts[8]) if len(parts) > 8 else -1,
+            )
         except ValueError:
             raise HandleError(f"receipt handle {text!r} cannot be parsed") from None
 
 
 class Popped:
     """One message handed out by pop(): the stored message, its handle and delivery attempt."""
+
     __slots__ = ("message", "handle", "attempt", "invisible_ms")
 
     def __init__(self, message, handle: Handle, attempt: int, invisible_ms: int):
@@ -145,7 +191,7 @@ class PopState:
             committed = self.store.consumer_offsets.query(group, topic, queue_id)
             if committed >= 0:
                 start = committed
-            else:   # ConsumeInitMode.MAX, except from 0 while the queue still starts at 0 (initPopOffsetByCheckMsgInMem)
+            else:  # ConsumeInitMode.MAX, except from 0 while the queue still starts at 0 (initPopOffsetByCheckMsgInMem)
                 start = 0 if self.store.min_offset(topic, queue_id) <= 0 else self.store.max_offset(topic, queue_id)
             qs = {"next": start, "inflight": {}}
             self.table[f"{topic}@{group}"][str(queue_id)] = qs
@@ -158,8 +204,9 @@ class PopState:
         self._rr[(group, topic)] = start + 1
         return [queue_ids[(start + i) % len(queue_ids)] for i in range(len(queue_ids))] if queue_ids else []
 
-    def _deliver_again(self, group, topic, q, qs, off, now, invisible_ms, out, max_attempts=0,
-                       dead_letter=None) -> None:
+    def _deliver_again(
+        self, group, topic, q, qs, off, now, invisible_ms, out, max_attempts=0, dead_letter=None
+    ) -> None:
         """An in-flight message whose invisible time ended, delivered again (attempt + 1, a new handle, appended
         to `out`); no longer in flight when it is gone from the store (expired files) or when its attempt
         would pass `max_attempts` (> 0: then handed to `dead_letter`)."""
@@ -176,8 +223,16 @@ class PopState:
         qs["inflight"][str(off)] = [now, invisible_ms, attempt, msg.physical_offset]
         out.append(Popped(msg, self._handle(off, now, invisible_ms, q, msg.physical_offset), attempt, invisible_ms))
 
-    def pop(self, group: str, topic: str, queue_ids: list[int], batch: int, invisible_ms: int,
-            tags=None, sql: str | None = None) -> list[Popped]:
+    def pop(
+        self,
+        group: str,
+        topic: str,
+        queue_ids: list[int],
+        batch: int,
+        invisible_ms: int,
+        tags=None,
+        sql: str | None = None,
+    ) -> list[Popped]:
         """Up to `batch` messages: in-flight ones whose invisible time ended first (attempt + 1), then new ones
         from each queue in turn (round robin over calls). Nothing found: []."""
         out: list[Popped] = []
@@ -199,7 +254,7 @@ class PopState:
                 if len(out) >= batch:
                     break
                 qs = self._queue(group, topic, q)
-                for _ in range(8):     # a filtered get may find nothing in one scan; take a few steps
+                for _ in range(8):  # a filtered get may find nothing in one scan; take a few steps
                     if len(out) >= batch:
                         break
                     step = self.take_new(group, topic, q, qs, batch - len(out), invisible_ms, now, out, tags, sql)
@@ -210,8 +265,15 @@ class PopState:
                 self._save({(group, topic)})
         return out
 
-    def pop_topics(self, group: str, sources: list[tuple[str, list[int]]], batch: int, invisible_ms: int,
-                   tags=None, sql: str | None = None) -> list[tuple[str, Popped]]:
+    def pop_topics(
+        self,
+        group: str,
+        sources: list[tuple[str, list[int]]],
+        batch: int,
+        invisible_ms: int,
+        tags=None,
+        sql: str | None = None,
+    ) -> list[tuple[str, Popped]]:
         """pop() over several (topic, queue ids) in turn, as one step, up to `batch` messages in all; each with
         the topic it came from (a retry topic's messages are answered under their original topic)."""
         out: list[tuple[str, Popped]] = []
@@ -219,12 +281,24 @@ class PopState:
             for topic, queue_ids in sources:
                 if len(out) >= batch:
                     break
-                out.extend((topic, p) for p in self.pop(group, topic, queue_ids, batch - len(out), invisible_ms,
-                                                         tags=tags, sql=sql))
+                out.extend(
+                    (topic, p)
+                    for p in self.pop(group, topic, queue_ids, batch - len(out), invisible_ms, tags=tags, sql=sql)
+                )
         return out
 
-    def pop_orderly(self, group: str, topic: str, queue_ids: list[int], batch: int, invisible_ms: int,
-                    tags=None, sql: str | None = None, max_attempts: int = 0, dead_letter=None) -> list[Popped]:
+    def pop_orderly(
+        self,
+        group: str,
+        topic: str,
+        queue_ids: list[int],
+        batch: int,
+        invisible_ms: int,
+        tags=None,
+        sql: str | None = None,
+        max_attempts: int = 0,
+        dead_letter=None,
+    ) -> list[Popped]:
         """Orderly pop for a FIFO group (fifo.py): up to `batch` messages, queue by queue (round robin over
         calls). A queue with a message in flight gives nothing (ConsumerOrderInfoManager.checkBlock); one whose
         in-flight messages all became visible again gives them again (attempt + 1, queue order) and nothing
@@ -243,21 +317,20 @@ class PopState:
                 inflight = qs["inflight"]
                 if inflight:
                     if any(e[0] + e[1] > now for e in inflight.values()):
-                        continue                      # blocked: part of it is still being consumed
+                        continue  # blocked: part of it is still being consumed
                     for off in sorted(int(o) for o in inflight):
                         if len(out) >= batch:
                             break
                         touched = True
-                        self._deliver_again(group, topic, q, qs, off, now, invisible_ms, out, max_attempts,
-                                            dead_letter)
+                        self._deliver_again(group, topic, q, qs, off, now, invisible_ms, out, max_attempts, dead_letter)
                     continue
-                for _ in range(8):                    # a filtered get may find nothing in one scan
+                for _ in range(8):  # a filtered get may find nothing in one scan
                     if len(out) >= batch:
                         break
                     step = self.take_new(group, topic, q, qs, batch - len(out), invisible_ms, now, out, tags, sql)
                     touched = touched or step != STOP
                     if step != SKIPPED:
-                        break                         # one run of a queue per pop: its order is kept
+                        break  # one run of a queue per pop: its order is kept
             if touched:
                 self._save({(group, topic)})
         return out
@@ -282,8 +355,9 @@ class PopState:
     def next_due_ms(self, group: str, topic: str) -> int | None:
         """When the earliest in-flight message of group/topic becomes visible again, or None."""
         with self._lock:
-            times = [e[0] + e[1] for qs in self.table.get(f"{topic}@{group}", {}).values()
-                     for e in qs["inflight"].values()]
+            times = [
+                e[0] + e[1] for qs in self.table.get(f"{topic}@{group}", {}).values() for e in qs["inflight"].values()
+            ]
         return min(times) if times else None
 
     def _read(self, group, topic, queue_id, offset):
@@ -308,7 +382,7 @@ class PopState:
                 return True
             entry = qs["inflight"].get(str(handle.offset))
             if entry is None or entry[0] != handle.retrieve_time:
-                return True        # acked already, or a superseded handle: nothing to do
+                return True  # acked already, or a superseded handle: nothing to do
             del qs["inflight"][str(handle.offset)]
             self._save({(group, topic)})
         return True
@@ -326,8 +400,17 @@ class PopState:
                 return None
             qs["inflight"][str(handle.offset)] = [now, invisible_ms, entry[2], entry[3]]
             self._save({(group, topic)})
-        return Handle(handle.start_offset, now, invisible_ms, handle.revive_queue, handle.topic_type,
-                      handle.broker_name, handle.queue_id, handle.offset, handle.commitlog_offset)
+        return Handle(
+            handle.start_offset,
+            now,
+            invisible_ms,
+            handle.revive_queue,
+            handle.topic_type,
+            handle.broker_name,
+            handle.queue_id,
+            handle.offset,
+            handle.commitlog_offset,
+        )
 
     def release_due(self, group: str, topic: str, release, now: int | None = None) -> int:
         """Every in-flight message of group/topic whose invisible time ended is done with, as one step: those

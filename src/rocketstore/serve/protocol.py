@@ -4,6 +4,7 @@ Importing `rocketmq.grpc_protocol` normally runs `rocketmq/__init__.py`, which l
 logging setup (it creates ~/logs/rocketmq_python/ and opens a log file there). The server needs only the stubs,
 so unless the client is already imported, the parent package is stood in for by a bare module while the stubs
 load, and taken out again afterwards (a later `import rocketmq` then loads the real one and reuses the stubs)."""
+
 from __future__ import annotations
 
 import importlib

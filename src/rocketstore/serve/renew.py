@@ -20,6 +20,7 @@ RenewStrategyPolicy):
 
 The state is in memory only (as the proxy's): a restart forgets it, the pop state keeps the last renewed
 invisible time. At stop every registered message is cleared (the proxy's clearAllHandle)."""
+
 from __future__ import annotations
 
 import logging
@@ -30,22 +31,37 @@ from .pop import Handle, HandleError, now_ms
 
 log = logging.getLogger("rocketstore.serve")
 
-RENEW_LADDER_MS = (60_000, 180_000, 300_000, 600_000, 1_800_000, 3_600_000)   # RenewStrategyPolicy.next
+RENEW_LADDER_MS = (60_000, 180_000, 300_000, 600_000, 1_800_000, 3_600_000)  # RenewStrategyPolicy.next
 # SubscriptionGroupConfig's default CUSTOMIZED retry policy (the STOP_RENEW invisible time by reconsume times)
-RETRY_DELAYS_MS = tuple(s * 1000 for s in (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600,
-                                           1200, 1800, 3600, 7200))
+RETRY_DELAYS_MS = tuple(
+    s * 1000 for s in (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
+)
 
 
 class _Entry:
     """MessageReceiptHandle + HandleData: one message in flight at one client, renewed for it."""
-    __slots__ = ("client_id", "group", "topic", "msg_id", "original", "current", "reconsume_times",
-                 "consume_ts", "renew_times", "retry_times", "lock", "removed", "key")
+
+    __slots__ = (
+        "client_id",
+        "group",
+        "topic",
+        "msg_id",
+        "original",
+        "current",
+        "reconsume_times",
+        "consume_ts",
+        "renew_times",
+        "retry_times",
+        "lock",
+        "removed",
+        "key",
+    )
 
     def __init__(self, client_id, group, topic, msg_id, handle_str, reconsume_times, consume_ts):
         self.client_id, self.group, self.topic, self.msg_id = client_id, group, topic, msg_id
         self.original = self.current = handle_str
         self.reconsume_times = reconsume_times
-        self.consume_ts = consume_ts          # the original handle's retrieve time
+        self.consume_ts = consume_ts  # the original handle's retrieve time
         self.renew_times = 0
         self.retry_times = 0
         self.lock = threading.Lock()
@@ -62,6 +78,7 @@ class RenewManager(ServiceThread):
     in-flight message's invisible time (a new Handle, or None when the handle is no longer valid);
     `is_alive(client_id)` says whether the client is still there. Its thread scans every
     renewSchedulePeriodMillis; stopped, it clears every registered message (the proxy's clearAllHandle)."""
+
     name = "renewal"
 
     def __init__(self, change, is_alive, config):
@@ -72,7 +89,7 @@ class RenewManager(ServiceThread):
         self._entries: dict[tuple, _Entry] = {}
         self._lock = threading.Lock()
         self.initial_delay_s = self.error_delay_s = max(config.renew_schedule_period_ms, 10) / 1000.0
-        self.renewals = 0       # how many renewals were done (for tests and logs)
+        self.renewals = 0  # how many renewals were done (for tests and logs)
 
     # ------------------------------------------------------------------ lifecycle
     def do_round(self) -> float:
@@ -109,7 +126,7 @@ class RenewManager(ServiceThread):
             e = self._entries.get(key)
             if e is None or handle_str not in (e.original, e.current):
                 return None
-        with e.lock:         # waits for a renewal under way: the newest handle is returned
+        with e.lock:  # waits for a renewal under way: the newest handle is returned
             if e.removed:
                 return None
             e.removed = True
@@ -166,19 +183,22 @@ class RenewManager(ServiceThread):
                 log.warning("handle exceeded max renew retry times: %s", e.original)
                 self._drop(e)
                 return
-            if now_ms() - e.consume_ts >= cfg.renew_max_ms:    # STOP_RENEW: the group's retry delay
+            if now_ms() - e.consume_ts >= cfg.renew_max_ms:  # STOP_RENEW: the group's retry delay
                 delay = RETRY_DELAYS_MS[min(max(e.reconsume_times, 0), len(RETRY_DELAYS_MS) - 1)]
                 self._change_and_drop(e, delay)
                 return
-            slice_ms = cfg.renew_slice_ms if cfg.renew_slice_ms > 0 else \
-                RENEW_LADDER_MS[min(e.renew_times, len(RENEW_LADDER_MS) - 1)]
+            slice_ms = (
+                cfg.renew_slice_ms
+                if cfg.renew_slice_ms > 0
+                else RENEW_LADDER_MS[min(e.renew_times, len(RENEW_LADDER_MS) - 1)]
+            )
             try:
                 new = self.change(e.group, e.topic, Handle.decode(e.current), slice_ms)
             except Exception:
                 log.exception("renewal of %s failed", e.original)
                 e.retry_times += 1
                 return
-            if new is None:          # acked, superseded or expired elsewhere: nothing more to renew
+            if new is None:  # acked, superseded or expired elsewhere: nothing more to renew
                 self._drop(e)
                 return
             e.current = new.encode()

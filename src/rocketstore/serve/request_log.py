@@ -10,6 +10,7 @@ One line per call would drown an operator (a consumer long-polls and heartbeats 
 - at shutdown, the last summary.
 A client is its x-mq-client-id (its address when it sends none). Clients not heard of for idle_s are
 forgotten (and greeted again if they come back), so the table stays as small as the set of live clients."""
+
 from __future__ import annotations
 
 import logging
@@ -28,8 +29,8 @@ class _Caller:
     def __init__(self, peer: str, now: float):
         self.peer = peer
         self.last = now
-        self.calls: Counter = Counter()      # kind -> calls since the last summary
-        self.refused: dict[str, Counter] = {}   # kind -> answer code name -> calls (not OK)
+        self.calls: Counter = Counter()  # kind -> calls since the last summary
+        self.refused: dict[str, Counter] = {}  # kind -> answer code name -> calls (not OK)
 
     def total(self) -> int:
         return sum(self.calls.values())
@@ -38,8 +39,9 @@ class _Caller:
         parts = []
         for kind, n in self.calls.items():
             codes = self.refused.get(kind)
-            parts.append(f"{kind} {n}" + (" (" + ", ".join(f"{c} {m}" for c, m in codes.items()) + ")"
-                                          if codes else ""))
+            parts.append(
+                f"{kind} {n}" + (" (" + ", ".join(f"{c} {m}" for c, m in codes.items()) + ")" if codes else "")
+            )
         return ", ".join(parts)
 
     def reset(self) -> None:
@@ -49,13 +51,14 @@ class _Caller:
 
 class RequestLog(ServiceThread):
     """The request log; its thread writes a summary every interval_s, and the last one when stopped."""
+
     name = "request-log"
 
     def __init__(self, interval_s: float = 60.0, idle_s: float = 120.0, describe=None, clock=time.monotonic):
         super().__init__()
         self.interval_s = interval_s
         self.idle_s = idle_s
-        self.describe = describe or (lambda client: "")   # client id -> what it is ("PRODUCER", ...)
+        self.describe = describe or (lambda client: "")  # client id -> what it is ("PRODUCER", ...)
         self.clock = clock
         self._callers: dict[str, _Caller] = {}
         self._lock = threading.Lock()
@@ -90,8 +93,11 @@ class RequestLog(ServiceThread):
             who = " ".join(x for x in (md.get("x-mq-language"), md.get("x-mq-client-version")) if x)
             log.info("client %s appeared from %s%s: first call %s", client, peer, f" ({who})" if who else "", kind)
         if kind == "NotifyClientTermination":
-            log.info("client %s left (NotifyClientTermination)%s", client,
-                     f"; calls since the last summary: {caller.text()}" if caller.total() else "")
+            log.info(
+                "client %s left (NotifyClientTermination)%s",
+                client,
+                f"; calls since the last summary: {caller.text()}" if caller.total() else "",
+            )
 
     def summarize(self) -> None:
         """The lines of one interval; the counts start again from zero."""
@@ -136,6 +142,7 @@ class RequestLog(ServiceThread):
 def describe_client(service):
     """What a client said it is in its Telemetry settings (service.client_settings): "PRODUCER of TopicA",
     "SIMPLE_CONSUMER of group g1"."""
+
     def describe(client_id: str) -> str:
         settings = service.client_settings(client_id)
         if settings is None:
@@ -146,4 +153,5 @@ def describe_client(service):
         if settings.HasField("publishing") and settings.publishing.topics:
             return f"{kind} of {', '.join(t.name for t in settings.publishing.topics)}".strip()
         return kind
+
     return describe

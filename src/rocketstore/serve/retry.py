@@ -17,6 +17,7 @@
   ForwardMessageToDeadLetterQueue RPC does the same for one received message (the PushConsumer's own max
   attempts). DLQ messages carry RETRY_TOPIC, ORIGIN_MESSAGE_ID, DLQ_ORIGIN_TOPIC and DLQ_ORIGIN_MESSAGE_ID.
 """
+
 from __future__ import annotations
 
 import random
@@ -29,7 +30,7 @@ from .pop import Handle, PopState, Popped, now_ms
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
 NORMAL_TOPIC_TYPE = "0"
-RETRY_TOPIC_TYPE = "1"          # ExtraInfoUtil: RETRY_TOPIC; "2" is RETRY_TOPIC_V2
+RETRY_TOPIC_TYPE = "1"  # ExtraInfoUtil: RETRY_TOPIC; "2" is RETRY_TOPIC_V2
 RETRY_TOPIC_V2_TYPE = "2"
 FIRST_POP_TIME = "1ST_POP_TIME"
 RETRY_TOPIC_PROPERTY = "RETRY_TOPIC"
@@ -48,9 +49,16 @@ def dlq_topic(group: str) -> str:
 
 
 def _copy(stored, topic: str, props: dict, reconsume: int) -> Message:
-    return Message(topic=topic, body=stored.body or b"", properties=props, flag=stored.flag,
-                   sys_flag=stored.sys_flag, born_timestamp=stored.born_timestamp, born_host=stored.born_host,
-                   reconsume_times=reconsume)
+    return Message(
+        topic=topic,
+        body=stored.body or b"",
+        properties=props,
+        flag=stored.flag,
+        sys_flag=stored.sys_flag,
+        born_timestamp=stored.born_timestamp,
+        born_host=stored.born_host,
+        reconsume_times=reconsume,
+    )
 
 
 class RetryManager:
@@ -100,12 +108,23 @@ class RetryManager:
         count = 0
         for t in (topic, retry_topic(group, topic)):
             count += self.pop_state.release_due(
-                group, t, lambda msg, pop_time, t=t: self._put(self._revived(msg, group, t, pop_time)), now)
+                group, t, lambda msg, pop_time, t=t: self._put(self._revived(msg, group, t, pop_time)), now
+            )
         return count
 
     # ------------------------------------------------------------------ pop
-    def pop(self, group: str, topic: str, queue_ids: list[int], batch: int, invisible_ms: int, tags=None,
-            sql: str | None = None, max_attempts: int = 17, fifo: bool = False) -> list[Popped]:
+    def pop(
+        self,
+        group: str,
+        topic: str,
+        queue_ids: list[int],
+        batch: int,
+        invisible_ms: int,
+        tags=None,
+        sql: str | None = None,
+        max_attempts: int = 17,
+        fifo: bool = False,
+    ) -> list[Popped]:
         """PopState.pop over the topic's queues and its retry topic; messages past max_attempts go to the DLQ.
         `fifo`: redeliver in place (no revive into the retry topic), as orderly pop does."""
         ps = self.pop_state

@@ -14,6 +14,7 @@ Message fields: every field that becomes a property is checked, because a proper
 name \\x01 value \\x02 and a planted separator would forge others (UNIQ_KEY, KEYS, TAGS, TRAN_MSG,
 DLQ_ORIGIN_TOPIC ...). Control characters are Java's Character.isISOControl (U+0000-U+001F, U+007F-U+009F),
 as GrpcValidator.containControlCharacter."""
+
 from __future__ import annotations
 
 import re
@@ -25,26 +26,41 @@ Code = pb.Code
 
 # TopicValidator
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
-SYSTEM_TOPICS = frozenset([
-    "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
-    "CHECKPOINT_TOPIC",
-])
-NOT_ALLOWED_SEND_TOPICS = frozenset([
-    "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
-])
-SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"       # MixAll.CID_RMQ_SYS_PREFIX
+SYSTEM_TOPICS = frozenset(
+    [
+        "TBW102",
+        "SCHEDULE_TOPIC_XXXX",
+        "BenchmarkTest",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRACE_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+        "CHECKPOINT_TOPIC",
+    ]
+)
+NOT_ALLOWED_SEND_TOPICS = frozenset(
+    [
+        "SCHEDULE_TOPIC_XXXX",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+    ]
+)
+SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"  # MixAll.CID_RMQ_SYS_PREFIX
 
 # ProxyConfig
-MAX_MESSAGE_GROUP_SIZE = 64                # maxMessageGroupSize (bytes; a group this long or longer is refused)
-MAX_USER_PROPERTY_SIZE = 16 * 1024         # maxUserPropertySize: user properties + tag + keys, in bytes
-USER_PROPERTY_MAX_NUM = 128                # userPropertyMaxNum
+MAX_MESSAGE_GROUP_SIZE = 64  # maxMessageGroupSize (bytes; a group this long or longer is refused)
+MAX_USER_PROPERTY_SIZE = 16 * 1024  # maxUserPropertySize: user properties + tag + keys, in bytes
+USER_PROPERTY_MAX_NUM = 128  # userPropertyMaxNum
 
 # RocketMQ 5 clients' message ids (MessageIdCodec): version "01" and 16 bytes, in hex
 MESSAGE_ID = re.compile(r"[0-9A-Fa-f]{34}")
-MAX_BORN_HOST = 255                        # a host name (what the clients send) or an address with a port
-MAX_TRACE_CONTEXT = 4096                   # a W3C traceparent is 55 characters; room for vendors' formats
+MAX_BORN_HOST = 255  # a host name (what the clients send) or an address with a port
+MAX_TRACE_CONTEXT = 4096  # a W3C traceparent is 55 characters; room for vendors' formats
 
 
 def is_system_topic(topic: str) -> bool:

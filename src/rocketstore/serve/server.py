@@ -2,6 +2,7 @@
 grpc.aio (aio_service.py: streams and long polls cost no thread). Stops
 cleanly on SIGINT/SIGTERM: no new calls, open ones given a moment, then the store closed normally (no abort
 file left). Listens on --listen, names --advertise (or this machine's address, address.py) in its routes."""
+
 from __future__ import annotations
 
 import asyncio
@@ -34,9 +35,16 @@ class Server:
     """start() binds and serves (grpc.aio on an event loop thread of its own); stop() shuts down the gRPC
     server, then closes the store."""
 
-    def __init__(self, store_path: str, listen: str = "127.0.0.1:8081", store_config: StoreConfig | None = None,
-                 access_keys: dict[str, str] | None = None, advertise: str | None = None,
-                 request_log_interval: float = 60.0, **overrides):
+    def __init__(
+        self,
+        store_path: str,
+        listen: str = "127.0.0.1:8081",
+        store_config: StoreConfig | None = None,
+        access_keys: dict[str, str] | None = None,
+        advertise: str | None = None,
+        request_log_interval: float = 60.0,
+        **overrides,
+    ):
         self.host, self.port = parse_listen(listen)
         # what the routes name: --advertise, else the listen address (this machine's address for a wildcard)
         self.advertised: tuple[str, int] | None = address.parse_advertise(advertise) if advertise else None
@@ -56,26 +64,30 @@ class Server:
         self._stopped = threading.Event()
 
     def start(self) -> int:
-        address.check_bindable(self.host, self.port)    # an address in use: one clear error, store untouched
+        address.check_bindable(self.host, self.port)  # an address in use: one clear error, store untouched
         self.store = MessageStore.open(self.store_path, self.store_config)
         try:
             host, port = self.advertised or (self.host, self.port)
             if self.advertised is None and address.is_wildcard(self.host):
                 host = address.local_address()
-                log.warning("--listen %s is no address to connect to: routes name this machine's %s instead; "
-                            "give --advertise HOST:PORT for the address clients should use",
-                            address.join(self.host, self.port), host)
+                log.warning(
+                    "--listen %s is no address to connect to: routes name this machine's %s instead; "
+                    "give --advertise HOST:PORT for the address clients should use",
+                    address.join(self.host, self.port),
+                    host,
+                )
             config = ServeConfig.from_store_config(self.store_config, host=host, port=port, **self.overrides)
             self.service = MessagingService(self.store, config)
-            self.requests = RequestLog(self.request_log_interval, config.channel_expired_ms / 1000.0,
-                                       describe_client(self.service))
+            self.requests = RequestLog(
+                self.request_log_interval, config.channel_expired_ms / 1000.0, describe_client(self.service)
+            )
             self._loop = asyncio.new_event_loop()
             self._loop_thread = threading.Thread(target=self._loop.run_forever, name="serve-loop", daemon=True)
             self._loop_thread.start()
             self.port = asyncio.run_coroutine_threadsafe(self._start_grpc(config), self._loop).result(60)
             self.requests.start()
         except BaseException:
-            self._stopped.set()           # stop() has nothing left to do
+            self._stopped.set()  # stop() has nothing left to do
             if self.grpc_server is not None and self._loop is not None:
                 asyncio.run_coroutine_threadsafe(self.grpc_server.stop(None), self._loop).result(30)
             self._close_loop()
@@ -92,20 +104,23 @@ class Server:
         self.aio_service = AsyncMessagingService(self.service, self._loop, self.requests)
         self.grpc_server = grpc.aio.server(
             interceptors=[AuthInterceptor(self.access_keys)] if self.access_keys else None,
-            options=[("grpc.max_receive_message_length", config.max_message_size + 1024 * 1024),
-                     ("grpc.max_send_message_length", -1),
-                     # gRPC sets SO_REUSEPORT by default: a second server on the same port would bind too and
-                     # get half of the connections, for another store
-                     ("grpc.so_reuseport", 0)])
+            options=[
+                ("grpc.max_receive_message_length", config.max_message_size + 1024 * 1024),
+                ("grpc.max_send_message_length", -1),
+                # gRPC sets SO_REUSEPORT by default: a second server on the same port would bind too and
+                # get half of the connections, for another store
+                ("grpc.so_reuseport", 0),
+            ],
+        )
         sgrpc.add_MessagingServiceServicer_to_server(self.aio_service, self.grpc_server)
         listen = address.join(self.host, self.port)
         try:
             bound = self.grpc_server.add_insecure_port(listen)
-        except RuntimeError:     # taken since check_bindable: gRPC does not say why
+        except RuntimeError:  # taken since check_bindable: gRPC does not say why
             bound = 0
         if bound == 0:
             raise ListenError(f"{listen}: cannot listen (address in use or not available)")
-        if self.port == 0 and self.advertised is None:   # an ephemeral port: say the real one in the routes
+        if self.port == 0 and self.advertised is None:  # an ephemeral port: say the real one in the routes
             config.port = bound
         await self.grpc_server.start()
         return bound
@@ -123,18 +138,18 @@ class Server:
             return
         self._stopped.set()
         if self.requests is not None:
-            self.requests.stop()           # the last summary
+            self.requests.stop()  # the last summary
         if self.service is not None:
             self.service.stop()
         if self.aio_service is not None:
-            self.aio_service.stop()        # long polls answer now
+            self.aio_service.stop()  # long polls answer now
         if self.grpc_server is not None:
             asyncio.run_coroutine_threadsafe(self.grpc_server.stop(grace), self._loop).result(grace + 30)
         if self.aio_service is not None:
-            self.aio_service.close()       # the thread pools, after their last call
+            self.aio_service.close()  # the thread pools, after their last call
         self._close_loop()
         if self.service is not None:
-            self.service.pop.close()     # after the last request: snapshot written, offsets committed
+            self.service.pop.close()  # after the last request: snapshot written, offsets committed
         if self.store is not None:
             self.store.close()
 
@@ -142,12 +157,24 @@ class Server:
         self._stopped.wait()
 
 
-def serve_forever(store_path: str, listen: str, store_config: StoreConfig | None = None, echo=print,
-                  access_keys: dict[str, str] | None = None, advertise: str | None = None,
-                  request_log_interval: float = 60.0) -> None:
+def serve_forever(
+    store_path: str,
+    listen: str,
+    store_config: StoreConfig | None = None,
+    echo=print,
+    access_keys: dict[str, str] | None = None,
+    advertise: str | None = None,
+    request_log_interval: float = 60.0,
+) -> None:
     """Serve until SIGINT or SIGTERM, then stop cleanly."""
-    server = Server(store_path, listen, store_config, access_keys=access_keys, advertise=advertise,
-                    request_log_interval=request_log_interval)
+    server = Server(
+        store_path,
+        listen,
+        store_config,
+        access_keys=access_keys,
+        advertise=advertise,
+        request_log_interval=request_log_interval,
+    )
     stop = threading.Event()
 
     def on_signal(signum, frame):
@@ -158,10 +185,12 @@ def serve_forever(store_path: str, listen: str, store_config: StoreConfig | None
         port = server.start()
         routes = address.join(server.service.config.host, server.service.config.port)
         listening = address.join(server.host, port)
-        echo(f"rocketstore serve: store {server.store.root}, listening on {listening}"
-             f"{'' if routes == listening else f', routes name {routes}'} "
-             f"(apache.rocketmq.v2.MessagingService, gRPC"
-             f"{', authentication: %d access key(s)' % len(server.access_keys) if server.access_keys else ''})")
+        echo(
+            f"rocketstore serve: store {server.store.root}, listening on {listening}"
+            f"{'' if routes == listening else f', routes name {routes}'} "
+            f"(apache.rocketmq.v2.MessagingService, gRPC"
+            f"{', authentication: %d access key(s)' % len(server.access_keys) if server.access_keys else ''})"
+        )
         sys.stdout.flush()
         while not stop.wait(0.5):
             pass

@@ -1,6 +1,7 @@
 """apache.rocketmq.v2.MessagingService on top of one MessageStore, answering as RocketMQ's proxy does
 (proxy/grpc/v2: RouteActivity, SendMessageActivity, ReceiveMessageActivity, AckMessageActivity,
 ChangeInvisibleDurationActivity, ClientActivity)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,50 +40,53 @@ MESSAGE_TYPES = {
     "MIXED": [pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION],
 }
 PERM_READ, PERM_WRITE = 4, 2
-DEFAULT_INVISIBLE_MS = 60_000   # ProxyConfig.defaultInvisibleTimeMills (auto renew)
+DEFAULT_INVISIBLE_MS = 60_000  # ProxyConfig.defaultInvisibleTimeMills (auto renew)
 
 
 @dataclasses.dataclass
 class ServeConfig:
     """The proxy's settings that matter here, under ProxyConfig's / BrokerConfig's names in broker.conf."""
+
     host: str = "127.0.0.1"
     port: int = 8081
-    broker_name: str = "rocketstore"                          # brokerName
-    max_message_size: int = 4 * 1024 * 1024                   # maxMessageSize (the store's)
-    min_invisible_ms_for_recv: int = 10_000                   # minInvisibleTimeMillsForRecv
-    max_invisible_ms: int = 12 * 3600 * 1000                  # maxInvisibleTimeMills
-    min_long_polling_ms: int = 5_000                          # grpcClientConsumerMinLongPollingTimeoutMillis
-    max_long_polling_ms: int = 20_000                         # grpcClientConsumerMaxLongPollingTimeoutMillis
-    long_polling_batch_size: int = 32                         # grpcClientConsumerLongPollingBatchSize
-    producer_max_attempts: int = 3                            # grpcClientProducerMaxAttempts
-    producer_backoff_initial_ms: int = 10                     # grpcClientProducerBackoffInitialMillis
-    producer_backoff_max_ms: int = 1000                       # grpcClientProducerBackoffMaxMillis
-    producer_backoff_multiplier: int = 2                      # grpcClientProducerBackoffMultiplier
-    enable_topic_message_type_check: bool = True              # enableTopicMessageTypeCheck
-    retry_max_times: int = 16                                 # SubscriptionGroupConfig.retryMaxTimes
-    auto_create_topic_enable: bool = True                     # autoCreateTopicEnable
-    default_topic_queue_nums: int = DEFAULT_QUEUE_NUMS        # defaultTopicQueueNums (the library's one default)
+    broker_name: str = "rocketstore"  # brokerName
+    max_message_size: int = 4 * 1024 * 1024  # maxMessageSize (the store's)
+    min_invisible_ms_for_recv: int = 10_000  # minInvisibleTimeMillsForRecv
+    max_invisible_ms: int = 12 * 3600 * 1000  # maxInvisibleTimeMills
+    min_long_polling_ms: int = 5_000  # grpcClientConsumerMinLongPollingTimeoutMillis
+    max_long_polling_ms: int = 20_000  # grpcClientConsumerMaxLongPollingTimeoutMillis
+    long_polling_batch_size: int = 32  # grpcClientConsumerLongPollingBatchSize
+    producer_max_attempts: int = 3  # grpcClientProducerMaxAttempts
+    producer_backoff_initial_ms: int = 10  # grpcClientProducerBackoffInitialMillis
+    producer_backoff_max_ms: int = 1000  # grpcClientProducerBackoffMaxMillis
+    producer_backoff_multiplier: int = 2  # grpcClientProducerBackoffMultiplier
+    enable_topic_message_type_check: bool = True  # enableTopicMessageTypeCheck
+    retry_max_times: int = 16  # SubscriptionGroupConfig.retryMaxTimes
+    auto_create_topic_enable: bool = True  # autoCreateTopicEnable
+    default_topic_queue_nums: int = DEFAULT_QUEUE_NUMS  # defaultTopicQueueNums (the library's one default)
     # capacity (aio_service.py): streams and long polls are coroutines, unary calls and poll attempts run on
     # two separate thread pools, so no number of open streams or polls can take the unary calls' threads
-    grpc_threads: int = 16 + 2 * (os.cpu_count() or 1)        # grpcThreadPoolNums: threads for unary calls
-    grpc_queue_capacity: int = 100_000                        # grpcThreadPoolQueueCapacity: unary calls waiting
-    max_telemetry_streams: int = 10_000                       # open Telemetry streams (rocketstore's own limit)
-    max_long_polls: int = 10_000                              # maxPopPollingSize: ReceiveMessage calls polling
-    long_polling_threads: int = 4                             # threads trying pops for the long polls
+    grpc_threads: int = 16 + 2 * (os.cpu_count() or 1)  # grpcThreadPoolNums: threads for unary calls
+    grpc_queue_capacity: int = 100_000  # grpcThreadPoolQueueCapacity: unary calls waiting
+    max_telemetry_streams: int = 10_000  # open Telemetry streams (rocketstore's own limit)
+    max_long_polls: int = 10_000  # maxPopPollingSize: ReceiveMessage calls polling
+    long_polling_threads: int = 4  # threads trying pops for the long polls
     # receipt handle renewal for auto_renew receives (renew.py)
-    enable_proxy_auto_renew: bool = True                      # enableProxyAutoRenew
-    default_invisible_ms: int = DEFAULT_INVISIBLE_MS          # defaultInvisibleTimeMills
-    renew_ahead_ms: int = 10_000                              # renewAheadTimeMillis
-    renew_slice_ms: int = 0                                   # renewSliceTimeMillis (0: RenewStrategyPolicy)
-    renew_max_ms: int = 3 * 3600 * 1000                       # renewMaxTimeMillis
-    renew_schedule_period_ms: int = 5_000                     # renewSchedulePeriodMillis
-    invisible_ms_when_clear: int = 1_000                      # invisibleTimeMillisWhenClear
-    max_renew_retry_times: int = 3                            # maxRenewRetryTimes
-    channel_expired_ms: int = 120_000                         # channelExpiredTimeout
+    enable_proxy_auto_renew: bool = True  # enableProxyAutoRenew
+    default_invisible_ms: int = DEFAULT_INVISIBLE_MS  # defaultInvisibleTimeMills
+    renew_ahead_ms: int = 10_000  # renewAheadTimeMillis
+    renew_slice_ms: int = 0  # renewSliceTimeMillis (0: RenewStrategyPolicy)
+    renew_max_ms: int = 3 * 3600 * 1000  # renewMaxTimeMillis
+    renew_schedule_period_ms: int = 5_000  # renewSchedulePeriodMillis
+    invisible_ms_when_clear: int = 1_000  # invisibleTimeMillisWhenClear
+    max_renew_retry_times: int = 3  # maxRenewRetryTimes
+    channel_expired_ms: int = 120_000  # channelExpiredTimeout
 
     KEYS = {
-        "brokerName": "broker_name", "maxMessageSize": "max_message_size",
-        "minInvisibleTimeMillsForRecv": "min_invisible_ms_for_recv", "maxInvisibleTimeMills": "max_invisible_ms",
+        "brokerName": "broker_name",
+        "maxMessageSize": "max_message_size",
+        "minInvisibleTimeMillsForRecv": "min_invisible_ms_for_recv",
+        "maxInvisibleTimeMills": "max_invisible_ms",
         "grpcClientConsumerMinLongPollingTimeoutMillis": "min_long_polling_ms",
         "grpcClientConsumerMaxLongPollingTimeoutMillis": "max_long_polling_ms",
         "grpcClientConsumerLongPollingBatchSize": "long_polling_batch_size",
@@ -91,14 +95,22 @@ class ServeConfig:
         "grpcClientProducerBackoffMaxMillis": "producer_backoff_max_ms",
         "grpcClientProducerBackoffMultiplier": "producer_backoff_multiplier",
         "enableTopicMessageTypeCheck": "enable_topic_message_type_check",
-        "retryMaxTimes": "retry_max_times", "autoCreateTopicEnable": "auto_create_topic_enable",
-        "defaultTopicQueueNums": "default_topic_queue_nums", "grpcThreadPoolNums": "grpc_threads",
-        "grpcThreadPoolQueueCapacity": "grpc_queue_capacity", "maxTelemetryStreams": "max_telemetry_streams",
-        "maxPopPollingSize": "max_long_polls", "longPollingThreadPoolNums": "long_polling_threads",
-        "enableProxyAutoRenew": "enable_proxy_auto_renew", "defaultInvisibleTimeMills": "default_invisible_ms",
-        "renewAheadTimeMillis": "renew_ahead_ms", "renewSliceTimeMillis": "renew_slice_ms",
-        "renewMaxTimeMillis": "renew_max_ms", "renewSchedulePeriodMillis": "renew_schedule_period_ms",
-        "invisibleTimeMillisWhenClear": "invisible_ms_when_clear", "maxRenewRetryTimes": "max_renew_retry_times",
+        "retryMaxTimes": "retry_max_times",
+        "autoCreateTopicEnable": "auto_create_topic_enable",
+        "defaultTopicQueueNums": "default_topic_queue_nums",
+        "grpcThreadPoolNums": "grpc_threads",
+        "grpcThreadPoolQueueCapacity": "grpc_queue_capacity",
+        "maxTelemetryStreams": "max_telemetry_streams",
+        "maxPopPollingSize": "max_long_polls",
+        "longPollingThreadPoolNums": "long_polling_threads",
+        "enableProxyAutoRenew": "enable_proxy_auto_renew",
+        "defaultInvisibleTimeMills": "default_invisible_ms",
+        "renewAheadTimeMillis": "renew_ahead_ms",
+        "renewSliceTimeMillis": "renew_slice_ms",
+        "renewMaxTimeMillis": "renew_max_ms",
+        "renewSchedulePeriodMillis": "renew_schedule_period_ms",
+        "invisibleTimeMillisWhenClear": "invisible_ms_when_clear",
+        "maxRenewRetryTimes": "max_renew_retry_times",
         "channelExpiredTimeout": "channel_expired_ms",
     }
 
@@ -137,6 +149,7 @@ class _Client:
 @dataclasses.dataclass
 class ReceivePlan:
     """A checked ReceiveMessage request: what to pop, for how long to poll."""
+
     group: str
     topic: str
     queue_ids: list
@@ -145,7 +158,7 @@ class ReceivePlan:
     tags: str | None
     sql: str | None
     polling_ms: int
-    client_id: str | None     # auto_renew: the client whose handles are renewed
+    client_id: str | None  # auto_renew: the client whose handles are renewed
 
 
 class MessagingService(sgrpc.MessagingServiceServicer):
@@ -153,21 +166,23 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self.store = store
         self.config = config
         self.pop = PopState(store, config.broker_name)
-        self.retry = RetryManager(store, self.pop)   # retry topic, revive, dead letter (retry.py)
+        self.retry = RetryManager(store, self.pop)  # retry topic, revive, dead letter (retry.py)
         self._put_lock = threading.Lock()
         self._rr: dict[str, int] = {}
         self._clients: dict[str, _Client] = {}
         self._clients_lock = threading.Lock()
         self.stopping = threading.Event()
         extra = getattr(store.config, "extra", None) or {}
-        self.tx = Transactions(store, self.producer_outboxes, extra)     # half messages, checks (transaction.py)
-        self.delay = DelayService(store, extra)                     # delivery timestamps (delay.py)
-        self.groups = SubscriptionGroups(store.root)                # FIFO groups (fifo.py)
+        self.tx = Transactions(store, self.producer_outboxes, extra)  # half messages, checks (transaction.py)
+        self.delay = DelayService(store, extra)  # delivery timestamps (delay.py)
+        self.groups = SubscriptionGroups(store.root)  # FIFO groups (fifo.py)
         self.tx.start()
         self.delay.start()
-        self.renew = RenewManager(                                  # auto_renew handles (renew.py)
+        self.renew = RenewManager(  # auto_renew handles (renew.py)
             lambda group, topic, h, ms: self.pop.change_invisible(group, self.retry.topic_of(group, topic, h), h, ms),
-            self._client_alive, config)
+            self._client_alive,
+            config,
+        )
         self.renew.start()
 
     def _client_alive(self, client_id: str) -> bool:
@@ -280,8 +295,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         else:
             kinds = [pb.Permission.NONE] * max(1, r, w)
         for i, p in enumerate(kinds):
-            queues.append(pb.MessageQueue(topic=request.topic, id=i, permission=p, broker=broker,
-                                          accept_message_types=types))
+            queues.append(
+                pb.MessageQueue(topic=request.topic, id=i, permission=p, broker=broker, accept_message_types=types)
+            )
         return spb.QueryRouteResponse(status=_status(Code.OK), message_queues=queues)
 
     # ------------------------------------------------------------------ client lifecycle
@@ -296,7 +312,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         if c is not None:
             c.outbox.put(None)
         if cid:
-            self.renew.client_gone(cid)     # CLIENT_UNREGISTER -> clearGroup: its messages come back soon
+            self.renew.client_gone(cid)  # CLIENT_UNREGISTER -> clearGroup: its messages come back soon
         return spb.NotifyClientTerminationResponse(status=_status(Code.OK))
 
     def _merged_settings(self, settings: pb.Settings) -> pb.Settings:
@@ -331,11 +347,12 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         """The answer to one command a client sends on its Telemetry stream (ClientActivity), or None. The
         stream itself is served by aio_service.py."""
         if cmd.WhichOneof("command") != "settings":
-            return None     # thread stack traces, verify-message results: nothing asked for them yet
+            return None  # thread stack traces, verify-message results: nothing asked for them yet
         settings = cmd.settings
         if not (settings.HasField("publishing") or settings.HasField("subscription")):
-            return spb.TelemetryCommand(status=_status(Code.BAD_REQUEST,
-                                                       "there is no publishing or subscription data in settings"))
+            return spb.TelemetryCommand(
+                status=_status(Code.BAD_REQUEST, "there is no publishing or subscription data in settings")
+            )
         refusal = None
         if settings.HasField("publishing"):
             for t in settings.publishing.topics:
@@ -364,8 +381,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             return spb.SendMessageResponse(status=_status(Code.BAD_REQUEST, "no message to send"))
         topic = request.messages[0].topic.name
         if any(m.topic.name != topic for m in request.messages):
-            return spb.SendMessageResponse(status=_status(Code.MESSAGE_CORRUPTED,
-                                                          "messages of one request must have the same topic"))
+            return spb.SendMessageResponse(
+                status=_status(Code.MESSAGE_CORRUPTED, "messages of one request must have the same topic")
+            )
         problem = self._ensure_topic(topic)
         if problem is not None:
             return spb.SendMessageResponse(status=_status(*problem))
@@ -388,18 +406,20 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         codes = set()
         for pbm, r in zip(request.messages, results):
             if r.ok:
-                e = spb.SendResultEntry(status=_status(Code.OK), message_id=pbm.system_properties.message_id,
-                                        offset=r.queue_offset)
+                e = spb.SendResultEntry(
+                    status=_status(Code.OK), message_id=pbm.system_properties.message_id, offset=r.queue_offset
+                )
                 if pbm.system_properties.message_type == pb.MessageType.TRANSACTION:
-                    e.transaction_id = pbm.system_properties.message_id   # the broker's: the UNIQ_KEY
+                    e.transaction_id = pbm.system_properties.message_id  # the broker's: the UNIQ_KEY
             else:
                 name = r.status.name
-                code = {"FLUSH_DISK_TIMEOUT": Code.MASTER_PERSISTENCE_TIMEOUT,
-                        "FLUSH_SLAVE_TIMEOUT": Code.SLAVE_PERSISTENCE_TIMEOUT,
-                        "SLAVE_NOT_AVAILABLE": Code.HA_NOT_AVAILABLE,
-                        "MESSAGE_ILLEGAL": Code.BAD_REQUEST,
-                        "PROPERTIES_SIZE_EXCEEDED": Code.MESSAGE_PROPERTIES_TOO_LARGE}.get(
-                    name, Code.INTERNAL_SERVER_ERROR)
+                code = {
+                    "FLUSH_DISK_TIMEOUT": Code.MASTER_PERSISTENCE_TIMEOUT,
+                    "FLUSH_SLAVE_TIMEOUT": Code.SLAVE_PERSISTENCE_TIMEOUT,
+                    "SLAVE_NOT_AVAILABLE": Code.HA_NOT_AVAILABLE,
+                    "MESSAGE_ILLEGAL": Code.BAD_REQUEST,
+                    "PROPERTIES_SIZE_EXCEEDED": Code.MESSAGE_PROPERTIES_TOO_LARGE,
+                }.get(name, Code.INTERNAL_SERVER_ERROR)
                 e = spb.SendResultEntry(status=_status(code, f"send message failed, sendStatus={name}"))
             entries.append(e)
             codes.add(e.status.code)
@@ -425,16 +445,22 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         if refusal:
             return spb.EndTransactionResponse(status=_status(*refusal))
         if not request.transaction_id.strip():
-            return spb.EndTransactionResponse(status=_status(Code.INVALID_TRANSACTION_ID,
-                                                             "transaction id cannot be empty"))
-        code, text = self.tx.end(topic, request.transaction_id, request.resolution,
-                                 request.source == pb.TransactionSource.SOURCE_SERVER_CHECK)
+            return spb.EndTransactionResponse(
+                status=_status(Code.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
+            )
+        code, text = self.tx.end(
+            topic,
+            request.transaction_id,
+            request.resolution,
+            request.source == pb.TransactionSource.SOURCE_SERVER_CHECK,
+        )
         return spb.EndTransactionResponse(status=_status(code, text))
 
     # ------------------------------------------------------------------ receive
     def receive_plan(self, request, context) -> "ReceivePlan | list":
         """ReceiveMessageActivity's checks: the plan of a long poll, or the responses that refuse it. The poll
         itself (receive_attempt until something is found or the polling time ends) is run by aio_service.py."""
+
         def refuse(code, message=None):
             return [spb.ReceiveMessageResponse(status=_status(code, message)), self._delivery_timestamp()]
 
@@ -450,8 +476,10 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             if remaining_ms >= cfg.min_long_polling_ms:
                 polling = remaining_ms
             else:
-                return refuse(Code.ILLEGAL_POLLING_TIME,
-                              "The deadline time remaining is not enough for polling, please check network condition")
+                return refuse(
+                    Code.ILLEGAL_POLLING_TIME,
+                    "The deadline time remaining is not enough for polling, please check network condition",
+                )
         topic = request.message_queue.topic.name
         group = request.group.name
         refusal = self._topic_and_group_refusal(topic, group)
@@ -461,11 +489,12 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             return refuse(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
         invisible = request.invisible_duration.ToMilliseconds()
         renewing = request.auto_renew and cfg.enable_proxy_auto_renew
-        if renewing:   # enableProxyAutoRenew: the PushConsumer asks, defaultInvisibleTimeMills applies
+        if renewing:  # enableProxyAutoRenew: the PushConsumer asks, defaultInvisibleTimeMills applies
             invisible = cfg.default_invisible_ms
         elif invisible < cfg.min_invisible_ms_for_recv:
-            return refuse(Code.ILLEGAL_INVISIBLE_TIME,
-                          f"the invisibleTime is too small. min is {cfg.min_invisible_ms_for_recv}")
+            return refuse(
+                Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too small. min is {cfg.min_invisible_ms_for_recv}"
+            )
         if cfg.max_invisible_ms > 0 and invisible > cfg.max_invisible_ms:
             return refuse(Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too large. max is {cfg.max_invisible_ms}")
         fe = request.filter_expression
@@ -478,8 +507,17 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         r, _, perm = self._queue_nums(topic)
         queue_ids = list(range(r)) if perm & PERM_READ else []
         client = self.client_of(context) if renewing else None
-        return ReceivePlan(group, topic, queue_ids, batch, invisible, tags, sql, polling,
-                           client.client_id if client is not None else None)
+        return ReceivePlan(
+            group,
+            topic,
+            queue_ids,
+            batch,
+            invisible,
+            tags,
+            sql,
+            polling,
+            client.client_id if client is not None else None,
+        )
 
     def receive_attempt(self, plan: "ReceivePlan") -> tuple[list | None, int | None]:
         """One try of a long poll: (the responses to send, None) when it found messages or failed, else
@@ -487,26 +525,53 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         cfg = self.config
         group, topic = plan.group, plan.topic
         try:
-            popped = self.pop.pop_orderly(group, topic, plan.queue_ids, plan.batch, plan.invisible, tags=plan.tags,
-                                          sql=plan.sql, max_attempts=cfg.retry_max_times + 1,
-                                          dead_letter=lambda m: self.retry.to_dlq(group, topic, m)) \
-                if self.groups.is_fifo(group) else \
-                self.retry.pop(group, topic, plan.queue_ids, plan.batch, plan.invisible, tags=plan.tags,
-                               sql=plan.sql, max_attempts=cfg.retry_max_times + 1)
+            popped = (
+                self.pop.pop_orderly(
+                    group,
+                    topic,
+                    plan.queue_ids,
+                    plan.batch,
+                    plan.invisible,
+                    tags=plan.tags,
+                    sql=plan.sql,
+                    max_attempts=cfg.retry_max_times + 1,
+                    dead_letter=lambda m: self.retry.to_dlq(group, topic, m),
+                )
+                if self.groups.is_fifo(group)
+                else self.retry.pop(
+                    group,
+                    topic,
+                    plan.queue_ids,
+                    plan.batch,
+                    plan.invisible,
+                    tags=plan.tags,
+                    sql=plan.sql,
+                    max_attempts=cfg.retry_max_times + 1,
+                )
+            )
         except FilterSyntaxError as e:
             return self.receive_finish(Code.ILLEGAL_FILTER_EXPRESSION, str(e)), None
-        except (RocketStoreError, OSError) as e:    # the pop state could not be made durable
+        except (RocketStoreError, OSError) as e:  # the pop state could not be made durable
             log.error("receive %s/%s: %s", group, topic, e)
             return self.receive_finish(Code.INTERNAL_SERVER_ERROR, f"receive failed: {e}"), None
         if not popped:
             return None, self.pop.next_due_ms(group, topic)
         out = [C.to_v2(p.message, topic, p.handle.encode(), p.attempt, p.invisible_ms) for p in popped]
-        if plan.client_id is not None:    # the proxy's addReceiptHandle: renewed until acked or the client goes
+        if plan.client_id is not None:  # the proxy's addReceiptHandle: renewed until acked or the client goes
             for p, m in zip(popped, out):
-                self.renew.add(plan.client_id, group, topic, m.system_properties.message_id,
-                               m.system_properties.receipt_handle, p.message.reconsume_times)
-        return ([spb.ReceiveMessageResponse(status=_status(Code.OK))]
-                + [spb.ReceiveMessageResponse(message=m) for m in out] + [self._delivery_timestamp()]), None
+                self.renew.add(
+                    plan.client_id,
+                    group,
+                    topic,
+                    m.system_properties.message_id,
+                    m.system_properties.receipt_handle,
+                    p.message.reconsume_times,
+                )
+        return (
+            [spb.ReceiveMessageResponse(status=_status(Code.OK))]
+            + [spb.ReceiveMessageResponse(message=m) for m in out]
+            + [self._delivery_timestamp()]
+        ), None
 
     def receive_finish(self, code: int, message: str | None = None) -> list:
         return [spb.ReceiveMessageResponse(status=_status(code, message)), self._delivery_timestamp()]
@@ -525,15 +590,19 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             return spb.AckMessageResponse(status=_status(*refusal))
         entries = []
         for e in request.entries:
-            try:   # an auto-renewed message: its newest handle
+            try:  # an auto-renewed message: its newest handle
                 h = Handle.decode(self.renew.take(group, e.message_id, e.receipt_handle) or e.receipt_handle)
             except HandleError as err:
                 st = _status(Code.INVALID_RECEIPT_HANDLE, str(err))
             else:
-                st = _status(Code.OK) if self.pop.ack(group, self.retry.topic_of(group, topic, h), h) else \
-                    _status(Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
-            entries.append(spb.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle,
-                                                     status=st))
+                st = (
+                    _status(Code.OK)
+                    if self.pop.ack(group, self.retry.topic_of(group, topic, h), h)
+                    else _status(Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
+                )
+            entries.append(
+                spb.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle, status=st)
+            )
         codes = {x.status.code for x in entries}
         if not codes:
             status = _status(Code.INTERNAL_SERVER_ERROR, "ack message result is empty")
@@ -552,26 +621,34 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         # GrpcValidator.validateInvisibleTime(invisibleTime): no minimum here (minInvisibleTimeMillsForRecv is
         # ReceiveMessage's), maxInvisibleTimeMills
         if invisible < 0:
-            return spb.ChangeInvisibleDurationResponse(status=_status(
-                Code.ILLEGAL_INVISIBLE_TIME, "the invisibleTime is too small. min is 0"))
+            return spb.ChangeInvisibleDurationResponse(
+                status=_status(Code.ILLEGAL_INVISIBLE_TIME, "the invisibleTime is too small. min is 0")
+            )
         if self.config.max_invisible_ms > 0 and invisible > self.config.max_invisible_ms:
-            return spb.ChangeInvisibleDurationResponse(status=_status(
-                Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too large. max is {self.config.max_invisible_ms}"))
-        try:   # an auto-renewed message: its newest handle, no longer renewed
-            h = Handle.decode(self.renew.take(group, request.message_id, request.receipt_handle)
-                              or request.receipt_handle)
+            return spb.ChangeInvisibleDurationResponse(
+                status=_status(
+                    Code.ILLEGAL_INVISIBLE_TIME,
+                    f"the invisibleTime is too large. max is {self.config.max_invisible_ms}",
+                )
+            )
+        try:  # an auto-renewed message: its newest handle, no longer renewed
+            h = Handle.decode(
+                self.renew.take(group, request.message_id, request.receipt_handle) or request.receipt_handle
+            )
         except HandleError as err:
             return spb.ChangeInvisibleDurationResponse(status=_status(Code.INVALID_RECEIPT_HANDLE, str(err)))
         new = self.pop.change_invisible(group, self.retry.topic_of(group, topic, h), h, invisible)
         if new is None:
-            return spb.ChangeInvisibleDurationResponse(status=_status(
-                Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired, acked or superseded"))
+            return spb.ChangeInvisibleDurationResponse(
+                status=_status(Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired, acked or superseded")
+            )
         return spb.ChangeInvisibleDurationResponse(status=_status(Code.OK), receipt_handle=new.encode())
 
     # ------------------------------------------------------------------ not implemented yet
     def _unsupported(name, response):
         def rpc(self, request, context):
             return response(status=_status(Code.NOT_IMPLEMENTED, f"{name} is not implemented by rocketstore serve yet"))
+
         rpc.__name__ = name
         return rpc
 
@@ -579,7 +656,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
 
     def ForwardMessageToDeadLetterQueue(self, request, context):
         current = self.renew.take(request.group.name, request.message_id, request.receipt_handle)
-        if current is not None:   # an auto-renewed message: its newest handle
+        if current is not None:  # an auto-renewed message: its newest handle
             request = spb.ForwardMessageToDeadLetterQueueRequest.FromString(request.SerializeToString())
             request.receipt_handle = current
         return _assignment.forward_message_to_dead_letter_queue(self, request, context)
@@ -594,7 +671,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     # ------------------------------------------------------------------ shutdown
     def stop(self) -> None:
         self.stopping.set()
-        self.renew.stop()      # the renewal thread; in-flight auto-renew messages cleared (come back soon)
+        self.renew.stop()  # the renewal thread; in-flight auto-renew messages cleared (come back soon)
         self.tx.stop()
         self.delay.stop()
         with self._clients_lock:
@@ -604,6 +681,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
 
 def _is_ip(host: str) -> bool:
     import ipaddress
+
     try:
         ipaddress.ip_address(host.strip("[]"))
         return True

@@ -21,6 +21,7 @@ TransactionalMessageServiceImpl.check), reached through the proxy's SendMessage 
 
 Unlike the broker, a check does not put the half message back at the end of the half queue (which moves the
 broker's check offset forward); the check count lives in memory and starts again after a restart."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -54,7 +55,7 @@ CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
 
-TRAN_BITS = R.TRANSACTION_ROLLBACK_TYPE   # the two transaction bits of sysFlag
+TRAN_BITS = R.TRANSACTION_ROLLBACK_TYPE  # the two transaction bits of sysFlag
 
 
 def _now() -> int:
@@ -64,8 +65,8 @@ def _now() -> int:
 @dataclasses.dataclass
 class _Half:
     tx_id: str
-    half_offset: int          # queue offset in RMQ_SYS_TRANS_HALF_TOPIC queue 0
-    phys: int                 # commit log offset of the half record
+    half_offset: int  # queue offset in RMQ_SYS_TRANS_HALF_TOPIC queue 0
+    phys: int  # commit log offset of the half record
     real_topic: str
     producer_group: str
     born_ms: int
@@ -77,20 +78,21 @@ class _Half:
 class Transactions(ServiceThread):
     """The half messages of one store and their checks (TransactionalMessageCheckService: a round of checks
     every tick, a second at most). Thread-safe."""
+
     name = "transaction-check"
 
     def __init__(self, store, producers, extra: dict | None = None, on_change=None):
         super().__init__()
         extra = extra or {}
         self.store = store
-        self.producers = producers       # topic -> [outbox queue]
+        self.producers = producers  # topic -> [outbox queue]
         self.timeout_ms = int(extra.get("transactionTimeOut", 6_000))
         self.check_interval_ms = int(extra.get("transactionCheckInterval", 30_000))
         self.check_max = int(extra.get("transactionCheckMax", 15))
         self._lock = threading.RLock()
-        self.pending: dict[int, _Half] = {}      # half offset -> half
-        self.by_tx: dict[str, list[int]] = {}    # transaction id -> its pending half offsets (a resend adds one)
-        self._ops: list[tuple[int, list[int]]] = []   # (op offset, half offsets it ends), from the op scan start
+        self.pending: dict[int, _Half] = {}  # half offset -> half
+        self.by_tx: dict[str, list[int]] = {}  # transaction id -> its pending half offsets (a resend adds one)
+        self._ops: list[tuple[int, list[int]]] = []  # (op offset, half offsets it ends), from the op scan start
         self._rr = 0
         # the pause before each round (and after one that failed): a check falls due within it
         tick_ms = min(self.check_interval_ms, self.timeout_ms, 1000)
@@ -138,8 +140,9 @@ class Transactions(ServiceThread):
             immunity = max(immunity, int(props.get(CHECK_IMMUNITY, "")) * 1000)
         except ValueError:
             pass
-        self.pending[half_offset] = _Half(tx_id, half_offset, phys, props.get(REAL_TOPIC, ""),
-                                          props.get(C.PGROUP, ""), born_ms, immunity)
+        self.pending[half_offset] = _Half(
+            tx_id, half_offset, phys, props.get(REAL_TOPIC, ""), props.get(C.PGROUP, ""), born_ms, immunity
+        )
         self.by_tx.setdefault(tx_id, []).append(half_offset)
 
     def _forget(self, h: _Half) -> None:
@@ -184,21 +187,25 @@ class Transactions(ServiceThread):
         with self._lock:
             r = self.store.put(half, 0)
             if r.ok:
-                self._add(r.queue_offset, r.physical_offset, props,
-                          half.born_timestamp if half.born_timestamp is not None else _now())
+                self._add(
+                    r.queue_offset,
+                    r.physical_offset,
+                    props,
+                    half.born_timestamp if half.born_timestamp is not None else _now(),
+                )
         return r
 
     def end(self, topic: str, tx_id: str, resolution: int, from_check: bool) -> tuple[int, str]:
         """EndTransaction: (code, message) to answer."""
         with self._lock:
             offsets = self.by_tx.get(tx_id)
-            h = self.pending.get(offsets[-1]) if offsets else None     # the newest half message of the id
+            h = self.pending.get(offsets[-1]) if offsets else None  # the newest half message of the id
             if h is None:
                 return pb.Code.INVALID_TRANSACTION_ID, f"transaction {tx_id} not found (ended already or unknown)"
             if h.producer_group and h.producer_group != topic:
                 return pb.Code.INVALID_TRANSACTION_ID, f"transaction {tx_id} does not belong to topic {topic}"
             if resolution not in (pb.TransactionResolution.COMMIT, pb.TransactionResolution.ROLLBACK):
-                return pb.Code.OK, "OK"    # UNKNOWN: still pending, checked again later
+                return pb.Code.OK, "OK"  # UNKNOWN: still pending, checked again later
             half = self.store.look(h.phys)
             if half is None:
                 return pb.Code.INTERNAL_SERVER_ERROR, "cannot read the prepared message"
@@ -210,13 +217,18 @@ class Transactions(ServiceThread):
                 return pb.Code.INTERNAL_SERVER_ERROR, "cannot write the transaction op record"
             self._forget(h)
             self._commit_offsets()
-        log.debug("transaction %s %s%s", tx_id, pb.TransactionResolution.Name(resolution),
-                  " (check)" if from_check else "")
+        log.debug(
+            "transaction %s %s%s", tx_id, pb.TransactionResolution.Name(resolution), " (check)" if from_check else ""
+        )
         return pb.Code.OK, "OK"
 
     def _write_op(self, h: _Half) -> bool:
-        op = Message(topic=OP_TOPIC, body=f"{h.half_offset}{OFFSET_SEPARATOR}".encode(),
-                     properties={"TAGS": REMOVE_TAG, C.UNIQ_KEY: _new_uniq()}, sys_flag=0)
+        op = Message(
+            topic=OP_TOPIC,
+            body=f"{h.half_offset}{OFFSET_SEPARATOR}".encode(),
+            properties={"TAGS": REMOVE_TAG, C.UNIQ_KEY: _new_uniq()},
+            sys_flag=0,
+        )
         r = self.store.put(op, 0)
         if r.ok:
             self._ops.append((r.queue_offset, [h.half_offset]))
@@ -233,8 +245,11 @@ class Transactions(ServiceThread):
         now = _now() if now is None else now
         sent = 0
         with self._lock:
-            due = [h for h in self.pending.values()
-                   if now - h.born_ms > h.immunity_ms and now - h.last_check_ms >= self.check_interval_ms]
+            due = [
+                h
+                for h in self.pending.values()
+                if now - h.born_ms > h.immunity_ms and now - h.last_check_ms >= self.check_interval_ms
+            ]
             for h in sorted(due, key=lambda h: h.half_offset):
                 if h.checks >= self.check_max:
                     self._discard(h)
@@ -250,8 +265,11 @@ class Transactions(ServiceThread):
                     continue
                 msg = C.to_v2(half, h.real_topic)
                 msg.system_properties.queue_id = int(half.properties.get(REAL_QID, "0") or 0)
-                cmd = spb.TelemetryCommand(recover_orphaned_transaction_command=spb.RecoverOrphanedTransactionCommand(
-                    message=msg, transaction_id=h.tx_id))
+                cmd = spb.TelemetryCommand(
+                    recover_orphaned_transaction_command=spb.RecoverOrphanedTransactionCommand(
+                        message=msg, transaction_id=h.tx_id
+                    )
+                )
                 outboxes[self._rr % len(outboxes)].put(cmd)
                 self._rr += 1
                 sent += 1
@@ -263,9 +281,19 @@ class Transactions(ServiceThread):
         if half is not None:
             props = dict(half.properties)
             props[CHECK_TIMES] = str(h.checks)
-            self.store.put(Message(topic=CHECK_MAX_TIME_TOPIC, body=half.body or b"", properties=props,
-                                   flag=half.flag, sys_flag=half.sys_flag, born_timestamp=half.born_timestamp,
-                                   born_host=half.born_host, reconsume_times=half.reconsume_times), 0)
+            self.store.put(
+                Message(
+                    topic=CHECK_MAX_TIME_TOPIC,
+                    body=half.body or b"",
+                    properties=props,
+                    flag=half.flag,
+                    sys_flag=half.sys_flag,
+                    born_timestamp=half.born_timestamp,
+                    born_host=half.born_host,
+                    reconsume_times=half.reconsume_times,
+                ),
+                0,
+            )
         log.warning("transaction %s of %s: no answer after %d checks, given up", h.tx_id, h.real_topic, h.checks)
         if self._write_op(h):
             self._forget(h)
@@ -279,11 +307,17 @@ class Transactions(ServiceThread):
 
 def _committed(half) -> Message:
     """endMessageTransaction: the real topic's record of a committed half message."""
-    return Message(topic=half.properties.get(REAL_TOPIC), body=half.body or b"",
-                   raw_properties=half.properties_raw, flag=half.flag,
-                   sys_flag=(half.sys_flag & ~TRAN_BITS) | R.TRANSACTION_COMMIT_TYPE,
-                   born_timestamp=half.born_timestamp, born_host=half.born_host,
-                   reconsume_times=half.reconsume_times, prepared_transaction_offset=half.physical_offset)
+    return Message(
+        topic=half.properties.get(REAL_TOPIC),
+        body=half.body or b"",
+        raw_properties=half.properties_raw,
+        flag=half.flag,
+        sys_flag=(half.sys_flag & ~TRAN_BITS) | R.TRANSACTION_COMMIT_TYPE,
+        born_timestamp=half.born_timestamp,
+        born_host=half.born_host,
+        reconsume_times=half.reconsume_times,
+        prepared_transaction_offset=half.physical_offset,
+    )
 
 
 def _parse_op_body(body: bytes | None) -> list[int]:

@@ -6,6 +6,7 @@ Anything unusual (an inner batch, INNER_NUM without the flag, a bad DELAY, a CRC
 fails a bound check) ends the run; the caller then handles that record the careful way, so results and
 error reports are exactly those of the one-at-a-time path.
 """
+
 from __future__ import annotations
 
 import re
@@ -19,7 +20,7 @@ from .dispatch import SCHEDULE_TOPIC, tags_code_for
 from .dispatch_rows import unit_rows
 from .pipeline import DispatchColumns
 
-RUN = 4096               # records per run: big enough to amortise numpy, small enough to stay in cache
+RUN = 4096  # records per run: big enough to amortise numpy, small enough to stay in cache
 _WANTED = re.compile(rb"(?:^|(?<=\x02))(TAGS|KEYS|UNIQ_KEY|DELAY|INNER_NUM|INNER_BASE)\x01([^\x02]*)")
 _props_cache: dict[bytes, tuple | None] = {}
 _topic_cache: dict[bytes, str] = {}
@@ -41,10 +42,12 @@ def props_info(raw: bytes):
             tags = found.get(b"TAGS")
             keys = found.get(b"KEYS")
             uniq = found.get(b"UNIQ_KEY")
-            info = (R.tags_code(tags.decode("utf-8", "replace")) if tags else 0,
-                    keys.decode("utf-8", "replace") if keys else "",
-                    uniq.decode("utf-8", "replace") if uniq is not None else None,
-                    b"DELAY" in found)
+            info = (
+                R.tags_code(tags.decode("utf-8", "replace")) if tags else 0,
+                keys.decode("utf-8", "replace") if keys else "",
+                uniq.decode("utf-8", "replace") if uniq is not None else None,
+                b"DELAY" in found,
+            )
         if len(_props_cache) >= 65536:
             _props_cache.clear()
         _props_cache[raw] = info
@@ -60,8 +63,9 @@ def _topic(raw: bytes) -> str:
     return t
 
 
-def decode_run_py(buf, pos: int, limit: int, check_crc: bool, delay_levels,
-                  dispatch_after: int = -1) -> tuple[int, int, int, DispatchColumns | None]:
+def decode_run_py(
+    buf, pos: int, limit: int, check_crc: bool, delay_levels, dispatch_after: int = -1
+) -> tuple[int, int, int, DispatchColumns | None]:
     """The bulk decoder: check the plain records that start at `pos` in `buf` (one segment's bytes) and end
     by `limit`, as check_record would, stopping before the first that needs the careful path. Returns
     (records checked, position after them, position of the last of them, their DispatchColumns): records
@@ -80,25 +84,25 @@ def decode_run_py(buf, pos: int, limit: int, check_crc: bool, delay_levels,
     if check_crc:
         bpos, blen, crcs = c.body_pos.tolist(), c.body_len.tolist(), c.crc.tolist()
     topics, codes, keys, uniqs, props = [], [], [], [], []
-    first = 0          # the first record to dispatch (PHYSICALOFFSET grows: those before are a prefix)
+    first = 0  # the first record to dispatch (PHYSICALOFFSET grows: those before are a prefix)
     done = n
     for i in range(n):
-        if check_crc and blen[i] > 0 and zlib.crc32(buf[bpos[i]:bpos[i] + blen[i]]) & 0x7FFFFFFF != crcs[i]:
+        if check_crc and blen[i] > 0 and zlib.crc32(buf[bpos[i] : bpos[i] + blen[i]]) & 0x7FFFFFFF != crcs[i]:
             done = i
             break
         if phys[i] <= dispatch_after:
-            if topics:     # after records to dispatch (a PHYSICALOFFSET out of order): the careful path
+            if topics:  # after records to dispatch (a PHYSICALOFFSET out of order): the careful path
                 done = i
                 break
             # the queues already have it; only properties that could make it a bad record need a look
-            raw = bytes(buf[ppos[i]:ppos[i] + plen[i]])
+            raw = bytes(buf[ppos[i] : ppos[i] + plen[i]])
             if b"INNER_" in raw or b"DELAY\x01" in raw:
                 done = i
                 break
             first = i + 1
             continue
-        topic = _topic(bytes(buf[tpos[i]:tpos[i] + tlen[i]]))
-        raw = bytes(buf[ppos[i]:ppos[i] + plen[i]])
+        topic = _topic(bytes(buf[tpos[i] : tpos[i] + tlen[i]]))
+        raw = bytes(buf[ppos[i] : ppos[i] + plen[i]])
         info = props_info(raw)
         if info is None:
             done = i
@@ -120,18 +124,32 @@ def decode_run_py(buf, pos: int, limit: int, check_crc: bool, delay_levels,
     cols = None
     if done > first:
         qids, flags = qids[first:done], flags[first:done]
-        cols = DispatchColumns(topics, qids, qoffs[first:done], phys[first:done], rsizes[first:done],
-                               stamps[first:done], flags, codes, keys, uniqs, props,
-                               unit_rows(topics, qids, c.sys_flag[first:done]))
+        cols = DispatchColumns(
+            topics,
+            qids,
+            qoffs[first:done],
+            phys[first:done],
+            rsizes[first:done],
+            stamps[first:done],
+            flags,
+            codes,
+            keys,
+            uniqs,
+            props,
+            unit_rows(topics, qids, c.sys_flag[first:done]),
+        )
     return done, positions[done - 1] + sizes[done - 1], positions[done - 1], cols
 
 
-def decode_run_native(buf, pos: int, limit: int, check_crc: bool, delay_levels,
-                      dispatch_after: int = -1) -> tuple[int, int, int, DispatchColumns | None]:
+def decode_run_native(
+    buf, pos: int, limit: int, check_crc: bool, delay_levels, dispatch_after: int = -1
+) -> tuple[int, int, int, DispatchColumns | None]:
     """decode_run_py in C (rocketstore._native): the same walk, checks and columns; the walk and the CRCs
     run without the GIL."""
+
     def delay_code(topic: str, raw: bytes, store_ts: int, sys_flag: int) -> int:
         return tags_code_for(topic, P.parse_properties(raw), store_ts, sys_flag, delay_levels)
+
     done, after, last, cols = _native_run(buf, pos, limit, RUN, check_crc, dispatch_after, delay_code)
     return done, after, last, (DispatchColumns(*cols) if cols is not None else None)
 
@@ -141,8 +159,9 @@ _native_run = engine.native.decode_run if engine.native is not None else None
 decode_run = decode_run_native if engine.native is not None else decode_run_py
 
 
-def dispatch_run(pipeline, buf, pos: int, limit: int, check_crc: bool, delay_levels,
-                 dispatch_after: int = -1) -> tuple[int, int, int]:
+def dispatch_run(
+    pipeline, buf, pos: int, limit: int, check_crc: bool, delay_levels, dispatch_after: int = -1
+) -> tuple[int, int, int]:
     """decode_run, and its columns through the pipeline; (records checked, position after them, position
     of the last of them)."""
     done, after, last, cols = decode_run(buf, pos, limit, check_crc, delay_levels, dispatch_after)

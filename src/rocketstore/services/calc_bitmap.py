@@ -3,6 +3,7 @@ with registered SQL92 filters, evaluate each filter on the record's properties a
 bits when it matches; the map goes into request.bit_map, which the ConsumeQueue dispatcher writes into the
 record's ConsumeQueue ext unit. Added in front of the other dispatchers (addFirst), as the broker does.
 """
+
 from __future__ import annotations
 
 import logging
@@ -57,7 +58,7 @@ class CalcBitMapDispatcher:
                 continue
             try:
                 hit = data.compiled.matches(props)
-            except Exception:       # a filter that fails on one message must not stop dispatch
+            except Exception:  # a filter that fails on one message must not stop dispatch
                 log.exception("bitmap: filter of %s on %s failed at offset %d", data.consumer_group, topic, offset)
                 continue
             if hit:

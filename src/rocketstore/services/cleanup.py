@@ -22,6 +22,7 @@ lock, the store's layout), never the store.
 "Now" comes from `config.clock` and expiry from the segments' mtimes (File.lastModified), so tests fake time
 with the clock and os.utime. The disk usage function (path -> used ratio 0..1, or -1) can be replaced.
 """
+
 from __future__ import annotations
 
 import logging
@@ -36,7 +37,7 @@ log = logging.getLogger("rocketstore.cleanup")
 store_log = logging.getLogger("rocketstore")
 
 MAX_MANUAL_DELETE_FILE_TIMES = 20
-FIRST_RUN_DELAY_MS = 60_000   # RocketMQ schedules the first cleanup a minute after start
+FIRST_RUN_DELAY_MS = 60_000  # RocketMQ schedules the first cleanup a minute after start
 # The disk-full flag is measured at open and then by puts, at most this often, instead of first by the
 # cleanup pass a minute after start: a statvfs per disk costs microseconds
 DISK_CHECK_INTERVAL_S = 0.1
@@ -83,7 +84,7 @@ class CleanCommitLogService:
         self.disk_usage = disk_usage or disk_space_used_ratio
         self.manual_delete_times = 0
         self.clean_immediately = False
-        self.disk_full = False          # RunningFlags' DISK_FULL_BIT
+        self.disk_full = False  # RunningFlags' DISK_FULL_BIT
 
     # -- the three ratios, clamped as RocketMQ clamps them
     def disk_space_warning_level_ratio(self) -> float:
@@ -158,12 +159,23 @@ class CleanCommitLogService:
         if manual:
             self.manual_delete_times -= 1
         clean_at_once = cfg.clean_file_forcibly_enable and self.clean_immediately
-        log.info("begin to delete files older than %d hours: timeUp %s, usageExceeds %s, manual %d, "
-                 "cleanAtOnce %s, batchMax %d", cfg.file_reserved_time, is_time_up, usage_exceeds,
-                 self.manual_delete_times, clean_at_once, cfg.delete_file_batch_max)
+        log.info(
+            "begin to delete files older than %d hours: timeUp %s, usageExceeds %s, manual %d, "
+            "cleanAtOnce %s, batchMax %d",
+            cfg.file_reserved_time,
+            is_time_up,
+            usage_exceeds,
+            self.manual_delete_times,
+            clean_at_once,
+            cfg.delete_file_batch_max,
+        )
         count = self.commitlog.files.delete_expired_by_time(
-            cfg.file_reserved_time * 3600 * 1000, now_ms, cfg.delete_commit_log_files_interval, clean_at_once,
-            cfg.delete_file_batch_max)
+            cfg.file_reserved_time * 3600 * 1000,
+            now_ms,
+            cfg.delete_commit_log_files_interval,
+            clean_at_once,
+            cfg.delete_file_batch_max,
+        )
         if count == 0 and usage_exceeds:
             log.warning("disk space will be full soon, but delete file failed.")
         return count
@@ -175,9 +187,9 @@ class CleanConsumeQueueService:
     def __init__(self, config, commitlog, queues, index, lock):
         self.config = config
         self.commitlog = commitlog
-        self.queues = queues    # the queue table
-        self.index = index      # the IndexService
-        self.lock = lock        # the put lock: dispatch (put path or reput) writes the queues under it
+        self.queues = queues  # the queue table
+        self.index = index  # the IndexService
+        self.lock = lock  # the put lock: dispatch (put path or reput) writes the queues under it
         self.last_physical_min_offset = 0
 
     def run(self, sleep=time.sleep) -> int:
@@ -201,6 +213,7 @@ class CleanConsumeQueueService:
 class CleanupService(ServiceThread):
     """Both services, run in one pass by the store's cleanup thread (or by hand: run_once); and the put
     path's disk-full gate (refuses_put)."""
+
     name = "rocketstore-cleanup"
     wakeable = False
 
@@ -211,7 +224,7 @@ class CleanupService(ServiceThread):
         self.consume_queues = CleanConsumeQueueService(config, commitlog, queues, index, lock)
         self.first_run_delay_ms = FIRST_RUN_DELAY_MS
         self._pass_lock = threading.Lock()
-        self._next_disk_check = 0.0   # time.monotonic() of the put path's next disk measure
+        self._next_disk_check = 0.0  # time.monotonic() of the put path's next disk measure
         self._refused_puts = 0
 
     @property
@@ -245,8 +258,11 @@ class CleanupService(ServiceThread):
         if not self.commitlog.disk_full:
             return False
         if self._refused_puts % 50000 == 0:
-            store_log.warning("%s: the disk is full (above %d%%): put refused with SERVICE_NOT_AVAILABLE",
-                              name, self.config.disk_space_warning_level_ratio)
+            store_log.warning(
+                "%s: the disk is full (above %d%%): put refused with SERVICE_NOT_AVAILABLE",
+                name,
+                self.config.disk_space_warning_level_ratio,
+            )
         self._refused_puts += 1
         return True
 

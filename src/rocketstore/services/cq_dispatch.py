@@ -2,6 +2,7 @@
 (formats.record.gets_queue_unit) gets one in its queue, through the queue protocol (log/queue.py): a
 ConsumeQueue unit (with its ext unit when the ext is on) or a batch ConsumeQueue unit. It writes a run's
 units a queue at a time, and has the put path's entry points (`put`, `put_batch`)."""
+
 from __future__ import annotations
 
 import logging
@@ -18,7 +19,7 @@ class ConsumeQueueDispatcher:
         """`queues`: the store's queue table (log.queue_table.QueueTable); `checkpoint`: the
         formats.checkpoint.Checkpoint whose logics time follows the units written."""
         self.queues = queues
-        self.lookup = queues.get_by_key   # (topic, queue id) -> queue or None: once per record
+        self.lookup = queues.get_by_key  # (topic, queue id) -> queue or None: once per record
         self.checkpoint = checkpoint
 
     def queue(self, topic: str, queue_id: int):
@@ -35,18 +36,41 @@ class ConsumeQueueDispatcher:
     # ---------------------------------------------------------------- one record
     def dispatch(self, req) -> None:
         if gets_queue_unit(req.sys_flag):
-            self.put_position(req.topic, req.queue_id, req.commit_log_offset, req.msg_size, req.tags_code,
-                              req.consume_queue_offset, req.store_timestamp, req.msg_base_offset, req.batch_size,
-                              req.bit_map)
+            self.put_position(
+                req.topic,
+                req.queue_id,
+                req.commit_log_offset,
+                req.msg_size,
+                req.tags_code,
+                req.consume_queue_offset,
+                req.store_timestamp,
+                req.msg_base_offset,
+                req.batch_size,
+                req.bit_map,
+            )
 
-    def put_position(self, topic, queue_id, phys, size, tags_code, queue_offset, store_ts, msg_base_offset=None,
-                     batch_size=1, bit_map=None) -> None:
+    def put_position(
+        self,
+        topic,
+        queue_id,
+        phys,
+        size,
+        tags_code,
+        queue_offset,
+        store_ts,
+        msg_base_offset=None,
+        batch_size=1,
+        bit_map=None,
+    ) -> None:
         """One record's unit in its queue (putMessagePositionInfoWrapper): a ConsumeQueue unit (with its ext
         unit when the ext is on: store time and `bit_map`, the request's filter bitmap), or a batch
         ConsumeQueue unit (base offset and batch size; a request without a base is dropped)."""
         cq = self.queue(topic, queue_id)
-        self.written(cq, cq.put_position(phys, size, tags_code, queue_offset, store_ts, msg_base_offset, batch_size,
-                                         bit_map), store_ts)
+        self.written(
+            cq,
+            cq.put_position(phys, size, tags_code, queue_offset, store_ts, msg_base_offset, batch_size, bit_map),
+            store_ts,
+        )
 
     # ---------------------------------------------------------------- a run of records
     def dispatch_columns(self, cols) -> None:
@@ -59,9 +83,14 @@ class ConsumeQueueDispatcher:
         bit_map = cols.bit_map
         for (topic, qid), members in by_queue.items():
             cq = self.queue(topic, qid)
-            ok = cq.put_units([phys[i] for i in members], [sizes[i] for i in members], [codes[i] for i in members],
-                              [qoffs[i] for i in members], [stamps[i] for i in members],
-                              None if bit_map is None else [bit_map[i] for i in members])
+            ok = cq.put_units(
+                [phys[i] for i in members],
+                [sizes[i] for i in members],
+                [codes[i] for i in members],
+                [qoffs[i] for i in members],
+                [stamps[i] for i in members],
+                None if bit_map is None else [bit_map[i] for i in members],
+            )
             self.written(cq, ok, stamps[members[-1]])
         # the checkpoint's logics time is the last record's, whichever queue wrote last
         self.checkpoint.logics_msg_timestamp = stamps[max(m[-1] for m in by_queue.values())]
@@ -72,8 +101,11 @@ class ConsumeQueueDispatcher:
         if gets_queue_unit(sys_flag):
             cq = self.lookup((topic, queue_id)) or self.queues.find_or_create(topic, queue_id)
             # (a plain queue without the ext: its unit alone, as its put_position would write it)
-            ok = (cq.put(phys, size, tags_code, queue_offset) if cq.ext is None and not cq.is_batch
-                  else cq.put_position(phys, size, tags_code, queue_offset, store_ts, queue_offset, batch_size))
+            ok = (
+                cq.put(phys, size, tags_code, queue_offset)
+                if cq.ext is None and not cq.is_batch
+                else cq.put_position(phys, size, tags_code, queue_offset, store_ts, queue_offset, batch_size)
+            )
             if ok:
                 self.checkpoint.logics_msg_timestamp = store_ts
             elif ok is not None:

@@ -3,6 +3,7 @@
 `check_record` is CommitLog.checkMessageAndReturnSize: it reads a record at a position, validates it and
 turns it into a DispatchRequest, telling a BLANK filler and a bad record apart.
 """
+
 from __future__ import annotations
 
 from ..errors import CorruptDataError
@@ -16,13 +17,41 @@ OK, BLANK, BAD = "ok", "blank", "bad"
 
 
 class DispatchRequest:
-    __slots__ = ("topic", "queue_id", "commit_log_offset", "msg_size", "tags_code", "store_timestamp",
-                 "consume_queue_offset", "keys", "uniq_key", "sys_flag", "prepared_transaction_offset",
-                 "properties", "msg_base_offset", "batch_size", "bit_map")
+    __slots__ = (
+        "topic",
+        "queue_id",
+        "commit_log_offset",
+        "msg_size",
+        "tags_code",
+        "store_timestamp",
+        "consume_queue_offset",
+        "keys",
+        "uniq_key",
+        "sys_flag",
+        "prepared_transaction_offset",
+        "properties",
+        "msg_base_offset",
+        "batch_size",
+        "bit_map",
+    )
 
-    def __init__(self, topic, queue_id, commit_log_offset, msg_size, tags_code, store_timestamp,
-                 consume_queue_offset, keys="", uniq_key=None, sys_flag=0, prepared_transaction_offset=0,
-                 properties=None, msg_base_offset=None, batch_size=1):
+    def __init__(
+        self,
+        topic,
+        queue_id,
+        commit_log_offset,
+        msg_size,
+        tags_code,
+        store_timestamp,
+        consume_queue_offset,
+        keys="",
+        uniq_key=None,
+        sys_flag=0,
+        prepared_transaction_offset=0,
+        properties=None,
+        msg_base_offset=None,
+        batch_size=1,
+    ):
         self.topic = topic
         self.queue_id = queue_id
         self.commit_log_offset = commit_log_offset
@@ -43,8 +72,10 @@ class DispatchRequest:
         self.bit_map = None
 
     def __repr__(self):
-        return (f"DispatchRequest({self.topic}-{self.queue_id} @{self.commit_log_offset}+{self.msg_size} "
-                f"cq={self.consume_queue_offset})")
+        return (
+            f"DispatchRequest({self.topic}-{self.queue_id} @{self.commit_log_offset}+{self.msg_size} "
+            f"cq={self.consume_queue_offset})"
+        )
 
 
 def tags_code_for(topic: str, props: dict, store_timestamp: int, sys_flag: int, delay_levels) -> int:
@@ -62,8 +93,9 @@ def tags_code_for(topic: str, props: dict, store_timestamp: int, sys_flag: int, 
     return code
 
 
-def check_record(buf, pos: int, end: int, *, check_crc: bool, force_verify_prop_crc: bool,
-                 delay_levels) -> tuple[str, int, DispatchRequest | None, str | None]:
+def check_record(
+    buf, pos: int, end: int, *, check_crc: bool, force_verify_prop_crc: bool, delay_levels
+) -> tuple[str, int, DispatchRequest | None, str | None]:
     """(kind, size, request, problem) for the record at `pos`: kind OK with the request; BLANK with size 0
     (the end-of-segment filler); BAD with the record size if it could be read, else -1, and what is wrong."""
     if end - pos <= 4:
@@ -86,9 +118,20 @@ def check_record(buf, pos: int, end: int, *, check_crc: bool, force_verify_prop_
         code = tags_code_for(h.topic, props, h.store_timestamp, h.sys_flag, delay_levels)
     except ValueError:
         return BAD, -1, None, f"DELAY property {props.get(P.DELAY)!r} is not a number"
-    req = DispatchRequest(h.topic, h.queue_id, h.physical_offset, h.size, code, h.store_timestamp,
-                          h.queue_offset, props.get(P.KEYS) or "", props.get(P.UNIQ_KEY), h.sys_flag,
-                          0, props)
+    req = DispatchRequest(
+        h.topic,
+        h.queue_id,
+        h.physical_offset,
+        h.size,
+        code,
+        h.store_timestamp,
+        h.queue_offset,
+        props.get(P.KEYS) or "",
+        props.get(P.UNIQ_KEY),
+        h.sys_flag,
+        0,
+        props,
+    )
     if P.INNER_NUM in props and P.INNER_BASE in props:
         try:  # Java parses these inside checkMessageAndReturnSize's catch-all: a bad number is a bad record
             req.msg_base_offset, req.batch_size = dispatch_batch_fields(props, h.queue_offset)
@@ -97,4 +140,4 @@ def check_record(buf, pos: int, end: int, *, check_crc: bool, force_verify_prop_
     return OK, h.size, req, None
 
 
-gets_queue_unit = R.gets_queue_unit   # (verify and queue_check import it from here)
+gets_queue_unit = R.gets_queue_unit  # (verify and queue_check import it from here)

@@ -6,6 +6,7 @@ recovery and the local rebuild) and the parallel rebuild, serial or on Spark exe
 rocketstore.spark.rebuild_job), which write per queue and per index file and so cannot hold the store's
 dispatchers, all take their rows from here.
 """
+
 from __future__ import annotations
 
 from itertools import repeat
@@ -40,8 +41,7 @@ def index_rows(topics, uniqs, keys, sys_flags, phys=None, indexed_to: int = 0) -
     gets = R.gets_index_entries(np.asarray(sys_flags, dtype=np.int64)).tolist()
     end = indexed_to
     # without phys every row stands at indexed_to: none is below what is indexed
-    for i, (topic, uniq, k, p, ok) in enumerate(zip(topics, uniqs, keys, repeat(end) if phys is None else phys,
-                                                    gets)):
+    for i, (topic, uniq, k, p, ok) in enumerate(zip(topics, uniqs, keys, repeat(end) if phys is None else phys, gets)):
         if p < end or not ok:
             continue
         mine = I.record_keys(topic, uniq, k)
@@ -67,5 +67,9 @@ def index_entries(topics, uniqs, keys, sys_flags, phys, stamps, indexed_to: int 
     keys_, owner = index_rows(topics, uniqs, keys, sys_flags, None if indexed_to is None else phys, indexed_to or 0)
     rows = np.array(owner, dtype=np.int64)
     hashes = I.key_hashes(keys_) if keys_ else np.zeros(0, dtype=np.int32)
-    return (hashes, np.asarray(phys, dtype=np.int64)[rows], np.asarray(stamps, dtype=np.int64)[rows],
-            owner[-1] if owner else -1)
+    return (
+        hashes,
+        np.asarray(phys, dtype=np.int64)[rows],
+        np.asarray(stamps, dtype=np.int64)[rows],
+        owner[-1] if owner else -1,
+    )

@@ -36,6 +36,7 @@ service), never the store; `CommitLogHealth` is the NOT_WRITEABLE flag they set 
 The sync function is replaceable (`sync`: fn(mapped_file, start, length), must make those bytes durable or
 raise OSError) so that tests can count, slow down or fail fsyncs.
 """
+
 from __future__ import annotations
 
 import logging
@@ -49,8 +50,8 @@ from .service_thread import ServiceThread
 log = logging.getLogger("rocketstore.flush")
 store_log = logging.getLogger("rocketstore")
 
-RETRY_TIMES_OVER = 10          # CommitLog: flush attempts on shutdown
-CQ_RETRY_TIMES_OVER = 3        # FlushConsumeQueueService
+RETRY_TIMES_OVER = 10  # CommitLog: flush attempts on shutdown
+CQ_RETRY_TIMES_OVER = 3  # FlushConsumeQueueService
 
 
 def _now_ms() -> int:
@@ -74,6 +75,7 @@ class CommitLogHealth:
 class _Service(ServiceThread):
     """A flush service: a ServiceThread pausing `interval_ms` between rounds (and after a failed round:
     RocketMQ logs and goes on at its interval)."""
+
     name = "rocketstore-flush"
 
     def __init__(self, config, commitlog, health: CommitLogHealth, interval_ms: int):
@@ -86,11 +88,12 @@ class _Service(ServiceThread):
 
 class CommitLogFlushService(_Service):
     """FlushRealTimeService: ASYNC_FLUSH's periodic CommitLog flush."""
+
     name = "rocketstore-flush-commitlog"
 
     def __init__(self, config, commitlog, health, checkpoint):
         super().__init__(config, commitlog, health, config.flush_interval_commit_log)
-        self.checkpoint = checkpoint   # formats.checkpoint.Checkpoint: physicMsgTimestamp is set here
+        self.checkpoint = checkpoint  # formats.checkpoint.Checkpoint: physicMsgTimestamp is set here
         # flushCommitLogTimed: the interval is slept out; else a wakeup may cut it short
         self.wakeable = not config.flush_commit_log_timed
         self.last_flush_timestamp = 0
@@ -140,6 +143,7 @@ class CommitService(_Service):
     appended to the write buffers into the CommitLog file (at least commit_commit_log_least_pages pages, or
     all of it every commit_commit_log_thorough_interval ms), then wake the flush service. Readers and reput
     see only what is committed."""
+
     name = "rocketstore-commit-commitlog"
 
     wakeable = False
@@ -183,6 +187,7 @@ class _Request:
 
 class GroupCommitService(_Service):
     """GroupCommitService: SYNC_FLUSH's group commit."""
+
     name = "rocketstore-group-commit"
 
     def __init__(self, config, commitlog, health, checkpoint, reput):
@@ -191,7 +196,7 @@ class GroupCommitService(_Service):
         self.reput = reput
         self._lock = threading.Lock()
         self._requests: list[_Request] = []
-        self.commits = 0          # flush rounds that served at least one request
+        self.commits = 0  # flush rounds that served at least one request
 
     def wait_for(self, next_offset: int) -> PutStatus:
         """Block until the CommitLog is flushed up to `next_offset`: PUT_OK, or FLUSH_DISK_TIMEOUT after
@@ -201,13 +206,16 @@ class GroupCommitService(_Service):
             return PutStatus.PUT_OK
         req = _Request(next_offset)
         with self._lock:
-            if not self.running:   # stopped (closing): nobody would answer
+            if not self.running:  # stopped (closing): nobody would answer
                 return PutStatus.FLUSH_DISK_TIMEOUT
             self._requests.append(req)
         self.wake()
         if not req.done.wait(self.config.sync_flush_timeout / 1000.0):
-            log.error("group commit: the flush up to %d did not come within %d ms", next_offset,
-                      self.config.sync_flush_timeout)
+            log.error(
+                "group commit: the flush up to %d did not come within %d ms",
+                next_offset,
+                self.config.sync_flush_timeout,
+            )
             return PutStatus.FLUSH_DISK_TIMEOUT
         return req.status
 
@@ -218,11 +226,12 @@ class GroupCommitService(_Service):
         target = max((r.next_offset for r in reqs), default=files.max_offset())
         try:
             while self.health.writeable and files.flushed_where < target:
-                if files.flush(0):       # flushed_where did not move: nothing more to flush
+                if files.flush(0):  # flushed_where did not move: nothing more to flush
                     break
         except OSError as e:
-            log.error("group commit: flush failed at %d: %s; %d puts waiting for it fail", files.flushed_where,
-                      e, len(reqs))
+            log.error(
+                "group commit: flush failed at %d: %s; %d puts waiting for it fail", files.flushed_where, e, len(reqs)
+            )
             self.health.sync_failed(e)
         if files.store_timestamp > 0:
             self.checkpoint.physic_msg_timestamp = files.store_timestamp
@@ -230,7 +239,7 @@ class GroupCommitService(_Service):
             return
         self.commits += 1
         try:
-            self.reput.do_reput()        # what was flushed becomes readable before the puts are answered
+            self.reput.do_reput()  # what was flushed becomes readable before the puts are answered
         except Exception:
             log.exception("group commit: dispatch after the flush failed")
         where = files.flushed_where
@@ -244,7 +253,7 @@ class GroupCommitService(_Service):
         return self.initial_delay_s
 
     def on_stop(self) -> None:
-        time.sleep(0.01)     # shutdown: answer what came in meanwhile
+        time.sleep(0.01)  # shutdown: answer what came in meanwhile
         self.do_commit()
 
     def stop(self) -> None:
@@ -260,11 +269,12 @@ class GroupCommitService(_Service):
 
 class ConsumeQueueFlushService(_Service):
     """FlushConsumeQueueService: the ConsumeQueues' periodic flush, and the checkpoint on thorough rounds."""
+
     name = "rocketstore-flush-consumequeue"
 
     def __init__(self, config, queues, checkpoint_file):
         super().__init__(config, None, None, config.flush_interval_consume_queue)
-        self.queues = queues                    # the queue table
+        self.queues = queues  # the queue table
         self.checkpoint_file = checkpoint_file  # log.checkpoint_file.CheckpointFile
         self.last_flush_timestamp = 0
         self.checkpoints_written = 0
@@ -313,11 +323,17 @@ class FlushServices:
         self.health = CommitLogHealth(name)
         self.sync_mode = config.flush_disk_type == SYNC_FLUSH
         checkpoint = checkpoint_file.data
-        self.commitlog = GroupCommitService(config, commitlog, self.health, checkpoint, reput) if self.sync_mode \
+        self.commitlog = (
+            GroupCommitService(config, commitlog, self.health, checkpoint, reput)
+            if self.sync_mode
             else CommitLogFlushService(config, commitlog, self.health, checkpoint)
+        )
         self.consume_queue = ConsumeQueueFlushService(config, queues, checkpoint_file)
-        self.commit = CommitService(config, commitlog, self.health, self.commitlog, reput) \
-            if commitlog.files.pool is not None else None
+        self.commit = (
+            CommitService(config, commitlog, self.health, self.commitlog, reput)
+            if commitlog.files.pool is not None
+            else None
+        )
 
     @property
     def writeable(self) -> bool:
@@ -339,7 +355,7 @@ class FlushServices:
 
     def stop(self) -> None:
         if self.commit is not None:
-            self.commit.stop()      # commits what is left, so the flush below writes it out
+            self.commit.stop()  # commits what is left, so the flush below writes it out
         self.commitlog.stop()
         self.consume_queue.stop()
 

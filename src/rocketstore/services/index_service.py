@@ -6,6 +6,7 @@ turned into entries a run at a time (the keys and their hashes by the compiled i
 else by dispatch_rows.index_entries with numpy), when it grows long, when reput or recovery finishes a pass,
 and before any query or flush, so a query always sees every record dispatched before it.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -24,8 +25,8 @@ from .bulk_dispatch import props_info
 from .dispatch_rows import index_entries
 
 log = logging.getLogger("rocketstore.index")
-_native = engine.native     # None: the pure loops alone (the tests compare both)
-BUILD_AT = 4096          # queued records that trigger a build
+_native = engine.native  # None: the pure loops alone (the tests compare both)
+BUILD_AT = 4096  # queued records that trigger a build
 LONG_MAX = (1 << 63) - 1
 
 
@@ -45,13 +46,21 @@ def name_after(name: str) -> str | None:
 
 
 class IndexService:
-    def __init__(self, root: str, hash_slot_num: int, index_num: int, *, writable: bool, on_full_flushed=None,
-                 background_flush: bool = False, on_error=None):
+    def __init__(
+        self,
+        root: str,
+        hash_slot_num: int,
+        index_num: int,
+        *,
+        writable: bool,
+        on_full_flushed=None,
+        background_flush: bool = False,
+        on_error=None,
+    ):
         """`on_full_flushed(end_timestamp)` runs after a full file reached the disk (the checkpoint's
         indexMsgTimestamp moves to that file's end); `on_error(OSError)` when a build cannot write."""
         if hash_slot_num <= 0 or index_num <= 1:
-            raise ValueError(f"index sizes must be positive (maxHashSlotNum={hash_slot_num}, "
-                             f"maxIndexNum={index_num})")
+            raise ValueError(f"index sizes must be positive (maxHashSlotNum={hash_slot_num}, maxIndexNum={index_num})")
         self.directory = os.path.join(root, "index")
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
@@ -59,19 +68,19 @@ class IndexService:
         self.on_full_flushed = on_full_flushed
         self.files: list[IndexFile] = []
         self.lock = threading.RLock()
-        self._pending: list[tuple] = []      # records queued one by one (add), after those in _queued
+        self._pending: list[tuple] = []  # records queued one by one (add), after those in _queued
         # earlier pieces of the queue, oldest first: ("rows", records as add takes them) or ("cols", a run's
         # columns: topics, phys, stamps, sys_flags, uniqs, keys); _queued_rows counts their records
         self._queued: list[tuple[str, object]] = []
         self._queued_rows = 0
-        self._last_name: str | None = None   # names must stay unique and ordered, even in a burst
+        self._last_name: str | None = None  # names must stay unique and ordered, even in a burst
         # a full file's fsync (420 MB with default sizes) on its own thread, as RocketMQ's FlushIndexFileThread,
         # so the put path that filled it does not wait for the disk
         self.background_flush = background_flush
         self._flushes: list[threading.Thread] = []
-        self._unplaced: tuple | None = None   # (hashes, phys, stamps) a build could not place: placed first
-        self._roll_pending = False            # a record arrived while the last file was full: open the next
-        self.error: OSError | None = None     # the last build failed (no file could be created)
+        self._unplaced: tuple | None = None  # (hashes, phys, stamps) a build could not place: placed first
+        self._roll_pending = False  # a record arrived while the last file was full: open the next
+        self.error: OSError | None = None  # the last build failed (no file could be created)
         self.on_error = on_error
 
     # ---------------------------------------------------------------- load
@@ -111,8 +120,8 @@ class IndexService:
         n = len(phys)
         if not n:
             return
-        with self.lock:   # a query's build may be taking the queue apart on another thread
-            if self._pending:   # what add() queued came first
+        with self.lock:  # a query's build may be taking the queue apart on another thread
+            if self._pending:  # what add() queued came first
                 self._queued.append(("rows", self._pending))
                 self._queued_rows += len(self._pending)
                 self._pending = []
@@ -142,7 +151,7 @@ class IndexService:
                 self.error = None
 
     def _build(self) -> None:
-        if self._unplaced is not None:   # entries of an earlier build that found no file to go to
+        if self._unplaced is not None:  # entries of an earlier build that found no file to go to
             hashes, phys, stamps = self._unplaced
             self._unplaced = None
             self._put(hashes, phys, stamps)
@@ -192,18 +201,24 @@ class IndexService:
         self._last_name = name
         if self.writable:
             os.makedirs(self.directory, exist_ok=True)
-        f = IndexFile(os.path.join(self.directory, name), self.hash_slot_num, self.index_num,
-                      writable=self.writable, create=True,
-                      end_phy_offset=prev.end_phy_offset if prev else 0,
-                      end_timestamp=prev.end_timestamp if prev else 0)
+        f = IndexFile(
+            os.path.join(self.directory, name),
+            self.hash_slot_num,
+            self.index_num,
+            writable=self.writable,
+            create=True,
+            end_phy_offset=prev.end_phy_offset if prev else 0,
+            end_timestamp=prev.end_timestamp if prev else 0,
+        )
         self.files.append(f)
         if prev is not None:
             if self.background_flush:
                 # one after the other: the checkpoint's indexMsgTimestamp must only ever move forward, and
                 # only past files that are all on disk
                 before = self._flushes[-1] if self._flushes else None
-                t = threading.Thread(target=self._flush_in_turn, args=(prev, before), name="rocketstore-index-flush",
-                                     daemon=True)
+                t = threading.Thread(
+                    target=self._flush_in_turn, args=(prev, before), name="rocketstore-index-flush", daemon=True
+                )
                 t.start()
                 self._flushes = [x for x in self._flushes if x.is_alive()] + [t]
             else:
@@ -222,15 +237,15 @@ class IndexService:
             self.on_full_flushed(full_end)
 
     # ---------------------------------------------------------------- queries
-    def query_offsets(self, topic: str, key: str, max_num: int, begin: int = 0, end: int = LONG_MAX,
-                      accept=None) -> tuple[list[int], int, int]:
+    def query_offsets(
+        self, topic: str, key: str, max_num: int, begin: int = 0, end: int = LONG_MAX, accept=None
+    ) -> tuple[list[int], int, int]:
         """IndexService.queryOffset: (physical offsets, newest file's end time, its end offset), newest
         file first, stopping once a file begins before `begin` or max_num offsets are found."""
-        if self._pending or self._queued or self._unplaced is not None or self._roll_pending or \
-                self.error is not None:
+        if self._pending or self._queued or self._unplaced is not None or self._roll_pending or self.error is not None:
             self.build()
         offsets: list[int] = []
-        key_hash = index_key_hash(f"{topic}#{key}")   # formats.index.build_key's key (compiled hash when built)
+        key_hash = index_key_hash(f"{topic}#{key}")  # formats.index.build_key's key (compiled hash when built)
         with self.lock:
             files = self.files
             if not files:
@@ -283,12 +298,16 @@ class IndexService:
 def _entries(kind: str, piece, end: int):
     """The index entries of a queued piece, records from `end` on: (key hashes, physical offsets, store times)
     as numpy arrays, and the piece's row of the last entry (-1: none)."""
-    if _native is not None:   # index_entries' loop in C (None: a record it leaves to Python)
+    if _native is not None:  # index_entries' loop in C (None: a record it leaves to Python)
         got = _native.index_keys(piece, end) if kind == "rows" else _native.index_columns(*piece, end)
         if got is not None:
             hashes, phys, stamps, last_owner = got
-            return (np.frombuffer(hashes, dtype=np.int32), np.frombuffer(phys, dtype=np.int64),
-                    np.frombuffer(stamps, dtype=np.int64), last_owner)
+            return (
+                np.frombuffer(hashes, dtype=np.int32),
+                np.frombuffer(phys, dtype=np.int64),
+                np.frombuffer(stamps, dtype=np.int64),
+                last_owner,
+            )
     if kind == "rows":
         topics, phys, stamps, flags, uniqs, keys = zip(*piece)
     else:
@@ -299,14 +318,14 @@ def _entries(kind: str, piece, end: int):
 
 class IndexDispatcher:
     """CommitLogDispatcherBuildIndex: hands each dispatched record to the index service."""
+
     bulk_capable = True
 
     def __init__(self, index: IndexService):
         self.index = index
 
     def dispatch(self, req) -> None:
-        self.index.add(req.topic, req.commit_log_offset, req.store_timestamp, req.sys_flag, req.uniq_key,
-                       req.keys)
+        self.index.add(req.topic, req.commit_log_offset, req.store_timestamp, req.sys_flag, req.uniq_key, req.keys)
 
     def dispatch_columns(self, cols) -> None:
         """A run's records, queued as the columns they came in."""
@@ -322,16 +341,21 @@ class IndexDispatcher:
             info = (0, pmap.get("KEYS") or "", pmap.get("UNIQ_KEY"), False)
         self.index.add(topic, phys, store_ts, sys_flag, info[2], info[1])
 
-    def put_batch(self, topic: str, offsets, store_ts: int, sys_flag: int, props_list: list[bytes],
-                  infos=None) -> None:
+    def put_batch(self, topic: str, offsets, store_ts: int, sys_flag: int, props_list: list[bytes], infos=None) -> None:
         """A producer batch the put path just wrote: its records with keys; with none, to the index the
         batch is one arrival (it may open the next file). `infos`: each record's props_info, when the put
         path has them."""
         if _may_hold_keys(props_list):
             if infos is not None and None not in infos:
-                n = len(infos)   # as columns: no tuple per record
-                self.index.add_columns([topic] * n, offsets.tolist(), [store_ts] * n, [sys_flag] * n,
-                                       [info[2] for info in infos], [info[1] for info in infos])
+                n = len(infos)  # as columns: no tuple per record
+                self.index.add_columns(
+                    [topic] * n,
+                    offsets.tolist(),
+                    [store_ts] * n,
+                    [sys_flag] * n,
+                    [info[2] for info in infos],
+                    [info[1] for info in infos],
+                )
                 return
             for p, props in zip(offsets.tolist(), props_list):
                 self.put(topic, p, store_ts, sys_flag, props)

@@ -13,6 +13,7 @@ front (addFirst) may change the request for the ones after it (the bitmap dispat
 it must say `bulk_capable = True` (its dispatch_columns writes what it changes into the columns);
 dispatchers added after the built-in ones always can (nothing after them reads what they do).
 """
+
 from __future__ import annotations
 
 import logging
@@ -28,11 +29,26 @@ class DispatchColumns:
     `by_queue`: the rows that get a queue unit, by (topic, queue id), in order (dispatch_rows.unit_rows).
     `bit_map`: None, or a filter bitmap (or None) per row, as request.bit_map."""
 
-    __slots__ = ("topic", "queue_id", "queue_offset", "phys", "size", "store_ts", "sys_flag", "tags_code",
-                 "keys", "uniq", "props", "by_queue", "bit_map", "_requests")
+    __slots__ = (
+        "topic",
+        "queue_id",
+        "queue_offset",
+        "phys",
+        "size",
+        "store_ts",
+        "sys_flag",
+        "tags_code",
+        "keys",
+        "uniq",
+        "props",
+        "by_queue",
+        "bit_map",
+        "_requests",
+    )
 
-    def __init__(self, topic, queue_id, queue_offset, phys, size, store_ts, sys_flag, tags_code, keys, uniq,
-                 props, by_queue):
+    def __init__(
+        self, topic, queue_id, queue_offset, phys, size, store_ts, sys_flag, tags_code, keys, uniq, props, by_queue
+    ):
         self.topic = topic
         self.queue_id = queue_id
         self.queue_offset = queue_offset
@@ -43,7 +59,7 @@ class DispatchColumns:
         self.tags_code = tags_code
         self.keys = keys
         self.uniq = uniq
-        self.props = props            # raw properties bytes
+        self.props = props  # raw properties bytes
         self.by_queue = by_queue
         self.bit_map = None
         self._requests = None
@@ -60,9 +76,20 @@ class DispatchColumns:
             out = []
             for i in range(len(self.phys)):
                 raw = self.props[i]
-                req = DispatchRequest(self.topic[i], self.queue_id[i], self.phys[i], self.size[i],
-                                      self.tags_code[i], self.store_ts[i], self.queue_offset[i], self.keys[i],
-                                      self.uniq[i], self.sys_flag[i], 0, parse_properties(raw) if raw else {})
+                req = DispatchRequest(
+                    self.topic[i],
+                    self.queue_id[i],
+                    self.phys[i],
+                    self.size[i],
+                    self.tags_code[i],
+                    self.store_ts[i],
+                    self.queue_offset[i],
+                    self.keys[i],
+                    self.uniq[i],
+                    self.sys_flag[i],
+                    0,
+                    parse_properties(raw) if raw else {},
+                )
                 if bit_map is not None:
                     req.bit_map = bit_map[i]
                 out.append(req)
@@ -82,10 +109,12 @@ class _Callable:
 
 def _loop_columns(dispatcher):
     """The default dispatch_columns: the dispatcher's dispatch for each request of the run."""
+
     def dispatch_columns(cols: DispatchColumns) -> None:
         dispatch = dispatcher.dispatch
         for req in cols.requests():
             dispatch(req)
+
     return dispatch_columns
 
 
@@ -95,20 +124,21 @@ class DispatchPipeline:
     (RocketMQ's WRITE_LOGICS_QUEUE_ERROR / WRITE_INDEX_FILE_ERROR): see failed() and caught_up()."""
 
     def __init__(self, queues, index_service, index_on: bool = True, notify=None, name: str = ""):
-        self.queues = queues          # the ConsumeQueue dispatcher (services.cq_dispatch)
+        self.queues = queues  # the ConsumeQueue dispatcher (services.cq_dispatch)
         self.index_service = index_service
-        from .index_service import IndexDispatcher   # (index_service reads properties with bulk_dispatch's cache)
+        from .index_service import IndexDispatcher  # (index_service reads properties with bulk_dispatch's cache)
+
         index = IndexDispatcher(index_service) if index_on else None
-        self.index = index            # the index dispatcher, None with the index off
-        self.name = name              # the store's directory, for the log
+        self.index = index  # the index dispatcher, None with the index off
+        self.name = name  # the store's directory, for the log
         self.dispatchers: list = [queues] + ([index] if index is not None else [])
         self._columns: list = [d.dispatch_columns for d in self.dispatchers]
-        self._front: list = []        # dispatchers before the ConsumeQueue dispatcher
-        self._back: list = []         # dispatchers after the built-in ones
-        self.bulk = True              # runs may be dispatched as columns (decided in add)
+        self._front: list = []  # dispatchers before the ConsumeQueue dispatcher
+        self._back: list = []  # dispatchers after the built-in ones
+        self.bulk = True  # runs may be dispatched as columns (decided in add)
         self.error: OSError | None = None
-        self.notify = notify          # called after records were dispatched (wakes long polls)
-        self.reput = None             # the ReputService: the put path moves its offset past what it dispatched
+        self.notify = notify  # called after records were dispatched (wakes long polls)
+        self.reput = None  # the ReputService: the put path moves its offset past what it dispatched
 
     # ---------------------------------------------------------------- dispatchers
     def add(self, dispatcher, first: bool = False) -> None:
@@ -119,7 +149,7 @@ class DispatchPipeline:
             self.dispatchers.insert(0, d)
             self._front.insert(0, d)
             if not getattr(d, "bulk_capable", False):
-                self.bulk = False     # what it changes in a request could not reach the columns
+                self.bulk = False  # what it changes in a request could not reach the columns
         else:
             self.dispatchers.append(d)
             self._back.append(d)
@@ -140,8 +170,21 @@ class DispatchPipeline:
             dispatch_columns(cols)
 
     # ---------------------------------------------------------------- the put path
-    def put(self, topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props, end,
-            batch_size=1, info=None) -> None:
+    def put(
+        self,
+        topic,
+        queue_id,
+        phys,
+        size,
+        tags_code,
+        store_ts,
+        queue_offset,
+        sys_flag,
+        props,
+        end,
+        batch_size=1,
+        info=None,
+    ) -> None:
         """The put path's dispatch of the record it just wrote, without decoding it again: a request is made
         only when a dispatcher other than the built-in ones is there. `info`: the props_info of `props`
         when the put path has it (None: read from `props`).
@@ -152,16 +195,15 @@ class DispatchPipeline:
             return
         try:
             if self._front:
-                self._put_request(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag,
-                                  props, batch_size)
+                self._put_request(
+                    topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props, batch_size
+                )
             else:
-                self.queues.put(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag,
-                                batch_size)
+                self.queues.put(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, batch_size)
                 if self.index is not None:
                     self.index.put(topic, phys, store_ts, sys_flag, props, info)
                 if self._back:
-                    self._put_back(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag,
-                                   props)
+                    self._put_back(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props)
         except OSError as e:
             self.failed(e)
             return
@@ -171,25 +213,28 @@ class DispatchPipeline:
         if self.notify is not None:
             self.notify()
 
-    def put_batch(self, topic, queue_id, offsets, sizes, tags_codes, store_ts, base, sys_flag, props_list,
-                  end, infos=None) -> None:
+    def put_batch(
+        self, topic, queue_id, offsets, sizes, tags_codes, store_ts, base, sys_flag, props_list, end, infos=None
+    ) -> None:
         """A producer batch's dispatch (offsets, sizes, tags codes as numpy arrays): its units in one write
         per ConsumeQueue file, then the rest. A file that cannot be written leaves it to reput (put).
         `infos`: the props_info of each record's properties when the put path has them."""
         if self.error is not None:
             return
         try:
-            if self._front:   # every record as a DispatchRequest through the whole list
-                for i, (p, size, code, props) in enumerate(zip(offsets.tolist(), sizes.tolist(),
-                                                                tags_codes.tolist(), props_list)):
+            if self._front:  # every record as a DispatchRequest through the whole list
+                for i, (p, size, code, props) in enumerate(
+                    zip(offsets.tolist(), sizes.tolist(), tags_codes.tolist(), props_list)
+                ):
                     self._put_request(topic, queue_id, p, size, code, store_ts, base + i, sys_flag, props)
             else:
                 self.queues.put_batch(topic, queue_id, offsets, sizes, tags_codes, store_ts, base)
                 if self.index is not None:
                     self.index.put_batch(topic, offsets, store_ts, sys_flag, props_list, infos)
                 if self._back:
-                    for i, (p, size, code, props) in enumerate(zip(offsets.tolist(), sizes.tolist(),
-                                                                    tags_codes.tolist(), props_list)):
+                    for i, (p, size, code, props) in enumerate(
+                        zip(offsets.tolist(), sizes.tolist(), tags_codes.tolist(), props_list)
+                    ):
                         self._put_back(topic, queue_id, p, size, code, store_ts, base + i, sys_flag, props)
         except OSError as e:
             self.failed(e)
@@ -198,20 +243,45 @@ class DispatchPipeline:
         if self.notify is not None:
             self.notify()
 
-    def _put_request(self, topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props,
-                     batch_size=1) -> None:
+    def _put_request(
+        self, topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props, batch_size=1
+    ) -> None:
         """A record through the whole list as a DispatchRequest, as reput would dispatch it."""
         pmap = parse_properties(props) if props else {}
-        req = DispatchRequest(topic, queue_id, phys, size, tags_code, store_ts, queue_offset,
-                              pmap.get("KEYS") or "", pmap.get("UNIQ_KEY"), sys_flag, 0, pmap,
-                              batch_size=batch_size)
+        req = DispatchRequest(
+            topic,
+            queue_id,
+            phys,
+            size,
+            tags_code,
+            store_ts,
+            queue_offset,
+            pmap.get("KEYS") or "",
+            pmap.get("UNIQ_KEY"),
+            sys_flag,
+            0,
+            pmap,
+            batch_size=batch_size,
+        )
         for d in self.dispatchers:
             d.dispatch(req)
 
     def _put_back(self, topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props) -> None:
         pmap = parse_properties(props) if props else {}
-        req = DispatchRequest(topic, queue_id, phys, size, tags_code, store_ts, queue_offset,
-                              pmap.get("KEYS") or "", pmap.get("UNIQ_KEY"), sys_flag, 0, pmap)
+        req = DispatchRequest(
+            topic,
+            queue_id,
+            phys,
+            size,
+            tags_code,
+            store_ts,
+            queue_offset,
+            pmap.get("KEYS") or "",
+            pmap.get("UNIQ_KEY"),
+            sys_flag,
+            0,
+            pmap,
+        )
         for d in self._back:
             d.dispatch(req)
 
@@ -223,8 +293,9 @@ class DispatchPipeline:
         entry not placed). RocketMQ keeps the flag until a restart; here it clears once reput has caught
         up (caught_up), so freeing space is enough."""
         if self.error is None:
-            log.error("%s: %s; puts are refused until the queues and index catch up with the CommitLog",
-                      self.name, error)
+            log.error(
+                "%s: %s; puts are refused until the queues and index catch up with the CommitLog", self.name, error
+            )
         self.error = error
 
     def caught_up(self) -> None:

@@ -25,6 +25,7 @@ for a plain ConsumeQueue that is its queue offset, log/queue.py) and seen as a `
 The checks work on a `QueueCheck` (the CommitLog and how to read its records), the queues they are given
 and, to rebuild units, the ConsumeQueue dispatcher: never on the ctx.
 """
+
 from __future__ import annotations
 
 import logging
@@ -52,14 +53,16 @@ class QueueCheck:
 
 class Unit(NamedTuple):
     """What a unit says about its record, for either kind of queue."""
+
     pos: int
     size: int
-    queue_offset: int   # a plain unit's slot; a batch unit's msgBaseOffset
-    batch_size: int     # 1 for a plain unit
+    queue_offset: int  # a plain unit's slot; a batch unit's msgBaseOffset
+    batch_size: int  # 1 for a plain unit
 
 
 class _PlainUnits:
     """A plain ConsumeQueue: slot = queue offset, units carry no queue offset of their own."""
+
     checks_batch = False
 
     def __init__(self, cq):
@@ -97,6 +100,7 @@ class _PlainUnits:
 
 class _BatchUnits(_PlainUnits):
     """A batch ConsumeQueue (RIP-26): slots are places in the files; a unit names its queue offsets."""
+
     checks_batch = True
 
     def end(self) -> int:
@@ -109,8 +113,16 @@ class _BatchUnits(_PlainUnits):
         return Unit(req.commit_log_offset, req.msg_size, req.msg_base_offset, req.batch_size)
 
     def rewrite(self, ctx, slot: int, req) -> None:
-        self.cq.rewrite_unit(slot, req.commit_log_offset, req.msg_size, req.tags_code, req.store_timestamp,
-                             req.msg_base_offset, req.batch_size, ctx.commitlog.min_offset())
+        self.cq.rewrite_unit(
+            slot,
+            req.commit_log_offset,
+            req.msg_size,
+            req.tags_code,
+            req.store_timestamp,
+            req.msg_base_offset,
+            req.batch_size,
+            ctx.commitlog.min_offset(),
+        )
 
     def place(self, reqs, lo_slot: int, hi_slot: int, lo_unit: Unit | None, hi_unit: Unit | None):
         """A record names no slot: the k-th record of the queue between two good units belongs to the k-th
@@ -126,7 +138,7 @@ class _BatchUnits(_PlainUnits):
                 return []
             first = hi_slot - len(reqs)
         else:
-            reqs = reqs[:room]   # records past the queue's end are not dispatched yet (reput)
+            reqs = reqs[:room]  # records past the queue's end are not dispatched yet (reput)
             first = lo_slot + 1
         units = [self.from_record(r) for r in reqs]
         follows = all(b.queue_offset == a.queue_offset + a.batch_size for a, b in pairwise(units))
@@ -156,28 +168,32 @@ def check_unit(ctx, cq, slot: int, unit: Unit, units=None) -> tuple[str, str | N
     if mf is None:
         return BAD, f"unit ({pos}, {size}) points past the CommitLog's end {cl.max_offset()}"
     rel = pos - mf.file_from_offset
-    problem = R.unit_target_problem(mf.buf, rel, mf.read_position, size, cq.topic, cq.queue_id,
-                                    None if units.checks_batch else slot, pos)
+    problem = R.unit_target_problem(
+        mf.buf, rel, mf.read_position, size, cq.topic, cq.queue_id, None if units.checks_batch else slot, pos
+    )
     if problem is None and units.checks_batch:
         problem = _batch_problem(ctx, mf, rel, unit, units)
     if problem and corrupt_record(ctx, pos, size):
-        return GOOD, None   # the unit is right, the record it points at is damaged: reads report that
+        return GOOD, None  # the unit is right, the record it points at is damaged: reads report that
     return (BAD, problem) if problem else (GOOD, None)
 
 
 def _batch_problem(ctx, mf, rel: int, unit: Unit, units) -> str | None:
     """What a batch unit says that the record it points at (whose header matches) does not: its queue
     offsets (msgBaseOffset, batch size) are those dispatch takes from the record (INNER_BASE, INNER_NUM)."""
-    kind, _, req, problem = check_record(mf.buf, rel, mf.read_position, check_crc=False,
-                                         force_verify_prop_crc=False, delay_levels=ctx.delay_levels)
+    kind, _, req, problem = check_record(
+        mf.buf, rel, mf.read_position, check_crc=False, force_verify_prop_crc=False, delay_levels=ctx.delay_levels
+    )
     if kind != OK:
         return f"no record of {unit.size} bytes at {unit.pos}: {problem}"
     if not gets_queue_unit(req.sys_flag):
         return f"the record at {unit.pos} gets no queue unit (a prepared or rolled back transaction)"
     want = units.from_record(req)
     if (want.queue_offset, want.batch_size) != (unit.queue_offset, unit.batch_size):
-        return (f"the record at {unit.pos} covers {want.batch_size} queue offset(s) from {want.queue_offset}, "
-                f"the unit says {unit.batch_size} from {unit.queue_offset}")
+        return (
+            f"the record at {unit.pos} covers {want.batch_size} queue offset(s) from {want.queue_offset}, "
+            f"the unit says {unit.batch_size} from {unit.queue_offset}"
+        )
     return None
 
 
@@ -218,8 +234,14 @@ def check_tails(ctx: QueueCheck, queues) -> int:
             verdict, problem = check_unit(ctx, cq, slot, unit, units)
             if verdict != BAD:
                 break
-            log.warning("%s %s-%d: unit %d is wrong (%s); cutting it and rebuilding it from the CommitLog",
-                        _name(cq), cq.topic, cq.queue_id, slot, problem)
+            log.warning(
+                "%s %s-%d: unit %d is wrong (%s); cutting it and rebuilding it from the CommitLog",
+                _name(cq),
+                cq.topic,
+                cq.queue_id,
+                slot,
+                problem,
+            )
             slot -= 1
         if slot < end - 1:
             units.cut_to(slot + 1)
@@ -243,8 +265,14 @@ def _check_suspects(ctx, cq, units) -> bool:
         verdict, problem = check_unit(ctx, cq, slot, unit, units)
         if verdict != BAD:
             continue
-        log.warning("%s %s-%d: unit %d does not follow its neighbours and is wrong (%s); rebuilding it from the "
-                    "CommitLog", _name(cq), cq.topic, cq.queue_id, slot, problem)
+        log.warning(
+            "%s %s-%d: unit %d does not follow its neighbours and is wrong (%s); rebuilding it from the CommitLog",
+            _name(cq),
+            cq.topic,
+            cq.queue_id,
+            slot,
+            problem,
+        )
         if not repair_units(ctx, cq, slot):
             units.cut_to(slot)
             return True
@@ -265,9 +293,17 @@ def redispatch_damaged(ctx: QueueCheck, queues, dispatcher, end: int) -> None:
     n = 0
     for req in _records(ctx, max(start, ctx.commitlog.min_offset()), end):
         if (req.topic, req.queue_id) in wanted and gets_queue_unit(req.sys_flag):
-            dispatcher.put_position(req.topic, req.queue_id, req.commit_log_offset, req.msg_size, req.tags_code,
-                                    req.consume_queue_offset, req.store_timestamp, req.msg_base_offset,
-                                    req.batch_size)
+            dispatcher.put_position(
+                req.topic,
+                req.queue_id,
+                req.commit_log_offset,
+                req.msg_size,
+                req.tags_code,
+                req.consume_queue_offset,
+                req.store_timestamp,
+                req.msg_base_offset,
+                req.batch_size,
+            )
             n += 1
     log.warning("rebuilt %d unit(s) of %s from the CommitLog", n, ", ".join(f"{t}-{q}" for t, q in sorted(wanted)))
 
@@ -301,8 +337,11 @@ def repair_units(ctx, cq, slot: int) -> bool:
             hi, hi_unit = u.pos, u
             break
         hi_slot += 1
-    reqs = [req for req in _records(ctx, max(lo, cl.min_offset()), hi)
-            if req.topic == cq.topic and req.queue_id == cq.queue_id and gets_queue_unit(req.sys_flag)]
+    reqs = [
+        req
+        for req in _records(ctx, max(lo, cl.min_offset()), hi)
+        if req.topic == cq.topic and req.queue_id == cq.queue_id and gets_queue_unit(req.sys_flag)
+    ]
     fixed = 0
     found = False
     for s, req in units.place(reqs, lo_slot, hi_slot, lo_unit, hi_unit):
@@ -314,8 +353,15 @@ def repair_units(ctx, cq, slot: int) -> bool:
             fixed += 1
         found |= s == slot
     if fixed:
-        log.warning("%s %s-%d: rebuilt %d unit(s) between slots %d and %d from the CommitLog", _name(cq),
-                    cq.topic, cq.queue_id, fixed, lo_slot + 1, hi_slot - 1)
+        log.warning(
+            "%s %s-%d: rebuilt %d unit(s) between slots %d and %d from the CommitLog",
+            _name(cq),
+            cq.topic,
+            cq.queue_id,
+            fixed,
+            lo_slot + 1,
+            hi_slot - 1,
+        )
     return found
 
 
@@ -335,8 +381,9 @@ def _records(ctx, start: int, end: int):
         base, view = got
         pos = 0
         while base + pos < end:
-            kind, size, req, _ = check_record(view, pos, len(view), check_crc=False, force_verify_prop_crc=False,
-                                              delay_levels=ctx.delay_levels)
+            kind, size, req, _ = check_record(
+                view, pos, len(view), check_crc=False, force_verify_prop_crc=False, delay_levels=ctx.delay_levels
+            )
             if kind == OK:
                 yield req
                 pos += size

@@ -5,6 +5,7 @@ valid record. Works the same read-only, where truncation only moves positions in
 It is given the files it recovers (the CommitLog, the queue table), the dispatch pipeline, the checks
 against the CommitLog and the checkpoint (read only), and returns what it found (`Recovered`): the store
 applies that to itself (the confirm offset, the queue offsets its writer continues from)."""
+
 from __future__ import annotations
 
 import logging
@@ -19,8 +20,8 @@ from .dispatch import BLANK, OK, check_record
 from .queue_check import check_tails, redispatch_damaged, units_of
 
 log = logging.getLogger("rocketstore.recovery")
-PROGRESS_STEP = 4 << 20     # progress(done, total) every this many bytes within a segment (and runs end there)
-ZERO_SCAN = 64 << 20        # _data_end looks back over at most this many zero bytes
+PROGRESS_STEP = 4 << 20  # progress(done, total) every this many bytes within a segment (and runs end there)
+ZERO_SCAN = 64 << 20  # _data_end looks back over at most this many zero bytes
 ZERO_CHUNK = 1 << 20
 
 
@@ -30,13 +31,15 @@ class Recovered:
     confirmPhyOffset and the CommitLog's confirm offset), None when the CommitLog was not recovered (trusted
     queues); `end`: where the CommitLog ends now (everything past it was cut); `queue_offsets`: (topic,
     queue id) -> the next queue offset of each queue."""
+
     confirm_offset: int | None
     end: int
     queue_offsets: dict = field(default_factory=dict)
 
 
-def recover(commitlog, queues, pipeline, check, checkpoint, config, *, normal: bool, check_commitlog: bool = True,
-            progress=None) -> Recovered:
+def recover(
+    commitlog, queues, pipeline, check, checkpoint, config, *, normal: bool, check_commitlog: bool = True, progress=None
+) -> Recovered:
     """`queues`: the queue table; `pipeline`: where records the queues lack are dispatched; `check`: a
     services.queue_check.QueueCheck; `checkpoint`: the loaded formats.checkpoint.Checkpoint; `normal`: the
     last exit was clean (no abort file). check_commitlog=False trusts the queues (a read-only open).
@@ -91,18 +94,23 @@ class _Progress:
             self._tell(offset - self.start)
 
     def _tell(self, done: int) -> None:
-        self.total = max(self.total, done)      # the estimate was short (data ending with zero bytes)
+        self.total = max(self.total, done)  # the estimate was short (data ending with zero bytes)
         if self.callback is not None:
             self.callback(done, self.total)
 
     def segment_done(self, mf, valid_bytes: int, last: bool) -> None:
         now = time.monotonic()
-        log.info("recovered CommitLog file %s: %d records, %d bytes, %.3f s", mf.path, self.records,
-                 valid_bytes, now - self.started)
+        log.info(
+            "recovered CommitLog file %s: %d records, %d bytes, %.3f s",
+            mf.path,
+            self.records,
+            valid_bytes,
+            now - self.started,
+        )
         self.total_records += self.records
         self.records = 0
         self.started = now
-        if last:                                # where the log ends: the total is no longer an estimate
+        if last:  # where the log ends: the total is no longer an estimate
             self.total = mf.file_from_offset + valid_bytes - self.start
             self._tell(self.total)
         else:
@@ -137,7 +145,7 @@ def _data_end(mfs: list, file_size: int) -> int:
         if len(nonzero):
             return last.file_from_offset + a + int(nonzero[-1]) + 1
         at = a
-    return last.file_from_offset + end       # zeros as far as it looked: the file system's answer
+    return last.file_from_offset + end  # zeros as far as it looked: the file system's answer
 
 
 class _CommitLogRecovery:
@@ -158,9 +166,14 @@ class _CommitLogRecovery:
         if 0 <= repair_from < mf.file_from_offset:
             return False
         cfg = self.config
-        kind, size, req, _ = check_record(mf.buf, 0, self.commitlog.file_size, check_crc=cfg.check_crc_on_recover,
-                                          force_verify_prop_crc=cfg.force_verify_prop_crc,
-                                          delay_levels=self.delay_levels)
+        kind, size, req, _ = check_record(
+            mf.buf,
+            0,
+            self.commitlog.file_size,
+            check_crc=cfg.check_crc_on_recover,
+            force_verify_prop_crc=cfg.force_verify_prop_crc,
+            delay_levels=self.delay_levels,
+        )
         if kind != OK or req.store_timestamp == 0:
             return False
         if cfg.message_index_enable and cfg.message_index_safe:
@@ -195,8 +208,7 @@ class _CommitLogRecovery:
         pos = 0
         last_valid = self.checkpoint.confirm_phy_offset if normal else process
         log.info("recovering the CommitLog %s from %s", "normally" if normal else "after a crash", mf.path)
-        report = _Progress(process, _data_end(mfs[index:], cl.file_size) if progress is not None else process,
-                           progress)
+        report = _Progress(process, _data_end(mfs[index:], cl.file_size) if progress is not None else process, progress)
         # runs of plain records are checked (and re-dispatched) in bulk; anything else goes one at a time. A
         # run ends by the next progress report's offset, so progress is told within a segment too (the
         # record across that offset goes one at a time)
@@ -204,18 +216,29 @@ class _CommitLogRecovery:
         bulk = not cfg.force_verify_prop_crc and pipeline.bulk
         while True:
             if bulk:
-                done, after, last = dispatch_run(pipeline, mf.buf, pos, min(cl.file_size, report.report_at - process),
-                                                 cfg.check_crc_on_recover, self.delay_levels,
-                                                 dispatch_after=dispatch_from if normal else -1)
+                done, after, last = dispatch_run(
+                    pipeline,
+                    mf.buf,
+                    pos,
+                    min(cl.file_size, report.report_at - process),
+                    cfg.check_crc_on_recover,
+                    self.delay_levels,
+                    dispatch_after=dispatch_from if normal else -1,
+                )
                 if done:
                     last_valid = process + last
                     pos = after
                     report.records += done
                     report.at(process + pos)
                     continue
-            kind, size, req, problem = check_record(mf.buf, pos, cl.file_size, check_crc=cfg.check_crc_on_recover,
-                                                    force_verify_prop_crc=cfg.force_verify_prop_crc,
-                                                    delay_levels=self.delay_levels)
+            kind, size, req, problem = check_record(
+                mf.buf,
+                pos,
+                cl.file_size,
+                check_crc=cfg.check_crc_on_recover,
+                force_verify_prop_crc=cfg.force_verify_prop_crc,
+                delay_levels=self.delay_levels,
+            )
             if kind == OK:
                 last_valid = process + pos
                 pos += size
@@ -232,7 +255,7 @@ class _CommitLogRecovery:
                 process, pos = mf.file_from_offset, 0
                 log.info("recovering %s", mf.path)
             else:
-                if problem and problem != "no record here" and any(mf.buf[pos:pos + 8]):
+                if problem and problem != "no record here" and any(mf.buf[pos : pos + 8]):
                     log.warning("%s: offset %d: %s; the log is cut here", mf.path, pos, problem)
                 report.segment_done(mf, pos, True)
                 break

@@ -1,6 +1,7 @@
 """The reput service: follows the CommitLog from the reput offset and hands each record to the dispatchers
 (ReputMessageService). With `dispatch_in_put_path` the put path dispatches as it writes and advances the
 reput offset itself, so this thread only has work for records written any other way."""
+
 from __future__ import annotations
 
 import logging
@@ -72,7 +73,7 @@ class ReputService(ServiceThread):
                 pipeline.failed(e)
             else:
                 if pipeline.error is not None:
-                    pipeline.index_service.build()   # the entries an earlier build could not place
+                    pipeline.index_service.build()  # the entries an earlier build could not place
                     if self.reput_from_offset >= end:
                         pipeline.caught_up()
         if n:
@@ -87,15 +88,17 @@ class ReputService(ServiceThread):
         pos, n, limit = 0, 0, len(view)
         while pos < limit and self.reput_from_offset < end:
             if pipeline.bulk:
-                done, after, _ = dispatch_run(pipeline, view, pos, min(limit, pos + end - self.reput_from_offset),
-                                              False, self.delay_levels)
+                done, after, _ = dispatch_run(
+                    pipeline, view, pos, min(limit, pos + end - self.reput_from_offset), False, self.delay_levels
+                )
                 if done:
                     n += done
                     self.reput_from_offset += after - pos
                     pos = after
                     continue
-            kind, size, req, problem = check_record(view, pos, limit, check_crc=False, force_verify_prop_crc=False,
-                                                    delay_levels=self.delay_levels)
+            kind, size, req, problem = check_record(
+                view, pos, limit, check_crc=False, force_verify_prop_crc=False, delay_levels=self.delay_levels
+            )
             if kind == OK:
                 if self.reput_from_offset + size > end:
                     return n, False

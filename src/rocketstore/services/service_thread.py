@@ -4,6 +4,7 @@ and a loop that pauses, does one round, and logs and goes on when a round fails.
 A subclass says what one round is (`do_round`, which returns how long to pause before the next) and,
 where it must, what to do once stopped (`on_stop`, e.g. a last flush). `wakeable = False` makes the pause
 deaf to wake() (RocketMQ's flushCommitLogTimed: the interval is slept out whatever happens)."""
+
 from __future__ import annotations
 
 import logging
@@ -14,8 +15,8 @@ log = logging.getLogger("rocketstore.services")
 
 class ServiceThread:
     name = "rocketstore-service"
-    initial_delay_s = 0.0     # pause before the first round
-    error_delay_s = 1.0       # pause after a round that raised
+    initial_delay_s = 0.0  # pause before the first round
+    error_delay_s = 1.0  # pause after a round that raised
     wakeable = True
 
     def __init__(self):

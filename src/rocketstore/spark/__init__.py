@@ -8,6 +8,7 @@ Formats: "rocketstore" (batch and streaming source over the ConsumeQueue; batch 
 index files from the CommitLog as a parallel job. The Spark layer uses only the store's public API and the
 format modules.
 """
+
 from __future__ import annotations
 
 from .session import session
@@ -24,6 +25,7 @@ def register(spark) -> None:
 def _sources():
     from .commitlog_source import CommitLogSource
     from .source import RocketStoreSource
+
     return RocketStoreSource, CommitLogSource
 
 
@@ -31,4 +33,5 @@ def rebuild(store, spark=None, **options):
     """Rebuild the ConsumeQueues, batch ConsumeQueues and index files of `store` from its CommitLog with Spark
     (see rocketstore.spark.rebuild_job)."""
     from .rebuild_job import rebuild as run
+
     return run(store, spark or session(), **options)

@@ -8,6 +8,7 @@ independent). A record that is neither a message nor a BLANK before the data end
 fails naming the file and offset (failOnDataLoss=false: the rest of that segment is skipped with a warning).
 Options: path, the store's settings, `topics` / `topicPattern` (optional), maxRecordsPerBatch.
 """
+
 from __future__ import annotations
 
 import logging
@@ -55,31 +56,36 @@ class CommitLogReader(DataSourceReader):
     def __init__(self, opts):
         self.options = dict(opts)
         root = O.store_path(self.options)
-        O.store_config(self.options, root)          # unknown or bad settings fail here, named
+        O.store_config(self.options, root)  # unknown or bad settings fail here, named
         self.directory = L.StoreLayout(root).commitlog
         listed, pattern = O.get(self.options, "topics"), O.get(self.options, "topicPattern")
         if listed and pattern:
             raise O.OptionError("give at most one of the options 'topics' and 'topicPattern'")
         self.topics = frozenset(t.strip() for t in listed.split(",") if t.strip()) if listed else None
         if pattern:
-            O.topics(self.options, [])                  # a valid regex, or an error naming the option
+            O.topics(self.options, [])  # a valid regex, or an error naming the option
         self.pattern = pattern or None
         self.batch_rows = O.integer(self.options, "maxRecordsPerBatch", 8192, minimum=1)
         self.fail = O.boolean(self.options, "failOnDataLoss", True)
 
     def partitions(self):
         names = L.segment_names(self.directory)
-        return [SegmentPartition(os.path.join(self.directory, n), n == names[-1], self.topics, self.pattern,
-                                 self.batch_rows, self.fail) for n in names]
+        return [
+            SegmentPartition(
+                os.path.join(self.directory, n), n == names[-1], self.topics, self.pattern, self.batch_rows, self.fail
+            )
+            for n in names
+        ]
 
     def read(self, partition: SegmentPartition):
         rx = re.compile(partition.pattern) if partition.pattern else None
-        for batch in read_segment(partition.path, partition.last, partition.batch_rows,
-                                  partition.fail_on_data_loss):
+        for batch in read_segment(partition.path, partition.last, partition.batch_rows, partition.fail_on_data_loss):
             if partition.topics is not None or rx is not None:
                 topics = batch.column("topic").to_pylist()
-                keep = [(partition.topics is None or t in partition.topics) and (rx is None or rx.fullmatch(t))
-                        for t in topics]
+                keep = [
+                    (partition.topics is None or t in partition.topics) and (rx is None or rx.fullmatch(t))
+                    for t in topics
+                ]
                 batch = batch.filter(keep)
             if batch.num_rows:
                 yield batch
@@ -101,7 +107,7 @@ def read_segment(path: str, last: bool, batch_rows: int, fail_on_data_loss: bool
                 continue
             total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
             if magic == R.BLANK_MAGIC or (total == 0 and magic == 0):
-                return                                  # the filler at a segment's end, or no data yet
+                return  # the filler at a segment's end, or no data yet
             message = f"{path}: no valid record at offset {pos} (size {total}, magic {magic:#x})"
             if last:
                 log.warning("%s: the data ends here (a torn tail, as recovery would cut it)", message)

@@ -8,6 +8,7 @@ that matters under a screen of frames, so a PipelineError sets it as it is raise
 Tracebacks of other errors in that worker process (it may be reused) are hidden too from then on: a bug of
 ours still shows its type and message, and `spark.python.worker.reuse=false` brings the frames back.
 """
+
 import os
 
 from ..errors import RocketStoreError

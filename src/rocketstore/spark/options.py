@@ -3,6 +3,7 @@
 Spark hands a data source its options with lower-cased keys; RocketMQ's MessageStoreConfig names are
 camelCase. Every bad value raises OptionError naming the option, so the user sees which one to fix.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,9 +16,23 @@ from ..store import resolve_file_sizes
 from .errors import OptionError
 
 # options of the formats themselves (lower-case, as Spark passes them) -> the name users write
-READ_OPTIONS = ("path", "brokerConf", "topics", "topicPattern", "startingOffsets", "endingOffsets",
-                "startingTimestamp", "endingTimestamp", "tags", "minPartitions", "failOnDataLoss",
-                "maxOffsetsPerTrigger", "maxRecordsPerBatch", "sinkId", "sql")
+READ_OPTIONS = (
+    "path",
+    "brokerConf",
+    "topics",
+    "topicPattern",
+    "startingOffsets",
+    "endingOffsets",
+    "startingTimestamp",
+    "endingTimestamp",
+    "tags",
+    "minPartitions",
+    "failOnDataLoss",
+    "maxOffsetsPerTrigger",
+    "maxRecordsPerBatch",
+    "sinkId",
+    "sql",
+)
 
 
 def _camel(snake: str) -> str:
@@ -39,7 +54,7 @@ def _config_names() -> dict[str, str]:
 
 CONFIG_NAMES = _config_names()
 _OWN = {o.lower(): o for o in READ_OPTIONS}
-_SPARKS = {"checkpointlocation", "queryname"}   # Spark's own, passed along with ours
+_SPARKS = {"checkpointlocation", "queryname"}  # Spark's own, passed along with ours
 
 
 def get(options, name: str, default=None):
@@ -77,8 +92,10 @@ def store_config(options, root: str | None = None) -> StoreConfig:
         elif lower not in _OWN and lower not in _SPARKS and not lower.startswith("spark."):
             unknown.append(key)
     if unknown:
-        raise OptionError(f"unknown option(s) {', '.join(sorted(unknown))}: expected rocketstore's "
-                          f"({', '.join(READ_OPTIONS)}) or a MessageStoreConfig name")
+        raise OptionError(
+            f"unknown option(s) {', '.join(sorted(unknown))}: expected rocketstore's "
+            f"({', '.join(READ_OPTIONS)}) or a MessageStoreConfig name"
+        )
     try:
         config = StoreConfig.from_properties(props)
     except (TypeError, ValueError) as e:
@@ -138,8 +155,9 @@ def offsets_spec(options, name: str, default: str):
     try:
         spec = json.loads(text)
     except ValueError:
-        raise OptionError(f"option '{name}': expected earliest, latest or JSON like "
-                          f"{{\"topic\":{{\"0\":23}}}}, got {text!r}") from None
+        raise OptionError(
+            f'option \'{name}\': expected earliest, latest or JSON like {{"topic":{{"0":23}}}}, got {text!r}'
+        ) from None
     if not isinstance(spec, dict) or not all(isinstance(v, dict) for v in spec.values()):
         raise OptionError(f"option '{name}': JSON must map topic -> {{queueId: offset}}, got {text!r}")
     out: dict[str, dict[int, int]] = {}
@@ -149,8 +167,9 @@ def offsets_spec(options, name: str, default: str):
             try:
                 q, o = int(qid), int(off)
             except (TypeError, ValueError):
-                raise OptionError(f"option '{name}': queue id and offset must be integers: {topic} {qid!r}: "
-                                  f"{off!r}") from None
+                raise OptionError(
+                    f"option '{name}': queue id and offset must be integers: {topic} {qid!r}: {off!r}"
+                ) from None
             if o < -2:
                 raise OptionError(f"option '{name}': offset {o} for {topic}-{q} (use -2 earliest, -1 latest)")
             out[topic][q] = o
@@ -166,6 +185,7 @@ def sql(options) -> str | None:
     if get(options, "tags"):
         raise OptionError("give the option 'tags' or 'sql', not both: a subscription is by tag or by SQL92")
     from ..filter import FilterSyntaxError, compile as compile_sql
+
     try:
         compile_sql(text)
     except FilterSyntaxError as e:
@@ -185,11 +205,11 @@ def timestamp(options, name: str) -> int | None:
             raise OptionError(f"option '{name}': a timestamp must not be negative, got {value}")
         return value
     import datetime
+
     try:
         t = datetime.datetime.fromisoformat(text)
     except ValueError:
-        raise OptionError(f"option '{name}': expected ms since the epoch or an ISO date-time, got {text!r}") \
-            from None
+        raise OptionError(f"option '{name}': expected ms since the epoch or an ISO date-time, got {text!r}") from None
     if t.tzinfo is None:
         t = t.replace(tzinfo=datetime.timezone.utc)
     return int(t.timestamp() * 1000)

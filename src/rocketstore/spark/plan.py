@@ -4,6 +4,7 @@ Offsets follow Spark's Kafka source: `earliest` / `latest` / JSON {"topic": {"qu
 earliest and -1 for latest; the ending offset is exclusive. `startingTimestamp` / `endingTimestamp` become
 offsets by the ConsumeQueue's time lookup (the first message stored at or after the time).
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,15 +27,21 @@ def open_store(opts) -> MessageStore:
 
 def read_spec(opts, store: MessageStore, tags=None) -> ReadSpec:
     from ..formats.javahash import java_string_hash
+
     wanted = tags if tags is not None else _tags_option(opts)
     # the executors rebuild the store's settings from these (brokerConf and MessageStoreConfig names)
     settings = {k: v for k, v in opts.items() if k.lower() in O.CONFIG_NAMES or k.lower() == "brokerconf"}
-    return ReadSpec(root=store.root, commitlog_size=store.config.mapped_file_size_commit_log,
-                    cq_size=store.config.mapped_file_size_consume_queue, options=settings,
-                    tags=frozenset(wanted) if wanted is not None else None,
-                    tag_codes=tuple(sorted({java_string_hash(t) for t in wanted})) if wanted is not None else None,
-                    batch_rows=O.integer(opts, "maxRecordsPerBatch", 8192, minimum=1),
-                    fail_on_data_loss=O.boolean(opts, "failOnDataLoss", True), sql=O.sql(opts))
+    return ReadSpec(
+        root=store.root,
+        commitlog_size=store.config.mapped_file_size_commit_log,
+        cq_size=store.config.mapped_file_size_consume_queue,
+        options=settings,
+        tags=frozenset(wanted) if wanted is not None else None,
+        tag_codes=tuple(sorted({java_string_hash(t) for t in wanted})) if wanted is not None else None,
+        batch_rows=O.integer(opts, "maxRecordsPerBatch", 8192, minimum=1),
+        fail_on_data_loss=O.boolean(opts, "failOnDataLoss", True),
+        sql=O.sql(opts),
+    )
 
 
 def _tags_option(opts):

@@ -6,6 +6,7 @@ from the ConsumeQueue files by numpy, tags are filtered on their tagsCode before
 and the records of each CommitLog segment are turned into a RecordBatch a run at a time (record_batch).
 Batch ConsumeQueue topics (inner batches) go through the store's own get, which unpacks them.
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,8 +31,8 @@ log = logging.getLogger("rocketstore.spark")
 class QueueRange:
     topic: str
     queue_id: int
-    start: int          # first queue offset
-    end: int            # one past the last
+    start: int  # first queue offset
+    end: int  # one past the last
     batch_cq: bool = False
 
     @property
@@ -42,15 +43,16 @@ class QueueRange:
 @dataclass
 class ReadSpec:
     """What every partition of a query shares."""
+
     root: str
     commitlog_size: int
     cq_size: int
-    options: dict = field(default_factory=dict)    # the store's settings (options), for the batch-CQ path
-    tags: frozenset | None = None                  # exact tags wanted (None: all)
-    tag_codes: tuple | None = None                 # their hash codes, for the ConsumeQueue-side filter
+    options: dict = field(default_factory=dict)  # the store's settings (options), for the batch-CQ path
+    tags: frozenset | None = None  # exact tags wanted (None: all)
+    tag_codes: tuple | None = None  # their hash codes, for the ConsumeQueue-side filter
     batch_rows: int = 8192
     fail_on_data_loss: bool = True
-    sql: str | None = None                         # a SQL92 filter on properties (RocketMQ's grammar)
+    sql: str | None = None  # a SQL92 filter on properties (RocketMQ's grammar)
 
 
 def _units(spec: ReadSpec, r: QueueRange) -> np.ndarray:
@@ -76,8 +78,10 @@ def _units(spec: ReadSpec, r: QueueRange) -> np.ndarray:
 
 
 def _lost(spec: ReadSpec, what: str) -> None:
-    message = (f"{what} is gone (cleaned as expired after the query was planned?); set failOnDataLoss=false "
-               f"to skip lost offsets")
+    message = (
+        f"{what} is gone (cleaned as expired after the query was planned?); set failOnDataLoss=false "
+        f"to skip lost offsets"
+    )
     if spec.fail_on_data_loss:
         raise DataLossError(message)
     log.warning("skipping: %s", message.split(";")[0])
@@ -116,10 +120,10 @@ def read_range(spec: ReadSpec, r: QueueRange):
         return
     units = _units(spec, r)
     offsets = np.arange(r.start, r.start + len(units), dtype=np.int64)
-    keep = (units["pos"] >= 0) & (units["size"] > 0) & (units["size"] < 0x7FFFFFFF)   # not a pre-blank
+    keep = (units["pos"] >= 0) & (units["size"] > 0) & (units["size"] < 0x7FFFFFFF)  # not a pre-blank
     if spec.tag_codes is not None:
         tags = units["tags"].astype(np.int64)
-        ext = tags <= X.MAX_ADDR          # the ConsumeQueue ext: the slot holds an ext address, not a tags hash
+        ext = tags <= X.MAX_ADDR  # the ConsumeQueue ext: the slot holds an ext address, not a tags hash
         if ext.any():
             tags = _ext_tags(spec, r, tags, ext)
         # what still is an address (its ext unit unreadable) goes on to the exact tag check, as RocketMQ lets a
@@ -136,8 +140,11 @@ def read_range(spec: ReadSpec, r: QueueRange):
             for start, a, b in _runs(seg, lo, hi):
                 buf = segments.get(start)
                 if buf is None or phys[b - 1] - start + sizes[b - 1] > len(buf):
-                    _lost(spec, f"CommitLog file {start:020d} for {r.topic}-{r.queue_id} offsets "
-                                f"{offsets[a]}..{offsets[b - 1]}")
+                    _lost(
+                        spec,
+                        f"CommitLog file {start:020d} for {r.topic}-{r.queue_id} offsets "
+                        f"{offsets[a]}..{offsets[b - 1]}",
+                    )
                     continue
                 batch = RB.from_records(buf, phys[a:b] - start, sizes[a:b])
                 yield _sql_filter(spec, _exact_tags(spec, batch))
@@ -158,7 +165,7 @@ def _ext_tags(spec: ReadSpec, r: QueueRange, tags: np.ndarray, ext: np.ndarray) 
         return tags
     out = tags.copy()
     where = np.flatnonzero(ext)
-    real = (tags[where].view(np.uint64) - np.uint64(1 << 63)).view(np.int64)     # cq_ext.undecorate
+    real = (tags[where].view(np.uint64) - np.uint64(1 << 63)).view(np.int64)  # cq_ext.undecorate
     starts = np.array([int(n) for n in names], dtype=np.int64)
     file_of = np.searchsorted(starts, real, side="right") - 1
     for f in np.unique(file_of).tolist():
@@ -170,12 +177,12 @@ def _ext_tags(spec: ReadSpec, r: QueueRange, tags: np.ndarray, ext: np.ndarray) 
         try:
             with open(path, "rb") as fh:
                 mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        except (FileNotFoundError, ValueError):   # gone meanwhile, or empty
+        except (FileNotFoundError, ValueError):  # gone meanwhile, or empty
             continue
         try:
             raw = np.frombuffer(mm, dtype=np.uint8)
             ok = pos + X.MIN_UNIT_SIZE <= len(raw)
-            head = raw[pos[ok, None] + np.arange(10)]      # size 2 | tagsCode 8 (a copy)
+            head = raw[pos[ok, None] + np.arange(10)]  # size 2 | tagsCode 8 (a copy)
             del raw
         finally:
             mm.close()
@@ -207,6 +214,7 @@ def _sql_filter(spec: ReadSpec, batch: pa.RecordBatch) -> pa.RecordBatch:
     if spec.sql is None or not batch.num_rows:
         return batch
     from ..filter import compile as compile_sql
+
     f = compile_sql(spec.sql)
     keep = [f.matches(dict(pairs)) for pairs in batch.column("properties").to_pylist()]
     return batch.filter(pa.array(keep, pa.bool_()))
@@ -215,6 +223,7 @@ def _sql_filter(spec: ReadSpec, batch: pa.RecordBatch) -> pa.RecordBatch:
 def _read_batch_cq(spec: ReadSpec, r: QueueRange):
     from ..store import MessageStore
     from .options import store_config
+
     store = MessageStore.open(spec.root, store_config(spec.options, spec.root), read_only=True)
     try:
         at = r.start

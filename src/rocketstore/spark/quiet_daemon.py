@@ -6,6 +6,7 @@ pyspark.daemon prints its traceback to the console, although nothing went wrong.
 same daemon, with the one difference that a worker whose connection the JVM closed ends quietly: it is not
 reused, exactly as pyspark.daemon does when a flush fails.
 """
+
 from pyspark import daemon
 
 _worker = daemon.worker
@@ -15,7 +16,7 @@ def _quiet_worker(sock, authenticated):
     try:
         return _worker(sock, authenticated)
     except BrokenPipeError:
-        return 1   # non-zero: the daemon's child exits instead of taking another task
+        return 1  # non-zero: the daemon's child exits instead of taking another task
 
 
 daemon.worker = _quiet_worker

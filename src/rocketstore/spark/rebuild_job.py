@@ -28,7 +28,7 @@ from .. import rebuild as RB
 from .options import store_config
 
 ROWS, END = "rows", "end"
-CHUNK = 65536            # records per decoded chunk: bounded pickles, however big the segment
+CHUNK = 65536  # records per decoded chunk: bounded pickles, however big the segment
 QUEUE_COLUMNS = ("phys", "size", "tags_code", "queue_offset", "store_ts", "base", "batch_size")
 ENTRY_COLUMNS = ("g", "hash", "phy", "ts", "prev")
 
@@ -46,12 +46,13 @@ def rebuild(store, spark, progress=None, **options) -> dict:
     the new files are swapped in."""
     tell = progress or (lambda phase, **counts: None)
     from pyspark import StorageLevel
+
     root = os.path.abspath(os.fspath(store))
     if not os.path.isdir(root):
         raise RB.RebuildError(f"{root}: no store directory here")
     # file sizes left open are read by RebuildRun, under the lock, from the files in place
     config = store_config(options)
-    if config.enable_consume_queue_ext:   # (RebuildRun refuses too; here before any Spark work)
+    if config.enable_consume_queue_ext:  # (RebuildRun refuses too; here before any Spark work)
         raise RB.RebuildError(f"{root}: {RB.EXT_REFUSED}")
     sc = spark.sparkContext
     with RB.RebuildRun(root, config) as run:
@@ -60,6 +61,7 @@ def rebuild(store, spark, progress=None, **options) -> dict:
 
         def finishing(done, total):
             tell("finishing", done=done, total=total)
+
         if not segments:
             return {**run.finish([], [], finishing), "segments": 0, "records": 0, "indexEntries": 0}
         tell("decoding", segments=len(segments))
@@ -67,15 +69,19 @@ def rebuild(store, spark, progress=None, **options) -> dict:
         try:
             summaries = _segment_summaries(decoded)
             last = RB.check_segments(summaries)
-            summaries = summaries[:last + 1]
+            summaries = summaries[: last + 1]
             parts = max(sc.defaultParallelism, 1) * 2
             tell("queues", records=sum(s.records for s in summaries))
             queues, files, entries = _write_files(decoded, run, summaries, parts, tell)
         finally:
             decoded.unpersist()
         summary = run.finish(queues, files, finishing)
-    return {**summary, "segments": len(summaries), "records": sum(s.records for s in summaries),
-            "indexEntries": entries}
+    return {
+        **summary,
+        "segments": len(summaries),
+        "records": sum(s.records for s in summaries),
+        "indexEntries": entries,
+    }
 
 
 # ---------------------------------------------------------------------------- 1. decode
@@ -91,8 +97,9 @@ def _decoder(settings: RB.DecodeSettings):
             seg = RB.decode_segment(path, base, settings)
             c = seg.columns
             for a in range(0, seg.records, CHUNK):
-                yield ROWS, base, {k: v[a:a + CHUNK] for k, v in c.items()}
+                yield ROWS, base, {k: v[a : a + CHUNK] for k, v in c.items()}
             yield END, base, seg.summary()
+
     return decode
 
 
@@ -101,23 +108,29 @@ def _segment_summaries(decoded) -> list[RB.SegmentSummary]:
 
 
 # ---------------------------------------------------------------------------- 2. and 3. queues, index files
-def _write_files(decoded, run: RB.RebuildRun, summaries: list[RB.SegmentSummary], parts: int,
-                 tell) -> tuple[list[RB.QueueWritten], list[dict], int]:
+def _write_files(
+    decoded, run: RB.RebuildRun, summaries: list[RB.SegmentSummary], parts: int, tell
+) -> tuple[list[RB.QueueWritten], list[dict], int]:
     """The queues and the index files in one shuffle (one job: on a small log, each Spark job costs more
     than the writing), keyed ("q", (topic, queueId)) and ("i", file number)."""
     cfg = run.config
     plan, explode, directory = None, None, os.path.join(run.target, "index")
     if cfg.message_index_enable:
-        plan = RB.plan_index(cfg.max_index_num, [(s.base, s.records, s.entries) for s in summaries],
-                             RB.arrival_after_last_entry(summaries))
+        plan = RB.plan_index(
+            cfg.max_index_num,
+            [(s.base, s.records, s.entries) for s in summaries],
+            RB.arrival_after_last_entry(summaries),
+        )
         tell("index", files=len(plan.names), entries=plan.total_entries)
         os.makedirs(directory, exist_ok=True)
         if plan.files_with_entries:
             explode = _entry_exploder(plan.segment_first_entry, plan.per_file, plan.files_with_entries)
-    queue_writer = _queue_writer(run.target, frozenset(run.batch_topics), run.queue_dir_size(False),
-                                 run.queue_dir_size(True))
-    index_writer = (_index_writer(directory, plan.names, cfg.max_hash_slot_num, cfg.max_index_num)
-                    if explode is not None else None)
+    queue_writer = _queue_writer(
+        run.target, frozenset(run.batch_topics), run.queue_dir_size(False), run.queue_dir_size(True)
+    )
+    index_writer = (
+        _index_writer(directory, plan.names, cfg.max_hash_slot_num, cfg.max_index_num) if explode is not None else None
+    )
 
     def keyed(item):
         for key, cols in _units_by_queue(item):
@@ -136,12 +149,20 @@ def _write_files(decoded, run: RB.RebuildRun, summaries: list[RB.SegmentSummary]
         return queues, [], 0
     written = dict(w for kind, w in done if kind == "i")
     if sorted(written) != list(range(plan.files_with_entries)):
-        raise RB.RebuildError(f"the index stage wrote files {sorted(written)}, expected "
-                              f"0..{plan.files_with_entries - 1}")
+        raise RB.RebuildError(
+            f"the index stage wrote files {sorted(written)}, expected 0..{plan.files_with_entries - 1}"
+        )
     # the empty file a record opens after the entries filled the last one exactly: written here
     for i in range(plan.files_with_entries, len(plan.names)):
-        written[i] = RB.write_index_file(os.path.join(directory, plan.names[i]), cfg.max_hash_slot_num,
-                                         cfg.max_index_num, [], [], [], RB.last_entry(summaries))
+        written[i] = RB.write_index_file(
+            os.path.join(directory, plan.names[i]),
+            cfg.max_hash_slot_num,
+            cfg.max_index_num,
+            [],
+            [],
+            [],
+            RB.last_entry(summaries),
+        )
     return queues, [written[i] for i in range(len(plan.names))], plan.total_entries
 
 
@@ -160,35 +181,60 @@ def _queue_writer(root: str, batch_topics: frozenset, cq_size: int, bcq_size: in
         cols = {k: np.concatenate([ch[k] for ch in chunks]) for k in QUEUE_COLUMNS}
         batch = topic in batch_topics
         return RB.write_queue(root, topic, queue_id, batch, bcq_size if batch else cq_size, cols)
+
     return write
 
 
 def _entry_exploder(first_entry: dict, per_file: int, files: int):
     """A chunk's records -> their index entries with global numbers g, by file (g // per_file). The last
     entry of each file goes to the next file too (prev=True): a new file starts where the previous ended."""
+
     def explode(item):
         _, base, c = item
         has = np.flatnonzero(c["entries"])
         if not len(has):
             return
-        hashes, phys, stamps = RB.index_entries([c["topic"][i] for i in has], [c["keys"][i] for i in has],
-                                                [c["uniq"][i] for i in has], c["sys_flag"][has].tolist(),
-                                                c["phys"][has], c["store_ts"][has])
+        hashes, phys, stamps = RB.index_entries(
+            [c["topic"][i] for i in has],
+            [c["keys"][i] for i in has],
+            [c["uniq"][i] for i in has],
+            c["sys_flag"][has].tolist(),
+            c["phys"][has],
+            c["store_ts"][has],
+        )
         counts = c["entries"][has].astype(np.int64)
         if len(hashes) != counts.sum():
             raise RB.RebuildError(f"segment {base}: {len(hashes)} index keys, the decode counted {counts.sum()}")
         record_first = first_entry[base] + c["entry_no"][has].astype(np.int64)
-        g = np.repeat(record_first, counts) + (np.arange(len(hashes), dtype=np.int64)
-                                               - np.repeat(np.cumsum(counts) - counts, counts))
+        g = np.repeat(record_first, counts) + (
+            np.arange(len(hashes), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        )
         file = g // per_file
         carry = np.flatnonzero(((g + 1) % per_file == 0) & (file + 1 < files))
         for f in np.unique(file).tolist():
             sel = np.flatnonzero(file == f)
-            yield f, {"g": g[sel], "hash": hashes[sel], "phy": phys[sel], "ts": stamps[sel],
-                      "prev": np.zeros(len(sel), dtype=bool)}
+            yield (
+                f,
+                {
+                    "g": g[sel],
+                    "hash": hashes[sel],
+                    "phy": phys[sel],
+                    "ts": stamps[sel],
+                    "prev": np.zeros(len(sel), dtype=bool),
+                },
+            )
         for i in carry.tolist():
-            yield int(file[i]) + 1, {"g": g[i:i + 1], "hash": hashes[i:i + 1], "phy": phys[i:i + 1],
-                                     "ts": stamps[i:i + 1], "prev": np.ones(1, dtype=bool)}
+            yield (
+                int(file[i]) + 1,
+                {
+                    "g": g[i : i + 1],
+                    "hash": hashes[i : i + 1],
+                    "phy": phys[i : i + 1],
+                    "ts": stamps[i : i + 1],
+                    "prev": np.ones(1, dtype=bool),
+                },
+            )
+
     return explode
 
 
@@ -203,6 +249,14 @@ def _index_writer(directory: str, names: list[str], hash_slot_num: int, index_nu
         prev_end = (int(cols["phy"][prev][0]), int(cols["ts"][prev][0])) if prev.any() else None
         if file > 0 and prev_end is None:
             raise RB.RebuildError(f"index file #{file}: the previous file's last entry is missing")
-        return file, RB.write_index_file(os.path.join(directory, names[file]), hash_slot_num, index_num,
-                                         cols["hash"][mine], cols["phy"][mine], cols["ts"][mine], prev_end)
+        return file, RB.write_index_file(
+            os.path.join(directory, names[file]),
+            hash_slot_num,
+            index_num,
+            cols["hash"][mine],
+            cols["phy"][mine],
+            cols["ts"][mine],
+            prev_end,
+        )
+
     return write

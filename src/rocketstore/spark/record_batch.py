@@ -6,6 +6,7 @@ copied out of the mapped segment with one join each, the properties are split in
 string kernels, hosts are formatted once per distinct value and msgIds hex-encoded by a numpy table.
 Records that scan refuses (an inner batch, a damaged record) are decoded one at a time by the record codec.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,30 +18,34 @@ from ..formats import properties as P
 from ..formats import record as R
 from ..formats.record_scan import _gather, scan
 
-SCHEMA = pa.schema([
-    pa.field("topic", pa.string(), False),
-    pa.field("queueId", pa.int32(), False),
-    pa.field("queueOffset", pa.int64(), False),
-    pa.field("physicalOffset", pa.int64(), False),
-    pa.field("msgId", pa.string(), False),
-    pa.field("tags", pa.string(), True),
-    pa.field("keys", pa.string(), True),
-    pa.field("body", pa.binary(), False),
-    pa.field("properties", pa.map_(pa.string(), pa.string()), False),
-    pa.field("bornTimestamp", pa.timestamp("us", tz="UTC"), False),
-    pa.field("storeTimestamp", pa.timestamp("us", tz="UTC"), False),
-    pa.field("bornHost", pa.string(), False),
-    pa.field("storeHost", pa.string(), False),
-    pa.field("sysFlag", pa.int32(), False),
-    pa.field("reconsumeTimes", pa.int32(), False),
-    pa.field("flag", pa.int32(), False),
-    pa.field("bodyCRC", pa.int32(), False),
-])
-DDL = ("topic STRING NOT NULL, queueId INT NOT NULL, queueOffset BIGINT NOT NULL, physicalOffset BIGINT NOT NULL, "
-       "msgId STRING NOT NULL, tags STRING, keys STRING, body BINARY NOT NULL, "
-       "properties MAP<STRING, STRING> NOT NULL, bornTimestamp TIMESTAMP NOT NULL, "
-       "storeTimestamp TIMESTAMP NOT NULL, bornHost STRING NOT NULL, storeHost STRING NOT NULL, "
-       "sysFlag INT NOT NULL, reconsumeTimes INT NOT NULL, flag INT NOT NULL, bodyCRC INT NOT NULL")
+SCHEMA = pa.schema(
+    [
+        pa.field("topic", pa.string(), False),
+        pa.field("queueId", pa.int32(), False),
+        pa.field("queueOffset", pa.int64(), False),
+        pa.field("physicalOffset", pa.int64(), False),
+        pa.field("msgId", pa.string(), False),
+        pa.field("tags", pa.string(), True),
+        pa.field("keys", pa.string(), True),
+        pa.field("body", pa.binary(), False),
+        pa.field("properties", pa.map_(pa.string(), pa.string()), False),
+        pa.field("bornTimestamp", pa.timestamp("us", tz="UTC"), False),
+        pa.field("storeTimestamp", pa.timestamp("us", tz="UTC"), False),
+        pa.field("bornHost", pa.string(), False),
+        pa.field("storeHost", pa.string(), False),
+        pa.field("sysFlag", pa.int32(), False),
+        pa.field("reconsumeTimes", pa.int32(), False),
+        pa.field("flag", pa.int32(), False),
+        pa.field("bodyCRC", pa.int32(), False),
+    ]
+)
+DDL = (
+    "topic STRING NOT NULL, queueId INT NOT NULL, queueOffset BIGINT NOT NULL, physicalOffset BIGINT NOT NULL, "
+    "msgId STRING NOT NULL, tags STRING, keys STRING, body BINARY NOT NULL, "
+    "properties MAP<STRING, STRING> NOT NULL, bornTimestamp TIMESTAMP NOT NULL, "
+    "storeTimestamp TIMESTAMP NOT NULL, bornHost STRING NOT NULL, storeHost STRING NOT NULL, "
+    "sysFlag INT NOT NULL, reconsumeTimes INT NOT NULL, flag INT NOT NULL, bodyCRC INT NOT NULL"
+)
 
 _HEX = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), dtype=np.uint8).reshape(256, 2)
 _V6 = R.BORNHOST_V6_FLAG | R.STOREHOSTADDRESS_V6_FLAG
@@ -48,10 +53,10 @@ _V6 = R.BORNHOST_V6_FLAG | R.STOREHOSTADDRESS_V6_FLAG
 
 def _joined(view, starts: list[int], lens: list[int]) -> tuple[bytes, np.ndarray]:
     """The byte ranges one after the other, and Arrow offsets (int32) over the result."""
-    data = b"".join([view[s:s + n] for s, n in zip(starts, lens)])
+    data = b"".join([view[s : s + n] for s, n in zip(starts, lens)])
     offsets = np.zeros(len(lens) + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
-    if offsets[-1] >= 2 ** 31:
+    if offsets[-1] >= 2**31:
         raise ValueError("a record batch over 2 GiB of bodies: lower maxRecordsPerBatch")
     return data, offsets.astype(np.int32)
 
@@ -83,20 +88,20 @@ def _property_maps(data: bytes, offsets: np.ndarray) -> tuple[pa.Array, pa.Array
     Arrow; None when any record's properties are not in that exact form (the caller parses those rows)."""
     n = len(offsets) - 1
     arr = np.frombuffer(data, dtype=np.uint8)
-    ends = np.flatnonzero(arr == 2)                      # each pair ends with \x02
+    ends = np.flatnonzero(arr == 2)  # each pair ends with \x02
     starts = np.concatenate(([0], ends[:-1] + 1)) if len(ends) else ends
     lens = offsets[1:] - offsets[:-1]
     if len(ends) and (arr[offsets[1:][lens > 0] - 1] != 2).any():
-        return None                                     # a record's properties do not end with \x02
+        return None  # a record's properties do not end with \x02
     if not len(ends) and len(arr):
         return None
     seps = np.flatnonzero(arr == 1)
     first = np.searchsorted(seps, starts)
     if len(starts) and ((first >= len(seps)).any() or (seps[np.minimum(first, len(seps) - 1)] >= ends).any()):
-        return None                                     # a pair without a name/value separator
+        return None  # a pair without a name/value separator
     pairs = _var(pa.string(), data, np.concatenate((starts, [len(arr)])).astype(np.int32))
     try:
-        pairs.validate(full=True)                       # UTF-8
+        pairs.validate(full=True)  # UTF-8
     except pa.ArrowInvalid:
         return None
     split = pc.split_pattern(pairs, "\x01", max_splits=1)
@@ -160,24 +165,70 @@ def from_records_native(buf, positions, sizes) -> pa.RecordBatch:
 
 
 def _from_buffers(n: int, pairs: int, b: tuple) -> pa.RecordBatch:
-    (topic_off, topic, qid, qoff, phys, msgid_off, msgid, tags_valid, tags_off, tags, keys_valid, keys_off, keys,
-     body_off, body, map_off, name_off, name, value_off, value, born_ts, store_ts, born_off, born, store_off,
-     store, sys_flag, reconsume, flag, crc) = [pa.py_buffer(x) for x in b]
+    (
+        topic_off,
+        topic,
+        qid,
+        qoff,
+        phys,
+        msgid_off,
+        msgid,
+        tags_valid,
+        tags_off,
+        tags,
+        keys_valid,
+        keys_off,
+        keys,
+        body_off,
+        body,
+        map_off,
+        name_off,
+        name,
+        value_off,
+        value,
+        born_ts,
+        store_ts,
+        born_off,
+        born,
+        store_off,
+        store,
+        sys_flag,
+        reconsume,
+        flag,
+        crc,
+    ) = [pa.py_buffer(x) for x in b]
 
     def var(kind, offsets, data, count=n, valid=None):
         return pa.Array.from_buffers(kind, count, [valid, offsets, data])
 
     def fixed(kind, data):
         return pa.Array.from_buffers(kind, n, [None, data])
+
     ts = pa.timestamp("us", tz="UTC")
-    maps = pa.MapArray.from_arrays(pa.Array.from_buffers(pa.int32(), n + 1, [None, map_off]),
-                                   var(pa.string(), name_off, name, pairs), var(pa.string(), value_off, value, pairs))
-    columns = [var(pa.string(), topic_off, topic), fixed(pa.int32(), qid), fixed(pa.int64(), qoff),
-               fixed(pa.int64(), phys), var(pa.string(), msgid_off, msgid),
-               var(pa.string(), tags_off, tags, valid=tags_valid), var(pa.string(), keys_off, keys, valid=keys_valid),
-               var(pa.binary(), body_off, body), maps, fixed(ts, born_ts), fixed(ts, store_ts),
-               var(pa.string(), born_off, born), var(pa.string(), store_off, store), fixed(pa.int32(), sys_flag),
-               fixed(pa.int32(), reconsume), fixed(pa.int32(), flag), fixed(pa.int32(), crc)]
+    maps = pa.MapArray.from_arrays(
+        pa.Array.from_buffers(pa.int32(), n + 1, [None, map_off]),
+        var(pa.string(), name_off, name, pairs),
+        var(pa.string(), value_off, value, pairs),
+    )
+    columns = [
+        var(pa.string(), topic_off, topic),
+        fixed(pa.int32(), qid),
+        fixed(pa.int64(), qoff),
+        fixed(pa.int64(), phys),
+        var(pa.string(), msgid_off, msgid),
+        var(pa.string(), tags_off, tags, valid=tags_valid),
+        var(pa.string(), keys_off, keys, valid=keys_valid),
+        var(pa.binary(), body_off, body),
+        maps,
+        fixed(ts, born_ts),
+        fixed(ts, store_ts),
+        var(pa.string(), born_off, born),
+        var(pa.string(), store_off, store),
+        fixed(pa.int32(), sys_flag),
+        fixed(pa.int32(), reconsume),
+        fixed(pa.int32(), flag),
+        fixed(pa.int32(), crc),
+    ]
     return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
 
 
@@ -198,16 +249,18 @@ def _columns(buf, c) -> pa.RecordBatch:
     topic, topic_off = _joined(view, c.topic_pos.tolist(), c.topic_len.tolist())
     props, props_off = _joined(view, c.props_pos.tolist(), c.props_len.tolist())
     parsed = _property_maps(props, props_off)
-    if parsed is None:     # unusual properties: parse_properties per record, as StoredMessage does
+    if parsed is None:  # unusual properties: parse_properties per record, as StoredMessage does
         rows = [P.parse_properties(props[a:b]) if b > a else {} for a, b in zip(props_off[:-1], props_off[1:])]
-        parsed = (pa.array([list(r.items()) for r in rows], pa.map_(pa.string(), pa.string())),
-                  pa.array([r.get(P.TAGS) for r in rows], pa.string()),
-                  pa.array([r.get(P.KEYS) for r in rows], pa.string()))
+        parsed = (
+            pa.array([list(r.items()) for r in rows], pa.map_(pa.string(), pa.string())),
+            pa.array([r.get(P.TAGS) for r in rows], pa.string()),
+            pa.array([r.get(P.KEYS) for r in rows], pa.string()),
+        )
     maps, tags, keys = parsed
     topics = _var(pa.string(), topic, topic_off)
     try:
         topics.validate(full=True)
-    except pa.ArrowInvalid:   # a topic that is not UTF-8 (a damaged record): decoded one at a time, as get does
+    except pa.ArrowInvalid:  # a topic that is not UTF-8 (a damaged record): decoded one at a time, as get does
         return from_messages([R.decode_record(buf, p, p + s) for p, s in zip(c.pos.tolist(), c.size.tolist())])
     born_host = _gather(data, pos + 48, 8)
     store_host = _gather(data, pos + 64, 8)
@@ -218,7 +271,8 @@ def _columns(buf, c) -> pa.RecordBatch:
         pa.array(c.queue_offset.astype(np.int64)),
         pa.array(c.phys.astype(np.int64)),
         _msg_ids(store_host, c.phys),
-        tags, keys,
+        tags,
+        keys,
         _var(pa.binary(), body, body_off),
         maps,
         us(_gather(data, pos + 40, 8)),
@@ -238,12 +292,24 @@ def from_messages(messages) -> pa.RecordBatch:
     rows = {f.name: [] for f in SCHEMA}
     for m in messages:
         props = m.properties
-        for name, value in (("topic", m.topic), ("queueId", m.queue_id), ("queueOffset", m.queue_offset),
-                            ("physicalOffset", m.physical_offset), ("msgId", m.msg_id),
-                            ("tags", props.get(P.TAGS)), ("keys", props.get(P.KEYS)), ("body", bytes(m.body)),
-                            ("properties", list(props.items())),
-                            ("bornTimestamp", m.born_timestamp * 1000), ("storeTimestamp", m.store_timestamp * 1000),
-                            ("bornHost", m.born_host), ("storeHost", m.store_host), ("sysFlag", m.sys_flag),
-                            ("reconsumeTimes", m.reconsume_times), ("flag", m.flag), ("bodyCRC", m.body_crc)):
+        for name, value in (
+            ("topic", m.topic),
+            ("queueId", m.queue_id),
+            ("queueOffset", m.queue_offset),
+            ("physicalOffset", m.physical_offset),
+            ("msgId", m.msg_id),
+            ("tags", props.get(P.TAGS)),
+            ("keys", props.get(P.KEYS)),
+            ("body", bytes(m.body)),
+            ("properties", list(props.items())),
+            ("bornTimestamp", m.born_timestamp * 1000),
+            ("storeTimestamp", m.store_timestamp * 1000),
+            ("bornHost", m.born_host),
+            ("storeHost", m.store_host),
+            ("sysFlag", m.sys_flag),
+            ("reconsumeTimes", m.reconsume_times),
+            ("flag", m.flag),
+            ("bodyCRC", m.body_crc),
+        ):
             rows[name].append(value)
     return pa.RecordBatch.from_arrays([pa.array(rows[f.name], f.type) for f in SCHEMA], schema=SCHEMA)

@@ -1,4 +1,5 @@
 """A local Spark session set up for rocketstore: loopback, quiet logs, this interpreter for the workers."""
+
 from __future__ import annotations
 
 import os
@@ -19,20 +20,25 @@ def session(master: str = "local[*]", app_name: str = "rocketstore", conf: dict 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     log4j = resources.files(__package__).joinpath("log4j2.properties")
-    builder = (SparkSession.builder.master(master).appName(app_name)
-               .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "8")
-               # pyspark.daemon less the BrokenPipeError traceback it prints when show()/limit() stop early
-               .config("spark.python.daemon.module", "rocketstore.spark.quiet_daemon"))
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "8")
+        # pyspark.daemon less the BrokenPipeError traceback it prints when show()/limit() stop early
+        .config("spark.python.daemon.module", "rocketstore.spark.quiet_daemon")
+    )
     if master.startswith("local"):
-        builder = builder.config("spark.driver.host", os.environ["SPARK_LOCAL_IP"]) \
-                         .config("spark.driver.bindAddress", os.environ["SPARK_LOCAL_IP"])
+        builder = builder.config("spark.driver.host", os.environ["SPARK_LOCAL_IP"]).config(
+            "spark.driver.bindAddress", os.environ["SPARK_LOCAL_IP"]
+        )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     from . import register
+
     register(spark)
     return spark

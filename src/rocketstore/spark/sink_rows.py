@@ -1,6 +1,7 @@
 """The sink's row checks, run in Spark tasks: everything put_batch would refuse, named by column, partition
 and row, before anything is staged (so a bad row fails the job with nothing appended); and the staged
 form of a row (topic, body, RocketMQ's PROPERTIES bytes, queueId, sharding key)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -10,15 +11,16 @@ import pyarrow.compute as pc
 
 from .errors import PipelineError
 
-MARKER = "__SPARK_SINK"        # the property naming the sink, batch and put a message came from
-MARKER_RESERVE = 64            # bytes of PROPERTIES kept free for the marker
-RECORD_OVERHEAD = 160          # a record's fixed fields, hosts (IPv6 at most) and lengths, generously
+MARKER = "__SPARK_SINK"  # the property naming the sink, batch and put a message came from
+MARKER_RESERVE = 64  # bytes of PROPERTIES kept free for the marker
+RECORD_OVERHEAD = 160  # a record's fixed fields, hosts (IPv6 at most) and lengths, generously
 MAX_PROPERTIES = 32767
 KEY_SEPARATOR = " "
 
 # MessageConst.STRING_HASH_SET (RocketMQ 5.x): names a producer may not set, plus those the store itself
 # reads (INNER_*, the appended CRC) and the sink's marker. __SHARDINGKEY is allowed: it picks the queue.
-RESERVED_PROPERTIES = frozenset("""
+RESERVED_PROPERTIES = frozenset(
+    """
     TRACE_ON MSG_REGION KEYS TAGS WAIT DELAY RETRY_TOPIC REAL_TOPIC REAL_QID TRAN_MSG PGROUP MIN_OFFSET
     MAX_OFFSET BUYER_ID ORIGIN_MESSAGE_ID TRANSFER_FLAG CORRECTION_FLAG MQ2_FLAG RECONSUME_TIME UNIQ_KEY
     MAX_RECONSUME_TIMES CONSUME_START_TIME POP_CK POP_CK_OFFSET 1ST_POP_TIME TRAN_PREPARED_QUEUE_OFFSET
@@ -26,8 +28,9 @@ RESERVED_PROPERTIES = frozenset("""
     CLUSTER MSG_TYPE INNER_MULTI_QUEUE_OFFSET TIMER_DELAY_MS TIMER_DELAY_SEC TIMER_DELIVER_MS
     TIMER_ENQUEUE_MS TIMER_DEQUEUE_MS TIMER_ROLL_TIMES TIMER_OUT_MS TIMER_DEL_UNIQKEY TIMER_DELAY_LEVEL
     __BORNHOST BORN_TIMESTAMP DLQ_ORIGIN_TOPIC DLQ_ORIGIN_MESSAGE_ID INNER_NUM INNER_BASE __CRC32#
-    __SPARK_SINK""".split())
-TRANSIENT_PREFIX = "__RMQ.TRANSIENT."    # never stored by a broker
+    __SPARK_SINK""".split()
+)
+TRANSIENT_PREFIX = "__RMQ.TRANSIENT."  # never stored by a broker
 SHARDING_KEY = "__SHARDINGKEY"
 
 COLUMNS = ("topic", "body", "tags", "keys", "properties", "queueId")
@@ -40,62 +43,95 @@ class SinkDataError(PipelineError, ValueError):
 @dataclasses.dataclass(frozen=True)
 class Limits:
     """The store's limits a task checks rows against (computed on the driver, pickled to the tasks)."""
-    max_body: int                  # maxMessageSize
-    max_properties: int            # PROPERTIES bytes a row may use (the CRC and the marker kept free)
-    max_record: int                # a record must fit one CommitLog segment
-    allow_long_topic: bool         # autoMessageVersionOnTopicLen
+
+    max_body: int  # maxMessageSize
+    max_properties: int  # PROPERTIES bytes a row may use (the CRC and the marker kept free)
+    max_record: int  # a record must fit one CommitLog segment
+    allow_long_topic: bool  # autoMessageVersionOnTopicLen
 
     @classmethod
     def of(cls, config) -> "Limits":
         crc = 20 if config.enabled_append_prop_crc else 0
-        return cls(config.max_message_size, MAX_PROPERTIES - crc - MARKER_RESERVE,
-                   config.mapped_file_size_commit_log - 64, config.auto_message_version_on_topic_len)
+        return cls(
+            config.max_message_size,
+            MAX_PROPERTIES - crc - MARKER_RESERVE,
+            config.mapped_file_size_commit_log - 64,
+            config.auto_message_version_on_topic_len,
+        )
 
 
 # ---------------------------------------------------------------------------------------------- the schema
-READ_ONLY_COLUMNS = {"queueOffset", "physicalOffset", "msgId", "bornTimestamp", "storeTimestamp", "bornHost",
-                     "storeHost", "sysFlag", "reconsumeTimes", "flag", "bodyCRC"}
+READ_ONLY_COLUMNS = {
+    "queueOffset",
+    "physicalOffset",
+    "msgId",
+    "bornTimestamp",
+    "storeTimestamp",
+    "bornHost",
+    "storeHost",
+    "sysFlag",
+    "reconsumeTimes",
+    "flag",
+    "bodyCRC",
+}
 
 
 def check_schema(schema) -> None:
     """Refuse a DataFrame whose columns the sink cannot write, before any task runs."""
     from pyspark.sql import types as T
+
     fields = {f.name: f.dataType for f in schema.fields}
     # the read side's own columns (a DataFrame read from a store written back) are ignored, as Kafka's sink
     # ignores what it does not write; anything else is a typo that would silently drop data
     unknown = sorted(set(fields) - set(COLUMNS) - READ_ONLY_COLUMNS)
     if unknown:
-        raise SinkDataError(f"rocketstore sink: unknown column(s) {', '.join(unknown)}; the sink writes "
-                            f"{', '.join(COLUMNS)} (select or rename the columns to write)")
+        raise SinkDataError(
+            f"rocketstore sink: unknown column(s) {', '.join(unknown)}; the sink writes "
+            f"{', '.join(COLUMNS)} (select or rename the columns to write)"
+        )
     for required in ("topic", "body"):
         if required not in fields:
             raise SinkDataError(f"rocketstore sink: the column '{required}' is required")
     expected = {
-        "topic": (T.StringType,), "body": (T.BinaryType, T.StringType), "tags": (T.StringType,),
-        "properties": (T.MapType,), "queueId": (T.ByteType, T.ShortType, T.IntegerType, T.LongType),
+        "topic": (T.StringType,),
+        "body": (T.BinaryType, T.StringType),
+        "tags": (T.StringType,),
+        "properties": (T.MapType,),
+        "queueId": (T.ByteType, T.ShortType, T.IntegerType, T.LongType),
     }
     for name, kinds in expected.items():
         if name in fields and not isinstance(fields[name], kinds):
-            raise SinkDataError(f"rocketstore sink: column '{name}' has type {fields[name].simpleString()}; "
-                                f"expected {' or '.join(k.typeName() for k in kinds)}")
+            raise SinkDataError(
+                f"rocketstore sink: column '{name}' has type {fields[name].simpleString()}; "
+                f"expected {' or '.join(k.typeName() for k in kinds)}"
+            )
     if "keys" in fields:
         kt = fields["keys"]
-        if not (isinstance(kt, T.StringType) or
-                (isinstance(kt, T.ArrayType) and isinstance(kt.elementType, T.StringType))):
-            raise SinkDataError(f"rocketstore sink: column 'keys' has type {kt.simpleString()}; "
-                                f"expected string or array<string>")
+        if not (
+            isinstance(kt, T.StringType) or (isinstance(kt, T.ArrayType) and isinstance(kt.elementType, T.StringType))
+        ):
+            raise SinkDataError(
+                f"rocketstore sink: column 'keys' has type {kt.simpleString()}; expected string or array<string>"
+            )
     if "properties" in fields:
         mt = fields["properties"]
         if not (isinstance(mt.keyType, T.StringType) and isinstance(mt.valueType, T.StringType)):
-            raise SinkDataError(f"rocketstore sink: column 'properties' has type {mt.simpleString()}; "
-                                f"expected map<string,string>")
+            raise SinkDataError(
+                f"rocketstore sink: column 'properties' has type {mt.simpleString()}; expected map<string,string>"
+            )
 
 
 # ------------------------------------------------------------------------------------- validation (tasks)
 def staged_schema():
-    return pa.schema([("topic", pa.large_string()), ("body", pa.large_binary()),
-                      ("props", pa.large_binary()), ("queueId", pa.int32()),
-                      ("shardingKey", pa.large_string())])
+    return pa.schema(
+        [
+            ("topic", pa.large_string()),
+            ("body", pa.large_binary()),
+            ("props", pa.large_binary()),
+            ("queueId", pa.int32()),
+            ("shardingKey", pa.large_string()),
+        ]
+    )
 
 
 class _Rows:
@@ -105,8 +141,10 @@ class _Rows:
         self.partition_id, self.first_row = partition_id, first_row
 
     def fail(self, column: str, index: int, problem: str):
-        raise SinkDataError(f"rocketstore sink: partition {self.partition_id}, row {self.first_row + index}: "
-                            f"column '{column}': {problem}; nothing of this batch was appended")
+        raise SinkDataError(
+            f"rocketstore sink: partition {self.partition_id}, row {self.first_row + index}: "
+            f"column '{column}': {problem}; nothing of this batch was appended"
+        )
 
 
 def _first_true(mask) -> int | None:
@@ -125,27 +163,32 @@ def validate_batch(batch, limits: Limits, rows: _Rows):
     if tags is not None:
         _no_separators(tags, "tags", rows)
     keys = _keys(batch.column(names.index("keys")), rows) if "keys" in names else None
-    user_props, sharding = (_user_properties(batch.column(names.index("properties")), rows)
-                            if "properties" in names else (None, None))
+    user_props, sharding = (
+        _user_properties(batch.column(names.index("properties")), rows) if "properties" in names else (None, None)
+    )
     props = _properties_bytes(n, keys, tags, user_props)
     plen = pc.binary_length(props)
     i = _first_true(pc.greater(plen, limits.max_properties))
     if i is not None:
-        rows.fail("properties", i, f"the properties (with tags and keys) take {plen[i].as_py()} bytes; "
-                                   f"at most {limits.max_properties} fit")
+        rows.fail(
+            "properties",
+            i,
+            f"the properties (with tags and keys) take {plen[i].as_py()} bytes; at most {limits.max_properties} fit",
+        )
     # one row is a batch of one to put_batch: 22 bytes + body + properties must fit maxMessageSize
     size = pc.add(pc.add(pc.binary_length(body), plen), 22)
     i = _first_true(pc.greater(size, limits.max_body))
     if i is not None:
-        rows.fail("body", i, f"body and properties take {size[i].as_py()} bytes; maxMessageSize is "
-                             f"{limits.max_body}")
+        rows.fail("body", i, f"body and properties take {size[i].as_py()} bytes; maxMessageSize is {limits.max_body}")
     record = pc.add(pc.add(size, pc.binary_length(topic)), RECORD_OVERHEAD)
     i = _first_true(pc.greater(record, limits.max_record))
     if i is not None:
-        rows.fail("body", i, f"the record ({record[i].as_py()} bytes) does not fit a CommitLog segment "
-                             f"({limits.max_record + 64} bytes)")
-    queue = _queue_ids(batch.column(names.index("queueId")), rows) if "queueId" in names else \
-        pa.nulls(n, pa.int32())
+        rows.fail(
+            "body",
+            i,
+            f"the record ({record[i].as_py()} bytes) does not fit a CommitLog segment ({limits.max_record + 64} bytes)",
+        )
+    queue = _queue_ids(batch.column(names.index("queueId")), rows) if "queueId" in names else pa.nulls(n, pa.int32())
     if sharding is None:
         sharding = pa.nulls(n, pa.large_string())
     return pa.record_batch([topic, body, props, queue, sharding], schema=staged_schema())
@@ -153,10 +196,11 @@ def validate_batch(batch, limits: Limits, rows: _Rows):
 
 def _topics(topic, limits: Limits, rows: _Rows):
     from ..validation import topic_problem
+
     i = _first_true(pc.is_null(topic))
     if i is not None:
         rows.fail("topic", i, "NULL (every message needs a topic)")
-    for name in pc.unique(topic).to_pylist():   # few distinct topics: check each name once
+    for name in pc.unique(topic).to_pylist():  # few distinct topics: check each name once
         problem = topic_problem(name, limits.allow_long_topic)
         if problem:
             rows.fail("topic", _first_true(pc.equal(topic, name)), problem)
@@ -165,7 +209,7 @@ def _topics(topic, limits: Limits, rows: _Rows):
 
 def _bodies(body, limits: Limits, rows: _Rows):
     if pa.types.is_string(body.type) or pa.types.is_large_string(body.type):
-        body = body.cast(pa.large_string()).cast(pa.large_binary())   # UTF-8, as Arrow holds it
+        body = body.cast(pa.large_string()).cast(pa.large_binary())  # UTF-8, as Arrow holds it
     else:
         body = body.cast(pa.large_binary())
     i = _first_true(pc.is_null(body))
@@ -191,7 +235,7 @@ def _keys(keys, rows: _Rows):
         keys = keys.cast(pa.large_string())
         _no_separators(keys, "keys", rows)
         return keys
-    values = keys.flatten()    # array<string>: no element may be NULL or hold the key separator
+    values = keys.flatten()  # array<string>: no element may be NULL or hold the key separator
     if len(values):
         owner = pc.list_parent_indices(keys)
         j = _first_true(pc.is_null(values))
@@ -199,8 +243,11 @@ def _keys(keys, rows: _Rows):
             rows.fail("keys", owner[j].as_py(), "an element of the keys array is NULL")
         j = _first_true(pc.match_substring_regex(values, "[ \x01\x02]"))
         if j is not None:
-            rows.fail("keys", owner[j].as_py(), f"key {values[j].as_py()!r} contains a space (RocketMQ's key "
-                                                f"separator) or \\x01/\\x02")
+            rows.fail(
+                "keys",
+                owner[j].as_py(),
+                f"key {values[j].as_py()!r} contains a space (RocketMQ's key separator) or \\x01/\\x02",
+            )
     return pc.binary_join(keys, KEY_SEPARATOR).cast(pa.large_string())
 
 
@@ -230,8 +277,9 @@ def _user_properties(column, rows: _Rows):
             if value is None or value == "":
                 continue
             if "\x01" in value or "\x02" in value:
-                rows.fail("properties", i, f"the value of {name!r} contains \\x01 or \\x02 (RocketMQ's "
-                                           f"property separators)")
+                rows.fail(
+                    "properties", i, f"the value of {name!r} contains \\x01 or \\x02 (RocketMQ's property separators)"
+                )
             if name == SHARDING_KEY:
                 shard = value
             parts.append(f"{name}\x01{value}\x02")
@@ -247,10 +295,11 @@ def _properties_bytes(n: int, keys, tags, user_props):
     for name, values in (("KEYS", keys), ("TAGS", tags)):
         if values is None:
             continue
-        entry = pc.binary_join_element_wise(pa.scalar(f"{name}\x01", pa.large_string()), values,
-                                            pa.scalar("\x02", pa.large_string()), empty)
+        entry = pc.binary_join_element_wise(
+            pa.scalar(f"{name}\x01", pa.large_string()), values, pa.scalar("\x02", pa.large_string()), empty
+        )
         blank = pc.or_kleene(pc.is_null(values), pc.equal(pc.binary_length(values), 0))
-        parts.append(pc.if_else(blank, empty, entry))   # no tag / no key: no entry at all
+        parts.append(pc.if_else(blank, empty, entry))  # no tag / no key: no entry at all
     if user_props is not None:
         parts.append(user_props)
     if not parts:
@@ -264,10 +313,7 @@ def _queue_ids(column, rows: _Rows):
     i = _first_true(pc.less(q, 0))
     if i is not None:
         rows.fail("queueId", i, f"{q[i].as_py()} is negative")
-    i = _first_true(pc.greater(q, 2 ** 31 - 1))
+    i = _first_true(pc.greater(q, 2**31 - 1))
     if i is not None:
         rows.fail("queueId", i, f"{q[i].as_py()} does not fit an int")
     return q.cast(pa.int32())
-
-
-

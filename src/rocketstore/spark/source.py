@@ -6,6 +6,7 @@ The driver side (a Python worker, in fact) opens the store read-only to plan: to
 timestamps. Each partition is one queue's offset range, read by its executor straight from the
 ConsumeQueue and CommitLog files (queue_read), as Arrow batches.
 """
+
 from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -29,14 +30,17 @@ class RocketStoreSource(DataSource):
 
     def streamReader(self, schema):
         from .stream import StreamReader
+
         return StreamReader(self.options)
 
     def writer(self, schema, overwrite: bool):
         from .sink import RocketStoreBatchWriter
+
         return RocketStoreBatchWriter(self.options, schema, overwrite)
 
     def streamWriter(self, schema, overwrite: bool):
         from .sink import RocketStoreStreamWriter
+
         return RocketStoreStreamWriter(self.options, schema, overwrite)
 
 

@@ -9,6 +9,7 @@ The store may be written by another process meanwhile. Polls do not open the sto
 found in its last ConsumeQueue file by a binary search over the units (a writer fills units in order and
 zeroes are not units), a few reads per queue; topics and queues are the directories under consumequeue/.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,7 +40,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_per_trigger = O.integer(self.options, "maxOffsetsPerTrigger", None, minimum=1)
         self.listed = O.get(self.options, "topics")
         pattern = O.get(self.options, "topicPattern")
-        O.topics(self.options, [])                      # exactly one of the two, a valid regex
+        O.topics(self.options, [])  # exactly one of the two, a valid regex
         self.pattern = re.compile(pattern) if pattern else None
         with PL.open_store(self.options) as store:
             self.spec = PL.read_spec(self.options, store)
@@ -88,7 +89,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit) -> dict:
         ends = self.available_now if self.available_now is not None else self._ends()
         end = {t: {q: max(o, start.get(t, {}).get(q, 0)) for q, o in qs.items()} for t, qs in ends.items()}
-        for t, qs in start.items():          # a queue never goes away from the offsets
+        for t, qs in start.items():  # a queue never goes away from the offsets
             for q, o in qs.items():
                 end.setdefault(t, {}).setdefault(q, o)
         if isinstance(limit, ReadMaxRows):
@@ -111,7 +112,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_partition(partition)
 
     def commit(self, end: dict) -> None:
-        pass    # nothing to release: the store keeps every message until it expires
+        pass  # nothing to release: the store keeps every message until it expires
 
     def stop(self) -> None:
         pass
