@@ -244,17 +244,23 @@ class ConsumeQueue:
         write per file when the queue offsets follow each other and there is no ext (put_many decides),
         else unit by unit through the guards. False when a unit could not be written."""
         if self.ext is not None:
-            ok = True
-            for i, (p, size, code, qoff, ts) in enumerate(
-                zip(_ints(phys), _ints(sizes), _ints(tags_codes), queue_offsets, store_ts)
-            ):
-                ok = (
-                    self.put_position(p, size, code, qoff, ts, bit_map=None if bit_maps is None else bit_maps[i]) and ok
-                )
-            return ok
+            # the ext units first, a file's worth per write; their addresses then take the tagsCode slots
+            # (put_position's rule, unit by unit: a failed ext put keeps the plain tagsCode)
+            codes = _ints(tags_codes)
+            for i, addr in enumerate(self.ext.put_many(codes, _ints(store_ts), bit_maps)):
+                if cq_ext.is_ext_addr(addr):
+                    codes[i] = addr
+                else:
+                    log.warning(
+                        "saving the consume queue ext unit failed, so just the tagsCode: %s-%d, offset %d",
+                        self.topic,
+                        self.queue_id,
+                        int(phys[i]),
+                    )
+            tags_codes = codes
         first = queue_offsets[0]
         if isinstance(queue_offsets, range) or queue_offsets == list(range(first, first + len(queue_offsets))):
-            return self.put_many(
+            return self._put_consecutive(
                 np.asarray(phys, dtype=np.int64),
                 np.asarray(sizes, dtype=np.int64),
                 np.asarray(tags_codes, dtype=np.int64),
@@ -274,6 +280,10 @@ class ConsumeQueue:
         a queue starting past 0) goes unit by unit through put() and its guards."""
         if self.ext is not None:  # callers go through put_wrapped unit by unit when the queue has an ext
             raise ValueError(f"consume queue {self.topic}-{self.queue_id} has an ext: use put_wrapped")
+        return self._put_consecutive(offsets, sizes, tags_codes, first_cq_offset)
+
+    def _put_consecutive(self, offsets, sizes, tags_codes, first_cq_offset: int) -> bool:
+        """put_many's writes (tagsCodes already holding ext addresses where the queue has an ext)."""
         last = self.files.last()
         expect = first_cq_offset * UNIT
         if last is None or offsets[0] < self.max_physic_offset or last.file_from_offset + last.wrote != expect:

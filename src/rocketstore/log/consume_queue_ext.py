@@ -64,6 +64,50 @@ class ConsumeQueueExt:
             log.error("saving a consume queue ext unit of %s-%d failed: %s", self.topic, self.queue_id, e)
         return PUT_FAILED
 
+    def put_many(self, tags_codes, store_times, bit_maps=None) -> list[int]:
+        """put() for a run of units, in order: their addresses (or PUT_FAILED), the units that fit in a file
+        written at once. Anything put() would refuse or retry (a unit too big, the address space near its end,
+        no file, an I/O error) goes unit by unit through put() from there on, so the answers are put()'s."""
+        n = len(tags_codes)
+        units = [
+            X.encode_unit(t, s, None if bit_maps is None else bit_maps[i])
+            if X.unit_size(None if bit_maps is None else bit_maps[i]) <= X.MAX_UNIT_SIZE
+            else None
+            for i, (t, s) in enumerate(zip(tags_codes, store_times))
+        ]
+        out: list[int] = []
+        i = 0
+        try:
+            while i < n and None not in units[i : i + 1]:
+                total = sum(len(u) for u in units[i:] if u is not None)
+                if self.files.max_offset() + total > X.MAX_REAL_OFFSET:
+                    break
+                mf = self.files.get_last(0)
+                if mf is None:
+                    break
+                wrote = mf.wrote
+                room = self.file_size - wrote - X.END_BLANK_DATA_LENGTH
+                j, used, starts = i, 0, []
+                while j < n and units[j] is not None and used + len(units[j]) <= room:
+                    starts.append(used)
+                    used += len(units[j])
+                    j += 1
+                if j == i:  # the next unit does not fit: the end marker, then the next file (as put() does)
+                    self._fill_to_end(mf, wrote)
+                    log.info("no room (need %d, have %d) in %s: filled to its end", len(units[i]), room, mf.path)
+                    if len(units[i]) > self.file_size - X.END_BLANK_DATA_LENGTH:
+                        break
+                    continue
+                mf.append(b"".join(units[i:j]))
+                base = wrote + mf.file_from_offset
+                out.extend(X.decorate(base + s) for s in starts)
+                i = j
+        except OSError as e:
+            log.error("saving consume queue ext units of %s-%d failed: %s", self.topic, self.queue_id, e)
+        for k in range(i, n):  # the rest, one at a time, with put()'s checks and messages
+            out.append(self.put(tags_codes[k], store_times[k], None if bit_maps is None else bit_maps[k]))
+        return out
+
     def _fill_to_end(self, mf, wrote: int) -> None:
         """fullFillToEnd: the end marker (short -1) at the write position, then the file counts as full."""
         if wrote + len(X.END_MARKER) <= self.file_size:

@@ -34,6 +34,8 @@ class CalcBitMapDispatcher:
         """The bitmaps of a run's records whose topics have filters, into cols.bit_map (None: no bitmap)."""
         bit_maps = None
         filters_of: dict[str, list] = {}
+        # a record's bits are the OR of its matching filters' bloom positions: one bytes per set of hits
+        bits_of: dict[tuple, bytes] = {}
         topics, raws, phys = cols.topic, cols.props, cols.phys
         for i in range(len(phys)):
             topic = topics[i]
@@ -45,15 +47,22 @@ class CalcBitMapDispatcher:
             if bit_maps is None:
                 bit_maps = cols.bit_map if cols.bit_map is not None else [None] * len(phys)
             raw = raws[i]
-            bit_maps[i] = self._bits(filters, P.parse_properties(raw) if raw else {}, topic, phys[i])
+            hits = self._hits(filters, P.parse_properties(raw) if raw else {}, topic, phys[i])
+            bits = bits_of.get((topic, hits))
+            if bits is None:
+                bits = bits_of[(topic, hits)] = self._bits_of(filters, hits)
+            bit_maps[i] = bits
         if bit_maps is not None:
             cols.bit_map = bit_maps
 
     def _bits(self, filters, props: dict, topic: str, offset: int) -> bytes:
         """The bloom bits of every filter that matches the record's properties."""
-        bloom = self.manager.bloom
-        bits = bloom.new_bits()
-        for data in filters:
+        return self._bits_of(filters, self._hits(filters, props, topic, offset))
+
+    def _hits(self, filters, props: dict, topic: str, offset: int) -> tuple:
+        """The positions in `filters` of those that match the record's properties."""
+        hits = []
+        for k, data in enumerate(filters):
             if data.compiled is None:
                 continue
             try:
@@ -62,5 +71,12 @@ class CalcBitMapDispatcher:
                 log.exception("bitmap: filter of %s on %s failed at offset %d", data.consumer_group, topic, offset)
                 continue
             if hit:
-                bloom.hash_to(data.bloom, bits)
+                hits.append(k)
+        return tuple(hits)
+
+    def _bits_of(self, filters, hits: tuple) -> bytes:
+        bloom = self.manager.bloom
+        bits = bloom.new_bits()
+        for k in hits:
+            bloom.hash_to(filters[k].bloom, bits)
         return bytes(bits)
