@@ -50,7 +50,150 @@ done:
     return out;
 }
 
+#define MAX_NAMES 64
+
+/* The names property_values looks for: an ASCII name is matched on its bytes (text that decodes to ASCII is
+ * those very bytes: a bad byte decodes to U+FFFD), any other name on the decoded name. */
+typedef struct {
+    Py_ssize_t n;
+    PyObject *obj[MAX_NAMES];
+    const char *bytes[MAX_NAMES];
+    Py_ssize_t len[MAX_NAMES];
+} names_t;
+
+/* One raw properties' pairs: where the value of each name is (vp NULL: absent). -1 with an exception set. */
+static int scan_values(const char *p, const char *end, const names_t *nm, const char **vp, Py_ssize_t *vl) {
+    for (Py_ssize_t j = 0; j < nm->n; j++)
+        vp[j] = NULL;
+    while (p < end) {
+        const char *q = memchr(p, 2, (size_t)(end - p));
+        if (q == NULL)
+            q = end;
+        const char *sep = memchr(p, 1, (size_t)(q - p));
+        if (sep != NULL && sep > p && q > sep + 1) {  /* parse_properties keeps this pair */
+            Py_ssize_t kl = sep - p;
+            PyObject *key = NULL;
+            for (Py_ssize_t j = 0; j < nm->n; j++) {
+                int same;
+                if (nm->bytes[j] != NULL) {
+                    same = kl == nm->len[j] && memcmp(p, nm->bytes[j], (size_t)kl) == 0;
+                } else {
+                    if (key == NULL && (key = PyUnicode_DecodeUTF8(p, kl, "replace")) == NULL)
+                        return -1;
+                    same = PyUnicode_Compare(key, nm->obj[j]) == 0;
+                    if (!same && PyErr_Occurred()) {
+                        Py_DECREF(key);
+                        return -1;
+                    }
+                }
+                if (same) {  /* a later pair replaces the value */
+                    vp[j] = sep + 1;
+                    vl[j] = q - sep - 1;
+                }
+            }
+            Py_XDECREF(key);
+        }
+        if (q == end)
+            break;
+        p = q + 1;
+    }
+    return 0;
+}
+
+/* property_values(raws, names) -> list of tuples: for each raw properties (bytes-like, a str taken as its UTF-8
+ * with surrogates passed, or None: no properties), the value parse_properties(raw).get(name) gives for each of
+ * `names` (at most 64), in order: the last pair of that name with a non-empty value, or None. */
+static PyObject *property_values(PyObject *self, PyObject *args) {
+    PyObject *raws_arg, *names_arg, *raws = NULL, *names = NULL, *out = NULL;
+    names_t nm;
+    const char *vp[MAX_NAMES];
+    Py_ssize_t vl[MAX_NAMES];
+    if (!PyArg_ParseTuple(args, "OO:property_values", &raws_arg, &names_arg))
+        return NULL;
+    raws = PySequence_Fast(raws_arg, "raws must be a sequence");
+    if (raws == NULL)
+        return NULL;
+    names = PySequence_Fast(names_arg, "names must be a sequence");
+    if (names == NULL)
+        goto fail;
+    nm.n = PySequence_Fast_GET_SIZE(names);
+    if (nm.n > MAX_NAMES) {
+        PyErr_SetString(PyExc_ValueError, "property_values takes at most 64 names");
+        goto fail;
+    }
+    for (Py_ssize_t j = 0; j < nm.n; j++) {
+        PyObject *name = PySequence_Fast_GET_ITEM(names, j);
+        if (!PyUnicode_Check(name)) {
+            PyErr_SetString(PyExc_TypeError, "names must be str");
+            goto fail;
+        }
+        nm.obj[j] = name;
+        nm.bytes[j] = NULL;
+        if (PyUnicode_IS_ASCII(name) && (nm.bytes[j] = PyUnicode_AsUTF8AndSize(name, &nm.len[j])) == NULL)
+            goto fail;
+    }
+    Py_ssize_t nr = PySequence_Fast_GET_SIZE(raws);
+    out = PyList_New(nr);
+    if (out == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < nr; i++) {
+        PyObject *raw = PySequence_Fast_GET_ITEM(raws, i);
+        int bad;
+        if (raw == Py_None) {
+            bad = scan_values(NULL, NULL, &nm, vp, vl);
+        } else {
+            PyObject *enc = NULL;
+            Py_buffer view;
+            if (PyUnicode_Check(raw)) {
+                enc = PyUnicode_AsEncodedString(raw, "utf-8", "surrogatepass");
+                if (enc == NULL)
+                    goto fail;
+                raw = enc;
+            }
+            if (PyObject_GetBuffer(raw, &view, PyBUF_SIMPLE) < 0) {
+                Py_XDECREF(enc);
+                goto fail;
+            }
+            const char *p = view.buf;
+            bad = scan_values(p, p + view.len, &nm, vp, vl);
+            /* the values are decoded while the buffer is held */
+            PyObject *row = bad ? NULL : PyTuple_New(nm.n);
+            for (Py_ssize_t j = 0; row != NULL && j < nm.n; j++) {
+                PyObject *v = vp[j] == NULL ? Py_NewRef(Py_None) : PyUnicode_DecodeUTF8(vp[j], vl[j], "replace");
+                if (v == NULL)
+                    Py_CLEAR(row);
+                else
+                    PyTuple_SET_ITEM(row, j, v);
+            }
+            PyBuffer_Release(&view);
+            Py_XDECREF(enc);
+            if (row == NULL)
+                goto fail;
+            PyList_SET_ITEM(out, i, row);
+            continue;
+        }
+        if (bad)
+            goto fail;
+        PyObject *row = PyTuple_New(nm.n);
+        if (row == NULL)
+            goto fail;
+        for (Py_ssize_t j = 0; j < nm.n; j++)
+            PyTuple_SET_ITEM(row, j, Py_NewRef(Py_None));
+        PyList_SET_ITEM(out, i, row);
+    }
+    Py_DECREF(raws);
+    Py_DECREF(names);
+    return out;
+fail:
+    Py_XDECREF(raws);
+    Py_XDECREF(names);
+    Py_XDECREF(out);
+    return NULL;
+}
+
 PyMethodDef rs_props_methods[] = {
+    {"property_values", property_values, METH_VARARGS,
+     "property_values(raws, names) -> list of tuples (formats.properties.property_values_py is the reference)."},
     {"parse_properties", parse_properties, METH_O,
      "parse_properties(raw) -> dict (formats.properties.parse_properties_py is the reference)."},
     {NULL, NULL, 0, NULL},

@@ -22,6 +22,8 @@ from __future__ import annotations
 from struct import Struct
 from typing import NamedTuple
 
+import numpy as np
+
 from ..errors import CorruptDataError
 
 LONG_MIN = -(1 << 63)
@@ -90,6 +92,46 @@ def encode_unit(tags_code: int, msg_store_time: int, filter_bit_map: bytes | Non
     if size > MAX_UNIT_SIZE:
         raise ValueError(f"ext unit of {size} bytes is larger than RocketMQ's {MAX_UNIT_SIZE}")
     return HEAD.pack(size, _int64(tags_code), _int64(msg_store_time), len(bm)) + bm
+
+
+def same_bit_map_length(bit_maps) -> int | None:
+    """The one bitmap length of a run's units (0 when none has a bitmap; None and b"" count as 0), or None
+    when their lengths differ."""
+    if bit_maps is None:
+        return 0
+    try:
+        distinct = set(bit_maps)  # the distinct bitmaps of a run are few
+    except TypeError:  # (a bytearray: no hash)
+        distinct = bit_maps
+    lengths = {len(b) if b else 0 for b in distinct}
+    return lengths.pop() if len(lengths) == 1 else (0 if not lengths else None)
+
+
+def encode_units(tags_codes, store_times, bit_maps, bit_map_length: int) -> bytes:
+    """encode_unit of each (tagsCode, store time, bitmap), joined: units whose bitmaps all have
+    `bit_map_length` bytes (same_bit_map_length), encoded as one array of rows. Values out of the long range
+    wrap as encode_unit wraps them."""
+    size = MIN_UNIT_SIZE + bit_map_length
+    if size > MAX_UNIT_SIZE:
+        raise ValueError(f"ext unit of {size} bytes is larger than RocketMQ's {MAX_UNIT_SIZE}")
+    fields = [("size", ">i2"), ("tags", ">i8"), ("time", ">i8"), ("bm_size", ">i2")]
+    if bit_map_length:
+        fields.append(("bm", f"S{bit_map_length}"))
+    rows = np.empty(len(tags_codes), dtype=np.dtype(fields))
+    rows["size"] = size
+    rows["tags"] = _int64_column(tags_codes)
+    rows["time"] = _int64_column(store_times)
+    rows["bm_size"] = bit_map_length
+    if bit_map_length:
+        rows["bm"] = bit_maps
+    return rows.tobytes()
+
+
+def _int64_column(values) -> np.ndarray:
+    try:
+        return np.asarray(values, dtype=np.int64)
+    except OverflowError:  # (Java longs never are; wrap as encode_unit does)
+        return np.array([_int64(int(v)) for v in values], dtype=np.int64)
 
 
 def read_size(buf, pos: int) -> int:

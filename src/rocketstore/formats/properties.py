@@ -37,8 +37,29 @@ def parse_properties_py(raw: bytes | str) -> dict[str, str]:
     return out
 
 
-# the compiled twin when built (rocketstore.engine); parse_properties_py stays the reference
+MAX_PROPERTY_VALUES = 64  # the most names property_values takes at once
+
+
+def property_values_py(raws, names) -> list[tuple]:
+    """For each raw properties (bytes-like, str or None), the tuple of parse_properties(raw).get(name) for each
+    of `names`, in order: a run's columns of the few properties a filter reads, without a dict per record."""
+    names = tuple(names)
+    if len(names) > MAX_PROPERTY_VALUES:
+        raise ValueError("property_values takes at most 64 names")
+    absent = (None,) * len(names)
+    out = []
+    for raw in raws:
+        if raw is None or len(raw) == 0:
+            out.append(absent)
+            continue
+        props = parse_properties_py(raw)
+        out.append(tuple(props.get(n) for n in names))
+    return out
+
+
+# the compiled twins when built (rocketstore.engine); the *_py functions stay the reference
 parse_properties = engine.native.parse_properties if engine.native is not None else parse_properties_py
+property_values = engine.native.property_values if engine.native is not None else property_values_py
 
 
 def storable_text(value) -> bool:

@@ -247,7 +247,10 @@ class ConsumeQueue:
             # the ext units first, a file's worth per write; their addresses then take the tagsCode slots
             # (put_position's rule, unit by unit: a failed ext put keeps the plain tagsCode)
             codes = _ints(tags_codes)
-            for i, addr in enumerate(self.ext.put_many(codes, _ints(store_ts), bit_maps)):
+            addrs = self.ext.put_many(codes, _ints(store_ts), bit_maps)
+            if addrs and max(addrs) <= cq_ext.MAX_ADDR:  # every ext put answered an address
+                codes = addrs
+            for i, addr in enumerate(addrs if codes is not addrs else ()):
                 if cq_ext.is_ext_addr(addr):
                     codes[i] = addr
                 else:

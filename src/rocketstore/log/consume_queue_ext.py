@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
+
 from ..errors import CorruptDataError
 from ..layout import StoreLayout
 from ..files.mapped_file_queue import MappedFileQueue
@@ -69,38 +71,58 @@ class ConsumeQueueExt:
         written at once. Anything put() would refuse or retry (a unit too big, the address space near its end,
         no file, an I/O error) goes unit by unit through put() from there on, so the answers are put()'s."""
         n = len(tags_codes)
-        units = [
-            X.encode_unit(t, s, None if bit_maps is None else bit_maps[i])
-            if X.unit_size(None if bit_maps is None else bit_maps[i]) <= X.MAX_UNIT_SIZE
-            else None
-            for i, (t, s) in enumerate(zip(tags_codes, store_times))
-        ]
+        length = X.same_bit_map_length(bit_maps)
+        if length is not None and X.MIN_UNIT_SIZE + length <= X.MAX_UNIT_SIZE:
+            # one size for all (the usual run: one bitmap length): the units encoded as one array
+            size = X.MIN_UNIT_SIZE + length
+            data = X.encode_units(tags_codes, store_times, bit_maps, length)
+            unit_len = lambda k: size  # noqa: E731
+            chunk = lambda a, b: data[a * size : b * size]  # noqa: E731
+            total_from = lambda k: (n - k) * size  # noqa: E731
+        else:
+            units = [
+                X.encode_unit(t, s, None if bit_maps is None else bit_maps[i])
+                if X.unit_size(None if bit_maps is None else bit_maps[i]) <= X.MAX_UNIT_SIZE
+                else None
+                for i, (t, s) in enumerate(zip(tags_codes, store_times))
+            ]
+            size = None
+            unit_len = lambda k: len(units[k]) if units[k] is not None else None  # noqa: E731
+            chunk = lambda a, b: b"".join(units[a:b])  # noqa: E731
+            total_from = lambda k: sum(len(u) for u in units[k:] if u is not None)  # noqa: E731
         out: list[int] = []
         i = 0
         try:
-            while i < n and None not in units[i : i + 1]:
-                total = sum(len(u) for u in units[i:] if u is not None)
-                if self.files.max_offset() + total > X.MAX_REAL_OFFSET:
+            while i < n and unit_len(i) is not None:
+                if self.files.max_offset() + total_from(i) > X.MAX_REAL_OFFSET:
                     break
                 mf = self.files.get_last(0)
                 if mf is None:
                     break
                 wrote = mf.wrote
                 room = self.file_size - wrote - X.END_BLANK_DATA_LENGTH
-                j, used, starts = i, 0, []
-                while j < n and units[j] is not None and used + len(units[j]) <= room:
-                    starts.append(used)
-                    used += len(units[j])
-                    j += 1
+                if size is not None:
+                    j = i + min(n - i, max(room, 0) // size)
+                    starts = None
+                else:
+                    j, used, starts = i, 0, []
+                    while j < n and units[j] is not None and used + len(units[j]) <= room:
+                        starts.append(used)
+                        used += len(units[j])
+                        j += 1
                 if j == i:  # the next unit does not fit: the end marker, then the next file (as put() does)
                     self._fill_to_end(mf, wrote)
-                    log.info("no room (need %d, have %d) in %s: filled to its end", len(units[i]), room, mf.path)
-                    if len(units[i]) > self.file_size - X.END_BLANK_DATA_LENGTH:
+                    log.info("no room (need %d, have %d) in %s: filled to its end", unit_len(i), room, mf.path)
+                    if unit_len(i) > self.file_size - X.END_BLANK_DATA_LENGTH:
                         break
                     continue
-                mf.append(b"".join(units[i:j]))
+                mf.append(chunk(i, j))
                 base = wrote + mf.file_from_offset
-                out.extend(X.decorate(base + s) for s in starts)
+                if starts is None:
+                    # decorate(offset) is offset + Long.MIN_VALUE for every offset below MAX_REAL_OFFSET
+                    out.extend((np.arange(j - i, dtype=np.int64) * size + (base + X.LONG_MIN)).tolist())
+                else:
+                    out.extend(X.decorate(base + s) for s in starts)
                 i = j
         except OSError as e:
             log.error("saving consume queue ext units of %s-%d failed: %s", self.topic, self.queue_id, e)
