@@ -56,3 +56,44 @@ def test_units_by_hand(tmp_path):
         (24).to_bytes(2, "big") + (7).to_bytes(8, "big") + (70).to_bytes(8, "big") + b"\0\x04" + b"\xaa\xbb\xcc\xdd"
     )
     assert second[24:45] == (21).to_bytes(2, "big") + (8).to_bytes(8, "big") + (80).to_bytes(8, "big") + b"\0\x01\x01"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 40).flatmap(
+        lambda length: st.lists(
+            st.tuples(
+                st.integers(-(2**63), 2**63 - 1),
+                st.integers(0, 2**62),
+                st.none() | st.just(b"") if length == 0 else st.binary(min_size=length, max_size=length),
+            ),
+            max_size=40,
+        )
+    ),
+    st.sampled_from([64, 200, 1024]),
+    st.integers(0, 3),
+)
+def test_one_bitmap_length_same_as_one_at_a_time(tmp_path_factory, units, file_size, before):
+    # units of one size: put_many encodes them as one array and computes their addresses
+    test_same_as_one_at_a_time.hypothesis.inner_test(tmp_path_factory, units, file_size, before)
+
+
+@given(
+    st.integers(0, 12).flatmap(
+        lambda n: st.tuples(
+            st.just(n),
+            st.lists(
+                st.tuples(
+                    st.integers(-(2**64), 2**64), st.integers(-(2**63), 2**63 - 1), st.binary(min_size=n, max_size=n)
+                ),
+                max_size=20,
+            ),
+        )
+    )
+)
+def test_encode_units_is_encode_unit_joined(case):
+    length, units = case
+    maps = [b for _, _, b in units]
+    assert X.same_bit_map_length(maps) in ((length if units else 0), 0)
+    got = X.encode_units([t for t, _, _ in units], [s for _, s, _ in units], maps, length)
+    assert got == b"".join(X.encode_unit(t, s, b) for t, s, b in units)
