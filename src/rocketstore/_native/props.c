@@ -108,6 +108,8 @@ static PyObject *property_values(PyObject *self, PyObject *args) {
     names_t nm;
     const char *vp[MAX_NAMES];
     Py_ssize_t vl[MAX_NAMES];
+    /* each name's last decoded value and its bytes: runs repeat values, which then share one str */
+    PyObject *prev[MAX_NAMES] = {NULL}, *prev_raw[MAX_NAMES] = {NULL};
     if (!PyArg_ParseTuple(args, "OO:property_values", &raws_arg, &names_arg))
         return NULL;
     raws = PySequence_Fast(raws_arg, "raws must be a sequence");
@@ -159,7 +161,21 @@ static PyObject *property_values(PyObject *self, PyObject *args) {
             /* the values are decoded while the buffer is held */
             PyObject *row = bad ? NULL : PyTuple_New(nm.n);
             for (Py_ssize_t j = 0; row != NULL && j < nm.n; j++) {
-                PyObject *v = vp[j] == NULL ? Py_NewRef(Py_None) : PyUnicode_DecodeUTF8(vp[j], vl[j], "replace");
+                PyObject *v;
+                if (vp[j] == NULL) {
+                    v = Py_NewRef(Py_None);
+                } else if (prev[j] != NULL && PyBytes_GET_SIZE(prev_raw[j]) == vl[j]
+                           && memcmp(PyBytes_AS_STRING(prev_raw[j]), vp[j], (size_t)vl[j]) == 0) {
+                    v = Py_NewRef(prev[j]);  /* the previous record's value again: the same str */
+                } else if ((v = PyUnicode_DecodeUTF8(vp[j], vl[j], "replace")) != NULL) {
+                    PyObject *r = PyBytes_FromStringAndSize(vp[j], vl[j]);
+                    if (r == NULL) {
+                        Py_CLEAR(v);
+                    } else {
+                        Py_XSETREF(prev_raw[j], r);
+                        Py_XSETREF(prev[j], Py_NewRef(v));
+                    }
+                }
                 if (v == NULL)
                     Py_CLEAR(row);
                 else
@@ -183,11 +199,19 @@ static PyObject *property_values(PyObject *self, PyObject *args) {
     }
     Py_DECREF(raws);
     Py_DECREF(names);
+    for (Py_ssize_t j = 0; j < MAX_NAMES; j++) {
+        Py_XDECREF(prev[j]);
+        Py_XDECREF(prev_raw[j]);
+    }
     return out;
 fail:
     Py_XDECREF(raws);
     Py_XDECREF(names);
     Py_XDECREF(out);
+    for (Py_ssize_t j = 0; j < MAX_NAMES; j++) {
+        Py_XDECREF(prev[j]);
+        Py_XDECREF(prev_raw[j]);
+    }
     return NULL;
 }
 
