@@ -613,36 +613,18 @@ class MessageWriter:
             phys = self.append(total, make)
             if type(phys) is PutStatus:
                 return PutBatchResult(phys)
-            self.queue_offsets[key] = base + n
-            self.last_physical_offset = int(starts[-1])
-            self.commitlog.files.files[-1].store_timestamp = store_ts
-            if self.dispatch is not None:
-                if uniform:
-                    info = _info(props_list[0])
-                    infos = [info] * n
-                    codes = np.full(n, self._tags_code(tname, props_list[0], store_ts, sys_flag, info), dtype=np.int64)
-                else:
-                    infos = [_info(props) for props in props_list]
-                    codes = np.array(
-                        [
-                            self._tags_code(tname, props, store_ts, sys_flag, info)
-                            for props, info in zip(props_list, infos)
-                        ],
-                        dtype=np.int64,
-                    )
-                self.dispatch_batch(
-                    tname,
-                    queue_id,
-                    starts,
-                    sizes,
-                    codes,
-                    store_ts,
-                    base,
-                    sys_flag,
-                    props_list,
-                    phys + total,
-                    infos=infos,
-                )
+            codes = None
+            if self.dispatch is not None and uniform:
+                info = _info(props_list[0])
+                infos = [info] * n
+                codes = np.full(n, self._tags_code(tname, props_list[0], store_ts, sys_flag, info), dtype=np.int64)
+            elif self.dispatch is not None:
+                infos = [_info(props) for props in props_list]
+            else:
+                infos = None
+            self._batch_written(
+                tname, queue_id, base, starts, sizes, store_ts, sys_flag, props_list, infos, codes, phys + total
+            )
         return PutBatchResult(PutStatus.PUT_OK, starts, sizes, phys, total, base, store_host, store_ts)
 
     def _put_batch_native(
@@ -714,34 +696,34 @@ class MessageWriter:
             starts[0] = phys
             np.cumsum(sizes[:-1], out=starts[1:])
             starts[1:] += phys
-            self.queue_offsets[key] = base + n
-            self.last_physical_offset = int(starts[-1])
-            self.commitlog.files.files[-1].store_timestamp = store_ts
-            if self.dispatch is not None:
-                if tname != SCHEDULE_TOPIC and codes is not None and None not in infos:
-                    codes = np.frombuffer(codes, dtype=np.int64)
-                else:
-                    codes = np.array(
-                        [
-                            self._tags_code(tname, props, store_ts, sys_flag, info)
-                            for props, info in zip(props_list, infos)
-                        ],
-                        dtype=np.int64,
-                    )
-                self.dispatch_batch(
-                    tname,
-                    queue_id,
-                    starts,
-                    sizes,
-                    codes,
-                    store_ts,
-                    base,
-                    sys_flag,
-                    props_list,
-                    phys + total,
-                    infos=infos,
-                )
+            if tname != SCHEDULE_TOPIC and codes is not None and None not in infos:
+                codes = np.frombuffer(codes, dtype=np.int64)
+            else:
+                codes = None
+            self._batch_written(
+                tname, queue_id, base, starts, sizes, store_ts, sys_flag, props_list, infos, codes, phys + total
+            )
         return PutBatchResult(PutStatus.PUT_OK, starts, sizes, phys, total, base, store_host, store_ts)
+
+    def _batch_written(
+        self, tname, queue_id, base, starts, sizes, store_ts, sys_flag, props_list, infos, codes, end
+    ) -> None:
+        """After a producer batch is appended (under the put lock), by both encoders: the queue offset moves
+        on, and the records go to the dispatch with their tagsCodes (computed here when `codes` is None)."""
+        n = len(starts)
+        self.queue_offsets[(tname, queue_id)] = base + n
+        self.last_physical_offset = int(starts[-1])
+        self.commitlog.files.files[-1].store_timestamp = store_ts
+        if self.dispatch is None:
+            return
+        if codes is None:
+            codes = np.array(
+                [self._tags_code(tname, props, store_ts, sys_flag, info) for props, info in zip(props_list, infos)],
+                dtype=np.int64,
+            )
+        self.dispatch_batch(
+            tname, queue_id, starts, sizes, codes, store_ts, base, sys_flag, props_list, end, infos=infos
+        )
 
     def _batch_props(self, msgs: list[Message], drop_crc: bool) -> tuple[list[bytes], bool]:
         """Each message's PROPERTIES bytes, and whether they are all the same (computed once, then)."""
