@@ -247,41 +247,12 @@ class DispatchPipeline:
         self, topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props, batch_size=1
     ) -> None:
         """A record through the whole list as a DispatchRequest, as reput would dispatch it."""
-        pmap = parse_properties(props) if props else {}
-        req = DispatchRequest(
-            topic,
-            queue_id,
-            phys,
-            size,
-            tags_code,
-            store_ts,
-            queue_offset,
-            pmap.get("KEYS") or "",
-            pmap.get("UNIQ_KEY"),
-            sys_flag,
-            0,
-            pmap,
-            batch_size=batch_size,
-        )
+        req = _request(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props, batch_size)
         for d in self.dispatchers:
             d.dispatch(req)
 
     def _put_back(self, topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props) -> None:
-        pmap = parse_properties(props) if props else {}
-        req = DispatchRequest(
-            topic,
-            queue_id,
-            phys,
-            size,
-            tags_code,
-            store_ts,
-            queue_offset,
-            pmap.get("KEYS") or "",
-            pmap.get("UNIQ_KEY"),
-            sys_flag,
-            0,
-            pmap,
-        )
+        req = _request(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props)
         for d in self._back:
             d.dispatch(req)
 
@@ -303,3 +274,23 @@ class DispatchPipeline:
         if self.error is not None and self.index_service.error is None:
             log.info("%s: the queues and index caught up with the CommitLog: puts are accepted again", self.name)
             self.error = None
+
+
+def _request(topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, props, batch_size=1):
+    """The DispatchRequest of a record the put path wrote (its properties parsed as reput would)."""
+    pmap = parse_properties(props) if props else {}
+    return DispatchRequest(
+        topic,
+        queue_id,
+        phys,
+        size,
+        tags_code,
+        store_ts,
+        queue_offset,
+        pmap.get("KEYS") or "",
+        pmap.get("UNIQ_KEY"),
+        sys_flag,
+        0,
+        pmap,
+        batch_size=batch_size,
+    )
