@@ -61,6 +61,23 @@ def test_rebuild_writes_rocketmqs_consume_queues(tmp_path):
     assert not [n for n in os.listdir(root) if n.startswith(".rebuild-")]  # the old files went afterwards
 
 
+def test_rebuild_refuses_spark_options_it_cannot_use(tmp_path):
+    """--master/--spark-conf only mean something to the Spark engine, and a property is KEY=VALUE: a
+    mistake is named before anything is dropped or Spark starts."""
+    root = copy_store(tmp_path, "store-expired")
+    before = {f: sha(os.path.join(d, f)) for d, _, fs in os.walk(os.path.join(root, "consumequeue")) for f in fs}
+    for args, said in (
+        (("--master", "spark://127.0.0.1:7077"), "--master and --spark-conf are for --engine spark"),
+        (("--spark-conf", "spark.executor.memory=1g"), "--master and --spark-conf are for --engine spark"),
+        (("--engine", "spark", "--spark-conf", "spark.executor.memory"), "expected KEY=VALUE"),
+        (("--engine", "spark", "--spark-conf", "=1g"), "expected KEY=VALUE"),
+    ):
+        code, out, err = run("rebuild", root, "--yes", *args)
+        assert code != 0 and said in err, (args, err)
+    after = {f: sha(os.path.join(d, f)) for d, _, fs in os.walk(os.path.join(root, "consumequeue")) for f in fs}
+    assert after == before
+
+
 def test_recover_reports_the_crash_and_rocketmqs_offsets(tmp_path):
     root = copy_store(tmp_path, "store-abnormal")
     code, out, err = run("recover", root, "--json", "-c", broker_conf(tmp_path, "store-abnormal"))

@@ -16,7 +16,9 @@ import urllib.request
 
 import pytest
 
+from rocketstore import MessageStore
 from tests.spark.test_rebuild import OPTIONS, assert_rebuilt_as_locally, cleaned_store
+from tests.rebuild.test_rebuild import assert_same_rebuild
 from tests.spark.test_sink import assert_read_back, sink_rows
 from tests.spark.test_source import N, _expected, make_source_store
 
@@ -80,7 +82,7 @@ def tail(path, n=3000):
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """A standalone master and two workers (one core, 1 GB each) on 127.0.0.1: yields (master URL, env for
-    a driver, base dir); all of them are killed, process group by process group, at teardown."""
+    a driver, base dir, the master's web UI port); all of them are killed, process group by process group, at teardown."""
     base = tmp_path_factory.mktemp("cluster")
     env = spark_env(base)
     spark_class = os.path.join(env["SPARK_HOME"], "bin", "spark-class")
@@ -146,14 +148,14 @@ def cluster(tmp_path_factory):
                     alive = json.load(r)["aliveworkers"]
             except OSError:
                 pass  # the master's web UI is not up yet
-        yield url, env, base
+        yield url, env, base, ui
     finally:
         for p in reversed(procs):
             kill_group(p)
 
 
 def run_driver(cluster, spec):
-    url, env, base = cluster
+    url, env, base, _ = cluster
     spec_path = base / "spec.json"
     spec_path.write_text(json.dumps(spec))
     env = {**env, "PYTHONPATH": os.pathsep.join([SRC, REPO]), "EXECUTOR_PYTHONPATH": SRC}
@@ -215,3 +217,35 @@ def test_source_sink_and_rebuild_on_a_standalone_cluster(cluster, tmp_path):
 
     # rebuild: the local engine's files, byte for byte
     assert_rebuilt_as_locally(json.loads((out / "rebuild.json").read_text()), rebuilt, ref, cfg)
+
+
+def test_cli_rebuild_on_the_standalone_cluster(cluster, tmp_path):
+    """`rocketstore rebuild --engine spark --master URL`: the operator's way to the same job on a cluster; its
+    files are the local engine's byte for byte, and the master saw the CLI's application run."""
+    url, env, base, ui = cluster
+    rebuilt, ref, cfg = cleaned_store(tmp_path)
+    conf = tmp_path / "broker.conf"
+    conf.write_text("".join(f"{k}={v}\n" for k, v in OPTIONS.items()))
+    props = {"spark.executorEnv.PYTHONPATH": SRC, "spark.executor.memory": "512m", "spark.cores.max": "2"}
+    argv = [sys.executable, "-m", "rocketstore.cli", "rebuild", rebuilt, "--engine", "spark", "--master", url]
+    argv += [a for k, v in props.items() for a in ("--spark-conf", f"{k}={v}")]
+    p = subprocess.run(
+        [*argv, "--yes", "--json", "-c", str(conf)],
+        env={**env, "PYTHONPATH": SRC},
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stderr[-6000:]
+    summary = json.loads(p.stdout)
+    assert_same_rebuild(rebuilt, ref)
+    with MessageStore.open(ref, cfg, read_only=True) as s:
+        assert (summary["queues"], summary["indexFiles"], summary["commitLogMaxOffset"]) == (
+            len(s.queues),
+            len(s.index.files),
+            s.max_physical_offset,
+        )
+    with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5) as r:
+        apps = json.load(r)
+    assert [a["name"] for a in apps["completedapps"] + apps["activeapps"]].count("rocketstore") == 1

@@ -86,11 +86,29 @@ def _queue_totals(s: MessageStore) -> tuple[int, int]:
     show_default=True,
     help="Where to rebuild: this process, or a Spark job (with the Spark pipeline).",
 )
+@click.option(
+    "--master",
+    default=None,
+    metavar="URL",
+    help="The Spark master for --engine spark (default local[*]), as spark-submit's --master: on a cluster "
+    "(spark://HOST:PORT, yarn, k8s://...) every executor must see the store at the same path (a shared "
+    "filesystem) and have rocketstore installed.",
+)
+@click.option(
+    "--spark-conf",
+    "spark_conf",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A Spark property for --engine spark, as spark-submit's --conf (repeatable).",
+)
 @click.option("--yes", is_flag=True, help="Do not ask before dropping the old queue and index files.")
 @_conf_opt
 @_json_opt
-def rebuild(store, engine, yes, conf, as_json):
+def rebuild(store, engine, master, spark_conf, yes, conf, as_json):
     """Rebuild every ConsumeQueue, batch ConsumeQueue and index file from the CommitLog."""
+    if engine != "spark" and (master is not None or spark_conf):
+        M.fail("--master and --spark-conf are for --engine spark")
+    spark_props = _spark_properties(spark_conf)
     if not os.path.isdir(os.path.join(store, "commitlog")):
         M.fail(f"{store}: no CommitLog here to rebuild from")
     cfg = M.load_config(conf)
@@ -105,7 +123,7 @@ def rebuild(store, engine, yes, conf, as_json):
             M.fail(str(e))
         if not yes and not as_json:
             _confirm(store, [sub for sub in REBUILT if os.path.exists(os.path.join(store, sub))])
-        _rebuild_with_spark(store, conf, as_json)
+        _rebuild_with_spark(store, conf, as_json, master or SPARK_MASTER, spark_props)
         return
     t = time.perf_counter()
     try:
@@ -165,9 +183,21 @@ SUMMARY_KEYS = ("store", "queues", "messages", "indexFiles", "commitLogMaxOffset
 SPARK_MASTER = "local[*]"
 
 
-def _rebuild_with_spark(store: str, conf, as_json: bool) -> None:
-    """The Spark job (rocketstore.spark.rebuild) in local mode; the same report as the local engine. What it
-    is doing is said from the start, before Spark's seconds of starting up."""
+def _spark_properties(pairs: tuple[str, ...]) -> dict[str, str]:
+    """--spark-conf KEY=VALUE pairs as a dict (spark-submit's --conf: the first '=' splits)."""
+    props = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip():
+            M.fail(f"--spark-conf {pair!r}: expected KEY=VALUE (a Spark property, e.g. spark.executor.memory=2g)")
+        props[key.strip()] = value
+    return props
+
+
+def _rebuild_with_spark(store: str, conf, as_json: bool, master: str, spark_props: dict[str, str]) -> None:
+    """The Spark job (rocketstore.spark.rebuild), local mode unless a master is given; the same report as the
+    local engine. What it is doing is said from the start, before Spark's seconds of starting up. The paths
+    go to the executors absolute: on a cluster they must name the same files there."""
     if importlib.util.find_spec("pyspark") is None:  # without importing it: that alone takes a while
         M.fail("the Spark engine needs pyspark (not installed); use --engine local")
     options = {"brokerConf": os.path.abspath(conf)} if conf else {}
@@ -177,13 +207,13 @@ def _rebuild_with_spark(store: str, conf, as_json: bool) -> None:
     spark = None
     with Phases(lines=not as_json) as shown:
         try:
-            shown.phase(f"starting Spark ({SPARK_MASTER})...")
+            shown.phase(f"starting Spark ({master})...")
             import rocketstore.spark as rs
             from rocketstore.spark import rebuild_job
 
-            spark = rs.session(SPARK_MASTER)
+            spark = rs.session(master, conf=spark_props)
             with SparkTasks(spark.sparkContext, shown):
-                summary = rebuild_job.rebuild(store, spark, progress=_spark_phases(shown), **options)
+                summary = rebuild_job.rebuild(os.path.abspath(store), spark, progress=_spark_phases(shown), **options)
         except ImportError as e:
             M.fail(f"the Spark engine needs pyspark ({e}); use --engine local")
         except (RocketStoreError, ValueError, OSError) as e:
