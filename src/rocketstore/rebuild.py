@@ -105,6 +105,11 @@ class Segment:
     blank: bool = False  # they stop at a BLANK filler (else: the problem below)
     problem: str | None = None  # None with blank=False: zeros, nothing written there
     empty_at_end: bool = False  # nothing at all at the stop position (zeros)
+    # the index entries of its records, in order (key hash, physical offset, store time): made once, at
+    # decode, as the per-record counts come from them
+    entry_hash: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    entry_phys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    entry_ts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @property
     def records(self) -> int:
@@ -180,34 +185,34 @@ class _Collector:
         self.strings["keys"].append(req.keys or "")
         self.strings["uniq"].append(req.uniq_key)
 
-    def columns(self, index_enabled: bool) -> dict:
+    def columns(self) -> dict:
         cols = {
             k: (np.concatenate(v).astype(INT_COLUMNS[k]) if v else np.zeros(0, INT_COLUMNS[k]))
             for k, v in self.chunks.items()
             if k not in ("entries", "entry_no")
         }
         cols.update(self.strings)
-        n = len(cols["phys"])
-        if index_enabled:
-            entries = _entry_counts(cols)
-        else:
-            entries = np.zeros(n, dtype=np.int32)
-        cols["entries"] = entries
-        cols["entry_no"] = np.cumsum(entries, dtype=np.int64) - entries  # the segment's entries before it
         return cols
 
 
-def _entry_counts(cols: dict) -> np.ndarray:
-    """How many index entries each row makes (int32): counted from the compiled index_keys' entries (one
-    physical offset per entry, the rows' offsets increasing) when the native engine is there, else by
-    dispatch_rows.index_entry_counts (the reference)."""
-    phys = cols["phys"]
-    if engine.native is not None and len(phys) and (len(phys) == 1 or bool((np.diff(phys) > 0).all())):
-        _, entry_phys, _ = index_entries(
+def _add_entries(seg: Segment, cols: dict, index_enabled: bool) -> None:
+    """The segment's index entries, and per row how many it makes ("entries", int32) and how many the
+    segment's earlier rows made ("entry_no"). The counts come from the entries' physical offsets (one per
+    entry, a segment's offsets increasing); with offsets that do not increase (never from a file, which is
+    read in order) they are counted by dispatch_rows.index_entry_counts, the reference."""
+    n = len(cols["phys"])
+    entries = np.zeros(n, dtype=np.int32)
+    if index_enabled and n:
+        phys = cols["phys"]
+        seg.entry_hash, seg.entry_phys, seg.entry_ts = index_entries(
             cols["topic"], cols["keys"], cols["uniq"], cols["sys_flag"], phys, cols["store_ts"]
         )
-        return (np.searchsorted(entry_phys, phys, "right") - np.searchsorted(entry_phys, phys, "left")).astype(np.int32)
-    return index_entry_counts(cols["uniq"], cols["keys"], cols["sys_flag"])
+        if n == 1 or bool((np.diff(phys) > 0).all()):
+            entries = np.searchsorted(seg.entry_phys, phys, "right") - np.searchsorted(seg.entry_phys, phys, "left")
+        else:
+            entries = index_entry_counts(cols["uniq"], cols["keys"], cols["sys_flag"])
+    cols["entries"] = entries.astype(np.int32)
+    cols["entry_no"] = np.cumsum(entries, dtype=np.int64) - entries  # the segment's entries before it
 
 
 def decode_segment(path: str, base: int, settings: DecodeSettings) -> Segment:
@@ -256,7 +261,8 @@ def _decode(buf, path: str, base: int, settings: DecodeSettings) -> Segment:
         seg.empty_at_end = kind != BLANK and not any(buf[pos : pos + 8])
         break
     seg.end = base + pos
-    seg.columns = out.columns(settings.index_enabled)
+    seg.columns = out.columns()
+    _add_entries(seg, seg.columns, settings.index_enabled)
     return seg
 
 
@@ -649,18 +655,7 @@ def _write_index_serial(run: RebuildRun, segments: list[Segment]) -> list[dict]:
     plan = plan_index(
         cfg.max_index_num, [(s.base, s.records, s.entries) for s in summaries], arrival_after_last_entry(summaries)
     )
-    parts = [
-        index_entries(
-            s.columns["topic"],
-            s.columns["keys"],
-            s.columns["uniq"],
-            s.columns["sys_flag"].tolist(),
-            s.columns["phys"],
-            s.columns["store_ts"],
-        )
-        for s in segments
-        if s.records
-    ]
+    parts = [(s.entry_hash, s.entry_phys, s.entry_ts) for s in segments if s.records]
     hashes = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int32)
     phys = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
     stamps = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int64)
