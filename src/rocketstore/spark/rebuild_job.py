@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import rebuild as RB
 from .options import store_config
-from .rebuild_parts import PARTS_DIR, SegmentParts, parts_path, write_parts
+from .rebuild_parts import PARTS_DIR, GroupUnits, group_of, read_entries, units_path, write_parts
 
 
 def rebuild(store, spark, progress=None, **options) -> dict:
@@ -58,13 +58,14 @@ def rebuild(store, spark, progress=None, **options) -> dict:
         if not segments:
             return {**run.finish([], [], finishing), "segments": 0, "records": 0, "indexEntries": 0}
         tell("decoding", segments=len(segments))
-        decoded = _decode(sc, run.target, segments, run.settings)
+        groups = max(sc.defaultParallelism, 1) * 2  # queue groups: write tasks, a group's queues each
+        decoded = _decode(sc, run.target, segments, run.settings, groups)
         summaries = [d[0] for d in decoded]
         last = RB.check_segments(summaries)
         summaries, counts = summaries[: last + 1], [d[1] for d in decoded[: last + 1]]
         tell("queues", records=sum(s.records for s in summaries))
         try:
-            queues, files, entries = _write_files(sc, run, summaries, counts, tell)
+            queues, files, entries = _write_files(sc, run, summaries, counts, groups, tell)
         finally:
             shutil.rmtree(os.path.join(run.target, PARTS_DIR), ignore_errors=True)
         summary = run.finish(queues, files, finishing)
@@ -77,27 +78,31 @@ def rebuild(store, spark, progress=None, **options) -> dict:
 
 
 # ---------------------------------------------------------------------------- 1. decode
-def _decode(sc, target: str, segments: list[tuple[str, int]], settings: RB.DecodeSettings) -> list:
-    """One task per segment: decoded, its units and entries left in its parts file. Returns, in CommitLog
+def _decode(sc, target: str, segments: list[tuple[str, int]], settings: RB.DecodeSettings, groups: int) -> list:
+    """One task per segment: decoded, its units and entries left in its parts files. Returns, in CommitLog
     order, (summary, units per queue) of every segment."""
 
     def decode(item):
         path, base = item
         seg = RB.decode_segment(path, base, settings)
-        return seg.summary(), write_parts(parts_path(target, base), seg)
+        return seg.summary(), write_parts(target, seg, groups)
 
     return sorted(sc.parallelize(segments, len(segments)).map(decode).collect(), key=lambda d: d[0].base)
 
 
 # ---------------------------------------------------------------------------- 2. queues, index files
 def _write_files(
-    sc, run: RB.RebuildRun, summaries: list[RB.SegmentSummary], counts: list[dict], tell
+    sc, run: RB.RebuildRun, summaries: list[RB.SegmentSummary], counts: list[dict], groups: int, tell
 ) -> tuple[list[RB.QueueWritten], list[dict], int]:
     """The queues, a group of them per task, and the index files, one per task, in one job (on a small log,
     each Spark job costs more than the writing)."""
     cfg = run.config
-    target, bases = run.target, [s.base for s in summaries]
-    work = [("q", group) for group in _queue_groups(counts, max(sc.defaultParallelism, 1) * 2)]
+    target = run.target
+    queues_in: dict[int, dict[tuple[str, int], list[int]]] = {}  # group -> queue -> segments with its units
+    for s, c in zip(summaries, counts):
+        for key in c:
+            queues_in.setdefault(group_of(key, groups), {}).setdefault(key, []).append(s.base)
+    work = [("q", g) for g in sorted(queues_in)]
     plan = None
     if cfg.message_index_enable:
         plan = RB.plan_index(
@@ -109,7 +114,7 @@ def _write_files(
         os.makedirs(os.path.join(target, "index"), exist_ok=True)
         work += [("i", f) for f in range(plan.files_with_entries)]
     write_queues = _queue_writer(
-        target, bases, frozenset(run.batch_topics), run.queue_dir_size(False), run.queue_dir_size(True)
+        target, queues_in, frozenset(run.batch_topics), run.queue_dir_size(False), run.queue_dir_size(True)
     )
     write_index = _index_writer(target, summaries, plan, cfg.max_hash_slot_num, cfg.max_index_num) if plan else None
 
@@ -136,33 +141,17 @@ def _write_files(
     return queues, [written[i] for i in range(len(plan.names))], plan.total_entries
 
 
-def _queue_groups(counts: list[dict], parts: int) -> list[list[tuple[str, int]]]:
-    """Every queue, in `parts` groups of about the same number of units (the largest queue first, each to
-    the lightest group so far)."""
-    total: dict[tuple[str, int], int] = {}
-    for c in counts:
-        for key, n in c.items():
-            total[key] = total.get(key, 0) + n
-    groups: list[list] = [[] for _ in range(min(parts, len(total)))]
-    load = [0] * len(groups)
-    for key in sorted(total, key=lambda k: (-total[k], k)):
-        i = load.index(min(load))
-        groups[i].append(key)
-        load[i] += total[key]
-    return groups
-
-
-def _queue_writer(target: str, bases: list[int], batch_topics: frozenset, cq_size: int, bcq_size: int):
-    def write(keys):
-        chunks: dict[tuple[str, int], list[dict]] = {k: [] for k in keys}
-        for base in bases:
-            parts = SegmentParts(parts_path(target, base))
-            for key in keys:
-                units = parts.units(key)
-                if units is not None:
-                    chunks[key].append(units)
+def _queue_writer(target: str, queues_in: dict, batch_topics: frozenset, cq_size: int, bcq_size: int):
+    def write(group):
+        queues = queues_in[group]
+        bases = sorted({b for segs in queues.values() for b in segs})
+        chunks: dict[tuple[str, int], list[dict]] = {k: [] for k in queues}
+        for base in bases:  # CommitLog order: a queue's units in order
+            parts = GroupUnits(units_path(target, base, group))
+            for key in parts.queues:
+                chunks[key].append(parts.units(key))
         done = []
-        for (topic, queue_id), got in chunks.items():
+        for (topic, queue_id), got in sorted(chunks.items()):
             cols = {k: np.concatenate([ch[k] for ch in got]) for k in got[0]}
             batch = topic in batch_topics
             done.append(RB.write_queue(target, topic, queue_id, batch, bcq_size if batch else cq_size, cols))
@@ -183,7 +172,7 @@ def _index_writer(target: str, summaries: list[RB.SegmentSummary], plan: RB.Inde
         for base, first, n in spans:
             a, b = max(want, first), min(hi, first + n)
             if a < b:
-                got.append(SegmentParts(parts_path(target, base)).entries(a - first, b - first))
+                got.append(read_entries(target, base, a - first, b - first))
         hashes, phys, stamps = (np.concatenate([g[i] for g in got]) for i in range(3))
         if len(hashes) != hi - want:
             raise RB.RebuildError(f"index file #{f}: {len(hashes)} entries read back, expected {hi - want}")
