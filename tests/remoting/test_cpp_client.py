@@ -1,0 +1,95 @@
+"""The C++-core Python client (`rocketmq` 0.4.4 from PyPI, unchanged) against rocketstore's name server: it asks
+for a route, gets it in fastjson's form (unquoted brokerAddrs keys), and goes to the broker the route names. The
+broker here is a bare RemotingServer that records what the client sends: with no handlers it answers
+REQUEST_CODE_NOT_SUPPORTED, with a stub SEND_MESSAGE handler a success; both are what the client must understand."""
+
+import pytest
+
+from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
+from rocketstore.remoting.command import response_to
+from rocketstore.remoting.namesrv import NameServer
+from rocketstore.remoting.namesrv.routes import DataVersion, TopicConfig
+from rocketstore.remoting.server import RemotingServer
+
+
+class Recorder:
+    def __init__(self):
+        self.requests = []
+
+    def __call__(self, cmd, conn):
+        self.requests.append(cmd)
+
+    def codes(self):
+        return [c.code for c in self.requests]
+
+
+@pytest.fixture
+def cluster(loop_thread):
+    """A name server and a recording broker registered in it as broker-a (master) with topic T (4 queues)."""
+    ns_seen, broker_seen = Recorder(), Recorder()
+    ns = NameServer()
+    ns.server.on_request = ns_seen
+    handlers = {}
+    broker = RemotingServer(handlers, name="broker", on_request=broker_seen)
+
+    async def start():
+        nport = await ns.start("127.0.0.1", 0)
+        bport = await broker.start("127.0.0.1", 0)
+        return nport, bport
+
+    nport, bport = loop_thread.run(start())
+    ns.routes.register_broker(
+        "DefaultCluster", f"127.0.0.1:{bport}", "broker-a", 0, "", {"T": TopicConfig("T", 4, 4)},
+        DataVersion(0, 1, 1), 0, timeout_ms=None, refuse_unregistered_single=False,
+    )  # fmt: skip
+    yield {"namesrv": f"127.0.0.1:{nport}", "ns_seen": ns_seen, "broker_seen": broker_seen, "handlers": broker.handlers}
+
+    async def stop():
+        await broker.close()
+        await ns.close()
+
+    loop_thread.run(stop())
+
+
+def send_one(cpp_client, cluster, topic):
+    msg = {"body": "hello", "tag": "TagA", "keys": "k1"}
+    return cpp_client("produce", cluster["namesrv"], {"topic": topic, "messages": [msg]})
+
+
+def test_route_lookup_then_broker_refuses_send(cpp_client, cluster):
+    out = send_one(cpp_client, cluster, "T")
+    assert out[0].get("error") == "ProducerSendSyncFailed", out
+    route_asks = [c for c in cluster["ns_seen"].requests if c.code == RequestCode.GET_ROUTEINFO_BY_TOPIC]
+    assert route_asks and route_asks[0].ext("topic") == "T"
+    assert route_asks[0].language == LanguageCode.CPP and route_asks[0].serialize_type == SerializeType.JSON
+    # the route was understood: the client went to broker-a's address with its sends and heartbeat
+    sends = [c for c in cluster["broker_seen"].requests if c.code == RequestCode.SEND_MESSAGE]
+    assert sends, cluster["broker_seen"].codes()
+    for s in sends:
+        assert s.ext("topic") == "T" and s.ext("producerGroup") == "cpp-producer"
+        assert 0 <= int(s.ext("queueId")) < 4 and s.body == b"hello"
+        assert "TAGS\x01TagA" in s.ext("properties")
+    assert RequestCode.HEART_BEAT in cluster["broker_seen"].codes()
+
+
+def test_unknown_topic_is_no_route(cpp_client, cluster):
+    out = send_one(cpp_client, cluster, "Nope")
+    assert out[0]["error"] == "ProducerSendSyncFailed"
+    assert "No route info of this topic: Nope" in out[0]["message"]
+    asked = {c.ext("topic") for c in cluster["ns_seen"].requests if c.code == RequestCode.GET_ROUTEINFO_BY_TOPIC}
+    assert asked == {"Nope", "TBW102"}  # then the default topic, as RocketMQ's producers do
+    assert not cluster["broker_seen"].requests
+
+
+def test_stub_send_success_reaches_the_client(cpp_client, cluster):
+    async def send(req, conn):
+        ext = {"msgId": "7F00000100002A9F0000000000000000", "queueId": req.ext("queueId"), "queueOffset": "5"}
+        return response_to(req, ResponseCode.SUCCESS, None, ext)
+
+    async def ok(req, conn):
+        return response_to(req, ResponseCode.SUCCESS)
+
+    cluster["handlers"].update({RequestCode.SEND_MESSAGE: send, RequestCode.HEART_BEAT: ok,
+                                RequestCode.UNREGISTER_CLIENT: ok})  # fmt: skip
+    out = send_one(cpp_client, cluster, "T")
+    assert out[0].get("status") == 0 and out[0]["offset"] == 5, out
