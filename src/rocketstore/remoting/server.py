@@ -184,7 +184,7 @@ class RemotingServer:
             else:
                 try:
                     response = await handler(cmd, conn)
-                except HeaderError as e:
+                except (HeaderError, RemotingProtocolError) as e:  # a header field or a body that does not parse
                     response = self._answer(cmd, ResponseCode.SYSTEM_ERROR, f"RemotingCommandException: {e}")
                 except Exception as e:  # a handler's bug answers SYSTEM_ERROR, as RocketMQ's processor wrapper does
                     log.exception("%s: request %d from %s failed", self.name, cmd.code, conn.remote)

@@ -8,6 +8,7 @@ from .. import fastjson, headers
 from ..codes import RequestCode as RC
 from ..codes import ResponseCode, Version
 from ..command import RemotingCommand, response_to
+from ..errors import RemotingProtocolError
 from ..server import Connection
 from . import bodies
 from .routes import QueueData
@@ -67,7 +68,10 @@ def make_handlers(ns) -> dict:
         crc = h["bodyCrc32"] or 0
         if crc != 0 and crc != zlib.crc32(req.body) & 0x7FFFFFFF:
             return response_to(req, ResponseCode.SYSTEM_ERROR, "crc32 not match", {})
-        version, configs, filters = bodies.parse_register_body(req.body, bool(h["compressed"]), req.version)
+        try:
+            version, configs, filters = bodies.parse_register_body(req.body, bool(h["compressed"]), req.version)
+        except RemotingProtocolError as e:
+            raise RemotingProtocolError(f"Failed to decode RegisterBrokerBody: {e}") from None
         result = routes.register_broker(
             h["clusterName"], h["brokerAddr"], h["brokerName"], h["brokerId"], h["haServerAddr"], configs, version,
             _now_ms(), zone_name=req.ext("zoneName"),
