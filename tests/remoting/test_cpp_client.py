@@ -3,6 +3,8 @@ for a route, gets it in fastjson's form (unquoted brokerAddrs keys), and goes to
 broker here is a bare RemotingServer that records what the client sends: with no handlers it answers
 REQUEST_CODE_NOT_SUPPORTED, with a stub SEND_MESSAGE handler a success; both are what the client must understand."""
 
+import json
+
 import pytest
 
 from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
@@ -96,3 +98,65 @@ def test_stub_send_success_reaches_the_client(cpp_client, cluster):
                                 RequestCode.UNREGISTER_CLIENT: ok})  # fmt: skip
     out = send_one(cpp_client, cluster, "T")
     assert out[0].get("status") == 0 and out[0]["offset"] == 5, out
+
+
+def consumer_stub(handlers):
+    """Just enough of a broker for the consumers to get to pulling: heartbeats accepted, the group's consumer
+    list is every client that sent one, no committed offset (QUERY_NOT_FOUND), max offset 0, no messages."""
+    clients = []
+
+    async def heartbeat(req, conn):
+        clients.append(json.loads(req.body)["clientID"])
+        return response_to(req, ResponseCode.SUCCESS)
+
+    async def consumer_list(req, conn):
+        return response_to(
+            req, ResponseCode.SUCCESS, body=json.dumps({"consumerIdList": sorted(set(clients))}).encode()
+        )
+
+    async def no_offset(req, conn):
+        return response_to(
+            req, ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
+        )
+
+    async def offset_zero(req, conn):
+        return response_to(req, ResponseCode.SUCCESS, None, {"offset": "0"})
+
+    async def pull(req, conn):
+        ext = {"nextBeginOffset": "0", "minOffset": "0", "maxOffset": "0", "suggestWhichBrokerId": "0"}
+        return response_to(req, ResponseCode.PULL_NOT_FOUND, "no new message", ext)
+
+    async def ok(req, conn):
+        return response_to(req, ResponseCode.SUCCESS)
+
+    handlers.update({RequestCode.HEART_BEAT: heartbeat, RequestCode.GET_CONSUMER_LIST_BY_GROUP: consumer_list,
+                     RequestCode.QUERY_CONSUMER_OFFSET: no_offset, RequestCode.GET_MAX_OFFSET: offset_zero,
+                     RequestCode.GET_MIN_OFFSET: offset_zero, RequestCode.PULL_MESSAGE: pull,
+                     RequestCode.UPDATE_CONSUMER_OFFSET: ok, RequestCode.UNREGISTER_CLIENT: ok})  # fmt: skip
+
+
+def test_pull_consumer_pulls_every_queue(cpp_client, cluster):
+    consumer_stub(cluster["handlers"])
+    assert cpp_client("pull", cluster["namesrv"], {"topic": "T", "group": "cpp-pull"}) == []
+    pulls = [c for c in cluster["broker_seen"].requests if c.code == RequestCode.PULL_MESSAGE]
+    assert sorted(int(p.ext("queueId")) for p in pulls) == [0, 1, 2, 3]
+    for p in pulls:
+        assert (p.ext("topic"), p.ext("consumerGroup"), p.ext("queueOffset"), p.ext("subscription")) == (
+            "T",
+            "cpp-pull",
+            "0",
+            "*",
+        )
+        assert p.ext("sysFlag") == "4"  # PullSysFlag: subscription only (no commit offset, no suspend)
+
+
+def test_push_consumer_registers_and_rebalances(cpp_client, cluster):
+    consumer_stub(cluster["handlers"])
+    assert cpp_client("push", cluster["namesrv"], {"topic": "T", "group": "cpp-push", "seconds": 3}) == []
+    seen = cluster["broker_seen"]
+    beats = [json.loads(c.body) for c in seen.requests if c.code == RequestCode.HEART_BEAT]
+    assert beats, seen.codes()
+    (data,) = beats[0]["consumerDataSet"]
+    assert data["groupName"] == "cpp-push" and data["messageModel"] == 1 and data["consumeType"] == 1
+    assert {s["topic"] for s in data["subscriptionDataSet"]} == {"T", "%RETRY%cpp-push"}
+    assert RequestCode.GET_CONSUMER_LIST_BY_GROUP in seen.codes()

@@ -112,6 +112,7 @@ class RemotingServer:
         self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task] = set()  # request handlers
         self._readers: set[asyncio.Task] = set()  # one per connection
+        self._closing = False
 
     async def start(self, host: str, port: int) -> int:
         self._server = await asyncio.start_server(self._serve, host, port)
@@ -119,6 +120,7 @@ class RemotingServer:
         return self.port
 
     async def close(self) -> None:
+        self._closing = True
         if self._server is not None:
             self._server.close()
         for task in list(self._tasks):
@@ -132,6 +134,9 @@ class RemotingServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Connection(self, reader, writer)
+        if self._closing:
+            writer.close()
+            return
         if len(self.connections) >= self.max_connections:
             log.warning("%s: %s refused, %d connections already", self.name, conn.remote, len(self.connections))
             writer.close()
