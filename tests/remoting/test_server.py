@@ -201,3 +201,17 @@ def test_on_close_called_with_the_connection():
 
     conn_id = serve({10: echo}, scenario, on_close=lambda conn: closed.append(conn.id))
     assert closed == [conn_id]
+
+
+def test_protocol_errors_are_rocketstore_errors():
+    from rocketstore.errors import RocketStoreError
+    from rocketstore.remoting import frame
+    from rocketstore.remoting.errors import RemotingProtocolError
+
+    try:
+        frame.decode(b"\x00")
+    except RemotingProtocolError as e:
+        assert isinstance(e, RocketStoreError) and isinstance(e, ValueError)
+    else:
+        raise AssertionError("no error")
+    assert issubclass(HeaderError, RocketStoreError)
