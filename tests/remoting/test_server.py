@@ -215,3 +215,21 @@ def test_protocol_errors_are_rocketstore_errors():
     else:
         raise AssertionError("no error")
     assert issubclass(HeaderError, RocketStoreError)
+
+
+def test_a_failing_hook_ends_only_its_connection():
+    def hook(cmd, conn):
+        if cmd.code == 66:
+            raise RuntimeError("hook bug")
+
+    async def scenario(server, port):
+        bad = await Client.connect(port)
+        await bad.send(RemotingCommand(code=66, opaque=1))
+        closed = await bad.closed_by_peer()
+        good = await Client.connect(port)
+        resp = await good.call(10)
+        await bad.close()
+        await good.close()
+        return closed, resp.code
+
+    assert serve({10: echo}, scenario, on_request=hook) == (True, 0)

@@ -150,6 +150,8 @@ class RemotingServer:
             log.warning("%s: closing %s: %s", self.name, conn.remote, e)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
+        except Exception:  # a bug (in a hook, say) ends this connection only
+            log.exception("%s: connection %s failed", self.name, conn.remote)
         finally:
             self._readers.discard(me)
             conn.closed = True
