@@ -5,28 +5,76 @@ Usage: cpp_client_driver.py SCENARIO NAMESRV JSON-ARGS; prints one JSON line."""
 
 import json
 import sys
-
+import threading
 import time
 
 from rocketmq.client import Message, Producer, PullConsumer, PushConsumer
 
 
+def _message(topic, spec):
+    m = Message(topic)
+    m.set_body(spec["body"])
+    if spec.get("tag"):
+        m.set_tags(spec["tag"])
+    if spec.get("keys"):
+        m.set_keys(spec["keys"])
+    for k, v in (spec.get("properties") or {}).items():
+        m.set_property(k, v)
+    if spec.get("delay_level"):
+        m.set_delay_time_level(spec["delay_level"])
+    return m
+
+
+def _result(r):
+    return {"status": int(r.status), "msg_id": r.msg_id, "offset": r.offset}
+
+
+def _send_async(p, m):
+    done = threading.Event()
+    box = {}
+
+    def ok(r):
+        box["r"] = _result(r)
+        done.set()
+
+    def failed(e):
+        box["r"] = {"error": type(e).__name__, "message": str(e)}
+        done.set()
+
+    p.send_async(m, ok, failed)
+    if not done.wait(30):
+        return {"error": "Timeout", "message": "no async callback in 30 s"}
+    return box["r"]
+
+
 def produce(namesrv, args):
+    """Send args["messages"] to args["topic"] one by one with args["mode"]: sync (default), async, oneway, orderly
+    (queue chosen by the spec's "arg"), or batch (all of them in one batch)."""
     p = Producer(args.get("group", "cpp-producer"), timeout=args.get("timeout_ms", 3000))
     p.set_namesrv_addr(namesrv)
     p.start()
+    mode = args.get("mode", "sync")
     out = []
     try:
-        for spec in args["messages"]:
-            m = Message(args["topic"])
-            m.set_body(spec["body"])
-            if spec.get("tag"):
-                m.set_tags(spec["tag"])
-            if spec.get("keys"):
-                m.set_keys(spec["keys"])
+        msgs = [_message(args["topic"], spec) for spec in args["messages"]]
+        if mode == "batch":
             try:
-                r = p.send_sync(m)
-                out.append({"status": int(r.status), "msg_id": r.msg_id, "offset": r.offset})
+                return [_result(p.send_batch(msgs))]
+            except Exception as e:  # the test asserts on the error the client reports
+                return [{"error": type(e).__name__, "message": str(e)}]
+        for spec, m in zip(args["messages"], msgs):
+            try:
+                if mode == "sync":
+                    out.append(_result(p.send_sync(m)))
+                elif mode == "async":
+                    out.append(_send_async(p, m))
+                elif mode == "oneway":
+                    p.send_oneway(m)
+                    out.append({})
+                elif mode == "orderly":
+                    out.append(_result(p.send_orderly(m, spec.get("arg", 0))))
+                else:
+                    raise ValueError(f"unknown mode {mode}")
             except Exception as e:  # the test asserts on the error the client reports
                 out.append({"error": type(e).__name__, "message": str(e)})
     finally:

@@ -4,6 +4,7 @@ broker here is a bare RemotingServer that records what the client sends: with no
 REQUEST_CODE_NOT_SUPPORTED, with a stub SEND_MESSAGE handler a success; both are what the client must understand."""
 
 import json
+import struct
 
 import pytest
 
@@ -86,7 +87,9 @@ def test_unknown_topic_is_no_route(cpp_client, cluster):
     assert not cluster["broker_seen"].requests
 
 
-def test_stub_send_success_reaches_the_client(cpp_client, cluster):
+def send_stub(handlers):
+    """A broker that takes every send: SUCCESS with queue offset 5 (SendMessageResponseHeader's fields)."""
+
     async def send(req, conn):
         ext = {"msgId": "7F00000100002A9F0000000000000000", "queueId": req.ext("queueId"), "queueOffset": "5"}
         return response_to(req, ResponseCode.SUCCESS, None, ext)
@@ -94,10 +97,69 @@ def test_stub_send_success_reaches_the_client(cpp_client, cluster):
     async def ok(req, conn):
         return response_to(req, ResponseCode.SUCCESS)
 
-    cluster["handlers"].update({RequestCode.SEND_MESSAGE: send, RequestCode.HEART_BEAT: ok,
-                                RequestCode.UNREGISTER_CLIENT: ok})  # fmt: skip
+    handlers.update({RequestCode.SEND_MESSAGE: send, RequestCode.HEART_BEAT: ok, RequestCode.UNREGISTER_CLIENT: ok})
+
+
+def test_stub_send_success_reaches_the_client(cpp_client, cluster):
+    send_stub(cluster["handlers"])
     out = send_one(cpp_client, cluster, "T")
     assert out[0].get("status") == 0 and out[0]["offset"] == 5, out
+
+
+TWO = [
+    {"body": "m1", "tag": "A", "keys": "k1", "arg": 7, "properties": {"p": "v"}},
+    {"body": "m2", "tag": "B", "arg": 7},
+]
+
+
+def sends(cluster):
+    return [c for c in cluster["broker_seen"].requests if c.code == RequestCode.SEND_MESSAGE]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async", "oneway", "orderly"])
+def test_send_modes(cpp_client, cluster, mode):
+    send_stub(cluster["handlers"])
+    out = cpp_client("produce", cluster["namesrv"], {"topic": "T", "mode": mode, "messages": TWO})
+    if mode == "oneway":
+        assert out == [{}, {}]
+    else:
+        assert [(r.get("status"), r.get("offset")) for r in out] == [(0, 5), (0, 5)], out
+    got = sends(cluster)
+    assert [s.body for s in got] == [b"m1", b"m2"]
+    # SEND_MESSAGE (not V2) always, and without the oneway flag bit even for oneway sends
+    assert all(s.flag == 0 and s.ext("batch") == "0" for s in got)
+    assert "p\x01v\x02" in got[0].ext("properties") and "KEYS\x01k1\x02" in got[0].ext("properties")
+    if mode == "orderly":
+        assert [s.ext("queueId") for s in got] == ["3", "3"]  # hashing_queue_selector: 7 % 4 queues
+
+
+def decode_batch(body: bytes) -> list[tuple[bytes, str]]:
+    """MessageDecoder.encodeMessages: per message totalSize int, magic int, bodyCRC int, flag int, body length
+    int + body, properties length short + properties."""
+    out, pos = [], 0
+    while pos < len(body):
+        (total,) = struct.unpack_from(">i", body, pos)
+        (blen,) = struct.unpack_from(">i", body, pos + 16)
+        b = body[pos + 20 : pos + 20 + blen]
+        (plen,) = struct.unpack_from(">h", body, pos + 20 + blen)
+        props = body[pos + 22 + blen : pos + 22 + blen + plen].decode()
+        assert total == 22 + blen + plen
+        out.append((b, props))
+        pos += total
+    return out
+
+
+def test_batch_is_send_message_with_batch_flag(cpp_client, cluster):
+    send_stub(cluster["handlers"])
+    out = cpp_client("produce", cluster["namesrv"], {"topic": "T", "mode": "batch", "messages": TWO})
+    assert out[0].get("status") == 0, out
+    (req,) = sends(cluster)
+    # the C++ core sends a batch as SEND_MESSAGE with batch=true, not SEND_BATCH_MESSAGE: the broker must look
+    # at the header's batch field, as RocketMQ's SendMessageProcessor does
+    assert req.ext("batch") == "1"
+    msgs = decode_batch(req.body)
+    assert [m[0] for m in msgs] == [b"m1", b"m2"]
+    assert "TAGS\x01A\x02" in msgs[0][1] and "TAGS\x01B\x02" in msgs[1][1]
 
 
 def consumer_stub(handlers):
