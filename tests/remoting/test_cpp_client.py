@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
+from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType, Version
 from rocketstore.remoting.command import response_to
 from rocketstore.remoting.namesrv import NameServer
 from rocketstore.remoting.namesrv.routes import DataVersion, TopicConfig
@@ -65,6 +65,7 @@ def test_route_lookup_then_broker_refuses_send(cpp_client, cluster):
     route_asks = [c for c in cluster["ns_seen"].requests if c.code == RequestCode.GET_ROUTEINFO_BY_TOPIC]
     assert route_asks and route_asks[0].ext("topic") == "T"
     assert route_asks[0].language == LanguageCode.CPP and route_asks[0].serialize_type == SerializeType.JSON
+    assert route_asks[0].version == Version.V3_1_8  # below V4_9_4: the route comes in fastjson's form
     # the route was understood: the client went to broker-a's address with its sends and heartbeat
     sends = [c for c in cluster["broker_seen"].requests if c.code == RequestCode.SEND_MESSAGE]
     assert sends, cluster["broker_seen"].codes()

@@ -16,7 +16,8 @@ class Version(IntEnum):
     """Ordinals of RocketMQ's MQVersion.Version that change the protocol (a command's `version` field)."""
 
     V3_0_11 = 37  # from here a broker registers a RegisterBrokerBody, before a bare TopicConfigSerializeWrapper
-    V4_6_0 = 333  # what the C++ core client (rocketmq-client-cpp 2.x) sends
+    V3_1_8 = 63  # what the C++ core in the `rocketmq` 0.4.4 wheel sends
+    V4_6_0 = 333  # what rocketmq-client-cpp 2.x sends
     V4_9_4 = 401  # from here the name server answers routes in standard JSON (quoted map keys)
     V5_0_0 = 413  # from here a compressed RegisterBrokerBody carries topic queue mappings
     V5_3_3 = 479  # MQVersion.CURRENT_VERSION of the RocketMQ release these layouts follow
