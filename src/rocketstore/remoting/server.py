@@ -1,0 +1,208 @@
+"""An asyncio server for RocketMQ's remoting protocol (the part of NettyRemotingServer/NettyRemotingAbstract a name
+server or broker needs).
+
+Each connection reads frames (length checked against `max_frame` before the frame is read; a bad frame closes the
+connection, as NettyDecoder does). Every request runs in its own task, so a handler may wait (long polling) without
+holding up the connection; a handler returns the response (its opaque and response bit are set here) or None.
+Oneway requests (flag bit 1) never get an answer. Unknown codes get REQUEST_CODE_NOT_SUPPORTED with RocketMQ's
+remark, a handler's HeaderError or exception SYSTEM_ERROR. Limits: `max_connections` (more are closed at once) and
+`max_in_flight` requests over all connections (more get SYSTEM_BUSY "[OVERLOAD]..." as RocketMQ answers when its
+executor rejects a task). Responses that clients send to requests of this server (`Connection.request`, e.g. a
+broker asking a producer about a transaction) are matched by opaque."""
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+
+from . import frame
+from .codes import ResponseCode, Version
+from .command import ONEWAY_FLAG, RESPONSE_FLAG, RemotingCommand, response_to
+from .errors import HeaderError, RemotingProtocolError
+
+log = logging.getLogger("rocketstore.remoting")
+
+OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
+
+
+def not_supported_remark(code: int) -> str:
+    return f" request type {code} not supported"
+
+
+class Connection:
+    """One client connection: its address, a lock-protected writer and the requests it was sent."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, server: "RemotingServer", reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        self.id = next(self._ids)
+        self.server = server
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername")
+        self.remote = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self._write_lock = asyncio.Lock()
+        self._pending: dict[int, asyncio.Future] = {}
+        self._opaques = itertools.count(1)
+        self.closed = False
+
+    async def send(self, cmd: RemotingCommand) -> None:
+        data = frame.encode(cmd)
+        async with self._write_lock:
+            if self.closed:
+                return
+            self.writer.write(data)
+            await self.writer.drain()
+
+    async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send a request to the client and wait for its response."""
+        cmd.opaque = next(self._opaques)
+        fut = asyncio.get_running_loop().create_future()
+        self._pending[cmd.opaque] = fut
+        try:
+            await self.send(cmd)
+            return await asyncio.wait_for(fut, timeout)
+        finally:
+            self._pending.pop(cmd.opaque, None)
+
+    async def oneway(self, cmd: RemotingCommand) -> None:
+        cmd.opaque = next(self._opaques)
+        cmd.flag |= ONEWAY_FLAG
+        await self.send(cmd)
+
+    def on_response(self, cmd: RemotingCommand) -> None:
+        fut = self._pending.get(cmd.opaque)
+        if fut is not None and not fut.done():
+            fut.set_result(cmd)
+        else:
+            log.debug("%s: response to unknown opaque %d", self.remote, cmd.opaque)
+
+    def fail_pending(self) -> None:
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectionError("connection closed"))
+
+
+Handler = Callable[[RemotingCommand, Connection], Awaitable[RemotingCommand | None]]
+
+
+class RemotingServer:
+    def __init__(
+        self,
+        handlers: dict[int, Handler],
+        *,
+        name: str = "remoting",
+        version: int = Version.V5_3_3,
+        max_frame: int = frame.DEFAULT_MAX_FRAME,
+        max_connections: int = 1024,
+        max_in_flight: int = 4096,
+        on_close: Callable[[Connection], None] | None = None,
+        on_request: Callable[[RemotingCommand, Connection], None] | None = None,
+    ):
+        self.handlers = dict(handlers)
+        self.name = name
+        self.version = version
+        self.max_frame = max_frame
+        self.max_connections = max_connections
+        self.max_in_flight = max_in_flight
+        self.on_close = on_close
+        self.on_request = on_request
+        self.connections: dict[int, Connection] = {}
+        self.in_flight = 0
+        self._server: asyncio.AbstractServer | None = None
+        self._tasks: set[asyncio.Task] = set()  # request handlers
+        self._readers: set[asyncio.Task] = set()  # one per connection
+        self._closing = False
+
+    async def start(self, host: str, port: int) -> int:
+        self._server = await asyncio.start_server(self._serve, host, port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        for conn in list(self.connections.values()):
+            conn.writer.close()
+        # each reader sees its connection end and cleans up; none is left for the loop to cancel
+        await asyncio.gather(*self._readers, *self._tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = Connection(self, reader, writer)
+        if self._closing:
+            writer.close()
+            return
+        if len(self.connections) >= self.max_connections:
+            log.warning("%s: %s refused, %d connections already", self.name, conn.remote, len(self.connections))
+            writer.close()
+            return
+        self.connections[conn.id] = conn
+        me = asyncio.current_task()
+        self._readers.add(me)
+        try:
+            await self._read_loop(conn)
+        except RemotingProtocolError as e:
+            log.warning("%s: closing %s: %s", self.name, conn.remote, e)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except Exception:  # a bug (in a hook, say) ends this connection only
+            log.exception("%s: connection %s failed", self.name, conn.remote)
+        finally:
+            self._readers.discard(me)
+            conn.closed = True
+            del self.connections[conn.id]
+            conn.fail_pending()
+            writer.close()
+            if self.on_close is not None:
+                self.on_close(conn)
+
+    async def _read_loop(self, conn: Connection) -> None:
+        while True:
+            length = frame.frame_length(await conn.reader.readexactly(4), self.max_frame)
+            cmd = frame.decode(await conn.reader.readexactly(length))
+            if cmd.is_response:
+                conn.on_response(cmd)
+                continue
+            if self.on_request is not None:
+                self.on_request(cmd, conn)
+            if self.in_flight >= self.max_in_flight:
+                if not cmd.is_oneway:
+                    await conn.send(self._answer(cmd, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK))
+                continue
+            self.in_flight += 1
+            task = asyncio.create_task(self._handle(cmd, conn))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _answer(self, request: RemotingCommand, code: int, remark: str | None) -> RemotingCommand:
+        return response_to(request, code, remark, version=self.version)
+
+    async def _handle(self, cmd: RemotingCommand, conn: Connection) -> None:
+        try:
+            handler = self.handlers.get(cmd.code)
+            if handler is None:
+                log.info("%s: %s sent unsupported request code %d", self.name, conn.remote, cmd.code)
+                response = self._answer(cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(cmd.code))
+            else:
+                try:
+                    response = await handler(cmd, conn)
+                except (HeaderError, RemotingProtocolError) as e:  # a header field or a body that does not parse
+                    response = self._answer(cmd, ResponseCode.SYSTEM_ERROR, f"RemotingCommandException: {e}")
+                except Exception as e:  # a handler's bug answers SYSTEM_ERROR, as RocketMQ's processor wrapper does
+                    log.exception("%s: request %d from %s failed", self.name, cmd.code, conn.remote)
+                    response = self._answer(cmd, ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+            if response is None or cmd.is_oneway:
+                return
+            response.opaque = cmd.opaque
+            response.flag |= RESPONSE_FLAG
+            response.version = self.version
+            await conn.send(response)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            self.in_flight -= 1
