@@ -569,6 +569,37 @@ done:
 }
 
 /* ---------------------------------------------------------------- a producer batch as one inner batch */
+/* The properties of a message whose texts are immutable and those of the message before it (no properties
+ * dict or raw_properties, the same tags and keys objects, a str or None): a producer batch mostly repeats
+ * them, so the bytes are made once. 1 when `msg` may reuse `prev`'s (updated to this message's), else 0. */
+typedef struct {
+    PyObject *tags, *keys; /* owned; NULL: nothing to reuse */
+} same_t;
+
+static int same_texts(PyObject *msg, same_t *prev) {
+    PyObject *raw = PyObject_GetAttr(msg, n_raw_properties);
+    PyObject *props = raw ? PyObject_GetAttr(msg, n_properties) : NULL;
+    PyObject *keys = props ? PyObject_GetAttr(msg, n_keys) : NULL;
+    PyObject *tags = keys ? PyObject_GetAttr(msg, n_tags) : NULL;
+    int immutable = tags != NULL && raw == Py_None && props == Py_None && (keys == Py_None || PyUnicode_CheckExact(keys))
+                    && (tags == Py_None || PyUnicode_CheckExact(tags));
+    int same = immutable && prev->tags == tags && prev->keys == keys;
+    if (!same) {
+        Py_CLEAR(prev->tags);
+        Py_CLEAR(prev->keys);
+        if (immutable) {
+            prev->tags = Py_NewRef(tags);
+            prev->keys = Py_NewRef(keys);
+        }
+    }
+    PyErr_Clear(); /* an attribute that fails is pmap_build's to report */
+    Py_XDECREF(raw);
+    Py_XDECREF(props);
+    Py_XDECREF(keys);
+    Py_XDECREF(tags);
+    return same;
+}
+
 /* inner_body(msgs, topic) -> bytes | None: inner_batch.encode_messages of (body, properties_bytes(drop_crc=
  * True), flag) of each message (TOTALSIZE, MAGICCODE 0, BODYCRC 0, FLAG, BODYLEN + body, PROPLEN +
  * properties). None for whatever Python decides: a message of another topic, a body not bytes, a flag not an
@@ -579,13 +610,13 @@ static PyObject *inner_body(PyObject *self, PyObject *args) {
         return NULL;
     if (names_ready() < 0)
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(msgs);
-    PyObject *parts = PyList_New(n); /* (body, properties) of each message, kept while the output is written */
-    if (parts == NULL)
-        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(msgs), done_n = 0;
+    /* per message: its body and properties (owned; consecutive messages may share the properties) */
+    PyObject **parts = PyMem_Calloc(2 * (n ? n : 1), sizeof(PyObject *));
     int32_t *flags = PyMem_Malloc(sizeof(int32_t) * (n ? n : 1));
+    same_t prev = {NULL, NULL};
     PyObject *out = NULL;
-    if (flags == NULL) {
+    if (parts == NULL || flags == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -609,33 +640,30 @@ static PyObject *inner_body(PyObject *self, PyObject *args) {
         PyObject *body = PyObject_GetAttr(m, n_body);
         if (body == NULL)
             goto done;
-        if (!PyBytes_CheckExact(body)) {
-            Py_DECREF(body);
+        parts[2 * i] = body;
+        done_n = i + 1;
+        if (!PyBytes_CheckExact(body))
             goto none;
-        }
-        pmap_t pm;
-        pmap_init(&pm);
-        r = pmap_build(m, &pm);
-        Py_ssize_t pl = r > 0 ? pmap_measure(&pm) : -1;
         PyObject *props = NULL;
-        if (r > 0 && pl >= 0 && pl <= 0x7FFF && (props = PyBytes_FromStringAndSize(NULL, pl)) != NULL)
-            pmap_put((unsigned char *)PyBytes_AS_STRING(props), &pm, NULL);
-        pmap_free(&pm);
-        if (r < 0 || (props == NULL && PyErr_Occurred())) {
-            Py_DECREF(body);
-            goto done;
+        if (i > 0 && same_texts(m, &prev)) {
+            props = Py_NewRef(parts[2 * i - 1]);
+        } else {
+            if (i == 0)
+                same_texts(m, &prev);
+            pmap_t pm;
+            pmap_init(&pm);
+            r = pmap_build(m, &pm);
+            Py_ssize_t pl = r > 0 ? pmap_measure(&pm) : -1;
+            if (r > 0 && pl >= 0 && pl <= 0x7FFF && (props = PyBytes_FromStringAndSize(NULL, pl)) != NULL)
+                pmap_put((unsigned char *)PyBytes_AS_STRING(props), &pm, NULL);
+            pmap_free(&pm);
+            if (r < 0 || (props == NULL && PyErr_Occurred()))
+                goto done;
+            if (props == NULL)
+                goto none;
         }
-        if (props == NULL) {
-            Py_DECREF(body);
-            goto none;
-        }
-        PyObject *pair = PyTuple_Pack(2, body, props);
-        Py_DECREF(body);
-        Py_DECREF(props);
-        if (pair == NULL)
-            goto done;
-        PyList_SET_ITEM(parts, i, pair);
-        total += 22 + PyBytes_GET_SIZE(PyTuple_GET_ITEM(pair, 0)) + pl;
+        parts[2 * i + 1] = props;
+        total += 22 + PyBytes_GET_SIZE(body) + PyBytes_GET_SIZE(props);
         if (total > INT32_MAX)
             goto none;
     }
@@ -643,8 +671,7 @@ static PyObject *inner_body(PyObject *self, PyObject *args) {
         goto done;
     unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *pair = PyList_GET_ITEM(parts, i);
-        PyObject *body = PyTuple_GET_ITEM(pair, 0), *props = PyTuple_GET_ITEM(pair, 1);
+        PyObject *body = parts[2 * i], *props = parts[2 * i + 1];
         Py_ssize_t bl = PyBytes_GET_SIZE(body), pl = PyBytes_GET_SIZE(props);
         rs_put32(o, (uint32_t)(22 + bl + pl));
         rs_put32(o + 4, 0);
@@ -661,8 +688,13 @@ static PyObject *inner_body(PyObject *self, PyObject *args) {
 none:
     out = Py_NewRef(Py_None);
 done:
+    if (parts != NULL)
+        for (Py_ssize_t i = 0; i < 2 * done_n; i++)
+            Py_XDECREF(parts[i]);
+    PyMem_Free(parts);
     PyMem_Free(flags);
-    Py_DECREF(parts);
+    Py_XDECREF(prev.tags);
+    Py_XDECREF(prev.keys);
     return out;
 }
 
