@@ -715,6 +715,14 @@ static PyObject *corrupt(Py_ssize_t pos, const char *fmt, ...) {
     return NULL;
 }
 
+/* A contiguous buffer of bytes: 1; 0 (no error) for anything else, which the reference judges. */
+static int get_buffer(PyObject *o, Py_buffer *b) {
+    if (PyObject_GetBuffer(o, b, PyBUF_SIMPLE) == 0)
+        return 1;
+    PyErr_Clear();
+    return 0;
+}
+
 /* The start and end within a buffer of len n, as Python's slice bounds are given to decode_messages:
  * end None is n; the reference reads struct.unpack_from(buf, p) with p in [start, end), so a start or end
  * outside [0, n] is left to Python (None). */
@@ -736,9 +744,11 @@ static int span(PyObject *start_o, PyObject *end_o, Py_ssize_t n, Py_ssize_t *st
  * messages, the same CorruptDataError reasons and offsets); None for bounds the reference must judge. */
 static PyObject *inner_decode(PyObject *self, PyObject *args) {
     Py_buffer b;
-    PyObject *start_o, *end_o, *cls;
-    if (!PyArg_ParseTuple(args, "y*OOO!:inner_decode", &b, &start_o, &end_o, &PyType_Type, &cls))
+    PyObject *buf_o, *start_o, *end_o, *cls;
+    if (!PyArg_ParseTuple(args, "OOOO!:inner_decode", &buf_o, &start_o, &end_o, &PyType_Type, &cls))
         return NULL;
+    if (get_buffer(buf_o, &b) <= 0)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
     PyObject *out = NULL;
     Py_ssize_t p, end;
     int r = span(start_o, end_o, b.len, &p, &end);
@@ -809,9 +819,11 @@ done:
 /* inner_count(buf, start, end) -> int | None: inner_batch.count_messages_py (walks by TOTALSIZE). */
 static PyObject *inner_count(PyObject *self, PyObject *args) {
     Py_buffer b;
-    PyObject *start_o, *end_o, *out = NULL;
-    if (!PyArg_ParseTuple(args, "y*OO:inner_count", &b, &start_o, &end_o))
+    PyObject *buf_o, *start_o, *end_o, *out = NULL;
+    if (!PyArg_ParseTuple(args, "OOO:inner_count", &buf_o, &start_o, &end_o))
         return NULL;
+    if (get_buffer(buf_o, &b) <= 0)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
     Py_ssize_t p, end;
     int r = span(start_o, end_o, b.len, &p, &end);
     if (r <= 0) {

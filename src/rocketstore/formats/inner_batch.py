@@ -114,13 +114,18 @@ def count_messages_py(buf, start: int = 0, end: int | None = None) -> int:
     return n
 
 
+def _ints(start, end) -> bool:
+    """Bounds the C takes: ints (anything else, a float or a bool, is the reference's to handle)."""
+    return type(start) is int and (end is None or type(end) is int)
+
+
 def decode_messages_native(buf, start: int = 0, end: int | None = None) -> list[InnerMessage]:
-    got = _native.inner_decode(buf, start, end, InnerMessage) if type(start) is int else None
+    got = _native.inner_decode(buf, start, end, InnerMessage) if _ints(start, end) else None
     return decode_messages_py(buf, start, end) if got is None else got
 
 
 def count_messages_native(buf, start: int = 0, end: int | None = None) -> int:
-    got = _native.inner_count(buf, start, end) if type(start) is int else None
+    got = _native.inner_count(buf, start, end) if _ints(start, end) else None
     return count_messages_py(buf, start, end) if got is None else got
 
 
