@@ -341,7 +341,7 @@ class BatchConsumeQueue:
                 self._map_file(mf)
         return True
 
-    def put_units_py(self, phys, sizes, tags_codes, queue_offsets, store_ts) -> bool:
+    def put_units_py(self, phys, sizes, tags_codes, queue_offsets, store_ts, bit_maps=None) -> bool:
         """put_units unit by unit through put_position (the reference)."""
         ok = True
         for p, size, code, qoff, ts in zip(phys, sizes, tags_codes, queue_offsets, store_ts):
