@@ -698,6 +698,51 @@ done:
     return out;
 }
 
+/* inner_encode(messages) -> bytes | None: inner_batch.encode_messages_py of (body, properties, flag)
+ * sequences whose body and properties are bytes and flag an int32 (each an InnerMessage or a tuple or list
+ * of three); None for anything else (a str or dict of properties, a bytearray, too long properties: the
+ * reference encodes or refuses it). */
+static PyObject *inner_encode(PyObject *self, PyObject *arg) {
+    if (!PyList_CheckExact(arg))
+        return Py_NewRef(Py_None);
+    Py_ssize_t n = PyList_GET_SIZE(arg), total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *m = PyList_GET_ITEM(arg, i);
+        if (!(PyTuple_Check(m) || PyList_CheckExact(m)) || PySequence_Fast_GET_SIZE(m) != 3)
+            return Py_NewRef(Py_None);
+        PyObject **f = PySequence_Fast_ITEMS(m);
+        if (!PyBytes_CheckExact(f[0]) || !PyBytes_CheckExact(f[1]) || !PyLong_CheckExact(f[2])
+                || PyBytes_GET_SIZE(f[1]) > 0x7FFF)
+            return Py_NewRef(Py_None);
+        int overflow = 0;
+        long long flag = PyLong_AsLongLongAndOverflow(f[2], &overflow);
+        if (overflow || flag < INT32_MIN || flag > INT32_MAX)
+            return Py_NewRef(Py_None);
+        total += 22 + PyBytes_GET_SIZE(f[0]) + PyBytes_GET_SIZE(f[1]);
+        if (total > INT32_MAX)
+            return Py_NewRef(Py_None);
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL)
+        return NULL;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject **f = PySequence_Fast_ITEMS(PyList_GET_ITEM(arg, i));
+        Py_ssize_t bl = PyBytes_GET_SIZE(f[0]), pl = PyBytes_GET_SIZE(f[1]);
+        rs_put32(o, (uint32_t)(22 + bl + pl));
+        rs_put32(o + 4, 0);
+        rs_put32(o + 8, 0);
+        rs_put32(o + 12, (uint32_t)PyLong_AsLongLong(f[2]));
+        rs_put32(o + 16, (uint32_t)bl);
+        memcpy(o + 20, PyBytes_AS_STRING(f[0]), bl);
+        o += 20 + bl;
+        rs_put16(o, (unsigned)pl);
+        memcpy(o + 2, PyBytes_AS_STRING(f[1]), pl);
+        o += 2 + pl;
+    }
+    return out;
+}
+
 /* ---------------------------------------------------------------- an inner batch decoded */
 static PyObject *corrupt(Py_ssize_t pos, const char *fmt, ...) {
     va_list va;
@@ -855,6 +900,7 @@ done:
 PyMethodDef rs_batchcq_methods[] = {
     {"bcq_record", bcq_record, METH_VARARGS, "The record of one message to a batch-CQ topic (see put_batch_topic)."},
     {"inner_body", inner_body, METH_VARARGS, "encodeMessages of a producer batch, or None."},
+    {"inner_encode", inner_encode, METH_O, "encodeMessages of (body, properties, flag) bytes triples, or None."},
     {"inner_decode", inner_decode, METH_VARARGS, "decodeMessages of an inner batch, or None."},
     {"inner_count", inner_count, METH_VARARGS, "countInnerMsgNum of an inner batch, or None."},
     {NULL, NULL, 0, NULL},

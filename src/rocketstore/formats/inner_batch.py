@@ -7,8 +7,8 @@ TOTALSIZE 4 | MAGICCODE 4 (0) | BODYCRC 4 (0) | FLAG 4 | BODYLEN 4 + body | PROP
 
 all big-endian. The store gives the record a BatchConsumeQueue unit covering INNER_NUM queue offsets
 from INNER_BASE (the queue offset it assigned). Pure functions on bytes: no file handling here.
-decode_messages and count_messages run in C with the compiled engine (put_batchcq.c); the `_py` functions
-are the reference.
+encode_messages, decode_messages and count_messages run in C with the compiled engine (put_batchcq.c);
+the `_py` functions are the reference.
 """
 
 from __future__ import annotations
@@ -56,9 +56,15 @@ def encode_message(body: bytes, properties: bytes | str | dict = b"", flag: int 
     return HEAD.pack(total, 0, 0, flag, len(body)) + bytes(body) + PROPLEN.pack(len(props)) + props
 
 
-def encode_messages(messages: Iterable) -> bytes:
+def encode_messages_py(messages: Iterable) -> bytes:
     """MessageDecoder.encodeMessages: (body, properties, flag) triples (e.g. InnerMessage) back to back."""
     return b"".join([encode_message(*m) for m in messages])
+
+
+def encode_messages_native(messages: Iterable) -> bytes:
+    messages = list(messages)
+    got = _native.inner_encode(messages)
+    return encode_messages_py(messages) if got is None else got
 
 
 def _corrupt(reason: str, pos: int) -> CorruptDataError:
@@ -130,6 +136,7 @@ def count_messages_native(buf, start: int = 0, end: int | None = None) -> int:
 
 
 _native = engine.native
+encode_messages = encode_messages_native if _native is not None else encode_messages_py
 decode_messages = decode_messages_native if _native is not None else decode_messages_py
 count_messages = count_messages_native if _native is not None else count_messages_py
 
