@@ -65,7 +65,7 @@ def properties(draw):
 @st.composite
 def messages(draw, topic=None):
     inner = draw(st.integers(0, 2)) > 0
-    sys_flag = (0x80 if inner else 0) | draw(st.sampled_from([0, 0, 0, 0x4, 0x8, 0xC]))
+    sys_flag = (0x80 if inner else 0) | draw(st.sampled_from([0, 0, 0, 0x4, 0x8, 0xC, 0x1, 0x10, 0x20, 0x40]))
     return Message(
         topic=topic or draw(st.sampled_from(["B", "B", "B", "T"])),
         body=draw(

@@ -438,6 +438,8 @@ static PyObject *bcq_record(PyObject *self, PyObject *args) {
         goto fail;
     if (!PyBytes_CheckExact(body) || PyBytes_GET_SIZE(body) > max_body)
         goto none;
+    if (sys_flag & 0x30)    /* host flags set by the caller: the reference's size and bytes decide */
+        goto none;
     if ((r = pmap_build(msg, &m)) <= 0)
         goto answer;
     int inner = (sys_flag & BCQ_INNER_BATCH_FLAG) != 0;
