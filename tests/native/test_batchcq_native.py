@@ -275,7 +275,8 @@ def test_inner_decoders_same_as_reference(native, buf, start, end):
         (IB.decode_messages_native, IB.decode_messages_py),
         (IB.count_messages_native, IB.count_messages_py),
     ):
-        for data in (buf, memoryview(buf), bytearray(buf)):
+        wide = memoryview(buf[: len(buf) // 4 * 4]).cast("i")  # len() counts ints: the reference decides
+        for data in (buf, memoryview(buf), bytearray(buf), wide):
             want = outcome(fn_py, data, 0, None)
             got = outcome(fn_native, data, 0, None)
             assert got == want

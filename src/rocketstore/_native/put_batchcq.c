@@ -762,10 +762,14 @@ static PyObject *corrupt(Py_ssize_t pos, const char *fmt, ...) {
     return NULL;
 }
 
-/* A contiguous buffer of bytes: 1; 0 (no error) for anything else, which the reference judges. */
+/* A contiguous buffer whose len() is its size in bytes (the reference's `end`): 1; 0 (no error) for
+ * anything else (no buffer, a memoryview of wider items), which the reference judges. */
 static int get_buffer(PyObject *o, Py_buffer *b) {
-    if (PyObject_GetBuffer(o, b, PyBUF_SIMPLE) == 0)
-        return 1;
+    if (PyObject_GetBuffer(o, b, PyBUF_SIMPLE) == 0) {
+        if (PyObject_Length(o) == b->len)
+            return 1;
+        PyBuffer_Release(b);
+    }
     PyErr_Clear();
     return 0;
 }
