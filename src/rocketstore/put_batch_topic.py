@@ -136,7 +136,7 @@ def put_batch_py(writer, msgs: list[Message], queue_id: int, topic) -> PutBatchR
     if problems:
         log.warning("put refused: %s", problems[0])
         return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
-    body = IB.encode_messages((m.body, m.properties_bytes(drop_crc=True), m.flag) for m in msgs)
+    body = IB.encode_messages_py((m.body, m.properties_bytes(drop_crc=True), m.flag) for m in msgs)
     return _put_batch(writer, msgs, queue_id, topic, body, put_py)
 
 
