@@ -21,7 +21,8 @@ Rows (each the best of --runs, default 3; --quick: 100,000 messages, 1 run):
                read LIMIT 32   SELECT ... WHERE id > ? ORDER BY id LIMIT 32, looped over the whole table
                read cursor     one SELECT over the whole table, iterated
 Info rows (no target): reput (held back) with the ConsumeQueue ext and SQL92 bitmaps on and a filter
-registered on the topic (every record's bitmap computed), put_batch with dispatch_in_put_path=False (the fill of the held-back reput row), and
+registered on the topic (every record's bitmap computed), put_batch with dispatch_in_put_path=False (the fill of the held-back reput row),
+put (1/call) and put_batch to a BatchCQ topic (RIP-26: put_batch makes each batch one inner-batch record), and
 close() after N messages (msync of the CommitLog and ConsumeQueue, checkpoint).
 
 MB/s counts message bodies only (N * body bytes / s, 1 MB = 10^6 B); the stored bytes per message of each
@@ -76,6 +77,8 @@ LABELS = {
     "rs_reput_held": "rocketstore reput (held back)",
     "rs_reput_bitmap": "rs reput (held), SQL92 bitmaps",
     "rs_batch_nodisp": "rs put_batch, no put-path CQ",
+    "rs_bcq_put": "rs put (1/call), BatchCQ topic",
+    "rs_bcq_batch": "rs put_batch, BatchCQ topic",
     "rs_close": "rocketstore close()",
     "sq_batch": "SQLite executemany/txn",
     "sq_auto": "SQLite autocommit insert",
@@ -102,6 +105,8 @@ ORDER = [
     "rs_reput_held",
     "rs_reput_bitmap",
     "rs_batch_nodisp",
+    "rs_bcq_put",
+    "rs_bcq_batch",
     "rs_close",
 ]
 KEYED = {"rs_put_keyed", "rs_batch_keyed", "sq_auto_keyed", "sq_batch_keyed"}
@@ -112,6 +117,7 @@ GROUPS = {  # --only names -> what to run
     "reput": {"rs_batch", "rs_reput_open", "rs_reput_held", "rs_reput_bitmap"},
     "sqlite": {"sq_batch", "sq_auto", "sq_read32", "sq_auto_keyed", "sq_batch_keyed"},
     "keyed": KEYED,
+    "batchcq": {"rs_bcq_put", "rs_bcq_batch"},
     "rocketstore": {
         "rs_put",
         "rs_batch",
@@ -301,6 +307,38 @@ def rs_reput_held(batches, n, base, res: Results | None, bitmaps: bool = False) 
         shutil.rmtree(d, ignore_errors=True)
 
 
+def rs_batch_cq(msgs, batches, base, res: Results | None, want: set[str]) -> None:
+    """The same messages to a BatchCQ topic (RIP-26), each row into a fresh store: put one per call (a unit
+    per message), and put_batch (each batch one inner-batch record: one unit of --batch queue offsets)."""
+    for key, one in (("rs_bcq_put", True), ("rs_bcq_batch", False)):
+        if key not in want:
+            continue
+        d = new_dir(base, "rs-bcq-")
+        try:
+            with MessageStore.open(d, config=rs_config()) as store:
+                store.create_topic(TOPIC, attributes={"queue.type": "BatchCQ"})
+                t0 = time.perf_counter()
+                if one:
+                    put = store.put
+                    for m in msgs:
+                        r = put(m, QUEUE)
+                        if r.status is not PUT_OK:
+                            check_put(r)
+                else:
+                    put_batch = store.put_batch
+                    for b in batches:
+                        r = put_batch(b, QUEUE)
+                        if r.status is not PUT_OK:
+                            check_put(r)
+                t = time.perf_counter() - t0
+                if store.max_offset(TOPIC, QUEUE) != len(msgs):
+                    raise RuntimeError(f"{key}: {store.max_offset(TOPIC, QUEUE)} of {len(msgs)} in the queue")
+            if res is not None:
+                res.add(key, t)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+
 # ---------------------------------------------------------------- SQLite
 
 SCHEMA = "CREATE TABLE m (id INTEGER PRIMARY KEY, topic TEXT, queue INT, tags TEXT, body BLOB)"
@@ -463,6 +501,8 @@ def run_round(inputs, n, base, res, want) -> None:
         rs_keyed(kmsgs, kbatches, base, res, want)
     if want & {"sq_auto_keyed", "sq_batch_keyed"}:
         sq_keyed(krows, krow_batches, base, res, want)
+    if want & {"rs_bcq_put", "rs_bcq_batch"}:
+        rs_batch_cq(msgs, batches, base, res, want)
 
 
 def fmt_rate(v: float) -> str:

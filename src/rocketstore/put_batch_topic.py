@@ -3,20 +3,26 @@ holds many (MessageDecoder.encodeMessages) and whose INNER_NUM says how many.
 
 As RocketMQ does it (CommitLog.getMessageNum, BatchConsumeQueue.assignQueueOffset): the record takes the
 queue offset, an inner batch gets the INNER_BASE property (= that offset) with its properties rewritten
-in java.util.HashMap order, and the queue offset then advances by the batch size. This path is the rare
-one, so it uses the generic record encoder rather than the put path's cached pieces.
+in java.util.HashMap order, and the queue offset then advances by the batch size.
+
+With the compiled engine the record (properties in HashMap order, CRC entry), what the dispatch reads from
+it (tagsCode, KEYS, UNIQ_KEY) and a producer batch's inner-batch body are made in C (put_batchcq.c); put_py
+and put_batch_py are the reference, and run whatever the C leaves to Python (it answers None).
 """
 
 from __future__ import annotations
 
 import logging
 
+from . import engine
+from .config import wall_clock_ms
 from .formats import inner_batch as IB
 from .formats import properties as P
 from .formats import record as R
 from .message import Message, PutBatchResult, PutResult, PutStatus
 
 log = logging.getLogger("rocketstore.put")
+_native = engine.native  # None: the pure path alone (the tests compare both)
 MAX_PROPERTIES = 32767
 
 
@@ -34,7 +40,7 @@ def batch_size_of(props: dict[str, str]) -> int | None:
         return None
 
 
-def put(writer, msg: Message, queue_id: int, topic) -> PutResult:
+def put_py(writer, msg: Message, queue_id: int, topic) -> PutResult:
     """One record to a batch-CQ topic (topic is the writer's cached _Topic)."""
     body = msg.body
     if body is None or len(body) > writer.max_body:
@@ -122,7 +128,7 @@ def put(writer, msg: Message, queue_id: int, topic) -> PutResult:
     return PutResult(PutStatus.PUT_OK, phys, size, qoff, store_host, store_ts, msg_num=count)
 
 
-def put_batch(writer, msgs: list[Message], queue_id: int, topic) -> PutBatchResult:
+def put_batch_py(writer, msgs: list[Message], queue_id: int, topic) -> PutBatchResult:
     """A producer batch to a batch-CQ topic: one inner-batch record holding every message."""
     if any(m.topic != topic.name or m.body is None for m in msgs):
         return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
@@ -130,8 +136,13 @@ def put_batch(writer, msgs: list[Message], queue_id: int, topic) -> PutBatchResu
     if problems:
         log.warning("put refused: %s", problems[0])
         return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
+    body = IB.encode_messages_py((m.body, m.properties_bytes(drop_crc=True), m.flag) for m in msgs)
+    return _put_batch(writer, msgs, queue_id, topic, body, put_py)
+
+
+def _put_batch(writer, msgs: list[Message], queue_id: int, topic, body: bytes, put_one) -> PutBatchResult:
+    """The inner-batch record of `body` (the messages' encodeMessages) put by put_one."""
     first = msgs[0]
-    body = IB.encode_messages((m.body, m.properties_bytes(drop_crc=True), m.flag) for m in msgs)
     if len(body) > writer.max_body:
         return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
     record = Message(
@@ -143,7 +154,7 @@ def put_batch(writer, msgs: list[Message], queue_id: int, topic) -> PutBatchResu
         born_host=first.born_host,
         store_host=first.store_host,
     )
-    r = put(writer, record, queue_id, topic)
+    r = put_one(writer, record, queue_id, topic)
     if not r.ok:
         return PutBatchResult(r.status)
     n = len(msgs)
@@ -157,3 +168,80 @@ def put_batch(writer, msgs: list[Message], queue_id: int, topic) -> PutBatchResu
         writer.store_host if first.store_host is None else R.host_to_bytes(first.store_host),
         r.store_timestamp,
     )
+
+
+def put_native(writer, msg: Message, queue_id: int, topic) -> PutResult:
+    """put_py with the record made in C under the put lock (bcq_record), when it fits the current segment;
+    anything the C leaves to Python (None) runs put_py, which decides."""
+    born = store = writer.store_host
+    if msg.born_host or msg.store_host:
+        try:  # writer.hosts without its log line: put_py logs the refusal
+            if msg.born_host:
+                born = R.host_to_bytes(msg.born_host)
+            if msg.store_host:
+                store = R.host_to_bytes(msg.store_host)
+        except Exception:  # whatever it is, put_py answers it
+            return put_py(writer, msg, queue_id, topic)
+    key = (topic.name, queue_id)
+    clock = writer.config.clock
+    with writer.lock:
+        files = writer.commitlog.files.files
+        if files:
+            mf = files[-1]
+            phys = mf.file_from_offset + mf.wrote
+            got = _native.bcq_record(
+                msg,
+                topic.tail,
+                topic.magic,
+                queue_id,
+                writer.queue_offsets.get(key, 0),
+                phys,
+                mf.file_size - mf.wrote,
+                writer.max_body,
+                writer.max_record,
+                born,
+                store,
+                writer.append_crc,
+                None if clock is wall_clock_ms else clock,
+            )
+            if got is not None:
+                record, raw, code, batch, info, store_ts, sys_flag, takes = got
+                mf.append(record)
+                size = len(record)
+                writer.last_physical_offset = phys
+                mf.store_timestamp = store_ts
+                qoff = writer.queue_offsets.get(key, 0) if takes else 0
+                count = max(batch, 1)
+                if takes:
+                    writer.queue_offsets[key] = qoff + count
+                if writer.dispatch is not None:
+                    writer.dispatch(
+                        topic.name,
+                        queue_id,
+                        phys,
+                        size,
+                        code,
+                        store_ts,
+                        qoff,
+                        sys_flag,
+                        raw,
+                        phys + size,
+                        batch_size=batch,
+                        info=info,
+                    )
+                return PutResult(PutStatus.PUT_OK, phys, size, qoff, store, store_ts, msg_num=count)
+    return put_py(writer, msg, queue_id, topic)
+
+
+def put_batch_native(writer, msgs: list[Message], queue_id: int, topic) -> PutBatchResult:
+    """put_batch_py with the inner-batch body made in C (inner_body) and its record by put_native; what the
+    C leaves to Python runs put_batch_py. (inner_body answers bytes only for messages of this topic, with
+    bodies and texts put_batch_py's checks accept.)"""
+    body = _native.inner_body(msgs, topic.name) if type(msgs) is list else None
+    if body is None:
+        return put_batch_py(writer, msgs, queue_id, topic)
+    return _put_batch(writer, msgs, queue_id, topic, body, put_native)
+
+
+put = put_native if _native is not None else put_py
+put_batch = put_batch_native if _native is not None else put_batch_py

@@ -6,6 +6,8 @@ import os
 import struct
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from golden import goldens as GD
 from rocketstore.log.batch_consume_queue import DEFAULT_FILE_SIZE, LOWER, UPPER, BatchConsumeQueue
@@ -517,3 +519,49 @@ def test_golden_get_message_scans_these_units(queue_id):
         checked += 1
     assert checked >= 10
     q.close()
+
+
+# ---- put_units: the run written at once against unit by unit --------------------------------------
+RUN = st.lists(
+    st.tuples(st.integers(1, 300), st.integers(1, 90), st.integers(-(2**40), 2**40), st.integers(0, 40)),
+    min_size=1,
+    max_size=50,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(RUN, min_size=1, max_size=4), st.booleans())
+def test_put_units_same_as_unit_by_unit(tmp_path_factory, runs, by_cache):
+    """Runs of plain records' units (rising offsets, or a step back, a repeat or a negative queue offset
+    now and then: put's guards), across file ends: the same bytes, offsets, answers and per-file maps."""
+    queues = [open_bcq(tmp_path_factory.mktemp("q"), search_by_cache=by_cache) for _ in range(2)]
+    answers = [[], []]
+    phys, qoff = 0, 0
+    for run in runs:
+        cols = [[], [], [], [], []]
+        for step, size, tags, odd in run:
+            phys += -step if odd == 1 else step  # a step back: put skips what is already built
+            qoff = -1 if odd == 0 else qoff + 1  # -1: a dropped request
+            for col, v in zip(cols, (phys, size, tags, qoff, phys * 3)):
+                col.append(v)
+            qoff = max(qoff, 0)
+        for k, q in enumerate(queues):
+            put = q.put_units if k == 0 else q.put_units_py
+            answers[k].append((put(*cols), q.max_physic_offset, q.max_offset, q.min_offset, q.min_logic_offset))
+    fast, ref = queues
+    assert answers[0] == answers[1]
+    assert [bytes(mf.buf[: mf.read_position]) for mf in fast.files.files] == [
+        bytes(mf.buf[: mf.read_position]) for mf in ref.files.files
+    ]
+    assert files_of(fast) == files_of(ref)
+    for m in (0, 5, 17, 40, 10**6):
+        assert base_of(fast, m) == base_of(ref, m)
+
+
+def test_put_units_writes_a_clean_run_at_once(tmp_path):
+    q = open_bcq(tmp_path)
+    q.put_units_py = None  # not called: the run is written a file's worth at a time
+    n = PER_FILE * 2 + 3
+    assert q.put_units(list(range(100, 100 + n)), [7] * n, [5] * n, list(range(n)), [9] * n)
+    assert len(q.files.files) == 3 and q.max_offset == n and q.max_physic_offset == 100 + n - 1
+    assert q.get_unit(PER_FILE + 1) == (100 + PER_FILE + 1, 7, 5, 9, PER_FILE + 1, 1, -1, 0)

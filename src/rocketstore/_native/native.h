@@ -16,6 +16,7 @@ extern PyMethodDef rs_read_methods[];   /* read.c */
 extern PyMethodDef rs_arrow_methods[];  /* arrow.c */
 extern PyMethodDef rs_index_methods[];  /* index.c */
 extern PyMethodDef rs_props_methods[];  /* props.c */
+extern PyMethodDef rs_batchcq_methods[];  /* put_batchcq.c */
 
 /* rocketstore.errors.CorruptDataError, looked up at import. */
 extern PyObject *rs_CorruptDataError;

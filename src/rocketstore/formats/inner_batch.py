@@ -7,6 +7,8 @@ TOTALSIZE 4 | MAGICCODE 4 (0) | BODYCRC 4 (0) | FLAG 4 | BODYLEN 4 + body | PROP
 
 all big-endian. The store gives the record a BatchConsumeQueue unit covering INNER_NUM queue offsets
 from INNER_BASE (the queue offset it assigned). Pure functions on bytes: no file handling here.
+encode_messages, decode_messages and count_messages run in C with the compiled engine (put_batchcq.c);
+the `_py` functions are the reference.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from struct import Struct
 from typing import Iterable, NamedTuple
 
+from .. import engine
 from ..errors import CorruptDataError
 from . import properties as P
 from .record import INNER_BATCH_FLAG
@@ -53,9 +56,15 @@ def encode_message(body: bytes, properties: bytes | str | dict = b"", flag: int 
     return HEAD.pack(total, 0, 0, flag, len(body)) + bytes(body) + PROPLEN.pack(len(props)) + props
 
 
-def encode_messages(messages: Iterable) -> bytes:
+def encode_messages_py(messages: Iterable) -> bytes:
     """MessageDecoder.encodeMessages: (body, properties, flag) triples (e.g. InnerMessage) back to back."""
     return b"".join([encode_message(*m) for m in messages])
+
+
+def encode_messages_native(messages: Iterable) -> bytes:
+    messages = list(messages)
+    got = _native.inner_encode(messages)
+    return encode_messages_py(messages) if got is None else got
 
 
 def _corrupt(reason: str, pos: int) -> CorruptDataError:
@@ -82,7 +91,7 @@ def _read_one(buf, p: int, end: int) -> tuple[InnerMessage, int]:
     return InnerMessage(body, props, flag), p + total
 
 
-def decode_messages(buf, start: int = 0, end: int | None = None) -> list[InnerMessage]:
+def decode_messages_py(buf, start: int = 0, end: int | None = None) -> list[InnerMessage]:
     """MessageDecoder.decodeMessages over buf[start:end]; CorruptDataError naming the offset in `buf`."""
     if end is None:
         end = len(buf)
@@ -94,7 +103,7 @@ def decode_messages(buf, start: int = 0, end: int | None = None) -> list[InnerMe
     return out
 
 
-def count_messages(buf, start: int = 0, end: int | None = None) -> int:
+def count_messages_py(buf, start: int = 0, end: int | None = None) -> int:
     """MessageDecoder.countInnerMsgNum: walk by TOTALSIZE (bounded: a size that cannot be right is corrupt)."""
     if end is None:
         end = len(buf)
@@ -109,6 +118,27 @@ def count_messages(buf, start: int = 0, end: int | None = None) -> int:
         p += total
         n += 1
     return n
+
+
+def _ints(start, end) -> bool:
+    """Bounds the C takes: ints (anything else, a float or a bool, is the reference's to handle)."""
+    return type(start) is int and (end is None or type(end) is int)
+
+
+def decode_messages_native(buf, start: int = 0, end: int | None = None) -> list[InnerMessage]:
+    got = _native.inner_decode(buf, start, end, InnerMessage) if _ints(start, end) else None
+    return decode_messages_py(buf, start, end) if got is None else got
+
+
+def count_messages_native(buf, start: int = 0, end: int | None = None) -> int:
+    got = _native.inner_count(buf, start, end) if _ints(start, end) else None
+    return count_messages_py(buf, start, end) if got is None else got
+
+
+_native = engine.native
+encode_messages = encode_messages_native if _native is not None else encode_messages_py
+decode_messages = decode_messages_native if _native is not None else decode_messages_py
+count_messages = count_messages_native if _native is not None else count_messages_py
 
 
 # ---- the INNER_NUM / INNER_BASE properties of an inner-batch record ------------------------------

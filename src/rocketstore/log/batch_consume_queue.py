@@ -304,7 +304,45 @@ class BatchConsumeQueue:
         bit_maps: list | None = None,
     ) -> bool:
         """A run of plain records' units (one message each), in order. False when a unit could not be
-        written (a dropped one is no failure)."""
+        written (a dropped one is no failure). When every unit passes put's guards (physical offsets rising
+        past the queue's, queue offsets >= 0) they are encoded at once and written a file's worth at a time;
+        else, and from a file that cannot take a unit on, unit by unit (put_units_py)."""
+        n = len(phys)
+        if not n:
+            return True
+        p = np.asarray(phys, dtype=np.int64)
+        q = np.asarray(queue_offsets, dtype=np.int64)
+        if p[0] <= self.max_physic_offset or q.min() < 0 or (n > 1 and not (p[1:] > p[:-1]).all()):
+            return self.put_units_py(phys, sizes, tags_codes, queue_offsets, store_ts)
+        arr = np.empty(n, dtype=B.DTYPE)
+        arr["pos"], arr["size"], arr["tags"], arr["store_time"] = p, sizes, tags_codes, store_ts
+        arr["base_offset"], arr["batch_size"], arr["compacted_offset"], arr["reserved"] = q, 1, B.INVALID_POS, 0
+        data = arr.tobytes()
+        done = 0
+        while done < n:
+            mf = self.files.get_last(self.files.max_offset())
+            if mf is None or mf.remaining() < UNIT:
+                return self.put_units_py(
+                    list(phys)[done:],
+                    list(sizes)[done:],
+                    list(tags_codes)[done:],
+                    q[done:].tolist(),
+                    list(store_ts)[done:],
+                )
+            is_new = mf.read_position < UNIT
+            k = min(n - done, mf.remaining() // UNIT)
+            mf.append(data[done * UNIT : (done + k) * UNIT])
+            done += k
+            self.max_physic_offset = int(p[done - 1])
+            self._max_offset = int(q[done - 1]) + 1
+            if mf.first_create_in_queue and self._min_offset == -1:
+                self._revise_min_offset()
+            if is_new:
+                self._map_file(mf)
+        return True
+
+    def put_units_py(self, phys, sizes, tags_codes, queue_offsets, store_ts, bit_maps=None) -> bool:
+        """put_units unit by unit through put_position (the reference)."""
         ok = True
         for p, size, code, qoff, ts in zip(phys, sizes, tags_codes, queue_offsets, store_ts):
             ok = self.put_position(p, size, code, qoff, ts) is not False and ok
