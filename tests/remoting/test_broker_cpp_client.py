@@ -10,12 +10,13 @@ import time
 
 import pytest
 from broker_fixtures import open_store
-from conftest import DRIVER
 
 from rocketstore.consumer import offsets_path, parse_offsets
 from rocketstore.formats.inner_batch import decode_messages
 from rocketstore.remoting.broker import Broker
 from rocketstore.remoting.namesrv import NameServer
+
+DRIVER = os.path.join(os.path.dirname(__file__), "cpp_client_driver.py")
 
 
 @pytest.fixture

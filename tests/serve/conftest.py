@@ -57,6 +57,11 @@ class ServeProcess:
                 self.listen or self.endpoint,
                 "-c",
                 str(self.conf),
+                # the remoting side on free ports too (its defaults, 9876 and 10911, may be taken here)
+                "--namesrv",
+                f"127.0.0.1:{free_port()}",
+                "--remoting",
+                f"127.0.0.1:{free_port()}",
                 *self.args,
             ],
             stdout=subprocess.PIPE,
