@@ -163,3 +163,26 @@ def test_push_consumer_gets_messages_sent_before_and_while_it_runs(
     committed = parse_offsets(open(offsets_path(store.root)).read()).get("T@cpp-push", {})
     assert committed == {q: store.max_offset("T", q) for q in range(4) if store.max_offset("T", q) > 0}
     assert "%RETRY%cpp-push" in store.topic_configs  # created by its heartbeat
+
+
+def test_orderly_push_consumer_locks_queues_and_gets_each_queue_in_order(cpp_client, rocketstore_remoting):
+    env = rocketstore_remoting
+    msgs = [{"body": f"o{i}", "arg": i % 2} for i in range(8)]
+    out = cpp_client("produce", env["namesrv"], {"topic": "T", "mode": "orderly", "messages": msgs})
+    assert all(r.get("status") == 0 for r in out), out
+    got = cpp_client("push", env["namesrv"], {"topic": "T", "group": "cpp-orderly", "orderly": True, "seconds": 6})
+    assert sorted(g["body"] for g in got) == sorted(m["body"] for m in msgs)
+    for q in (0, 1):
+        in_queue = [g for g in got if g["queue"] == q]
+        assert [g["offset"] for g in in_queue] == list(range(4))
+        assert [g["body"] for g in in_queue] == [f"o{i}" for i in range(q, 8, 2)]
+    # the orderly consumer consumes only the queues it locked (LOCK_BATCH_MQ): it did lock them here
+    assert "cpp-orderly" in env["broker"].locks.table
+
+
+def test_topic_created_elsewhere_is_registered(rocketstore_remoting):
+    env = rocketstore_remoting
+    env["store"].create_topic("Later", 3)  # as the gRPC side or the CLI would
+    ns_routes = env["broker"].routes
+    assert wait_until(lambda: ns_routes.route("Later") is not None)
+    assert [q.write_queue_nums for q in ns_routes.route("Later").queue_datas] == [3]

@@ -252,3 +252,27 @@ def test_heartbeats_consumer_list_and_notifications(tmp_path):
     assert store.topic_configs["%RETRY%cg"]["writeQueueNums"] == 1
     assert [q.write_queue_nums for q in out["retry_topic"].queue_datas] == [1]
     store.close()
+
+
+def test_queue_locks(tmp_path):
+    def body(client, *queues):
+        mqs = [{"topic": "T", "brokerName": "rocketstore", "queueId": q} for q in queues]
+        return json.dumps({"consumerGroup": "og", "clientId": client, "onlyThisBroker": False, "mqSet": mqs}).encode()
+
+    async def scenario(broker, c, store):
+        a = await c.call(RC.LOCK_BATCH_MQ, None, body("A", 0, 1))
+        b = await c.call(RC.LOCK_BATCH_MQ, None, body("B", 1, 2))
+        await c.call(RC.UNLOCK_BATCH_MQ, None, body("A", 1))
+        b2 = await c.call(RC.LOCK_BATCH_MQ, None, body("B", 1, 2))
+        # a lock not renewed for 60 s is free for another client
+        stale = broker.locks.try_lock("og", "C", [{"topic": "T", "brokerName": "rocketstore", "queueId": 0}],
+                                      now=int(__import__("time").time() * 1000) + 60_001)  # fmt: skip
+        return a, b, b2, stale
+
+    (a, b, b2, stale), store = with_broker(tmp_path, scenario)
+    store.close()
+    mq = '{{"brokerName":"rocketstore","queueId":{},"topic":"T"}}'.format
+    assert a.code == R.SUCCESS and a.body == f'{{"lockOKMQSet":[{mq(0)},{mq(1)}]}}'.encode()
+    assert b.body == f'{{"lockOKMQSet":[{mq(2)}]}}'.encode()  # queue 1 is A's
+    assert b2.body == f'{{"lockOKMQSet":[{mq(1)},{mq(2)}]}}'.encode()  # A gave it back
+    assert [m["queueId"] for m in stale] == [0]

@@ -5,8 +5,8 @@ heartbeats and consumer lists (clients.py), delay levels (schedule.py), and the 
 name server (topics.py). The built-in name server's route table is given as `routes`: the broker registers into
 it directly (never expiring) at start and whenever a topic is created.
 
-Not served yet: send-back of failed messages (retry topic, %DLQ%), queue locks for orderly consumers
-(LOCK_BATCH_MQ), transactions, ACL, and mqadmin's admin requests (runtime info, topic updates)."""
+Queue locks for orderly consumers: locks.py. Not served yet: send-back of failed messages (retry topic, %DLQ%),
+transactions, ACL, and mqadmin's admin requests (runtime info, topic updates)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from ..namesrv.routes import DataVersion
 from ..server import RemotingServer
 from .clients import Clients
 from .hold import PullHold
+from .locks import QueueLocks
 from .offsets import Offsets
 from .pull import PullProcessor
 from .schedule import ScheduleService
@@ -29,7 +30,8 @@ from .topics import BrokerTopics
 log = logging.getLogger("rocketstore.remoting.broker")
 
 DEFAULT_PORT = 10911
-CHANNEL_EXPIRED_MS = 120_000  # ClientHousekeepingService: a client silent this long is dropped
+CHANNEL_EXPIRED_MS = 120_000
+REGISTER_CHECK_S = 2.0  # ClientHousekeepingService: a client silent this long is dropped
 
 
 @dataclass
@@ -81,8 +83,9 @@ class Broker:
         self.offsets = Offsets(self)
         self.hold = PullHold(store)
         self.schedule = ScheduleService(store, self.arrived)
+        self.locks = QueueLocks()
         handlers = {}
-        for part in (SendProcessor(self), PullProcessor(self), self.offsets, self.clients):
+        for part in (SendProcessor(self), PullProcessor(self), self.offsets, self.clients, self.locks):
             handlers.update(part.handlers())
         self.server = RemotingServer(handlers, name="broker", on_close=self.clients.connection_closed, **server_options)
         self._tasks: set[asyncio.Task] = set()
@@ -139,7 +142,18 @@ class Broker:
             int(time.time() * 1000), timeout_ms=None, refuse_unregistered_single=False,
         )  # fmt: skip
 
+    def _topics_signature(self) -> tuple:
+        return tuple(sorted((n, c.get("readQueueNums"), c.get("writeQueueNums"), c.get("perm"))
+                            for n, c in list(self.store.topic_configs.items())))  # fmt: skip
+
     async def _housekeeping(self) -> None:
+        """Every few seconds: clients not heard of are dropped; topics another side created (gRPC, the CLI on
+        a stopped store) are registered (RocketMQ's broker registers every 30 s)."""
+        registered = self._topics_signature()
         while True:
-            await asyncio.sleep(10)
+            await asyncio.sleep(REGISTER_CHECK_S)
             self.clients.expire(CHANNEL_EXPIRED_MS)
+            now = self._topics_signature()
+            if now != registered:
+                registered = now
+                self.register()
