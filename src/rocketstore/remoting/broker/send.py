@@ -16,7 +16,6 @@ import asyncio
 from ...errors import CorruptDataError
 from ...formats import properties as P
 from ...formats.inner_batch import decode_messages
-from ...formats.record import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, transaction_type
 from ...message import Message, PutStatus
 from .. import headers
 from ..codes import ResponseCode
@@ -134,9 +133,8 @@ class SendProcessor:
             return refused
         queue_id = self._queue(h, tc)
         props = BP.parse(h["properties"])
-        if transaction_type(h["sysFlag"]) not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE) or (
-            props.get(TRAN_PREPARED, "").lower() == "true"
-        ):
+        # a half message (TRAN_MSG=true, not a redelivered delayed one) as rejectTransactionMessage refuses it
+        if props.get(TRAN_PREPARED, "").lower() == "true" and not (h["reconsumeTimes"] and _delay_level(props) > 0):
             remark = f"the broker[{self.broker.settings.brokerIP1}] sending transaction message is forbidden"
             return response_to(cmd, ResponseCode.NO_PERMISSION, remark)
         uniq = props.get(P.UNIQ_KEY) or None
