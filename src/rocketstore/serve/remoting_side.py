@@ -1,7 +1,8 @@
 """The remoting side of `rocketstore serve`: the name server and the broker (rocketstore.remoting) on serve's
 event loop, over the store the gRPC side serves, so both protocols share messages, topics and consumer offsets.
 The broker registers into the built-in name server; the advertised broker address (what routes name) is
---remoting-advertise, else the --remoting address (this machine's address for a wildcard one)."""
+--remoting-advertise, else broker.conf's brokerIP1 with the --remoting port, else the --remoting address (this
+machine's address for a wildcard one)."""
 
 from __future__ import annotations
 
@@ -40,8 +41,11 @@ class RemotingSide:
             host, port = self.remoting_listen
             if self.advertised is not None:
                 ip, adv_port = self.advertised
-            else:
-                ip, adv_port = (address.local_address() if address.is_wildcard(host) else host), port
+            else:  # broker.conf's brokerIP1, else the listen host (this machine's address for a wildcard)
+                ip = (self.store_config.extra or {}).get("brokerIP1") or (
+                    address.local_address() if address.is_wildcard(host) else host
+                )
+                adv_port = port
             settings = BrokerSettings.from_extra(self.store_config.extra, brokerIP1=ip, listenPort=adv_port)
             routes = self.namesrv.routes if self.namesrv is not None else None
             self.broker = Broker(self.store, settings, routes=routes)
