@@ -15,6 +15,7 @@ from rocketstore.consumer import offsets_path, parse_offsets
 from rocketstore.formats.inner_batch import decode_messages
 from rocketstore.remoting.broker import Broker
 from rocketstore.remoting.namesrv import NameServer
+from rocketstore.verify import verify_store
 
 DRIVER = os.path.join(os.path.dirname(__file__), "cpp_client_driver.py")
 
@@ -86,6 +87,10 @@ def test_send_modes_land_in_the_store(cpp_client, rocketstore_remoting, mode):
             assert r["msg_id"] == m.unique_key
     if mode == "orderly":
         assert all(m.queue_id == i % 4 for i, m in ((int(m.body[1:]), m) for m in got))
+    # what the broker wrote passes rocketstore verify (every record, CRC, queue unit, index entry)
+    store.flush()
+    report = verify_store(store.root, store.config)
+    assert report["ok"], report["problems"][:5]
 
 
 def test_batch_is_one_message_as_rocketmq_stores_it(cpp_client, rocketstore_remoting):
