@@ -41,6 +41,8 @@ def test_send_auto_creates_from_tbw102_and_the_store_holds_it(tmp_path):
     assert (r1.code, r1.remark) == (R.SUCCESS, None)
     assert r1.ext_fields["queueId"] == "2" and r1.ext_fields["queueOffset"] == "0"
     assert r1.ext_fields["transactionId"] == "U1"
+    assert set(r1.ext_fields) == {"msgId", "queueId", "queueOffset", "transactionId", "MSG_REGION", "TRACE_ON"}
+    assert (r1.ext_fields["MSG_REGION"], r1.ext_fields["TRACE_ON"]) == ("DefaultRegion", "true")
     assert r2.code == R.SUCCESS and r2.ext_fields["queueOffset"] == "1"
     # the created topic: min(4 asked, TBW102's 8) queues, registered with the name server
     assert store.topic_configs["T"]["writeQueueNums"] == 4
@@ -88,6 +90,9 @@ def test_refusals(tmp_path):
     out, store = with_broker(tmp_path, scenario)
     store.close()
     assert out["bad_name"].code == R.INVALID_PARAMETER
+    # a refusal after the header parsed carries the region too (preSend); one before it does not
+    assert out["bad_name"].ext_fields == {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
+    assert not out["missing"].ext_fields
     assert (out["forbidden"].code, out["forbidden"].remark) == (
         R.NO_PERMISSION, "Sending message to topic[SCHEDULE_TOPIC_XXXX] is forbidden.")  # fmt: skip
     assert out["no_default"].code == R.TOPIC_NOT_EXIST

@@ -33,6 +33,7 @@ V2_NAMES = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defau
 _LONG_TO_SHORT = {v: k for k, v in V2_NAMES.items()}
 
 MAX_DELAY_LEVEL = 18
+REGION_ID = "DefaultRegion"  # BrokerConfig.regionId
 REAL_TOPIC, REAL_QID = "REAL_TOPIC", "REAL_QID"
 TRAN_PREPARED = "TRAN_MSG"
 
@@ -85,14 +86,14 @@ class SendProcessor:
 
     async def send(self, cmd, conn):
         h = read_header(cmd, v2=False)
-        return await (self._batch(cmd, conn, h) if h["batch"] else self._single(cmd, conn, h))
+        return _regional(await (self._batch(cmd, conn, h) if h["batch"] else self._single(cmd, conn, h)))
 
     async def send_v2(self, cmd, conn):
         h = read_header(cmd, v2=True)
-        return await (self._batch(cmd, conn, h) if h["batch"] else self._single(cmd, conn, h))
+        return _regional(await (self._batch(cmd, conn, h) if h["batch"] else self._single(cmd, conn, h)))
 
     async def send_batch(self, cmd, conn):
-        return await self._batch(cmd, conn, read_header(cmd, v2=True))
+        return _regional(await self._batch(cmd, conn, read_header(cmd, v2=True)))
 
     # ------------------------------------------------------------------ checks
     def _check(self, cmd, conn, h):
@@ -202,6 +203,13 @@ class SendProcessor:
         self.broker.arrived()
         uniq = BP.parse(h["properties"]).get(P.UNIQ_KEY)
         return self._answer(cmd, r.status, ",".join(r.msg_ids), queue_id, r.queue_offset, uniq)
+
+
+def _regional(response: RemotingCommand) -> RemotingCommand:
+    """preSend: every answer to a send whose header parsed names the region (BrokerConfig.regionId) and whether
+    tracing is on (traceOn); the Java client copies them into its SendResult."""
+    response.ext_fields = {**(response.ext_fields or {}), "MSG_REGION": REGION_ID, "TRACE_ON": "true"}
+    return response
 
 
 def _delay_level(props: dict) -> int:
