@@ -40,6 +40,13 @@ class ConsumerGroup:
         return [c.client_id for c in self.channels.values()]
 
 
+BROADCASTING = ("BROADCASTING", 0)  # MessageModel by name (Java) or by number (the C++ core)
+
+
+def _expressions(subs: dict) -> dict:
+    return {t: (s.get("expressionType"), s.get("subString")) for t, s in subs.items()}
+
+
 def _now() -> int:
     return int(time.time() * 1000)
 
@@ -71,11 +78,14 @@ class Clients:
             g.consume_type, g.message_model = cd.get("consumeType"), cd.get("messageModel")
             g.consume_from_where = cd.get("consumeFromWhere")
             subs = {s.get("topic"): s for s in cd.get("subscriptionDataSet") or () if s.get("topic")}
+            changed_subs = _expressions(subs) != _expressions(g.subscriptions)
             g.subscriptions = subs
             new = conn.id not in g.channels
             g.channels[conn.id] = ClientChannel(client_id, conn, cmd.language, cmd.version, now)
             if new:
                 log.info("consumer %s joined group %s from %s", client_id, group, conn.remote)
+            # registerConsumer: a new channel or changed subscriptions tell the group, unless it broadcasts
+            if (new or changed_subs) and g.message_model not in BROADCASTING:
                 self._notify(group)
         for pd in data.get("producerDataSet") or ():
             group = pd.get("groupName")
@@ -83,6 +93,7 @@ class Clients:
                 self.producers.setdefault(group, {})[conn.id] = ClientChannel(
                     client_id, conn, cmd.language, cmd.version, now
                 )
+        # no isSupportHeartBeatV2 in the answer: clients keep sending full heartbeats (V1), which this reads
         return response_to(cmd, ResponseCode.SUCCESS)
 
     async def unregister(self, cmd: RemotingCommand, conn):
