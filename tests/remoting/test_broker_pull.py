@@ -276,3 +276,20 @@ def test_queue_locks(tmp_path):
     assert b.body == f'{{"lockOKMQSet":[{mq(2)}]}}'.encode()  # queue 1 is A's
     assert b2.body == f'{{"lockOKMQSet":[{mq(1)},{mq(2)}]}}'.encode()  # A gave it back
     assert [m["queueId"] for m in stale] == [0]
+
+
+def test_a_topic_without_config_is_served(tmp_path):
+    from broker_fixtures import open_store
+
+    store = open_store(tmp_path)
+    assert store.put(Message("Bare", b"x"), 5).ok  # the library's put: queues, no config/topics.json entry
+    store.wait_dispatched(10)
+    assert "Bare" not in store.topic_configs
+
+    async def scenario(broker, c, store):
+        return await c.call(RC.PULL_MESSAGE, pull_ext(topic="Bare", queue_id=5)), broker.routes.route("Bare")
+
+    (r, route), store = with_broker(tmp_path, scenario, store=store)
+    store.close()
+    assert r.code == R.SUCCESS and decode_record_py(r.body, 0).body == b"x"
+    assert [q.read_queue_nums for q in route.queue_datas] == [6]

@@ -68,12 +68,26 @@ class BrokerTopics:
         cfg = self.store.topic_configs.get(name)
         if cfg is not None:
             return from_store(name, cfg)
-        return self.system.get(name)
+        if name in self.system:
+            return self.system[name]
+        return self._unconfigured().get(name)
 
     def all(self) -> dict[str, TopicConfig]:
         out = dict(self.system)
+        out.update(self._unconfigured())
         for name, cfg in list(self.store.topic_configs.items()):
             out[name] = from_store(name, cfg)
+        return out
+
+    def _unconfigured(self) -> dict[str, TopicConfig]:
+        """Topics the store has queues for but no config (written by the library's put without create_topic):
+        served with as many queues as they have (the store's queue_count)."""
+        configs = self.store.topic_configs
+        out = {}
+        for name in self.store.topics():
+            if name not in configs and name not in self.system:
+                n = self.store.queue_count(name)
+                out[name] = TopicConfig(name, n, n, RW)
         return out
 
     def create(self, name: str, queues: int) -> TopicConfig:
