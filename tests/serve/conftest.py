@@ -74,7 +74,7 @@ class ServeProcess:
         def pump():
             for line in self.proc.stdout:
                 self.lines.append(line)
-                if "listening on" in line:
+                if line.startswith("rocketstore serve: store"):  # the name server and broker log earlier
                     ready.set()
             ready.set()
 
