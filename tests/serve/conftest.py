@@ -57,6 +57,11 @@ class ServeProcess:
                 self.listen or self.endpoint,
                 "-c",
                 str(self.conf),
+                # the remoting side on free ports too (its defaults, 9876 and 10911, may be taken here)
+                "--namesrv",
+                f"127.0.0.1:{free_port()}",
+                "--remoting",
+                f"127.0.0.1:{free_port()}",
                 *self.args,
             ],
             stdout=subprocess.PIPE,
@@ -69,7 +74,7 @@ class ServeProcess:
         def pump():
             for line in self.proc.stdout:
                 self.lines.append(line)
-                if "listening on" in line:
+                if line.startswith("rocketstore serve: store"):  # the name server and broker log earlier
                     ready.set()
             ready.set()
 

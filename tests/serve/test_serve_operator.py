@@ -30,6 +30,7 @@ _spec = importlib.util.spec_from_file_location(
 _conftest = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_conftest)
 ServeProcess = _conftest.ServeProcess
+free_port = _conftest.free_port
 Code = pb.Code
 SMALL = {"mappedFileSizeCommitLog": "10485760", "brokerName": "broker-test"}
 
@@ -43,11 +44,20 @@ def _route(endpoint: str, topic: str, client: str = "route-check"):
     return r
 
 
+def _remoting_ports(args) -> list[str]:
+    """Free ports for the name server and the broker unless the test names them (9876 and 10911 may be taken)."""
+    out = []
+    for option in ("--namesrv", "--remoting"):
+        if option not in args:
+            out += [option, f"127.0.0.1:{free_port()}"]
+    return out
+
+
 def _cli(*args, timeout=60):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env.pop("GRPC_VERBOSITY", None)
     return subprocess.run(
-        [sys.executable, "-m", "rocketstore.cli", "serve", *args],
+        [sys.executable, "-m", "rocketstore.cli", "serve", *args, *_remoting_ports(args)],
         capture_output=True,
         text=True,
         env=env,

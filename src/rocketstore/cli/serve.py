@@ -35,6 +35,29 @@ from ..errors import RocketStoreError
     "with a warning.",
 )
 @click.option(
+    "--namesrv",
+    default="127.0.0.1:9876",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="HOST:PORT of the name server RocketMQ 4.x clients and mqadmin ask for routes (remoting protocol).",
+)
+@click.option(
+    "--remoting",
+    default="127.0.0.1:10911",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="HOST:PORT of the broker RocketMQ 4.x clients send to and pull from (remoting protocol).",
+)
+@click.option(
+    "--remoting-advertise",
+    metavar="HOST:PORT",
+    help="The broker address the name server's routes give (brokerIP1 and listenPort): default the --remoting "
+    "address; for a wildcard one, this machine's address.",
+)
+@click.option("--no-grpc", is_flag=True, help="Leave out the gRPC endpoint (--listen).")
+@click.option("--no-remoting", is_flag=True, help="Leave out the remoting broker (--remoting).")
+@click.option("--no-namesrv", is_flag=True, help="Leave out the name server (--namesrv).")
+@click.option(
     "-v",
     "--verbose",
     count=True,
@@ -82,6 +105,12 @@ def serve(
     store,
     listen,
     advertise,
+    namesrv,
+    remoting,
+    remoting_advertise,
+    no_grpc,
+    no_remoting,
+    no_namesrv,
     verbose,
     log_level,
     log_interval,
@@ -90,7 +119,9 @@ def serve(
     secret_keys,
     access_keys_file,
 ):
-    """Serve a store to RocketMQ 5 clients over gRPC (QueryRoute, Heartbeat, Telemetry, SendMessage,
+    """Serve a store to RocketMQ clients: RocketMQ 5 clients over gRPC (--listen), RocketMQ 4.x clients and
+    mqadmin over the remoting protocol (a name server on --namesrv, a broker on --remoting registered in it);
+    all three by default, --no-grpc / --no-remoting / --no-namesrv leave one out. gRPC: (QueryRoute, Heartbeat, Telemetry, SendMessage,
     ReceiveMessage, AckMessage, ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue,
     NotifyClientTermination). Unacked messages come back through %RETRY%<group>_<topic> and end in
     %DLQ%<group> after the max attempts. ReceiveMessage needs an invisible time of at least
@@ -105,15 +136,21 @@ def serve(
     # GRPC_VERBOSITY=ERROR or debug in the environment brings them back
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     try:
-        from ..serve.address import parse_advertise
+        from ..serve.address import parse_advertise, parse_host_port
         from ..serve.server import parse_listen, serve_forever
     except ImportError as e:
         click.echo(f"rocketstore: error: serve needs grpcio, protobuf and rocketmq-python-client: {e}", err=True)
         sys.exit(1)
+    if no_grpc and no_remoting and no_namesrv:
+        raise click.UsageError("--no-grpc, --no-remoting and --no-namesrv together leave nothing to serve")
     try:
         parse_listen(listen)
         if advertise:
             parse_advertise(advertise)
+        parse_host_port(namesrv, "--namesrv")
+        parse_host_port(remoting, "--remoting")
+        if remoting_advertise:
+            parse_advertise(remoting_advertise)
         cfg = StoreConfig.from_properties(conf) if conf else StoreConfig()
         keys = _access_keys(access_keys, secret_keys, access_keys_file)
         from ..serve.auth import keys_from_broker_conf
@@ -131,6 +168,10 @@ def serve(
             access_keys=keys,
             advertise=advertise,
             request_log_interval=log_interval,
+            grpc_enabled=not no_grpc,
+            namesrv=None if no_namesrv else namesrv,
+            remoting=None if no_remoting else remoting,
+            remoting_advertise=remoting_advertise,
         )
     except (OSError, RocketStoreError, RuntimeError) as e:
         click.echo(f"rocketstore: error: {e}", err=True)

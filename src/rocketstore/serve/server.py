@@ -21,6 +21,7 @@ from .address import ListenError
 from .aio_service import AsyncMessagingService
 from .auth import AuthInterceptor, keys_from_broker_conf
 from .protocol import service_pb2_grpc as sgrpc
+from .remoting_side import RemotingSide
 from .request_log import RequestLog, describe_client
 from .service import MessagingService, ServeConfig
 
@@ -43,9 +44,17 @@ class Server:
         access_keys: dict[str, str] | None = None,
         advertise: str | None = None,
         request_log_interval: float = 60.0,
+        *,
+        grpc_enabled: bool = True,
+        namesrv: str | None = None,
+        remoting: str | None = None,
+        remoting_advertise: str | None = None,
         **overrides,
     ):
         self.host, self.port = parse_listen(listen)
+        self.grpc_enabled = grpc_enabled
+        # the remoting side (RocketMQ 4.x clients): a name server and a broker on the same loop and store
+        self.remoting = RemotingSide(None, store_config or StoreConfig(), namesrv, remoting, remoting_advertise)
         # what the routes name: --advertise, else the listen address (this machine's address for a wildcard)
         self.advertised: tuple[str, int] | None = address.parse_advertise(advertise) if advertise else None
         self.request_log_interval = request_log_interval
@@ -64,8 +73,11 @@ class Server:
         self._stopped = threading.Event()
 
     def start(self) -> int:
-        address.check_bindable(self.host, self.port)  # an address in use: one clear error, store untouched
+        if self.grpc_enabled:
+            address.check_bindable(self.host, self.port)  # an address in use: one clear error, store untouched
+        self.remoting.check_bindable()
         self.store = MessageStore.open(self.store_path, self.store_config)
+        self.remoting.store = self.store
         try:
             host, port = self.advertised or (self.host, self.port)
             if self.advertised is None and address.is_wildcard(self.host):
@@ -77,19 +89,23 @@ class Server:
                     host,
                 )
             config = ServeConfig.from_store_config(self.store_config, host=host, port=port, **self.overrides)
-            self.service = MessagingService(self.store, config)
-            self.requests = RequestLog(
-                self.request_log_interval, config.channel_expired_ms / 1000.0, describe_client(self.service)
-            )
             self._loop = asyncio.new_event_loop()
             self._loop_thread = threading.Thread(target=self._loop.run_forever, name="serve-loop", daemon=True)
             self._loop_thread.start()
-            self.port = asyncio.run_coroutine_threadsafe(self._start_grpc(config), self._loop).result(60)
-            self.requests.start()
+            if self.grpc_enabled:
+                self.service = MessagingService(self.store, config)
+                self.requests = RequestLog(
+                    self.request_log_interval, config.channel_expired_ms / 1000.0, describe_client(self.service)
+                )
+                self.port = asyncio.run_coroutine_threadsafe(self._start_grpc(config), self._loop).result(60)
+                self.requests.start()
+            asyncio.run_coroutine_threadsafe(self.remoting.start(), self._loop).result(60)
         except BaseException:
             self._stopped.set()  # stop() has nothing left to do
             if self.grpc_server is not None and self._loop is not None:
                 asyncio.run_coroutine_threadsafe(self.grpc_server.stop(None), self._loop).result(30)
+            if self._loop is not None:
+                asyncio.run_coroutine_threadsafe(self.remoting.close(), self._loop).result(30)
             self._close_loop()
             if self.aio_service is not None:
                 self.aio_service.close()
@@ -145,6 +161,8 @@ class Server:
             self.aio_service.stop()  # long polls answer now
         if self.grpc_server is not None:
             asyncio.run_coroutine_threadsafe(self.grpc_server.stop(grace), self._loop).result(grace + 30)
+        if self._loop is not None:
+            asyncio.run_coroutine_threadsafe(self.remoting.close(), self._loop).result(grace + 30)
         if self.aio_service is not None:
             self.aio_service.close()  # the thread pools, after their last call
         self._close_loop()
@@ -165,8 +183,10 @@ def serve_forever(
     access_keys: dict[str, str] | None = None,
     advertise: str | None = None,
     request_log_interval: float = 60.0,
+    **sides,
 ) -> None:
-    """Serve until SIGINT or SIGTERM, then stop cleanly."""
+    """Serve until SIGINT or SIGTERM, then stop cleanly. `sides`: grpc_enabled, namesrv, remoting,
+    remoting_advertise (Server's)."""
     server = Server(
         store_path,
         listen,
@@ -174,6 +194,7 @@ def serve_forever(
         access_keys=access_keys,
         advertise=advertise,
         request_log_interval=request_log_interval,
+        **sides,
     )
     stop = threading.Event()
 
@@ -183,14 +204,19 @@ def serve_forever(
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         port = server.start()
-        routes = address.join(server.service.config.host, server.service.config.port)
-        listening = address.join(server.host, port)
-        echo(
-            f"rocketstore serve: store {server.store.root}, listening on {listening}"
-            f"{'' if routes == listening else f', routes name {routes}'} "
-            f"(apache.rocketmq.v2.MessagingService, gRPC"
-            f"{', authentication: %d access key(s)' % len(server.access_keys) if server.access_keys else ''})"
-        )
+        parts = []
+        if server.service is not None:
+            routes = address.join(server.service.config.host, server.service.config.port)
+            listening = address.join(server.host, port)
+            parts.append(
+                f"listening on {listening}{'' if routes == listening else f', routes name {routes}'} "
+                f"(apache.rocketmq.v2.MessagingService, gRPC"
+                f"{', authentication: %d access key(s)' % len(server.access_keys) if server.access_keys else ''})"
+            )
+        remoting = server.remoting.describe()
+        if remoting:
+            parts.append(f"{remoting} (RocketMQ remoting)")
+        echo(f"rocketstore serve: store {server.store.root}, " + "; ".join(parts))
         sys.stdout.flush()
         while not stop.wait(0.5):
             pass

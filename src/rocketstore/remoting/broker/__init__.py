@@ -1,0 +1,159 @@
+"""RocketMQ's broker over the remoting protocol (default port 10911), serving one MessageStore to RocketMQ 4.x
+clients (Java DefaultMQProducer / DefaultMQPushConsumer, the C++ core and the clients built on it):
+send (send.py), pull with long polling (pull.py, hold.py), consumer offsets and queue offsets (offsets.py),
+heartbeats and consumer lists (clients.py), delay levels (schedule.py), and the topic table it registers with a
+name server (topics.py). The built-in name server's route table is given as `routes`: the broker registers into
+it directly (never expiring) at start and whenever a topic is created.
+
+Queue locks for orderly consumers: locks.py. Not served yet: send-back of failed messages (retry topic, %DLQ%),
+transactions, ACL, and mqadmin's admin requests (runtime info, topic updates)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from dataclasses import dataclass
+
+from ..namesrv.routes import DataVersion
+from ..server import RemotingServer
+from .clients import Clients
+from .hold import PullHold
+from .locks import QueueLocks
+from .offsets import Offsets
+from .pull import PullProcessor
+from .schedule import ScheduleService
+from .send import SendProcessor
+from .topics import BrokerTopics
+
+log = logging.getLogger("rocketstore.remoting.broker")
+
+DEFAULT_PORT = 10911
+CHANNEL_EXPIRED_MS = 120_000
+REGISTER_CHECK_S = 2.0  # ClientHousekeepingService: a client silent this long is dropped
+
+
+@dataclass
+class BrokerSettings:
+    """The BrokerConfig options this broker honours, under RocketMQ's names and with its defaults (brokerName:
+    rocketstore's, the name the gRPC side gives too)."""
+
+    brokerClusterName: str = "DefaultCluster"
+    brokerName: str = "rocketstore"
+    brokerId: int = 0
+    brokerIP1: str = "127.0.0.1"  # the address clients are given (advertised)
+    listenPort: int = 0  # the advertised port; 0: the port bound
+    brokerPermission: int = 6  # PermName.PERM_READ | PERM_WRITE
+    autoCreateTopicEnable: bool = True
+    defaultTopicQueueNums: int = 8
+    longPollingEnable: bool = True
+    notifyConsumerIdsChangedEnable: bool = True
+    enablePropertyFilter: bool = False
+
+    @property
+    def address(self) -> str:
+        return f"{self.brokerIP1}:{self.listenPort}"
+
+    @classmethod
+    def from_extra(cls, extra: dict, **overrides) -> "BrokerSettings":
+        """Settings from a broker.conf's keys (StoreConfig.extra), then `overrides`."""
+        s = cls()
+        for name, value in (extra or {}).items():
+            if hasattr(s, name) and not name.startswith("_") and name != "address":
+                current = getattr(s, name)
+                if isinstance(current, bool):
+                    value = str(value).strip().lower() == "true"
+                elif isinstance(current, int):
+                    value = int(value)
+                setattr(s, name, value)
+        for name, value in overrides.items():
+            setattr(s, name, value)
+        return s
+
+
+class Broker:
+    def __init__(self, store, settings: BrokerSettings | None = None, routes=None, **server_options):
+        self.store = store
+        self.settings = settings or BrokerSettings()
+        self.routes = routes  # the built-in name server's RouteTable, or None
+        self.subscription_groups: set[str] = set(store.consumer_offsets.groups())
+        self.topics = BrokerTopics(store, self.settings, on_change=self.register)
+        self.clients = Clients(self)
+        self.offsets = Offsets(self)
+        self.hold = PullHold(store)
+        self.schedule = ScheduleService(store, self.arrived)
+        self.locks = QueueLocks()
+        handlers = {}
+        for part in (SendProcessor(self), PullProcessor(self), self.offsets, self.clients, self.locks):
+            handlers.update(part.handlers())
+        self.server = RemotingServer(handlers, name="broker", on_close=self.clients.connection_closed, **server_options)
+        self._tasks: set[asyncio.Task] = set()
+        self._version = DataVersion(0, int(time.time() * 1000), 0)
+        self._rand = random.Random()
+
+    async def start(self, host: str = "0.0.0.0", port: int = DEFAULT_PORT) -> int:
+        port = await self.server.start(host, port)
+        if not self.settings.listenPort:  # advertise the port bound
+            self.settings.listenPort = port
+        self.hold.start()
+        self.schedule.start()
+        self.spawn(self.offsets.flush_loop())
+        self.spawn(self._housekeeping())
+        self.register()
+        log.info("broker %s listening on %s:%d, advertised as %s", self.settings.brokerName, host, port,
+                 self.settings.address)  # fmt: skip
+        return port
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.server.close()
+        self.hold.stop()
+        self.schedule.stop()
+        await asyncio.to_thread(self.offsets.flush)
+        if self.routes is not None:
+            s = self.settings
+            self.routes.unregister_broker(s.brokerClusterName, s.address, s.brokerName, s.brokerId)
+
+    # ------------------------------------------------------------------ helpers for the processors
+    def spawn(self, coro) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def arrived(self) -> None:
+        """A put went through: held pulls look again (callable from any thread)."""
+        self.hold.arrived_threadsafe()
+
+    def random_queue(self, count: int) -> int:
+        return self._rand.randrange(max(count, 1))
+
+    def register(self) -> None:
+        """registerBrokerAll into the built-in name server: every topic, a new data version."""
+        if self.routes is None:
+            return
+        s = self.settings
+        self._version = DataVersion(0, int(time.time() * 1000), self._version.counter + 1)
+        self.routes.register_broker(
+            s.brokerClusterName, s.address, s.brokerName, s.brokerId, s.address, self.topics.all(),
+            DataVersion(self._version.state_version, self._version.timestamp, self._version.counter),
+            int(time.time() * 1000), timeout_ms=None, refuse_unregistered_single=False,
+        )  # fmt: skip
+
+    def _topics_signature(self) -> tuple:
+        return tuple(sorted((n, c.get("readQueueNums"), c.get("writeQueueNums"), c.get("perm"))
+                            for n, c in list(self.store.topic_configs.items())))  # fmt: skip
+
+    async def _housekeeping(self) -> None:
+        """Every few seconds: clients not heard of are dropped; topics another side created (gRPC, the CLI on
+        a stopped store) are registered (RocketMQ's broker registers every 30 s)."""
+        registered = self._topics_signature()
+        while True:
+            await asyncio.sleep(REGISTER_CHECK_S)
+            self.clients.expire(CHANNEL_EXPIRED_MS)
+            now = self._topics_signature()
+            if now != registered:
+                registered = now
+                self.register()

@@ -1,0 +1,64 @@
+"""Long polling (RocketMQ's PullRequestHoldService): a pull that found nothing waits until its queue's max offset
+passes the offset it asked for, or its time is up. Every put this broker makes, and every dispatch the store
+reports (a watcher thread on the store's arrivals: sends over gRPC, delayed messages coming due), wakes the
+waiting pulls to look again; they also look once a second (a wake-up that slipped between two waits)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+RECHECK_S = 1.0
+
+
+class PullHold:
+    def __init__(self, store):
+        self.store = store
+        self._event = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._watch, name="broker-arrivals", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            self.store.wait_for_arrival(0.5)
+            self.arrived_threadsafe()
+
+    def arrived_threadsafe(self) -> None:
+        """arrived(), from any thread."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self.arrived)
+            except RuntimeError:  # the loop closed meanwhile
+                pass
+
+    def arrived(self) -> None:
+        """Messages may have arrived: every waiting pull looks again."""
+        event, self._event = self._event, asyncio.Event()
+        event.set()
+
+    async def wait(self, topic: str, queue_id: int, offset: int, timeout_s: float) -> bool:
+        """True once the queue holds a message at `offset` or beyond, False when the time is up."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            if self.store.max_offset(topic, queue_id) > offset:
+                return True
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self._event.wait(), min(left, RECHECK_S))
+            except asyncio.TimeoutError:
+                pass

@@ -1,0 +1,117 @@
+"""Consumer offsets and queue offsets (ConsumerManageProcessor, AdminBrokerProcessor): QUERY_CONSUMER_OFFSET,
+UPDATE_CONSUMER_OFFSET, GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP, GET_EARLIEST_MSG_STORETIME.
+
+Committed offsets are the store's (config/consumerOffset.json, the table the gRPC side commits to as well).
+Commits are kept in memory first and written together every second (RocketMQ persists its offset table every
+flushConsumerOffsetInterval, 5 s) and at close; a query sees the newest commit at once."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+from .. import headers
+from ..codes import RequestCode, ResponseCode
+from ..command import response_to
+
+log = logging.getLogger("rocketstore.remoting.broker")
+
+
+class Offsets:
+    def __init__(self, broker):
+        self.broker = broker
+        self.store = broker.store
+        self._pending: dict[tuple[str, str], dict[int, int]] = {}
+        self._lock = threading.Lock()
+
+    def handlers(self) -> dict:
+        return {RequestCode.QUERY_CONSUMER_OFFSET: self.query_consumer_offset,
+                RequestCode.UPDATE_CONSUMER_OFFSET: self.update_consumer_offset,
+                RequestCode.GET_MAX_OFFSET: self.max_offset, RequestCode.GET_MIN_OFFSET: self.min_offset,
+                RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset,
+                RequestCode.GET_EARLIEST_MSG_STORETIME: self.earliest_time}  # fmt: skip
+
+    # ------------------------------------------------------------------ the table
+    def query(self, group: str, topic: str, queue_id: int) -> int:
+        with self._lock:
+            pending = self._pending.get((group, topic), {}).get(queue_id)
+        return pending if pending is not None else self.store.consumer_offsets.query(group, topic, queue_id)
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        with self._lock:
+            self._pending.setdefault((group, topic), {})[queue_id] = offset
+
+    def flush(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        for (group, topic), offsets in pending.items():
+            try:
+                self.store.consumer_offsets.commit(group, topic, offsets)
+            except Exception:  # the offsets stay for the next flush
+                log.exception("cannot persist the offsets of %s for %s", group, topic)
+                with self._lock:
+                    newer = self._pending.setdefault((group, topic), {})
+                    for q, o in offsets.items():
+                        newer.setdefault(q, o)
+
+    async def flush_loop(self, interval_s: float = 1.0) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            if self._pending:
+                await asyncio.to_thread(self.flush)
+
+    # ------------------------------------------------------------------ requests
+    async def query_consumer_offset(self, cmd, conn):
+        h = headers.read(cmd, {"consumerGroup": "str", "topic": "str", "queueId": "int"},
+                         {"setZeroIfNotFound": "bool"})  # fmt: skip
+        offset = self.query(h["consumerGroup"], h["topic"], h["queueId"])
+        if offset >= 0:
+            return response_to(cmd, ResponseCode.SUCCESS, None, headers.write(offset=offset))
+        if h["setZeroIfNotFound"] is False:
+            return response_to(
+                cmd, ResponseCode.QUERY_NOT_FOUND, "Not found, do not set to zero, maybe this group boot first"
+            )
+        topic, q = h["topic"], h["queueId"]
+        # minOffset <= 0 and the message at offset 0 in memory (checkInMemByConsumeOffset): every message of the
+        # queue is at hand, so a new group starts at 0; rocketstore has it when the queue holds offset 0
+        if self.store.min_offset(topic, q) <= 0 and self.store.max_offset(topic, q) > 0:
+            return response_to(cmd, ResponseCode.SUCCESS, None, headers.write(offset=0))
+        return response_to(
+            cmd, ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
+        )
+
+    async def update_consumer_offset(self, cmd, conn):
+        h = headers.read(cmd, {"consumerGroup": "str", "topic": "str"}, {"queueId": "int", "commitOffset": "long"})
+        group, topic = h["consumerGroup"], h["topic"]
+        if group not in self.broker.subscription_groups:
+            return response_to(cmd, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {group} not exist!")
+        if self.broker.topics.get(topic) is None:
+            return response_to(cmd, ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} not exist!")
+        if h["queueId"] is None:
+            return response_to(cmd, ResponseCode.INVALID_PARAMETER, f"QueueId is null, topic is {topic}")
+        if h["commitOffset"] is None:
+            return response_to(cmd, ResponseCode.INVALID_PARAMETER, f"Offset is null, topic is {topic}")
+        self.commit(group, topic, h["queueId"], h["commitOffset"])
+        return response_to(cmd, ResponseCode.SUCCESS)
+
+    async def max_offset(self, cmd, conn):
+        h = headers.read(cmd, {"topic": "str", "queueId": "int"}, {"committed": "bool"})
+        offset = await asyncio.to_thread(self.store.max_offset, h["topic"], h["queueId"])
+        return response_to(cmd, ResponseCode.SUCCESS, None, headers.write(offset=offset))
+
+    async def min_offset(self, cmd, conn):
+        h = headers.read(cmd, {"topic": "str", "queueId": "int"})
+        offset = await asyncio.to_thread(self.store.min_offset, h["topic"], h["queueId"])
+        return response_to(cmd, ResponseCode.SUCCESS, None, headers.write(offset=offset))
+
+    async def search_offset(self, cmd, conn):
+        h = headers.read(cmd, {"topic": "str", "queueId": "int", "timestamp": "long"}, {"boundaryType": "str"})
+        boundary = "upper" if (h["boundaryType"] or "").upper() == "UPPER" else "lower"
+        offset = await asyncio.to_thread(self.store.offset_by_time, h["topic"], h["queueId"], h["timestamp"], boundary)
+        return response_to(cmd, ResponseCode.SUCCESS, None, headers.write(offset=offset))
+
+    async def earliest_time(self, cmd, conn):
+        h = headers.read(cmd, {"topic": "str", "queueId": "int"})
+        ts = await asyncio.to_thread(self.store.earliest_message_time, h["topic"], h["queueId"])
+        return response_to(cmd, ResponseCode.SUCCESS, None, headers.write(timestamp=ts))

@@ -1,0 +1,47 @@
+"""A sent message's properties as the broker stores them: string2messageProperties fills a java.util.HashMap
+created with capacity 128, the broker adds UNIQ_KEY (when the producer set none) and CLUSTER, and
+messageProperties2String writes the map in its iteration order: by bucket ((h ^ h >>> 16) & (capacity - 1), h the
+String.hashCode), insertion order within a bucket."""
+
+import itertools
+import os
+import random
+import struct
+import time
+
+from ...formats import properties as P
+from ...formats.javahash import java_string_hash
+
+CLUSTER = "CLUSTER"
+HASHMAP_CAPACITY = 128  # string2messageProperties: new HashMap<>(128)
+
+
+def parse(text: str | None) -> dict[str, str]:
+    """string2messageProperties: empty names and values dropped; a repeated name keeps its first place."""
+    return P.parse_properties(text) if text else {}
+
+
+def hashmap_order(names: list[str], capacity: int = HASHMAP_CAPACITY) -> list[str]:
+    while len(names) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(name: str) -> int:
+        h = java_string_hash(name) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return [n for _, _, n in sorted((bucket(n), i, n) for i, n in enumerate(names))]
+
+
+def to_string(props: dict[str, str]) -> str:
+    """messageProperties2String over the HashMap the broker built."""
+    return "".join(f"{k}\x01{props[k]}\x02" for k in hashmap_order(list(props)))
+
+
+_counter = itertools.count(random.randrange(1 << 16))
+_PREFIX = struct.pack(">4sHI", bytes([127, 0, 0, 1]), os.getpid() & 0xFFFF, random.getrandbits(32))
+
+
+def new_uniq_id() -> str:
+    """MessageClientIDSetter.createUniqID's layout: ip, pid, a random class-loader hash, time, counter (hex)."""
+    now = int(time.time() * 1000)
+    return (_PREFIX + struct.pack(">IH", now & 0xFFFFFFFF, next(_counter) & 0xFFFF)).hex().upper()

@@ -1,0 +1,153 @@
+"""PULL_MESSAGE (11) as RocketMQ's PullMessageProcessor answers it: the checks (topic, queue id, subscription:
+the request's own with FLAG_SUBSCRIPTION, else the one the group's heartbeat registered), the store's get with
+the subscription's tags (or its SQL92 expression, with enablePropertyFilter), the get's status as the response
+code (PULL_NOT_FOUND, PULL_OFFSET_MOVED, PULL_RETRY_IMMEDIATELY, with GetMessageStatus's name as the remark), the
+header (nextBeginOffset, minOffset, maxOffset, suggestWhichBrokerId, topicSysFlag, groupSysFlag), and the body:
+the found records' bytes as the CommitLog holds them, one after the other. A pull with FLAG_SUSPEND that finds
+nothing is held (hold.py) for suspendTimeoutMillis, then answered after one more look. FLAG_COMMIT_OFFSET commits
+commitOffset first."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ...filter import FilterSyntaxError
+from ...filter import compile as compile_sql
+from ...message import GetStatus
+from .. import headers
+from ..codes import RequestCode, ResponseCode
+from ..command import response_to
+from .topics import FAQ
+
+FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
+PERM_READ = 4
+SHORT_POLLING_MS = 1000  # BrokerConfig.shortPollingTimeMills
+
+REQUIRED = {"consumerGroup": "str", "topic": "str", "queueId": "int", "queueOffset": "long", "maxMsgNums": "int",
+            "sysFlag": "int", "commitOffset": "long", "suspendTimeoutMillis": "long", "subVersion": "long"}  # fmt: skip
+OPTIONAL = {"subscription": "str", "expressionType": "str", "maxMsgBytes": "int"}
+
+CODES = {
+    GetStatus.FOUND: ResponseCode.SUCCESS,
+    GetStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetStatus.OFFSET_RESET: ResponseCode.PULL_OFFSET_MOVED,
+    GetStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+def response_code(status: GetStatus, requested_offset: int) -> int:
+    if status in (GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE):
+        return ResponseCode.PULL_OFFSET_MOVED if requested_offset != 0 else ResponseCode.PULL_NOT_FOUND
+    return CODES[status]
+
+
+class PullProcessor:
+    def __init__(self, broker):
+        self.broker = broker
+        self.store = broker.store
+
+    def handlers(self) -> dict:
+        return {RequestCode.PULL_MESSAGE: self.pull}
+
+    def _subscription(self, cmd, h):
+        """(expression type, expression) or the refusal."""
+        if h["sysFlag"] & FLAG_SUBSCRIPTION:
+            expr_type = (h["expressionType"] or "TAG").upper()
+            expr = h["subscription"] or "*"
+        else:
+            sub = self.broker.clients.subscription(h["consumerGroup"], h["topic"])
+            if self.broker.clients.consumers.get(h["consumerGroup"]) is None:
+                return response_to(
+                    cmd, ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist" + FAQ
+                )
+            if sub is None:
+                return response_to(
+                    cmd, ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist" + FAQ
+                )
+            expr_type = str(sub.get("expressionType") or "TAG").upper()
+            expr = sub.get("subString") or "*"
+        if expr_type == "TAG":
+            return "TAG", expr.strip() or "*"
+        if expr_type != "SQL92" or not self.broker.settings.enablePropertyFilter:
+            return response_to(
+                cmd, ResponseCode.SYSTEM_ERROR, f"The broker does not support consumer to filter message by {expr_type}"
+            )
+        try:
+            compile_sql(expr)
+        except FilterSyntaxError:
+            return response_to(cmd, ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed")
+        return "SQL92", expr
+
+    async def pull(self, cmd, conn):
+        h = headers.read(cmd, REQUIRED, OPTIONAL)
+        settings = self.broker.settings
+        if not settings.brokerPermission & PERM_READ:
+            return response_to(
+                cmd, ResponseCode.NO_PERMISSION, f"the broker[{settings.brokerIP1}] pulling message is forbidden"
+            )
+        group, topic, q = h["consumerGroup"], h["topic"], h["queueId"]
+        self.broker.subscription_groups.add(group)  # autoCreateSubscriptionGroup
+        tc = self.broker.topics.get(topic)
+        if tc is None:
+            remark = f"topic[{topic}] not exist, apply first please! {FAQ}"
+            return response_to(cmd, ResponseCode.TOPIC_NOT_EXIST, remark)
+        if not tc.perm & PERM_READ:
+            return response_to(cmd, ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden")
+        if q < 0 or q >= tc.read_queue_nums:
+            remark = (f"queueId[{q}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{tc.read_queue_nums}] "
+                      f"consumer:[{conn.remote}]")  # fmt: skip
+            return response_to(cmd, ResponseCode.INVALID_PARAMETER, remark)
+        sub = self._subscription(cmd, h)
+        if not isinstance(sub, tuple):
+            return sub
+        if h["sysFlag"] & FLAG_COMMIT_OFFSET:
+            self.broker.offsets.commit(group, topic, q, h["commitOffset"])
+        response = await self._look(cmd, h, sub)
+        if response.code != ResponseCode.PULL_NOT_FOUND or not h["sysFlag"] & FLAG_SUSPEND:
+            return response
+        polling_ms = h["suspendTimeoutMillis"] if settings.longPollingEnable else SHORT_POLLING_MS
+        await self.broker.hold.wait(topic, q, h["queueOffset"], max(polling_ms, 0) / 1000)
+        return await self._look(cmd, h, sub)
+
+    async def _look(self, cmd, h, sub):
+        kind, expr = sub
+        tags, sql = (expr, None) if kind == "TAG" else (None, expr)
+        max_count = max(h["maxMsgNums"], 0)
+        r = await asyncio.to_thread(
+            self.store.get,
+            h["consumerGroup"],
+            h["topic"],
+            h["queueId"],
+            h["queueOffset"],
+            max_count,
+            tags,
+            0,
+            None,
+            sql,
+        )
+        code = response_code(r.status, h["queueOffset"])
+        ext = headers.write(
+            suggestWhichBrokerId=0,
+            nextBeginOffset=r.next_begin_offset,
+            minOffset=r.min_offset,
+            maxOffset=r.max_offset,
+            topicSysFlag=0,
+            groupSysFlag=0,
+        )
+        body = b""
+        if code == ResponseCode.SUCCESS:
+            body = await asyncio.to_thread(self._records, r.messages)
+        return response_to(cmd, code, r.status.name, ext, body)
+
+    def _records(self, messages) -> bytes:
+        read = self.store.commitlog.read
+        parts = []
+        for m in messages:
+            view = read(m.physical_offset, m.size)
+            if view is not None:
+                parts.append(bytes(view))
+        return b"".join(parts)

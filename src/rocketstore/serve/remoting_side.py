@@ -1,0 +1,69 @@
+"""The remoting side of `rocketstore serve`: the name server and the broker (rocketstore.remoting) on serve's
+event loop, over the store the gRPC side serves, so both protocols share messages, topics and consumer offsets.
+The broker registers into the built-in name server; the advertised broker address (what routes name) is
+--remoting-advertise, else broker.conf's brokerIP1 with the --remoting port, else the --remoting address (this
+machine's address for a wildcard one)."""
+
+from __future__ import annotations
+
+import logging
+
+from . import address
+
+log = logging.getLogger("rocketstore.serve")
+
+
+class RemotingSide:
+    def __init__(self, store, store_config, namesrv: str | None, remoting: str | None, advertise: str | None = None):
+        self.store = store
+        self.store_config = store_config
+        self.namesrv_listen = address.parse_host_port(namesrv, "--namesrv") if namesrv else None
+        self.remoting_listen = address.parse_host_port(remoting, "--remoting") if remoting else None
+        self.advertised = address.parse_advertise(advertise) if advertise else None
+        self.namesrv = None
+        self.broker = None
+        self.namesrv_port = None
+        self.broker_port = None
+
+    def check_bindable(self) -> None:
+        for listen in (self.namesrv_listen, self.remoting_listen):
+            if listen is not None:
+                address.check_bindable(*listen)
+
+    async def start(self) -> None:
+        from ..remoting.broker import Broker, BrokerSettings
+        from ..remoting.namesrv import NameServer
+
+        if self.namesrv_listen is not None:
+            self.namesrv = NameServer()
+            self.namesrv_port = await self.namesrv.start(*self.namesrv_listen)
+        if self.remoting_listen is not None:
+            host, port = self.remoting_listen
+            if self.advertised is not None:
+                ip, adv_port = self.advertised
+            else:  # broker.conf's brokerIP1, else the listen host (this machine's address for a wildcard)
+                ip = (self.store_config.extra or {}).get("brokerIP1") or (
+                    address.local_address() if address.is_wildcard(host) else host
+                )
+                adv_port = port
+            settings = BrokerSettings.from_extra(self.store_config.extra, brokerIP1=ip, listenPort=adv_port)
+            routes = self.namesrv.routes if self.namesrv is not None else None
+            self.broker = Broker(self.store, settings, routes=routes)
+            self.broker_port = await self.broker.start(host, port)
+
+    async def close(self) -> None:
+        if self.broker is not None:
+            await self.broker.close()
+        if self.namesrv is not None:
+            await self.namesrv.close()
+
+    def describe(self) -> str:
+        parts = []
+        if self.namesrv is not None:
+            parts.append(f"name server on {address.join(self.namesrv_listen[0], self.namesrv_port)}")
+        if self.broker is not None:
+            parts.append(
+                f"broker {self.broker.settings.brokerName} on {address.join(self.remoting_listen[0], self.broker_port)}"
+                f" (routes name {self.broker.settings.address})"
+            )
+        return ", ".join(parts)
