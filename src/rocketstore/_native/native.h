@@ -13,6 +13,7 @@ extern PyMethodDef rs_common_methods[];
 extern PyMethodDef rs_put_methods[];
 extern PyMethodDef rs_scan_methods[];
 extern PyMethodDef rs_read_methods[];   /* read.c */
+int rs_read_init(void);                 /* read.c: its interned names */
 extern PyMethodDef rs_arrow_methods[];  /* arrow.c */
 extern PyMethodDef rs_index_methods[];  /* index.c */
 extern PyMethodDef rs_props_methods[];  /* props.c */
