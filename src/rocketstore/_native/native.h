@@ -23,6 +23,8 @@ extern PyObject *rs_CorruptDataError;
 
 /* Java's String.hashCode over the UTF-16 code units of a str (int32, wrapping). */
 int32_t rs_java_hash_str(PyObject *s);
+/* IndexFile's key hash of "topic#key" (index.c). */
+int32_t rs_index_key_hash(PyObject *topic, PyObject *key);
 
 /* Big-endian reads from a byte pointer; callers check bounds first. */
 static inline int32_t rs_be32(const unsigned char *p) {
