@@ -70,15 +70,30 @@ def unit_filter(cq, codes, matches):
     return accept
 
 
-def parse_subscription(tags) -> set[int] | None:
+_SUBSCRIPTIONS: dict[str, frozenset[int] | None] = {}  # a consumer asks with the same string get after get
+
+
+def parse_subscription(tags) -> frozenset[int] | None:
     """None (all) or the set of int32 tag hash codes, as FilterAPI.buildSubscriptionData builds it."""
     if tags is None:
         return None
     if isinstance(tags, str):
+        codes = _SUBSCRIPTIONS.get(tags, ())
+        if codes == ():
+            codes = _parse_subscription(tags)
+            if len(_SUBSCRIPTIONS) >= 1024:
+                _SUBSCRIPTIONS.clear()
+            _SUBSCRIPTIONS[tags] = codes
+        return codes
+    return _parse_subscription(tags)
+
+
+def _parse_subscription(tags) -> frozenset[int] | None:
+    if isinstance(tags, str):
         if tags.strip() in ("", "*"):
             return None
         tags = [t.strip() for t in tags.split("||")]
-    codes = {java_string_hash(t) for t in tags if t}
+    codes = frozenset(java_string_hash(t) for t in tags if t)
     return codes or None
 
 
