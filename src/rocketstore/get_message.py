@@ -11,7 +11,8 @@ from .errors import CorruptDataError
 from .formats.cq_ext import MAX_ADDR as EXT_MAX_ADDR
 from .formats.javahash import java_string_hash
 from .formats.record import decode_record, unit_target_problem
-from .get_plain import take_plain
+from . import engine
+from .get_plain import get_plain, take_plain
 from .lookups import verify_prop_crc
 from .message import GetResult, GetStatus
 from .services.queue_check import BAD, GOOD, Unit, check_unit, corrupt_record, repair_units
@@ -69,20 +70,40 @@ def unit_filter(cq, codes, matches):
     return accept
 
 
-def parse_subscription(tags) -> set[int] | None:
+_SUBSCRIPTIONS: dict[str, frozenset[int] | None] = {}  # a consumer asks with the same string get after get
+
+
+def parse_subscription(tags) -> frozenset[int] | None:
     """None (all) or the set of int32 tag hash codes, as FilterAPI.buildSubscriptionData builds it."""
     if tags is None:
         return None
     if isinstance(tags, str):
+        codes = _SUBSCRIPTIONS.get(tags, ())
+        if codes == ():
+            codes = _parse_subscription(tags)
+            if len(_SUBSCRIPTIONS) >= 1024:
+                _SUBSCRIPTIONS.clear()
+            _SUBSCRIPTIONS[tags] = codes
+        return codes
+    return _parse_subscription(tags)
+
+
+def _parse_subscription(tags) -> frozenset[int] | None:
+    if isinstance(tags, str):
         if tags.strip() in ("", "*"):
             return None
         tags = [t.strip() for t in tags.split("||")]
-    codes = {java_string_hash(t) for t in tags if t}
+    codes = frozenset(java_string_hash(t) for t in tags if t)
     return codes or None
 
 
+# the native engine answers most gets in one call (get_plain.get_plain); the pure one always scans
+_ONE_CALL = engine.native is not None
+
+
 def get(store, cq, offset: int, max_count: int, codes, matches=None, accept_message=None) -> GetResult:
-    """getMessage on a queue that exists: the answers for an offset outside it, else the scan."""
+    """getMessage on a queue that exists: the answers for an offset outside it, else the scan (with the
+    native engine, get_plain's one call first: the scan answers what it leaves)."""
     lo, hi = cq.min_offset, cq.max_offset
     if hi == 0:
         return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
@@ -92,6 +113,36 @@ def get(store, cq, offset: int, max_count: int, codes, matches=None, accept_mess
         return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
     if offset > hi:
         return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
+    if _ONE_CALL and matches is None and accept_message is None and not cq.is_batch and cq.ext is None:
+        cfg = store.config
+        if not cfg.force_verify_prop_crc:
+            cl = store.commitlog
+            got = get_plain(
+                cq.files.files,
+                cq.file_size,
+                cq.min_logic_offset,
+                cl.files.files,
+                cl.file_size,
+                offset,
+                hi,
+                max_count,
+                codes,
+                EXT_MAX_ADDR,
+                (
+                    cfg.max_transfer_bytes_on_message_in_memory,
+                    cfg.max_transfer_count_on_message_in_memory,
+                    cfg.max_transfer_bytes_on_message_in_disk,
+                    cfg.max_transfer_count_on_message_in_disk,
+                ),
+                cfg.max_filter_message_size,
+                cfg.travel_cq_file_num_when_get_message,
+                int(store.total_memory * (cfg.access_message_in_memory_max_ratio / 100.0)),
+                cq.topic,
+                cq.queue_id,
+            )
+            if got is not None:
+                status = GetStatus.FOUND if got[2] else GetStatus.NO_MATCHED_MESSAGE
+                return GetResult(status, got[0], lo, hi, got[3], got[1], got[2], 0, offset)
     return scan(store, cq, offset, max_count, codes, matches, accept_message, (lo, hi))
 
 

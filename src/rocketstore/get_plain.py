@@ -1,12 +1,131 @@
-"""A get's fast path (issue #15): the plain units at the head of a ConsumeQueue file's units, taken in one
-compiled loop (formats.cq.take_units) by get_message.scan before its careful loop, which goes on from the
-first unit that needs a closer look (another segment, a record that does not decode or is not the unit's,
-the unit that fills the batch). Only for a get with no record-level filter, no ext and no CRC check."""
+"""A get's fast paths (issue #15).
+
+get_plain: a whole get of a plain ConsumeQueue (no ext, no filter but the tag set, no CRC check) in one
+call, or None when the careful loop (get_message.scan) must answer; get_message.get asks it first when the
+engine is native. get_plain_py is its reference.
+
+take_plain: the plain units at the head of a ConsumeQueue file's units, taken in one compiled loop
+(formats.cq.take_units) by get_message.scan before its careful loop, which goes on from the first unit that
+needs a closer look (another segment, a record that does not decode or is not the unit's, the unit that
+fills the batch). Only for a get with no record-level filter, no ext and no CRC check."""
 
 from __future__ import annotations
 
+from . import engine
+from .errors import CorruptDataError
 from .formats import cq as CQ
 from .formats.cq_ext import MAX_ADDR as EXT_MAX_ADDR
+from .formats.record import decode_record_py
+
+MAX_PULL_MSG_SIZE = 128 * 1024 * 1024
+UNIT = CQ.UNIT_SIZE
+
+
+def _find(files: list, file_size: int, offset: int):
+    """MappedFileQueue.find(offset) over its list of files: (start, read position, buffer) or None."""
+    if not files or offset < 0:
+        return None
+    idx = offset // file_size - files[0].file_from_offset // file_size
+    if not 0 <= idx < len(files):
+        return None
+    mf = files[idx]
+    if not mf.file_from_offset <= offset < mf.file_from_offset + file_size or mf.buf is None:
+        return None
+    return mf.file_from_offset, mf.read_position, mf.buf
+
+
+def get_plain_py(
+    cq_files: list,
+    cq_file_size: int,
+    cq_min_logic_offset: int,
+    cl_files: list,
+    cl_file_size: int,
+    offset: int,
+    hi: int,
+    max_count: int,
+    codes,
+    ext_max: int,
+    limits: tuple[int, int, int, int],
+    max_filter_message_size: int,
+    travel: int,
+    memory: int,
+    topic: str,
+    queue_id: int,
+):
+    """(next_begin_offset, bytes, message count, messages) of get_message.scan over a plain ConsumeQueue
+    with no ext, no filter but the tag set `codes` and no CRC check, for `offset` in [min, hi) — when every
+    unit it looks at is in the ConsumeQueue file holding `offset` and points at a record of a CommitLog
+    segment that decodes and is that unit's (the status is then FOUND with messages, else
+    NO_MATCHED_MESSAGE). None when anything else comes up (an expired or wrong unit, a corrupt record, a scan
+    that would go on into the next file): the careful loop answers then.
+
+    `cq_files`, `cl_files`: the ConsumeQueue's and the CommitLog's MappedFileQueue.files; `limits`: bytes
+    and count in memory, bytes and count on disk (batch_full); `memory`: the bytes of the log deemed in
+    memory; `travel`: travel_cq_file_num_when_get_message."""
+    bytes_mem, count_mem, bytes_disk, count_disk = limits
+    if travel < 1 or offset < 0 or max_count < 0:
+        return None
+    cq = _find(cq_files, cq_file_size, offset * UNIT)
+    if cq is None or offset * UNIT < cq_min_logic_offset:
+        return None
+    cq_from, cq_read, ubuf = cq
+    in_file = offset * UNIT % cq_file_size
+    if in_file >= cq_read:
+        return None
+    end_units = min(cq_read, len(ubuf))
+    max_py = cl_files[-1].file_from_offset + cl_files[-1].read_position if cl_files else 0
+    cap = offset - (-max(max_filter_message_size, max_count * UNIT) // UNIT)
+    out = []
+    next_begin = offset
+    total = count = 0
+    seg = None
+    for at in range(in_file, end_units - UNIT + 1, UNIT):
+        base = offset + (at - in_file) // UNIT
+        if next_begin >= hi or base >= cap:
+            break
+        pos, size, tcode = CQ.decode_unit(ubuf, at)
+        if total and count:  # get_message.batch_full
+            in_memory = (max_py - pos) <= memory
+            if (
+                count + 1 > max_count
+                or total + size > MAX_PULL_MSG_SIZE
+                or (
+                    (total + size > bytes_mem or count > count_mem - 1)
+                    if in_memory
+                    else (total + size > bytes_disk or count > count_disk - 1)
+                )
+            ):
+                break
+        next_begin = base + 1
+        if codes is not None and tcode > ext_max:
+            t = tcode & 0xFFFFFFFF
+            if (t - 0x100000000 if t & 0x80000000 else t) not in codes:
+                continue
+        if size <= 0 or pos < 0:
+            return None
+        if seg is None or not seg[0] <= pos <= seg[0] + seg[1] - size:
+            seg = _find(cl_files, cl_file_size, pos)
+            if seg is None or not 0 <= pos - seg[0] <= seg[1] - size:
+                return None  # expired, or a wrong unit
+        rel = pos - seg[0]
+        if rel + size > len(seg[2]):
+            return None
+        try:
+            m = decode_record_py(seg[2], rel, rel + size)
+        except CorruptDataError:
+            return None
+        if not m.is_at(topic, queue_id, base, size, pos):
+            return None
+        out.append(m)
+        total += size
+        count += 1
+    if total <= 0 and next_begin < hi and travel > 1:
+        return None  # the careful loop goes on into the next file
+    return next_begin, total, count, out
+
+
+# the compiled twin when built (rocketstore.engine); get_plain_py stays the reference
+get_plain = engine.native.get_plain if engine.native is not None else get_plain_py
 
 
 def take_plain(

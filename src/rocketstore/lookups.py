@@ -3,11 +3,14 @@ by key through the index (queryMessage), every index hit re-checked against its 
 
 from __future__ import annotations
 
+from . import engine
 from .errors import CorruptDataError
 from .formats import record as R
 from .formats.record import decode_record
 from .message import QueryResult
 from .services.index_service import LONG_MAX
+
+_native = engine.native  # None: query_py alone
 
 
 def verify_prop_crc(buf, pos: int) -> None:
@@ -56,7 +59,31 @@ class Lookups:
     def query(
         self, topic: str, key: str, max_count: int = 32, begin_ms: int = 0, end_ms: int | None = None
     ) -> QueryResult:
-        """queryMessage (see MessageStore.query)."""
+        """queryMessage (see MessageStore.query): with the native engine the index walk and the re-check of
+        every hit in one call (IndexService.query_checked), else query_py, the reference."""
+        cfg = self.config
+        if _native is None or cfg.force_verify_prop_crc:
+            return self.query_py(topic, key, max_count, begin_ms, end_ms)
+        try:
+            return self.index.query_checked(
+                QueryResult,
+                topic,
+                key,
+                min(max_count, cfg.max_msgs_num_batch),
+                begin_ms,
+                LONG_MAX if end_ms is None else end_ms,
+                self.commitlog,
+            )
+        except TypeError:
+            if not isinstance(topic, str) or not isinstance(key, str):
+                raise TypeError("query takes a topic and a key as strings") from None
+            raise
+
+    def query_py(
+        self, topic: str, key: str, max_count: int = 32, begin_ms: int = 0, end_ms: int | None = None
+    ) -> QueryResult:
+        """queryMessage in Python: the index's offsets, each hit's record read and its topic and keys
+        re-checked (the reference of the native query)."""
         if not isinstance(topic, str) or not isinstance(key, str):
             raise TypeError("query takes a topic and a key as strings")
         max_num = min(max_count, self.config.max_msgs_num_batch)

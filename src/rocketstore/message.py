@@ -284,6 +284,6 @@ class QueryResult(list):
     """queryMessage's answer: the messages found, and how far the index had got (its newest file's end)."""
 
     def __init__(self, messages=(), index_last_update_timestamp: int = 0, index_last_update_phy_offset: int = 0):
-        super().__init__(messages)
+        list.__init__(self, messages)  # not super(): a query builds one per call
         self.index_last_update_timestamp = index_last_update_timestamp
         self.index_last_update_phy_offset = index_last_update_phy_offset

@@ -47,6 +47,12 @@ static inline int32_t key_hash_of(uint32_t h) {
     return s == INT32_MIN ? 0 : (s < 0 ? -s : s);
 }
 
+/* IndexFile's hash of the key "topic#key" (formats.javahash.index_key_hash), for a query. */
+int32_t rs_index_key_hash(PyObject *topic, PyObject *key) {
+    uint32_t h = 31u * hash_more(0, topic, 0, PyUnicode_GET_LENGTH(topic)) + '#';
+    return key_hash_of(hash_more(h, key, 0, PyUnicode_GET_LENGTH(key)));
+}
+
 /* The entries of a run being made: three growing arrays (int32 hashes, int64 offsets, int64 times). */
 typedef struct {
     int32_t *hash;

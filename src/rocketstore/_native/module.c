@@ -18,7 +18,7 @@ PyMODINIT_FUNC PyInit__native(void) {
             || PyModule_AddFunctions(m, rs_arrow_methods) < 0
             || PyModule_AddFunctions(m, rs_index_methods) < 0 || PyModule_AddFunctions(m, rs_props_methods) < 0
             || PyModule_AddFunctions(m, rs_batchcq_methods) < 0
-            || rs_scan_init(m) < 0)
+            || rs_scan_init(m) < 0 || rs_read_init() < 0)
         goto fail;
     PyObject *errors = PyImport_ImportModule("rocketstore.errors");
     if (errors == NULL)

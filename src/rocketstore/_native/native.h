@@ -13,6 +13,7 @@ extern PyMethodDef rs_common_methods[];
 extern PyMethodDef rs_put_methods[];
 extern PyMethodDef rs_scan_methods[];
 extern PyMethodDef rs_read_methods[];   /* read.c */
+int rs_read_init(void);                 /* read.c: its interned names */
 extern PyMethodDef rs_arrow_methods[];  /* arrow.c */
 extern PyMethodDef rs_index_methods[];  /* index.c */
 extern PyMethodDef rs_props_methods[];  /* props.c */
@@ -23,6 +24,8 @@ extern PyObject *rs_CorruptDataError;
 
 /* Java's String.hashCode over the UTF-16 code units of a str (int32, wrapping). */
 int32_t rs_java_hash_str(PyObject *s);
+/* IndexFile's key hash of "topic#key" (index.c). */
+int32_t rs_index_key_hash(PyObject *topic, PyObject *key);
 
 /* Big-endian reads from a byte pointer; callers check bounds first. */
 static inline int32_t rs_be32(const unsigned char *p) {

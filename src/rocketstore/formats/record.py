@@ -332,6 +332,9 @@ def encode_blank(remaining: int) -> bytes:
 _TOPICS: dict[bytes, str] = {}
 
 
+_LAZY_SLOTS = frozenset(("_f", "body", "topic", "_props_raw", "_props"))
+
+
 class StoredMessage:
     """A message as read back from the CommitLog, with every field RocketMQ stores.
 
@@ -340,7 +343,24 @@ class StoredMessage:
 
     # The fixed fields stay in the tuple one unpack produced (`_f`, fixed_part's order): building a
     # message is then five stores, which is what a get of many messages pays per message.
-    __slots__ = ("_f", "body", "topic", "_props_raw", "_props")
+    # A message the native get builds holds only a copy of its (already checked) record in `_r`, and
+    # `_props` None: the other slots are unset until first asked for (__getattr__ decodes them then).
+    __slots__ = ("_f", "body", "topic", "_props_raw", "_props", "_r")
+
+    def __getattr__(self, name):
+        # only reached for an unset slot (or a name that is no attribute): a lazy message's fields
+        if name in _LAZY_SLOTS:
+            try:
+                rec = self._r
+            except AttributeError:
+                rec = None
+            if rec is not None:
+                m = decode_record(rec, 0)
+                self._f, self.body, self.topic = m._f, m.body, m.topic  # noqa: SLF001  (its own class)
+                self._props_raw = m._props_raw  # noqa: SLF001
+                self._r = None
+                return getattr(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     size = property(lambda self: self._f[0])
     magic = property(lambda self: self._f[1])

@@ -260,6 +260,17 @@ class IndexService:
                     break
         return offsets, last_ts, last_phy
 
+    def query_checked(self, result_type, topic: str, key: str, max_num: int, begin: int, end: int, commitlog):
+        """query_offsets with lookups.Lookups.query_py's re-check of each hit against its record, in one
+        native call (the native engine only): a `result_type` (message.QueryResult) of the messages in offset
+        order, with the newest file's end time and offset when a hit was counted."""
+        if self._pending or self._queued or self._unplaced is not None or self._roll_pending or self.error is not None:
+            self.build()
+        with self.lock:
+            return _native.query_index(
+                result_type, self.files, max_num, begin, end, commitlog.files.files, commitlog.file_size, topic, key
+            )
+
     # ---------------------------------------------------------------- cleanup and lifecycle
     def delete_expired(self, min_phy_offset: int) -> int:
         """IndexService.deleteExpiredFile: files (never the last) that end below the CommitLog's minimum."""
