@@ -195,7 +195,7 @@ class _Collector:
         return cols
 
 
-def _add_entries(seg: Segment, cols: dict, index_enabled: bool) -> None:
+def add_index_entries(seg: Segment, cols: dict, index_enabled: bool) -> None:
     """The segment's index entries, and per row how many it makes ("entries", int32) and how many the
     segment's earlier rows made ("entry_no"). The counts come from the entries' physical offsets (one per
     entry, a segment's offsets increasing); with offsets that do not increase (never from a file, which is
@@ -262,7 +262,7 @@ def _decode(buf, path: str, base: int, settings: DecodeSettings) -> Segment:
         break
     seg.end = base + pos
     seg.columns = out.columns()
-    _add_entries(seg, seg.columns, settings.index_enabled)
+    add_index_entries(seg, seg.columns, settings.index_enabled)
     return seg
 
 

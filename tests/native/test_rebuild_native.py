@@ -37,7 +37,11 @@ def test_index_entries_and_counts_same_as_reference(native, rows, increasing):
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.tolist() == w.tolist()
     cols = {"topic": topics, "keys": keys, "uniq": uniqs, "sys_flag": flags, "phys": phys, "store_ts": stamps}
-    counts = RB._entry_counts(cols)
+    seg = RB.Segment("segment", 0)
+    RB.add_index_entries(seg, cols, True)
+    for g, w in zip((seg.entry_hash, seg.entry_phys, seg.entry_ts), want):
+        assert g.tolist() == w.tolist()
+    counts = cols["entries"]
     expected = index_entry_counts(uniqs, keys, flags)
     assert counts.dtype == expected.dtype and counts.tolist() == expected.tolist()
     assert int(counts.sum()) == len(want[0])
