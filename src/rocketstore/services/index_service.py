@@ -68,7 +68,8 @@ class IndexService:
         self.on_full_flushed = on_full_flushed
         self.files: list[IndexFile] = []
         self.lock = threading.RLock()
-        self._pending: list[tuple] = []  # records queued one by one (add), after those in _queued
+        # records queued one by one (add), after those in _queued; the put lane (lane.c) appends as add() does
+        self._pending: list[tuple] = []
         # earlier pieces of the queue, oldest first: ("rows", records as add takes them) or ("cols", a run's
         # columns: topics, phys, stamps, sys_flags, uniqs, keys); _queued_rows counts their records
         self._queued: list[tuple[str, object]] = []
