@@ -26,12 +26,16 @@ typedef struct {
         *reput, *arrivals, *health, *pipeline, *cleanup, *disk, *host, *clock, *result_type, *put_ok;
     Py_ssize_t max_body, max_record, build_at;
     Py_ssize_t t_off[NT], r_off[NR];
+    /* what does not change in a mapped file (its size, start, buffer) or a queue (its segment queue, no ext),
+     * kept for the last ones seen (held: identity tells they are still the ones in use) */
+    struct file_cache { PyObject *mf, *buf; long long size, from, populated; } cl, cf;
+    PyObject *cq, *cq_files;
 } Lane;
 
 static PyObject *s_files, *s_wbuf, *s_wrote, *s_file_size, *s_from, *s_populated, *s_buf, *s_store_ts, *s_last_phys,
     *s_queue_offsets, *s_topics, *s_ext, *s_max_phys, *s_logics_ts, *s_pending, *s_reput_from, *s_waiters,
     *s_notify, *s_writeable, *s_error, *s_plain, *s_next_check, *s_disk_full, *s_topic, *s_sys_flag, *s_born_host,
-    *s_store_host, *s_raw, *s_build;
+    *s_store_host, *s_build;
 
 static int lane_names(void) {
     if (s_files != NULL)
@@ -44,7 +48,7 @@ static int lane_names(void) {
     N(s_pending, "_pending") N(s_reput_from, "reput_from_offset") N(s_waiters, "waiters") N(s_notify, "notify")
     N(s_writeable, "writeable") N(s_error, "error") N(s_plain, "plain") N(s_next_check, "next_disk_check")
     N(s_disk_full, "disk_full") N(s_topic, "topic") N(s_sys_flag, "sys_flag") N(s_born_host, "born_host")
-    N(s_store_host, "store_host") N(s_raw, "raw_properties") N(s_build, "build")
+    N(s_store_host, "store_host") N(s_build, "build")
     N(s_files, "files")
 #undef N
     return 0;
@@ -84,14 +88,10 @@ static int attr_is(PyObject *o, PyObject *name, PyObject *want) {
     return r;
 }
 
-/* The last mapped file of a MappedFileQueue with its positions; 1, 0 (none, or one with a write buffer), -1 */
-typedef struct {
-    PyObject *mf;
-    long long wrote, size, from, populated;
-} last_file;
-
-static int last_of(PyObject *files_queue, last_file *f) {
-    f->mf = NULL;
+/* The last mapped file of a MappedFileQueue (a list `files`): 1 and *wrote set, with c filled for it (its size,
+ * start, buffer, populated end read when it is not the one cached, the populated end again when fewer than
+ * `need` bytes after *wrote are populated); 0 (none, one with a write buffer), -1 */
+static int last_file(PyObject *files_queue, struct file_cache *c, long long need, long long *wrote) {
     PyObject *files = PyObject_GetAttr(files_queue, s_files);
     if (files == NULL)
         return -1;
@@ -99,27 +99,41 @@ static int last_of(PyObject *files_queue, last_file *f) {
         Py_DECREF(files);
         return 0;
     }
-    f->mf = Py_NewRef(PyList_GET_ITEM(files, PyList_GET_SIZE(files) - 1));
+    PyObject *mf = PyList_GET_ITEM(files, PyList_GET_SIZE(files) - 1);
+    int r = 1;
+    if (mf != c->mf) {
+        Py_CLEAR(c->mf);
+        Py_CLEAR(c->buf);
+        if ((r = attr_is(mf, s_wbuf, Py_None)) <= 0 || (r = ll_attr(mf, s_file_size, &c->size)) <= 0
+                || (r = ll_attr(mf, s_from, &c->from)) <= 0 || (r = ll_attr(mf, s_populated, &c->populated)) <= 0)
+            goto out;
+        if ((c->buf = PyObject_GetAttr(mf, s_buf)) == NULL) {
+            r = -1;
+            goto out;
+        }
+        c->mf = Py_NewRef(mf);
+    }
+    if ((r = ll_attr(mf, s_wrote, wrote)) <= 0)
+        goto out;
+    if (*wrote + need > c->populated)   /* (only grows: MappedFile._populate) */
+        r = ll_attr(mf, s_populated, &c->populated);
+out:
     Py_DECREF(files);
-    int r;
-    if ((r = attr_is(f->mf, s_wbuf, Py_None)) <= 0 || (r = ll_attr(f->mf, s_wrote, &f->wrote)) <= 0
-            || (r = ll_attr(f->mf, s_file_size, &f->size)) <= 0 || (r = ll_attr(f->mf, s_from, &f->from)) <= 0
-            || (r = ll_attr(f->mf, s_populated, &f->populated)) <= 0)
-        Py_CLEAR(f->mf);
     return r;
 }
 
-/* A writable view of a mapped file's buffer holding [pos, pos + n): 1, 0 (it does not), -1 */
-static int view_of(PyObject *mf, long long pos, long long n, Py_buffer *v) {
-    PyObject *buf = PyObject_GetAttr(mf, s_buf);
-    if (buf == NULL)
-        return -1;
-    int r = PyObject_GetBuffer(buf, v, PyBUF_WRITABLE);
-    Py_DECREF(buf);
-    if (r < 0)
-        return -1;
+/* A writable view of a cached file's buffer holding [pos, pos + n): 1, 0 (it does not, or it was released:
+ * the file was closed), -1 */
+static int view_of(struct file_cache *c, long long pos, long long n, Py_buffer *v) {
+    if (PyObject_GetBuffer(c->buf, v, PyBUF_WRITABLE) < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
     if (pos < 0 || pos + n > v->len) {
         PyBuffer_Release(v);
+        v->obj = NULL;
         return 0;
     }
     return 1;
@@ -158,9 +172,9 @@ static PyObject *lane_put(Lane *L, PyObject *const *args, Py_ssize_t nargs) {
     if (r <= 0)
         return r < 0 ? NULL : Py_NewRef(Py_None);
     /* MessageWriter.put's fast-path conditions, and a topic it has seen */
-    PyObject *topic = PyObject_GetAttr(msg, s_topic), *topics = NULL, *key = NULL, *cq = NULL, *cq_files = NULL;
+    PyObject *topic = PyObject_GetAttr(msg, s_topic), *topics = NULL, *key = NULL, *cq = NULL;
     PyObject *offsets = NULL, *pending = NULL, *out = NULL, *t = NULL;
-    last_file cl = {NULL}, cf = {NULL};
+    PyObject *o_phys = NULL, *o_size = NULL, *o_qoff = NULL, *o_ts = NULL, *o_end = NULL;
     rs_keyed k = {0};
     Py_buffer cv = {0}, qv = {0};
     int locked = 0;
@@ -184,24 +198,26 @@ static PyObject *lane_put(Lane *L, PyObject *const *args, Py_ssize_t nargs) {
         goto none;
     if (PyLong_AsLongLong(TSLOT(T_QUEUES)) <= qid)
         goto none;
+    /* (raw properties: rs_keyed_prepare leaves the message to Python) */
     if ((r = ll_attr(msg, s_sys_flag, &sys_flag)) <= 0 || sys_flag != 0)
         goto answer;
-    if ((r = attr_is(msg, s_raw, Py_None)) <= 0 || (r = attr_is(msg, s_born_host, Py_None)) <= 0
-            || (r = attr_is(msg, s_store_host, Py_None)) <= 0)
+    if ((r = attr_is(msg, s_born_host, Py_None)) <= 0 || (r = attr_is(msg, s_store_host, Py_None)) <= 0)
         goto answer;
     PyObject *tail = TSLOT(T_TAIL);
     if ((r = rs_keyed_prepare(msg, PyBytes_GET_SIZE(tail), L->max_body, L->max_record, &k)) <= 0)
         goto answer;
+    long long size = k.size;
     /* under the put lock: the CommitLog's last segment, the queue offset, the queue's last file */
     PyObject *lr = PyObject_CallNoArgs(L->acquire);
     if (lr == NULL)
         goto fail;
     Py_DECREF(lr);
     locked = 1;
-    if ((r = last_of(L->cl_files, &cl)) <= 0)
+    long long wrote, cwrote;
+    if ((r = last_file(L->cl_files, &L->cl, size, &wrote)) <= 0)
         goto answer;
-    long long phys = cl.from + cl.wrote, size = k.size, end = phys + size;
-    if (cl.size - cl.wrote < size + 8 || cl.wrote + size > cl.populated)
+    long long phys = L->cl.from + wrote, end = phys + size;
+    if (L->cl.size - wrote < size + 8 || wrote + size > L->cl.populated)
         goto none;      /* a new segment (BLANK filler first), or pages to populate: CommitLog.append */
     if ((key = PyTuple_Pack(2, topic, qid_obj)) == NULL || (offsets = PyObject_GetAttr(L->writer, s_queue_offsets)) == NULL)
         goto fail;
@@ -221,17 +237,20 @@ static PyObject *lane_put(Lane *L, PyObject *const *args, Py_ssize_t nargs) {
     /* the queue: ConsumeQueue.put's common case (no ext, a started file with room, the unit it expects) */
     if ((cq = PyObject_CallOneArg(L->queues_get, key)) == NULL)
         goto fail;
-    if (Py_TYPE(cq) != (PyTypeObject *)L->cq_type)
-        goto none;
+    if (cq != L->cq) {
+        if (Py_TYPE(cq) != (PyTypeObject *)L->cq_type || (r = attr_is(cq, s_ext, Py_None)) <= 0)
+            goto answer;
+        PyObject *files = PyObject_GetAttr(cq, s_files);
+        if (files == NULL)
+            goto fail;
+        Py_XSETREF(L->cq_files, files);
+        Py_XSETREF(L->cq, Py_NewRef(cq));
+    }
     long long max_phys;
-    if ((r = attr_is(cq, s_ext, Py_None)) <= 0 || (r = ll_attr(cq, s_max_phys, &max_phys)) <= 0)
+    if ((r = ll_attr(cq, s_max_phys, &max_phys)) <= 0 || (r = last_file(L->cq_files, &L->cf, 20, &cwrote)) <= 0)
         goto answer;
-    if ((cq_files = PyObject_GetAttr(cq, s_files)) == NULL)
-        goto fail;
-    if ((r = last_of(cq_files, &cf)) <= 0)
-        goto answer;
-    if (!(cf.wrote > 0 && cf.wrote <= cf.size - 20 && cf.from + cf.wrote == qoff * 20 && cf.wrote + 20 <= cf.populated
-          && end > max_phys))
+    if (!(cwrote > 0 && cwrote <= L->cf.size - 20 && L->cf.from + cwrote == qoff * 20
+          && cwrote + 20 <= L->cf.populated && end > max_phys))
         goto none;
     if (L->index != Py_None) {
         if ((pending = PyObject_GetAttr(L->index, s_pending)) == NULL)
@@ -239,41 +258,47 @@ static PyObject *lane_put(Lane *L, PyObject *const *args, Py_ssize_t nargs) {
         if (!PyList_CheckExact(pending))
             goto none;
     }
-    if ((r = view_of(cl.mf, cl.wrote, size, &cv)) <= 0)
-        goto answer;
-    if ((r = view_of(cf.mf, cf.wrote, 20, &qv)) <= 0)
+    if ((r = view_of(&L->cl, wrote, size, &cv)) <= 0 || (r = view_of(&L->cf, cwrote, 20, &qv)) <= 0)
         goto answer;
     /* decided: the clock, the record, the positions (as _put_keyed), then the dispatch (as pipeline.put) */
     long long store_ts;
     if ((!k.has_born && rs_clock_ms(L->clock, &k.born_ts) < 0) || rs_clock_ms(L->clock, &store_ts) < 0)
         goto fail;
-    rs_keyed_write((unsigned char *)cv.buf + cl.wrote, &k, (const unsigned char *)PyBytes_AS_STRING(tail),
+    rs_keyed_write((unsigned char *)cv.buf + wrote, &k, (const unsigned char *)PyBytes_AS_STRING(tail),
                    PyBytes_GET_SIZE(tail), (int)PyLong_AsLong(TSLOT(T_MAGIC)), (int)qid, qoff, phys,
                    (const unsigned char *)PyBytes_AS_STRING(L->host), store_ts);
+    unsigned char *u = (unsigned char *)qv.buf + cwrote;
+    rs_put64(u, (uint64_t)phys);
+    rs_put32(u + 8, (uint32_t)size);
+    rs_put64(u + 12, (uint64_t)PyLong_AsLongLong(PyTuple_GET_ITEM(k.info, 0)));
+    if ((o_phys = PyLong_FromLongLong(phys)) == NULL || (o_size = PyLong_FromLongLong(size)) == NULL
+            || (o_qoff = PyLong_FromLongLong(qoff)) == NULL || (o_ts = PyLong_FromLongLong(store_ts)) == NULL
+            || (o_end = PyLong_FromLongLong(end)) == NULL)
+        goto fail;
     PyObject *next_qoff = PyLong_FromLongLong(qoff + 1);
     if (next_qoff == NULL || PyDict_SetItem(offsets, key, next_qoff) < 0) {
         Py_XDECREF(next_qoff);
         goto fail;
     }
     Py_DECREF(next_qoff);
-    if (set_ll(cl.mf, s_wrote, cl.wrote + size) < 0 || set_ll(L->writer, s_last_phys, phys) < 0
-            || set_ll(cl.mf, s_store_ts, store_ts) < 0)
-        goto fail;
-    unsigned char *u = (unsigned char *)qv.buf + cf.wrote;
-    rs_put64(u, (uint64_t)phys);
-    rs_put32(u + 8, (uint32_t)size);
-    rs_put64(u + 12, (uint64_t)PyLong_AsLongLong(PyTuple_GET_ITEM(k.info, 0)));
-    if (set_ll(cq, s_max_phys, end) < 0 || set_ll(cf.mf, s_wrote, cf.wrote + 20) < 0
-            || set_ll(L->checkpoint, s_logics_ts, store_ts) < 0)
+    if (set_ll(L->cl.mf, s_wrote, wrote + size) < 0 || PyObject_SetAttr(L->writer, s_last_phys, o_phys) < 0
+            || PyObject_SetAttr(L->cl.mf, s_store_ts, o_ts) < 0 || PyObject_SetAttr(cq, s_max_phys, o_end) < 0
+            || set_ll(L->cf.mf, s_wrote, cwrote + 20) < 0 || PyObject_SetAttr(L->checkpoint, s_logics_ts, o_ts) < 0)
         goto fail;
     if (pending != NULL) {      /* IndexService.add */
-        PyObject *rec = Py_BuildValue("(OLLiOO)", TSLOT(T_NAME), phys, store_ts, 0, PyTuple_GET_ITEM(k.info, 2),
-                                      PyTuple_GET_ITEM(k.info, 1));
-        if (rec == NULL || PyList_Append(pending, rec) < 0) {
-            Py_XDECREF(rec);
+        PyObject *rec = PyTuple_New(6);
+        if (rec == NULL)
             goto fail;
-        }
+        PyTuple_SET_ITEM(rec, 0, Py_NewRef(TSLOT(T_NAME)));
+        PyTuple_SET_ITEM(rec, 1, Py_NewRef(o_phys));
+        PyTuple_SET_ITEM(rec, 2, Py_NewRef(o_ts));
+        PyTuple_SET_ITEM(rec, 3, PyLong_FromLong(0));     /* (a small int: never NULL) */
+        PyTuple_SET_ITEM(rec, 4, Py_NewRef(PyTuple_GET_ITEM(k.info, 2)));
+        PyTuple_SET_ITEM(rec, 5, Py_NewRef(PyTuple_GET_ITEM(k.info, 1)));
+        r = PyList_Append(pending, rec);
         Py_DECREF(rec);
+        if (r < 0)
+            goto fail;
         if (PyList_GET_SIZE(pending) >= L->build_at) {
             PyObject *b = PyObject_CallMethodNoArgs(L->index, s_build);
             if (b == NULL)
@@ -284,7 +309,7 @@ static PyObject *lane_put(Lane *L, PyObject *const *args, Py_ssize_t nargs) {
     long long reput_from;
     if ((r = ll_attr(L->reput, s_reput_from, &reput_from)) < 0)
         goto fail;
-    if ((r == 0 || end > reput_from) && set_ll(L->reput, s_reput_from, end) < 0)
+    if ((r == 0 || end > reput_from) && PyObject_SetAttr(L->reput, s_reput_from, o_end) < 0)
         goto fail;
     PyObject *waiters = PyObject_GetAttr(L->arrivals, s_waiters);
     if (waiters == NULL)
@@ -300,21 +325,8 @@ static PyObject *lane_put(Lane *L, PyObject *const *args, Py_ssize_t nargs) {
         Py_DECREF(n);
     }
     /* PutResult(PUT_OK, phys, size, qoff, host, store_ts) with the queue id the store would set */
-    PyObject *vals[NR];
-    vals[R_STATUS] = Py_NewRef(L->put_ok);
-    vals[R_PHYS] = PyLong_FromLongLong(phys);
-    vals[R_SIZE] = PyLong_FromLongLong(size);
-    vals[R_QOFF] = PyLong_FromLongLong(qoff);
-    vals[R_TS] = PyLong_FromLongLong(store_ts);
-    vals[R_NUM] = PyLong_FromLong(1);
-    vals[R_HOST] = Py_NewRef(L->host);
-    vals[R_QID] = Py_NewRef(qid_obj);
-    for (int i = 0; i < NR; i++)
-        if (vals[i] == NULL) {
-            for (int j = 0; j < NR; j++)
-                Py_XDECREF(vals[j]);
-            goto fail;
-        }
+    PyObject *vals[NR] = {Py_NewRef(L->put_ok), Py_NewRef(o_phys), Py_NewRef(o_size), Py_NewRef(o_qoff),
+                          Py_NewRef(o_ts), PyLong_FromLong(1), Py_NewRef(L->host), Py_NewRef(qid_obj)};
     out = rs_new_slotted((PyTypeObject *)L->result_type, L->r_off, vals, NR);
     goto done;
 answer:
@@ -346,14 +358,16 @@ done:
         }
     }
     rs_keyed_clear(&k);
-    Py_XDECREF(cl.mf);
-    Py_XDECREF(cf.mf);
+    Py_XDECREF(o_phys);
+    Py_XDECREF(o_size);
+    Py_XDECREF(o_qoff);
+    Py_XDECREF(o_ts);
+    Py_XDECREF(o_end);
     Py_XDECREF(t);
     Py_XDECREF(topic);
     Py_XDECREF(topics);
     Py_XDECREF(key);
     Py_XDECREF(cq);
-    Py_XDECREF(cq_files);
     Py_XDECREF(offsets);
     Py_XDECREF(pending);
     return out;
@@ -365,7 +379,8 @@ static void lane_dealloc(Lane *L) {
     Py_CLEAR(L->cl_files); Py_CLEAR(L->queues_get); Py_CLEAR(L->cq_type); Py_CLEAR(L->checkpoint);
     Py_CLEAR(L->index); Py_CLEAR(L->reput); Py_CLEAR(L->arrivals); Py_CLEAR(L->health); Py_CLEAR(L->pipeline);
     Py_CLEAR(L->cleanup); Py_CLEAR(L->disk); Py_CLEAR(L->host); Py_CLEAR(L->clock); Py_CLEAR(L->result_type);
-    Py_CLEAR(L->put_ok);
+    Py_CLEAR(L->put_ok); Py_CLEAR(L->cl.mf); Py_CLEAR(L->cl.buf); Py_CLEAR(L->cf.mf); Py_CLEAR(L->cf.buf);
+    Py_CLEAR(L->cq); Py_CLEAR(L->cq_files);
     Py_TYPE(L)->tp_free((PyObject *)L);
 }
 
@@ -374,7 +389,8 @@ static int lane_traverse(Lane *L, visitproc visit, void *arg) {
     Py_VISIT(L->cl_files); Py_VISIT(L->queues_get); Py_VISIT(L->cq_type); Py_VISIT(L->checkpoint);
     Py_VISIT(L->index); Py_VISIT(L->reput); Py_VISIT(L->arrivals); Py_VISIT(L->health); Py_VISIT(L->pipeline);
     Py_VISIT(L->cleanup); Py_VISIT(L->disk); Py_VISIT(L->host); Py_VISIT(L->clock); Py_VISIT(L->result_type);
-    Py_VISIT(L->put_ok);
+    Py_VISIT(L->put_ok); Py_VISIT(L->cl.mf); Py_VISIT(L->cl.buf); Py_VISIT(L->cf.mf); Py_VISIT(L->cf.buf);
+    Py_VISIT(L->cq); Py_VISIT(L->cq_files);
     return 0;
 }
 
@@ -383,7 +399,8 @@ static int lane_clear(Lane *L) {
     Py_CLEAR(L->cl_files); Py_CLEAR(L->queues_get); Py_CLEAR(L->cq_type); Py_CLEAR(L->checkpoint);
     Py_CLEAR(L->index); Py_CLEAR(L->reput); Py_CLEAR(L->arrivals); Py_CLEAR(L->health); Py_CLEAR(L->pipeline);
     Py_CLEAR(L->cleanup); Py_CLEAR(L->disk); Py_CLEAR(L->host); Py_CLEAR(L->clock); Py_CLEAR(L->result_type);
-    Py_CLEAR(L->put_ok);
+    Py_CLEAR(L->put_ok); Py_CLEAR(L->cl.mf); Py_CLEAR(L->cl.buf); Py_CLEAR(L->cf.mf); Py_CLEAR(L->cf.buf);
+    Py_CLEAR(L->cq); Py_CLEAR(L->cq_files);
     return 0;
 }
 

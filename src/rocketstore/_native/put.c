@@ -606,9 +606,18 @@ int rs_keyed_prepare(PyObject *msg, Py_ssize_t tail_len, Py_ssize_t max_body, Py
     if (born == NULL)
         return -1;
     k->has_born = born != Py_None;
+    if (k->has_born) {      /* int_attr's rule: an int (not a bool) of the width */
+        int overflow = 0;
+        k->born_ts = PyLong_CheckExact(born) ? PyLong_AsLongLongAndOverflow(born, &overflow) : 0;
+        r = PyLong_CheckExact(born) && !overflow;
+        if (k->born_ts == -1 && PyErr_Occurred())
+            r = -1;
+        if (r <= 0) {
+            Py_DECREF(born);
+            return r;
+        }
+    }
     Py_DECREF(born);
-    if (k->has_born && (r = int_attr(msg, s_born_ts, INT64_MIN, INT64_MAX, &k->born_ts)) <= 0)
-        return r;
     body = PyObject_GetAttr(msg, s_body);
     if (body == NULL)
         return -1;
