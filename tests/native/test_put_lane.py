@@ -141,3 +141,26 @@ def test_no_lane_where_it_does_not_apply(native, tmp_path):
         d = str(tmp_path / str(id(cfg)))
         with MessageStore.open(d, cfg) as s:
             assert make_lane(s) is None
+
+
+ODD_FIELDS = st.one_of(
+    st.tuples(st.sampled_from(["T", "U"]), st.binary(max_size=5), st.integers(-(2**31), 2**31 - 1)),
+    st.tuples(st.just("T"), st.sampled_from([None, bytearray(b"a"), "s"]), st.just(0)),
+    st.tuples(st.just("T"), st.just(b""), st.sampled_from([True, 2**31, -(2**31) - 1, 1.0, None])),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(ODD_FIELDS, min_size=1, max_size=6))
+def test_batch_fields_is_the_python_columns(native, fields):
+    """batch_fields answers the columns put_batch builds in Python, or None for any batch its checks refuse
+    or look at closer (another topic, a body not bytes, a flag not an int32)."""
+    msgs = [Message(topic=t, body=b, flag=f) for t, b, f in fields]
+    got = native.batch_fields(msgs, "T")
+    plain = all(
+        m.topic == "T" and type(m.body) is bytes and type(m.flag) is int and -(2**31) <= m.flag < 2**31 for m in msgs
+    )
+    if plain:
+        assert got == ([m.body for m in msgs], [m.flag for m in msgs], [len(m.body) for m in msgs])
+    else:
+        assert got is None

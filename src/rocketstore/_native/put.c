@@ -535,6 +535,19 @@ done:
 /* ---------------------------------------------------------------- one keyed message */
 static PyObject *s_body, *s_flag, *s_reconsume, *s_pto, *s_born_ts;
 
+static int rs_keyed_names(void) {
+    s_body = PyUnicode_InternFromString("body");
+    s_flag = PyUnicode_InternFromString("flag");
+    s_reconsume = PyUnicode_InternFromString("reconsume_times");
+    s_pto = PyUnicode_InternFromString("prepared_transaction_offset");
+    s_born_ts = PyUnicode_InternFromString("born_timestamp");
+    if (!s_body || !s_flag || !s_reconsume || !s_pto || !s_born_ts) {
+        s_body = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 /* An attribute that must be an int (exactly: not a bool) within [lo, hi]; 1 and *out set, 0 (no error) when it
  * is not such an int, -1 on an error. */
 static int int_attr(PyObject *msg, PyObject *name, long long lo, long long hi, long long *out) {
@@ -585,17 +598,8 @@ int rs_clock_ms(PyObject *clock, long long *out) {
 int rs_keyed_prepare(PyObject *msg, Py_ssize_t tail_len, Py_ssize_t max_body, Py_ssize_t max_record, rs_keyed *k) {
     if (names_ready() < 0 || info_ready() < 0)
         return -1;
-    if (s_body == NULL) {
-        s_body = PyUnicode_InternFromString("body");
-        s_flag = PyUnicode_InternFromString("flag");
-        s_reconsume = PyUnicode_InternFromString("reconsume_times");
-        s_pto = PyUnicode_InternFromString("prepared_transaction_offset");
-        s_born_ts = PyUnicode_InternFromString("born_timestamp");
-        if (!s_body || !s_flag || !s_reconsume || !s_pto || !s_born_ts) {
-            s_body = NULL;
-            return -1;
-        }
-    }
+    if (s_body == NULL && rs_keyed_names() < 0)
+        return -1;
     PyObject *props = NULL, *info = NULL, *body = NULL, *born = NULL;
     int r;
     if ((r = int_attr(msg, s_flag, INT32_MIN, INT32_MAX, &k->flag)) <= 0
@@ -738,6 +742,64 @@ done:
     return out;
 }
 
+/* batch_fields(msgs, topic) -> (bodies, flags, body lengths) | None: put_batch's per-message columns and
+ * checks in one pass, for a batch of `topic` whose bodies are all bytes and flags all int32 (exactly: no
+ * subclass, no bool); None otherwise, and then put.py's own checks decide (and say what is wrong). */
+static PyObject *s_topic_attr;
+
+static PyObject *batch_fields(PyObject *self, PyObject *args) {
+    PyObject *msgs, *topic;
+    if (!PyArg_ParseTuple(args, "O!U:batch_fields", &PyList_Type, &msgs, &topic))
+        return NULL;
+    if (names_ready() < 0 || (s_body == NULL && rs_keyed_names() < 0))
+        return NULL;
+    if (s_topic_attr == NULL && (s_topic_attr = PyUnicode_InternFromString("topic")) == NULL)
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(msgs);
+    PyObject *bodies = PyList_New(n), *flags = PyList_New(n), *lens = PyList_New(n);
+    if (bodies == NULL || flags == NULL || lens == NULL)
+        goto error;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *m = PyList_GET_ITEM(msgs, i);
+        PyObject *t = PyObject_GetAttr(m, s_topic_attr);
+        if (t == NULL)
+            goto error;
+        int same = t == topic || (PyUnicode_CheckExact(t) && PyUnicode_Compare(t, topic) == 0);
+        Py_DECREF(t);
+        if (!same)
+            goto none;
+        PyObject *b = PyObject_GetAttr(m, s_body);
+        if (b == NULL)
+            goto error;
+        PyList_SET_ITEM(bodies, i, b);
+        if (!PyBytes_CheckExact(b))
+            goto none;
+        PyObject *f = PyObject_GetAttr(m, s_flag);
+        if (f == NULL)
+            goto error;
+        PyList_SET_ITEM(flags, i, f);
+        int overflow = 0;
+        long long v = PyLong_CheckExact(f) ? PyLong_AsLongLongAndOverflow(f, &overflow) : 0;
+        if (!PyLong_CheckExact(f) || overflow || v < INT32_MIN || v > INT32_MAX)
+            goto none;
+        PyObject *len = PyLong_FromSsize_t(PyBytes_GET_SIZE(b));
+        if (len == NULL)
+            goto error;
+        PyList_SET_ITEM(lens, i, len);
+    }
+    return Py_BuildValue("(NNN)", bodies, flags, lens);
+none:
+    Py_DECREF(bodies);
+    Py_DECREF(flags);
+    Py_DECREF(lens);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(bodies);
+    Py_XDECREF(flags);
+    Py_XDECREF(lens);
+    return NULL;
+}
+
 /* fill_crc(record: bytearray) -> None: the appended __CRC32# entry over the record's last 20 bytes
  * (R.fill_crc_property, in place). */
 static PyObject *fill_crc(PyObject *self, PyObject *arg) {
@@ -802,6 +864,8 @@ PyMethodDef rs_put_methods[] = {
     {"encode_batch", encode_batch, METH_VARARGS,
      "encode_batch(template, bodies, props, topic_tail, reserve, flags, first_qoff, phys, total, append_crc)"
      " -> the records of a producer batch."},
+    {"batch_fields", batch_fields, METH_VARARGS,
+     "batch_fields(msgs, topic) -> (bodies, flags, body lengths) | None: put_batch's columns, checked."},
     {"keyed_record", keyed_record, METH_VARARGS,
      "keyed_record(msg, topic_tail, magic, queue_id, queue_offset, phys, room, max_body, max_record, host, clock)"
      " -> (record, props, info, store_ts) | None: one keyed message's record on the plain put path."},
