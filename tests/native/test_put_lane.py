@@ -5,6 +5,8 @@ empty keys and unicode, with producer batches and messages the lane leaves to Py
 
 import os
 import tempfile
+import threading
+import time
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -164,3 +166,37 @@ def test_batch_fields_is_the_python_columns(native, fields):
         assert got == ([m.body for m in msgs], [m.flag for m in msgs], [len(m.body) for m in msgs])
     else:
         assert got is None
+
+
+def test_lane_wakes_long_polls(native, tmp_path):
+    """A put through the lane wakes a get waiting for arrivals (as pipeline.put's notify does)."""
+    with MessageStore.open(str(tmp_path), StoreConfig()) as s:
+        assert s.put(Message("T", b"a"), 0).ok  # (the queue's first unit: the Python path)
+        s.cleanup.next_disk_check = float("inf")  # (a put due to measure the disk goes the Python way)
+        waiter = threading.Thread(target=s.wait_for_arrival, args=(600.0,))
+        waiter.start()
+        while s.arrivals.waiters == 0:
+            time.sleep(0.001)
+        assert s._lane.put(Message("T", b"b"), 0).ok
+        waiter.join(60.0)
+        assert not waiter.is_alive()
+
+
+def test_lane_leaves_closed_gates_and_extra_dispatchers_to_python(native, tmp_path):
+    with MessageStore.open(str(tmp_path), StoreConfig()) as s:
+        assert s.put(Message("T", b"a"), 0).ok
+        s.cleanup.next_disk_check = float("inf")  # (a put due to measure the disk goes the Python way)
+        assert s._lane.put(Message("T", b"b"), 0).queue_offset == 1
+        s.cleanup.commitlog.disk_full = True
+        assert s._lane.put(Message("T", b"c"), 0) is None
+        s.cleanup.commitlog.disk_full = False
+        s.flush_service.health.writeable = False
+        assert s._lane.put(Message("T", b"c"), 0) is None
+        s.flush_service.health.writeable = True
+        s.cleanup.next_disk_check = 0.0  # due to measure the disk again: the Python path measures it
+        assert s._lane.put(Message("T", b"c"), 0) is None
+        s.cleanup.next_disk_check = float("inf")
+        seen = []
+        s.add_dispatcher(lambda req: seen.append(req.consume_queue_offset))
+        assert s._lane.put(Message("T", b"c"), 0) is None
+        assert s.put(Message("T", b"c"), 0).queue_offset == 2 and seen == [2]

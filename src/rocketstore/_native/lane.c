@@ -193,10 +193,12 @@ static PyObject *lane_put(Lane *L, PyObject *const *args, Py_ssize_t nargs) {
     }
     Py_INCREF(t);
 #define TSLOT(i) (*(PyObject **)((char *)t + L->t_off[i]))
-    if (Py_TYPE(t) != (PyTypeObject *)L->topic_type || TSLOT(T_FAST) != Py_True || !PyLong_CheckExact(TSLOT(T_QUEUES))
-            || !PyBytes_CheckExact(TSLOT(T_TAIL)) || !PyLong_CheckExact(TSLOT(T_MAGIC)) || TSLOT(T_NAME) == NULL)
+    if (Py_TYPE(t) != (PyTypeObject *)L->topic_type || TSLOT(T_FAST) != Py_True || TSLOT(T_NAME) == NULL
+            || TSLOT(T_QUEUES) == NULL || !PyLong_CheckExact(TSLOT(T_QUEUES)) || TSLOT(T_TAIL) == NULL
+            || !PyBytes_CheckExact(TSLOT(T_TAIL)) || TSLOT(T_MAGIC) == NULL || !PyLong_CheckExact(TSLOT(T_MAGIC)))
         goto none;
-    if (PyLong_AsLongLong(TSLOT(T_QUEUES)) <= qid)
+    long long queues = PyLong_AsLongLongAndOverflow(TSLOT(T_QUEUES), &overflow);
+    if (overflow || queues <= qid)
         goto none;
     /* (raw properties: rs_keyed_prepare leaves the message to Python) */
     if ((r = ll_attr(msg, s_sys_flag, &sys_flag)) <= 0 || sys_flag != 0)
@@ -238,7 +240,9 @@ static PyObject *lane_put(Lane *L, PyObject *const *args, Py_ssize_t nargs) {
     if ((cq = PyObject_CallOneArg(L->queues_get, key)) == NULL)
         goto fail;
     if (cq != L->cq) {
-        if (Py_TYPE(cq) != (PyTypeObject *)L->cq_type || (r = attr_is(cq, s_ext, Py_None)) <= 0)
+        if (Py_TYPE(cq) != (PyTypeObject *)L->cq_type)
+            goto none;      /* a new queue (None), a batch ConsumeQueue */
+        if ((r = attr_is(cq, s_ext, Py_None)) <= 0)
             goto answer;
         PyObject *files = PyObject_GetAttr(cq, s_files);
         if (files == NULL)
