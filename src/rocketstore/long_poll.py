@@ -10,29 +10,29 @@ import time
 class Arrivals:
     def __init__(self):
         self._arrival = threading.Condition(threading.Lock())
-        self._waiters = 0
+        self.waiters = 0  # read by the put lane (lane.c), which calls notify only when someone waits
 
     def notify(self) -> None:
         """Records were dispatched: wake whoever waits (nothing to do when nobody does)."""
-        if self._waiters:
+        if self.waiters:
             with self._arrival:
                 self._arrival.notify_all()
 
     def wait(self, timeout_s: float) -> None:
         """Sleep until records arrive or the timeout passes."""
         with self._arrival:
-            self._waiters += 1
+            self.waiters += 1
             try:
                 self._arrival.wait(timeout_s)
             finally:
-                self._waiters -= 1
+                self.waiters -= 1
 
     def poll(self, result, again, pending, wait_ms: int):
         """Ask again (`again()`) each time records arrive, at least every 0.1 s, while `pending(result)` and
         wait_ms have not passed; returns the last result."""
         deadline = time.monotonic() + wait_ms / 1000.0
         with self._arrival:
-            self._waiters += 1
+            self.waiters += 1
             try:
                 while pending(result):
                     left = deadline - time.monotonic()
@@ -41,5 +41,5 @@ class Arrivals:
                     self._arrival.wait(min(left, 0.1))
                     result = again()
             finally:
-                self._waiters -= 1
+                self.waiters -= 1
         return result

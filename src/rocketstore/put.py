@@ -66,7 +66,7 @@ def _flags_fit(flags: list) -> bool:
     return set(map(type, flags)) == {int} and _I32_MIN <= min(flags) and max(flags) <= _I32_MAX
 
 
-class _Topic:
+class TopicInfo:
     """What the put path needs of a topic, computed once: its bytes, its record version, whether the
     plain-message fast path applies, and the record tails of the tags seen so far."""
 
@@ -124,7 +124,7 @@ class MessageWriter:
         self.delay_levels = config.delay_levels()
         self.max_body = config.max_message_size
         self.max_record = config.max_message_size + 64 * 1024  # MessageExtEncoder reserves 64 KiB
-        self._topics: dict[str, _Topic | str] = {}
+        self._topics: dict[str, TopicInfo | str] = {}  # the put lane (lane.c) reads the fast topics from here
         self.is_batch_topic = is_batch_topic or (lambda topic: False)
         self.queue_limit = queue_limit or (lambda topic: None)
         # the plain-message fast path writes IPv4 store hosts and no appended CRC
@@ -148,7 +148,7 @@ class MessageWriter:
         self._topics.pop(topic, None)
 
     # -- checks shared by put and put_batch
-    def _topic(self, topic) -> _Topic | None:
+    def _topic(self, topic) -> TopicInfo | None:
         t = self._topics.get(topic) if isinstance(topic, str) else None
         if t is None:
             problem = topic_problem(topic, self.config.auto_message_version_on_topic_len)
@@ -156,7 +156,7 @@ class MessageWriter:
                 log.warning("put refused: %s", problem)
                 return None
             limit = self.queue_limit(topic)
-            t = _Topic(
+            t = TopicInfo(
                 topic,
                 self.config.auto_message_version_on_topic_len and len(topic) > R.MAX_TOPIC_BYTES_V1,
                 self._fast_ok and topic != SCHEDULE_TOPIC and not self.is_batch_topic(topic),
@@ -177,7 +177,7 @@ class MessageWriter:
         return born, flags, store
 
     @staticmethod
-    def _queue_ok(t: _Topic, queue_id) -> bool:
+    def _queue_ok(t: TopicInfo, queue_id) -> bool:
         """A queue id the record's int32 field holds and the topic's config has (the broker's msgCheck:
         queueId < max(writeQueueNums, readQueueNums))."""
         if type(queue_id) is int and 0 <= queue_id < t.queues:
@@ -257,7 +257,7 @@ class MessageWriter:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
         return self._put(msg, queue_id)
 
-    def _put_plain(self, msg: Message, queue_id: int, t: _Topic) -> PutResult:
+    def _put_plain(self, msg: Message, queue_id: int, t: TopicInfo) -> PutResult:
         """The common message (a topic, a body, maybe tags), with nothing re-derived that the topic's
         cache already knows; the same bytes as _put writes."""
         body = msg.body
@@ -275,7 +275,7 @@ class MessageWriter:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
         return self._write_plain(msg, queue_id, t, body, blen, size, tail, code, props, info)
 
-    def _put_keyed(self, msg: Message, queue_id: int, t: _Topic) -> PutResult:
+    def _put_keyed(self, msg: Message, queue_id: int, t: TopicInfo) -> PutResult:
         """A producer's message (KEYS, UNIQ_KEY, user properties) on the plain path: its record, properties
         and their props_info made in one C call (keyed_record) under the put lock, with nothing re-derived
         that the topic's cache knows; the same bytes and statuses as _put, which decides whatever the C
@@ -318,7 +318,7 @@ class MessageWriter:
         self,
         msg: Message,
         queue_id: int,
-        t: _Topic,
+        t: TopicInfo,
         body: bytes,
         blen: int,
         size: int,
@@ -508,14 +508,21 @@ class MessageWriter:
         reserve = P.CRC32_RESERVED_LEN if append_crc else 0
         tname = t.name
         n = len(msgs)
-        if [m.topic for m in msgs].count(tname) != n:
-            log.warning("put_batch refused: one batch holds several topics (the first is %r)", tname)
-            return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
-        bodies = [m.body for m in msgs]
-        flags = [m.flag for m in msgs]
-        if not set(map(type, bodies)) <= _BYTES_TYPES or not _fields_fit(first) or not _flags_fit(flags):
-            return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)  # no body, a body not bytes, a field out of range
-        blens = list(map(len, bodies))
+        # the columns, checked in one C pass (None: a batch the checks below look at closer)
+        got = _native.batch_fields(msgs, tname) if _native is not None and type(msgs) is list else None
+        if got is not None:
+            bodies, flags, blens = got
+            if not _fields_fit(first):
+                return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
+        else:
+            if [m.topic for m in msgs].count(tname) != n:
+                log.warning("put_batch refused: one batch holds several topics (the first is %r)", tname)
+                return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
+            bodies = [m.body for m in msgs]
+            flags = [m.flag for m in msgs]
+            if not set(map(type, bodies)) <= _BYTES_TYPES or not _fields_fit(first) or not _flags_fit(flags):
+                return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)  # no body, a body not bytes, a field out of range
+            blens = list(map(len, bodies))
         if max(blens) > self.max_body:
             return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
         codes = None
@@ -547,7 +554,7 @@ class MessageWriter:
         )
         total = int(sizes.sum())
         magic = R.MAGIC_V2 if t.v2 else R.MAGIC_V1
-        if _native is not None and set(map(type, bodies)) == {bytes}:
+        if _native is not None and (got is not None or set(map(type, bodies)) == {bytes}):
             return self._put_batch_native(
                 msgs,
                 queue_id,
@@ -734,6 +741,11 @@ class MessageWriter:
             return [self._props(first, drop_crc)] * n, True
         props_list = [self._props(m, drop_crc) for m in msgs]
         return props_list, props_list.count(props_list[0]) == n
+
+
+def lane_engine():
+    """The compiled module when it has the put lane (put_lane.py), else None (the pure engine)."""
+    return _native if _native is not None and hasattr(_native, "PutLane") else None
 
 
 def _info(props: bytes):

@@ -41,7 +41,7 @@ def batch_size_of(props: dict[str, str]) -> int | None:
 
 
 def put_py(writer, msg: Message, queue_id: int, topic) -> PutResult:
-    """One record to a batch-CQ topic (topic is the writer's cached _Topic)."""
+    """One record to a batch-CQ topic (topic is the writer's cached TopicInfo)."""
     body = msg.body
     if body is None or len(body) > writer.max_body:
         return PutResult(PutStatus.MESSAGE_ILLEGAL)

@@ -27,6 +27,7 @@ from .lookups import Lookups
 from .long_poll import Arrivals
 from .message import GetResult, GetStatus, Message, PutBatchResult, PutResult, PutStatus, QueryResult
 from .put import MessageWriter
+from .put_lane import make_lane
 from .services import recovery
 from .services.calc_bitmap import CalcBitMapDispatcher
 from .services.cleanup import CleanupService
@@ -170,6 +171,8 @@ class MessageStore:
         self.flush_service = FlushServices(config, self.commitlog, self.queues, self.checkpoint_file, self.reput, root)
         self._health = self.flush_service.health  # NOT_WRITEABLE: set when a CommitLog sync fails
         self.cleanup = CleanupService(config, self.commitlog, self.queues, self.index, self.writer.lock, self.layout)
+        # the common put in one C call (put_lane.py), None when the engine or the configuration has none
+        self._lane = None if read_only else make_lane(self)
 
     # ---------------------------------------------------------------- opening and closing
     @classmethod
@@ -320,6 +323,7 @@ class MessageStore:
     def close(self) -> None:
         if self._closed:
             return
+        self._lane = None  # every put takes the checks of the Python path from here on
         try:
             if not self.read_only:
                 self.cleanup.stop()
@@ -489,6 +493,11 @@ class MessageStore:
 
     def put(self, msg: Message, queue_id: int | None = None) -> PutResult:
         """Put one message; without a queue id the store picks one (pick_queue)."""
+        lane = self._lane
+        if lane is not None:
+            r = lane.put(msg, queue_id)  # the common message, the same steps in C; None: the path below
+            if r is not None:
+                return r
         if self._closed:
             self._check_open()
         if (

@@ -1,5 +1,5 @@
 /* The module object: the method tables of common.c, put.c, scan.c, read.c, arrow.c, index.c and props.c
- * under one name. */
+ * under one name, and lane.c's PutLane type. */
 #include "native.h"
 
 PyObject *rs_CorruptDataError = NULL;
@@ -18,7 +18,7 @@ PyMODINIT_FUNC PyInit__native(void) {
             || PyModule_AddFunctions(m, rs_arrow_methods) < 0
             || PyModule_AddFunctions(m, rs_index_methods) < 0 || PyModule_AddFunctions(m, rs_props_methods) < 0
             || PyModule_AddFunctions(m, rs_batchcq_methods) < 0
-            || rs_scan_init(m) < 0 || rs_read_init() < 0)
+            || rs_scan_init(m) < 0 || rs_read_init() < 0 || rs_lane_init(m) < 0)
         goto fail;
     PyObject *errors = PyImport_ImportModule("rocketstore.errors");
     if (errors == NULL)

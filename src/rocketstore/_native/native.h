@@ -54,4 +54,22 @@ uint32_t rs_crc32(const unsigned char *p, Py_ssize_t n);
 int rs_slot_offsets(PyObject *type, const char *const *names, int n, Py_ssize_t *offsets);
 PyObject *rs_new_slotted(PyTypeObject *tp, const Py_ssize_t *offsets, PyObject **vals, int n);
 
+
+/* lane.c: the PutLane type */
+int rs_lane_init(PyObject *module);
+
+/* put.c: one keyed (or plain) message's record on the plain put path, for keyed_record and the put lane */
+typedef struct {
+    PyObject *props, *info, *body;  /* PROPERTIES bytes, their props_info, the body (held) */
+    long long flag, reconsume, pto, born_ts;
+    int has_born;                   /* born_ts is the message's (else the clock's, read by the caller) */
+    Py_ssize_t size;                /* the record's length */
+} rs_keyed;
+int rs_keyed_prepare(PyObject *msg, Py_ssize_t tail_len, Py_ssize_t max_body, Py_ssize_t max_record, rs_keyed *k);
+void rs_keyed_write(unsigned char *o, const rs_keyed *k, const unsigned char *ttail, Py_ssize_t tl, int magic,
+                    int queue_id, long long qoff, long long phys, const unsigned char *h, long long store_ts);
+void rs_keyed_clear(rs_keyed *k);
+/* clock() as an int; clock None: the wall clock in ms (config.wall_clock_ms) without a Python call */
+int rs_clock_ms(PyObject *clock, long long *out);
+
 #endif

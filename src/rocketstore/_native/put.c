@@ -535,6 +535,19 @@ done:
 /* ---------------------------------------------------------------- one keyed message */
 static PyObject *s_body, *s_flag, *s_reconsume, *s_pto, *s_born_ts;
 
+static int rs_keyed_names(void) {
+    s_body = PyUnicode_InternFromString("body");
+    s_flag = PyUnicode_InternFromString("flag");
+    s_reconsume = PyUnicode_InternFromString("reconsume_times");
+    s_pto = PyUnicode_InternFromString("prepared_transaction_offset");
+    s_born_ts = PyUnicode_InternFromString("born_timestamp");
+    if (!s_body || !s_flag || !s_reconsume || !s_pto || !s_born_ts) {
+        s_body = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 /* An attribute that must be an int (exactly: not a bool) within [lo, hi]; 1 and *out set, 0 (no error) when it
  * is not such an int, -1 on an error. */
 static int int_attr(PyObject *msg, PyObject *name, long long lo, long long hi, long long *out) {
@@ -560,7 +573,7 @@ static int int_attr(PyObject *msg, PyObject *name, long long lo, long long hi, l
 
 /* clock(), or with clock None config.wall_clock_ms's time.time_ns() // 1_000_000 (CLOCK_REALTIME, as
  * time.time_ns reads it on POSIX) without a Python call. */
-static int clock_ms(PyObject *clock, long long *out) {
+int rs_clock_ms(PyObject *clock, long long *out) {
     if (clock == Py_None) {
         struct timespec ts;
         if (clock_gettime(CLOCK_REALTIME, &ts) != 0) {
@@ -578,55 +591,40 @@ static int clock_ms(PyObject *clock, long long *out) {
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
-/* keyed_record(msg, topic_tail, magic, queue_id, queue_offset, phys, room, max_body, max_record, host, clock)
- * -> (record, props, info, store_ts) | None: put.py's plain-path record of one message (IPv4 hosts `host`
- * for both, sysFlag 0, no appended CRC) at `phys` with `queue_offset`, as MessageWriter._put writes it:
- * fixed fields, body, topic tail, PROPLEN, properties. `props` and `info` are message_props and props_info
- * of the message. None, before the clock is read, for whatever Python decides: properties the C leaves to
- * Python or with INNER_NUM/INNER_BASE, a field that is not an int of its width, a body that is not bytes or
- * is over max_body, properties over 32767 bytes, a record over max_record or that does not leave 8 bytes of
- * `room`. Then born_ts (unless the message has one) and store_ts are read from clock(), in that order
- * (clock None: the wall clock, config.wall_clock_ms, read here). */
-static PyObject *keyed_record(PyObject *self, PyObject *args) {
-    PyObject *msg, *ttail, *host, *clock;
-    int magic, queue_id;
-    long long qoff, phys;
-    Py_ssize_t room, max_body, max_record;
-    if (!PyArg_ParseTuple(args, "OO!iiLLnnnO!O:keyed_record", &msg, &PyBytes_Type, &ttail, &magic, &queue_id, &qoff,
-                          &phys, &room, &max_body, &max_record, &PyBytes_Type, &host, &clock))
-        return NULL;
-    if (PyBytes_GET_SIZE(host) != 8) {
-        PyErr_SetString(PyExc_ValueError, "keyed_record: the store host must be an IPv4 host (8 bytes)");
-        return NULL;
-    }
+/* The parts of one keyed message's record on the plain path (see native.h, rs_keyed): 1 and *k filled (its
+ * references held), 0 when Python decides (nothing held, no error: properties the C leaves to Python or with
+ * INNER_NUM/INNER_BASE, a field that is not an int of its width, a body that is not bytes or is over max_body,
+ * properties over 32767 bytes, a record over max_record), -1 on an error. The clock is not read. */
+int rs_keyed_prepare(PyObject *msg, Py_ssize_t tail_len, Py_ssize_t max_body, Py_ssize_t max_record, rs_keyed *k) {
     if (names_ready() < 0 || info_ready() < 0)
-        return NULL;
-    if (s_body == NULL) {
-        s_body = PyUnicode_InternFromString("body");
-        s_flag = PyUnicode_InternFromString("flag");
-        s_reconsume = PyUnicode_InternFromString("reconsume_times");
-        s_pto = PyUnicode_InternFromString("prepared_transaction_offset");
-        s_born_ts = PyUnicode_InternFromString("born_timestamp");
-        if (!s_body || !s_flag || !s_reconsume || !s_pto || !s_born_ts) {
-            s_body = NULL;
-            return NULL;
-        }
-    }
-    PyObject *props = NULL, *info = NULL, *body = NULL, *born = NULL, *rec = NULL, *out = NULL;
-    long long flag, reconsume, pto, born_ts, store_ts;
+        return -1;
+    if (s_body == NULL && rs_keyed_names() < 0)
+        return -1;
+    PyObject *props = NULL, *info = NULL, *body = NULL, *born = NULL;
     int r;
-    if ((r = int_attr(msg, s_flag, INT32_MIN, INT32_MAX, &flag)) <= 0
-            || (r = int_attr(msg, s_reconsume, INT32_MIN, INT32_MAX, &reconsume)) <= 0
-            || (r = int_attr(msg, s_pto, INT64_MIN, INT64_MAX, &pto)) <= 0)
-        goto answer;
+    if ((r = int_attr(msg, s_flag, INT32_MIN, INT32_MAX, &k->flag)) <= 0
+            || (r = int_attr(msg, s_reconsume, INT32_MIN, INT32_MAX, &k->reconsume)) <= 0
+            || (r = int_attr(msg, s_pto, INT64_MIN, INT64_MAX, &k->pto)) <= 0)
+        return r;
     born = PyObject_GetAttr(msg, s_born_ts);
     if (born == NULL)
-        goto fail;
-    if (born != Py_None && (r = int_attr(msg, s_born_ts, INT64_MIN, INT64_MAX, &born_ts)) <= 0)
-        goto answer;
+        return -1;
+    k->has_born = born != Py_None;
+    if (k->has_born) {      /* int_attr's rule: an int (not a bool) of the width */
+        int overflow = 0;
+        k->born_ts = PyLong_CheckExact(born) ? PyLong_AsLongLongAndOverflow(born, &overflow) : 0;
+        r = PyLong_CheckExact(born) && !overflow;
+        if (k->born_ts == -1 && PyErr_Occurred())
+            r = -1;
+        if (r <= 0) {
+            Py_DECREF(born);
+            return r;
+        }
+    }
+    Py_DECREF(born);
     body = PyObject_GetAttr(msg, s_body);
     if (body == NULL)
-        goto fail;
+        return -1;
     if (!PyBytes_CheckExact(body) || PyBytes_GET_SIZE(body) > max_body)
         goto none;
     props = message_props_one(msg, 0);
@@ -639,60 +637,167 @@ static PyObject *keyed_record(PyObject *self, PyObject *args) {
         goto fail;
     if (info == Py_None)
         goto none;
-    Py_ssize_t bl = PyBytes_GET_SIZE(body), pl = PyBytes_GET_SIZE(props), tl = PyBytes_GET_SIZE(ttail);
+    Py_ssize_t bl = PyBytes_GET_SIZE(body), pl = PyBytes_GET_SIZE(props);
     if (pl > 32767)
         goto none;
-    Py_ssize_t size = 88 + bl + tl + 2 + pl;
-    if (size > max_record || size > INT32_MAX || room - 8 < size)
+    k->size = 88 + bl + tail_len + 2 + pl;
+    if (k->size > max_record || k->size > INT32_MAX)
         goto none;
-    if (born == Py_None && clock_ms(clock, &born_ts) < 0)
-        goto fail;
-    if (clock_ms(clock, &store_ts) < 0)
-        goto fail;
-    rec = PyBytes_FromStringAndSize(NULL, size);
-    if (rec == NULL)
-        goto fail;
-    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(rec);
-    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(body);
-    const unsigned char *h = (const unsigned char *)PyBytes_AS_STRING(host);
-    rs_put32(o, (uint32_t)size);
+    k->props = props;
+    k->info = info;
+    k->body = body;
+    return 1;
+none:
+    Py_XDECREF(props);
+    Py_XDECREF(info);
+    Py_DECREF(body);
+    return 0;
+fail:
+    Py_XDECREF(props);
+    Py_XDECREF(info);
+    Py_DECREF(body);
+    return -1;
+}
+
+void rs_keyed_clear(rs_keyed *k) {
+    Py_CLEAR(k->props);
+    Py_CLEAR(k->info);
+    Py_CLEAR(k->body);
+}
+
+/* The record of rs_keyed_prepare's parts at o (k->size bytes): fixed fields (IPv4 host `h` as born and store
+ * host, sysFlag 0), body, topic tail, PROPLEN, properties, as MessageWriter._put writes them. */
+void rs_keyed_write(unsigned char *o, const rs_keyed *k, const unsigned char *ttail, Py_ssize_t tl, int magic,
+                    int queue_id, long long qoff, long long phys, const unsigned char *h, long long store_ts) {
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(k->body);
+    Py_ssize_t bl = PyBytes_GET_SIZE(k->body), pl = PyBytes_GET_SIZE(k->props);
+    rs_put32(o, (uint32_t)k->size);
     rs_put32(o + 4, (uint32_t)magic);
     rs_put32(o + 8, put_crc32(b, bl) & 0x7FFFFFFFu);
     rs_put32(o + 12, (uint32_t)queue_id);
-    rs_put32(o + 16, (uint32_t)flag);
+    rs_put32(o + 16, (uint32_t)k->flag);
     rs_put64(o + 20, (uint64_t)qoff);
     rs_put64(o + 28, (uint64_t)phys);
     rs_put32(o + 36, 0);                    /* sysFlag */
-    rs_put64(o + 40, (uint64_t)born_ts);
+    rs_put64(o + 40, (uint64_t)k->born_ts);
     memcpy(o + 48, h, 8);                   /* born host */
     rs_put64(o + 56, (uint64_t)store_ts);
     memcpy(o + 64, h, 8);                   /* store host */
-    rs_put32(o + 72, (uint32_t)reconsume);
-    rs_put64(o + 76, (uint64_t)pto);
+    rs_put32(o + 72, (uint32_t)k->reconsume);
+    rs_put64(o + 76, (uint64_t)k->pto);
     rs_put32(o + 84, (uint32_t)bl);
     unsigned char *q = o + 88;
     memcpy(q, b, bl);
     q += bl;
-    memcpy(q, PyBytes_AS_STRING(ttail), tl);
+    memcpy(q, ttail, tl);
     q += tl;
     rs_put16(q, (unsigned)pl);
-    memcpy(q + 2, PyBytes_AS_STRING(props), pl);
-    out = Py_BuildValue("(NOOL)", rec, props, info, store_ts);
-    goto done;
-answer:
+    memcpy(q + 2, PyBytes_AS_STRING(k->props), pl);
+}
+
+/* keyed_record(msg, topic_tail, magic, queue_id, queue_offset, phys, room, max_body, max_record, host, clock)
+ * -> (record, props, info, store_ts) | None: put.py's plain-path record of one message (IPv4 hosts `host`
+ * for both, sysFlag 0, no appended CRC) at `phys` with `queue_offset`, as MessageWriter._put writes it:
+ * fixed fields, body, topic tail, PROPLEN, properties. `props` and `info` are message_props and props_info
+ * of the message. None, before the clock is read, for whatever Python decides (rs_keyed_prepare) and for a
+ * record that does not leave 8 bytes of `room`. Then born_ts (unless the message has one) and store_ts are
+ * read from clock(), in that order (clock None: the wall clock, config.wall_clock_ms, read here). */
+static PyObject *keyed_record(PyObject *self, PyObject *args) {
+    PyObject *msg, *ttail, *host, *clock;
+    int magic, queue_id;
+    long long qoff, phys;
+    Py_ssize_t room, max_body, max_record;
+    if (!PyArg_ParseTuple(args, "OO!iiLLnnnO!O:keyed_record", &msg, &PyBytes_Type, &ttail, &magic, &queue_id, &qoff,
+                          &phys, &room, &max_body, &max_record, &PyBytes_Type, &host, &clock))
+        return NULL;
+    if (PyBytes_GET_SIZE(host) != 8) {
+        PyErr_SetString(PyExc_ValueError, "keyed_record: the store host must be an IPv4 host (8 bytes)");
+        return NULL;
+    }
+    rs_keyed k = {0};
+    long long store_ts;
+    int r = rs_keyed_prepare(msg, PyBytes_GET_SIZE(ttail), max_body, max_record, &k);
     if (r < 0)
-        goto fail;
-none:
-    out = Py_NewRef(Py_None);
-    goto done;
-fail:
-    out = NULL;
+        return NULL;
+    if (r == 0)
+        Py_RETURN_NONE;
+    PyObject *out = NULL;
+    if (room - 8 < k.size) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (!k.has_born && rs_clock_ms(clock, &k.born_ts) < 0)
+        goto done;
+    if (rs_clock_ms(clock, &store_ts) < 0)
+        goto done;
+    PyObject *rec = PyBytes_FromStringAndSize(NULL, k.size);
+    if (rec == NULL)
+        goto done;
+    rs_keyed_write((unsigned char *)PyBytes_AS_STRING(rec), &k, (const unsigned char *)PyBytes_AS_STRING(ttail),
+                   PyBytes_GET_SIZE(ttail), magic, queue_id, qoff, phys, (const unsigned char *)PyBytes_AS_STRING(host),
+                   store_ts);
+    out = Py_BuildValue("(NOOL)", rec, k.props, k.info, store_ts);
 done:
-    Py_XDECREF(props);
-    Py_XDECREF(info);
-    Py_XDECREF(body);
-    Py_XDECREF(born);
+    rs_keyed_clear(&k);
     return out;
+}
+
+/* batch_fields(msgs, topic) -> (bodies, flags, body lengths) | None: put_batch's per-message columns and
+ * checks in one pass, for a batch of `topic` whose bodies are all bytes and flags all int32 (exactly: no
+ * subclass, no bool); None otherwise, and then put.py's own checks decide (and say what is wrong). */
+static PyObject *s_topic_attr;
+
+static PyObject *batch_fields(PyObject *self, PyObject *args) {
+    PyObject *msgs, *topic;
+    if (!PyArg_ParseTuple(args, "O!U:batch_fields", &PyList_Type, &msgs, &topic))
+        return NULL;
+    if (names_ready() < 0 || (s_body == NULL && rs_keyed_names() < 0))
+        return NULL;
+    if (s_topic_attr == NULL && (s_topic_attr = PyUnicode_InternFromString("topic")) == NULL)
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(msgs);
+    PyObject *bodies = PyList_New(n), *flags = PyList_New(n), *lens = PyList_New(n);
+    if (bodies == NULL || flags == NULL || lens == NULL)
+        goto error;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *m = PyList_GET_ITEM(msgs, i);
+        PyObject *t = PyObject_GetAttr(m, s_topic_attr);
+        if (t == NULL)
+            goto error;
+        int same = t == topic || (PyUnicode_CheckExact(t) && PyUnicode_Compare(t, topic) == 0);
+        Py_DECREF(t);
+        if (!same)
+            goto none;
+        PyObject *b = PyObject_GetAttr(m, s_body);
+        if (b == NULL)
+            goto error;
+        PyList_SET_ITEM(bodies, i, b);
+        if (!PyBytes_CheckExact(b))
+            goto none;
+        PyObject *f = PyObject_GetAttr(m, s_flag);
+        if (f == NULL)
+            goto error;
+        PyList_SET_ITEM(flags, i, f);
+        int overflow = 0;
+        long long v = PyLong_CheckExact(f) ? PyLong_AsLongLongAndOverflow(f, &overflow) : 0;
+        if (!PyLong_CheckExact(f) || overflow || v < INT32_MIN || v > INT32_MAX)
+            goto none;
+        PyObject *len = PyLong_FromSsize_t(PyBytes_GET_SIZE(b));
+        if (len == NULL)
+            goto error;
+        PyList_SET_ITEM(lens, i, len);
+    }
+    return Py_BuildValue("(NNN)", bodies, flags, lens);
+none:
+    Py_DECREF(bodies);
+    Py_DECREF(flags);
+    Py_DECREF(lens);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(bodies);
+    Py_XDECREF(flags);
+    Py_XDECREF(lens);
+    return NULL;
 }
 
 /* fill_crc(record: bytearray) -> None: the appended __CRC32# entry over the record's last 20 bytes
@@ -759,6 +864,8 @@ PyMethodDef rs_put_methods[] = {
     {"encode_batch", encode_batch, METH_VARARGS,
      "encode_batch(template, bodies, props, topic_tail, reserve, flags, first_qoff, phys, total, append_crc)"
      " -> the records of a producer batch."},
+    {"batch_fields", batch_fields, METH_VARARGS,
+     "batch_fields(msgs, topic) -> (bodies, flags, body lengths) | None: put_batch's columns, checked."},
     {"keyed_record", keyed_record, METH_VARARGS,
      "keyed_record(msg, topic_tail, magic, queue_id, queue_offset, phys, room, max_body, max_record, host, clock)"
      " -> (record, props, info, store_ts) | None: one keyed message's record on the plain put path."},

@@ -162,6 +162,8 @@ class MappedFile:
         self.committed = 0
         self.flushed = 0
         self._views: list = []
+        # pages populated for writing so far; the put lane (lane.c) writes only below it, leaving append to
+        # populate the next range
         self._populated = 0 if writable else file_size
 
     # -- positions

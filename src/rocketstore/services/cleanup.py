@@ -224,7 +224,7 @@ class CleanupService(ServiceThread):
         self.consume_queues = CleanConsumeQueueService(config, commitlog, queues, index, lock)
         self.first_run_delay_ms = FIRST_RUN_DELAY_MS
         self._pass_lock = threading.Lock()
-        self._next_disk_check = 0.0  # time.monotonic() of the put path's next disk measure
+        self.next_disk_check = 0.0  # time.monotonic() of the put path's next disk measure
         self._refused_puts = 0
 
     @property
@@ -246,14 +246,14 @@ class CleanupService(ServiceThread):
     def checked_at_open(self) -> None:
         """Measure at open: puts see a full disk from the first one (not a pass later)."""
         self.check_disk_full()
-        self._next_disk_check = time.monotonic() + DISK_CHECK_INTERVAL_S
+        self.next_disk_check = time.monotonic() + DISK_CHECK_INTERVAL_S
 
     def refuses_put(self, name: str = "") -> bool:
         """The put path's gate: is the disk full (measured again at most every DISK_CHECK_INTERVAL_S, so a
         disk that fills is seen within 0.1 s)? A refusal is logged once per 50,000."""
         now = time.monotonic()
-        if now >= self._next_disk_check:
-            self._next_disk_check = now + DISK_CHECK_INTERVAL_S
+        if now >= self.next_disk_check:
+            self.next_disk_check = now + DISK_CHECK_INTERVAL_S
             self.check_disk_full()
         if not self.commitlog.disk_full:
             return False

@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 import time
+from operator import itemgetter
 
 import numpy as np
 
@@ -68,7 +69,8 @@ class IndexService:
         self.on_full_flushed = on_full_flushed
         self.files: list[IndexFile] = []
         self.lock = threading.RLock()
-        self._pending: list[tuple] = []  # records queued one by one (add), after those in _queued
+        # records queued one by one (add), after those in _queued; the put lane (lane.c) appends as add() does
+        self._pending: list[tuple] = []
         # earlier pieces of the queue, oldest first: ("rows", records as add takes them) or ("cols", a run's
         # columns: topics, phys, stamps, sys_flags, uniqs, keys); _queued_rows counts their records
         self._queued: list[tuple[str, object]] = []
@@ -358,14 +360,14 @@ class IndexDispatcher:
         path has them."""
         if _may_hold_keys(props_list):
             if infos is not None and None not in infos:
-                n = len(infos)  # as columns: no tuple per record
+                n = len(infos)  # as columns: no tuple per record, no Python loop
                 self.index.add_columns(
                     [topic] * n,
                     offsets.tolist(),
                     [store_ts] * n,
                     [sys_flag] * n,
-                    [info[2] for info in infos],
-                    [info[1] for info in infos],
+                    list(map(_UNIQ_OF, infos)),
+                    list(map(_KEYS_OF, infos)),
                 )
                 return
             for p, props in zip(offsets.tolist(), props_list):
@@ -375,6 +377,7 @@ class IndexDispatcher:
 
 
 _NO_KEYS = (0, "", None, False)
+_KEYS_OF, _UNIQ_OF = itemgetter(1), itemgetter(2)  # a props_info's KEYS and UNIQ_KEY
 
 
 def _props_info(props: bytes):

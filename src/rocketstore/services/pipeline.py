@@ -135,6 +135,7 @@ class DispatchPipeline:
         self._columns: list = [d.dispatch_columns for d in self.dispatchers]
         self._front: list = []  # dispatchers before the ConsumeQueue dispatcher
         self._back: list = []  # dispatchers after the built-in ones
+        self.plain = True  # the built-in dispatchers alone (the put lane, lane.c, runs only then)
         self.bulk = True  # runs may be dispatched as columns (decided in add)
         self.error: OSError | None = None
         self.notify = notify  # called after records were dispatched (wakes long polls)
@@ -154,6 +155,7 @@ class DispatchPipeline:
             self.dispatchers.append(d)
             self._back.append(d)
         self._columns = [getattr(x, "dispatch_columns", None) or _loop_columns(x) for x in self.dispatchers]
+        self.plain = not self._front and not self._back
 
     # ---------------------------------------------------------------- reput, recovery, rebuild
     def dispatch(self, req: DispatchRequest) -> None:

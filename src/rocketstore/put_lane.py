@@ -1,0 +1,73 @@
+"""The put lane: MessageStore.put of the common message in one C call (rocketstore._native.PutLane, lane.c).
+
+The Python path stays the reference and the path of everything else: put -> MessageWriter.put (checks,
+queue offset, record) -> CommitLog segment -> pipeline.put -> ConsumeQueue dispatcher and index. For the
+common case the lane does those same steps in C, on the same objects: it encodes the record straight into
+the mapped CommitLog segment, moves the segment's write position, the writer's queue offset and last
+offset, writes the 20-byte unit into the queue's mapped ConsumeQueue file and moves its positions, queues
+the record for the index (IndexService.add), moves reput's offset and wakes long polls; the PutResult is the
+one the Python path answers. The common case:
+
+- the store's gates are open (CommitLog health writeable, no dispatch error, the disk not full and not due
+  to be measured again) and the pipeline has its built-in dispatchers alone (no bitmap or added ones);
+- ASYNC_FLUSH without the transient store pool, dispatch in the put path, IPv4 store host, no appended CRC;
+- a topic the writer has already taken once (its cached TopicInfo says `fast`: not a batch-CQ or schedule topic);
+- a message with sysFlag 0, no raw properties, no born/store host of its own, a bytes body, fields that fit,
+  properties put.c encodes (keyed_record's rules);
+- the record and an 8-byte filler fit the current segment, in pages already populated;
+- the queue exists, is a plain ConsumeQueue without the ext, and its last file is started, has room and is
+  at the unit the queue offset expects.
+
+Anything else, and every refusal, is decided before a byte is written or the clock is read: the lane
+answers None and the Python path puts the message (new segment, new queue or file, statuses). So
+ROCKETSTORE_PURE=1 (no lane) writes the same bytes (tests/native/test_put_lane.py).
+"""
+
+from __future__ import annotations
+
+from . import put as put_module
+from .config import SYNC_FLUSH, wall_clock_ms
+from .log.consume_queue import ConsumeQueue
+from .message import PutResult, PutStatus
+from .services import index_service
+
+
+def make_lane(store):
+    """The store's PutLane, or None when its configuration is not one the lane covers (or no native engine)."""
+    native = put_module.lane_engine()
+    writer = store.writer
+    config = store.config
+    if (
+        native is None
+        or store.read_only
+        or writer.dispatch is None
+        or config.flush_disk_type == SYNC_FLUSH
+        or store.commitlog.files.pool is not None
+        or writer.append_crc
+        or len(writer.store_host) != 8
+    ):
+        return None
+    pipeline = store.pipeline
+    return native.PutLane(
+        writer,
+        writer.lock,
+        put_module.TopicInfo,
+        store.commitlog.files,
+        store.queues.get_by_key,
+        ConsumeQueue,
+        store.checkpoint,
+        store.index if pipeline.index is not None else None,
+        store.reput,
+        store.arrivals,
+        store.flush_service.health,
+        pipeline,
+        store.cleanup,
+        store.cleanup.commitlog,  # the disk_full flag (CleanCommitLogService)
+        writer.store_host,
+        None if config.clock is wall_clock_ms else config.clock,
+        writer.max_body,
+        writer.max_record,
+        index_service.BUILD_AT,
+        PutResult,
+        PutStatus.PUT_OK,
+    )
