@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketstore import Message, MessageStore, StoreConfig
+from rocketstore import lookups
 from rocketstore import put as put_module
 from rocketstore.formats import index as I
 from rocketstore.formats import record as R
@@ -164,12 +165,12 @@ def test_index_keys_leaves_odd_records_to_python(native):
 # ---------------------------------------------------------------- whole stores, byte for byte
 @contextmanager
 def engine(on: bool, native):
-    saved = put_module._native, index_service._native, index_file._native
-    put_module._native = index_service._native = index_file._native = native if on else None
+    saved = put_module._native, index_service._native, index_file._native, lookups._native
+    put_module._native = index_service._native = index_file._native = lookups._native = native if on else None
     try:
         yield
     finally:
-        put_module._native, index_service._native, index_file._native = saved
+        put_module._native, index_service._native, index_file._native, lookups._native = saved
 
 
 def run_store(path, ops, append_crc, on, native, slots=8, entries=24):
