@@ -269,8 +269,8 @@ fail:
     return -1;
 }
 
-/* by_queue[(topic, qid)].append(j) */
-static int add_member(PyObject *by_queue, PyObject *topic, PyObject *qid, Py_ssize_t j) {
+/* by_queue[(topic, qid)].append(j); *list: that list (borrowed: the dict holds it) */
+static int add_member(PyObject *by_queue, PyObject *topic, PyObject *qid, Py_ssize_t j, PyObject **list) {
     PyObject *key = PyTuple_Pack(2, topic, qid);
     if (key == NULL)
         return -1;
@@ -292,6 +292,7 @@ static int add_member(PyObject *by_queue, PyObject *topic, PyObject *qid, Py_ssi
         goto out;
     rc = PyList_Append(members, jj);
     Py_DECREF(jj);
+    *list = members;
 out:
     Py_DECREF(key);
     return rc;
@@ -353,27 +354,59 @@ static PyObject *decode_run(PyObject *self, PyObject *args) {
         if ((by_queue = PyDict_New()) == NULL)
             goto out;
         rs_tags_memo memo = {NULL, -1, 0};
+        /* a run's records mostly share their queue, properties bytes (plain records), store time and
+         * tagsCode with the record before: those objects are the previous record's, not new ones */
+        PyObject *members = NULL, *last_topic = NULL, *last_raw = NULL, *last_ts = NULL, *last_code = NULL;
+        int32_t last_qid = 0;
+        long long last_ts_v = 0, last_code_v = 0;
         for (Py_ssize_t i = first; i < n; i++) {
             const rs_rec *r = &recs[i];
             PyObject *topic, *raw, *keys, *uniq;
             long long code;
-            int rc = record_objects(b, r, delay_code, &memo, 1, &topic, &raw, &code, &keys, &uniq);
+            int rc = record_objects(b, r, delay_code, &memo, 0, &topic, &raw, &code, &keys, &uniq);
             if (rc < 0)
                 goto out;
             if (rc > 0) {
                 done = i;      /* the careful path says what is wrong with it */
                 break;
             }
+            const unsigned char *props = b + r->props_pos;
+            if (raw == NULL) {
+                if (last_raw != NULL && PyBytes_GET_SIZE(last_raw) == r->props_len
+                        && memcmp(PyBytes_AS_STRING(last_raw), props, (size_t)r->props_len) == 0)
+                    raw = Py_NewRef(last_raw);
+                else
+                    raw = PyBytes_FromStringAndSize((const char *)props, r->props_len);
+            }
+            PyObject *ts = last_ts != NULL && last_ts_v == r->store_ts ? Py_NewRef(last_ts)
+                                                                       : PyLong_FromLongLong(r->store_ts);
+            PyObject *code_o = last_code != NULL && last_code_v == code ? Py_NewRef(last_code)
+                                                                        : PyLong_FromLongLong(code);
             PyObject *vals[NCOLS] = {topic, PyLong_FromLong(r->qid), PyLong_FromLongLong(r->qoff),
-                                     PyLong_FromLongLong(r->phys), PyLong_FromSsize_t(r->size),
-                                     PyLong_FromLongLong(r->store_ts), PyLong_FromLong(r->flags),
-                                     PyLong_FromLongLong(code), keys, uniq, raw};
+                                     PyLong_FromLongLong(r->phys), PyLong_FromSsize_t(r->size), ts,
+                                     PyLong_FromLong(r->flags), code_o, keys, uniq, raw};
             int bad = 0;
             for (int k = 0; k < NCOLS; k++)
                 bad |= vals[k] == NULL;
             int tran = r->flags & 0xC;
-            if (!bad && (tran == 0 || tran == 0x8))   /* gets_queue_unit: normal or committed */
-                bad = add_member(by_queue, topic, vals[1], i - first) < 0;
+            if (!bad && (tran == 0 || tran == 0x8)) {   /* gets_queue_unit: normal or committed */
+                if (members != NULL && topic == last_topic && r->qid == last_qid) {
+                    PyObject *jj = PyLong_FromSsize_t(i - first);
+                    bad = jj == NULL || PyList_Append(members, jj) < 0;
+                    Py_XDECREF(jj);
+                } else {
+                    bad = add_member(by_queue, topic, vals[1], i - first, &members) < 0;
+                    last_topic = topic;   /* borrowed: the topic list holds it */
+                    last_qid = r->qid;
+                }
+            }
+            if (!bad) {   /* borrowed: the lists hold them */
+                last_raw = raw;
+                last_ts = ts;
+                last_code = code_o;
+                last_ts_v = r->store_ts;
+                last_code_v = code;
+            }
             if (bad) {
                 for (int k = 0; k < NCOLS; k++)
                     Py_XDECREF(vals[k]);
