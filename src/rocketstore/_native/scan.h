@@ -2,6 +2,7 @@
 #ifndef ROCKETSTORE_SCAN_H
 #define ROCKETSTORE_SCAN_H
 #include "native.h"
+#include "props.h"
 
 #define MAGIC_V1 ((int32_t)0xDAA320A7)
 #define MAGIC_V2 ((int32_t)0xDAA320AB)
@@ -9,16 +10,6 @@
 #define BORNHOST_V6_FLAG 0x10
 #define STOREHOST_V6_FLAG 0x20
 #define INNER_BATCH_FLAG 0x80
-
-/* What props_info reads from a properties string: for TAGS, KEYS, UNIQ_KEY, DELAY, INNER_NUM, INNER_BASE
- * at an item start ("name\x01"), the last non-empty value (up to the next \x02). */
-enum { P_TAGS, P_KEYS, P_UNIQ, P_DELAY, P_INNER_NUM, P_INNER_BASE, P_CRC32, P_COUNT };
-typedef struct {
-    Py_ssize_t pos[P_COUNT];   /* value's position in the buffer, -1 when absent (or only empty) */
-    Py_ssize_t len[P_COUNT];
-} rs_props;
-
-void rs_props_find(const unsigned char *p, Py_ssize_t n, rs_props *out);
 
 typedef struct {
     Py_ssize_t pos, size;
