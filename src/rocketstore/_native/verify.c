@@ -45,6 +45,8 @@ typedef struct {
     PyObject *topics;    /* list: id -> str */
     PyObject *topic_ids; /* dict: str -> id */
     PyObject *py_rows;   /* dict: row index -> _Record */
+    rs_rec *scratch;     /* walk's records before they become rows (kept: a fresh one each call faults in) */
+    Py_ssize_t scratch_cap;
 } VRecords;
 
 /* ------------------------------------------------------------------ the table */
@@ -474,9 +476,14 @@ static PyObject *vr_walk(VRecords *t, PyObject *args) {
         cap = max_records;
     if (cap < 1)
         cap = 1;
-    rs_rec *recs = PyMem_Malloc(sizeof(rs_rec) * (size_t)cap);
-    if (recs == NULL)
-        return PyErr_NoMemory();
+    if (cap > t->scratch_cap) {
+        rs_rec *a = PyMem_RawRealloc(t->scratch, sizeof(rs_rec) * (size_t)cap);
+        if (a == NULL)
+            return PyErr_NoMemory();
+        t->scratch = a;
+        t->scratch_cap = cap;
+    }
+    rs_rec *recs = t->scratch;
     const unsigned char *b = view->buf;
     Py_ssize_t n;
     Py_BEGIN_ALLOW_THREADS
@@ -528,7 +535,6 @@ static PyObject *vr_walk(VRecords *t, PyObject *args) {
     }
     result = Py_BuildValue("(nn)", done, done ? recs[done - 1].pos + recs[done - 1].size : pos);
 out:
-    PyMem_Free(recs);
     return result;
 }
 
@@ -804,6 +810,9 @@ static void release(VRecords *t) {
     PyMem_RawFree(t->rows);
     PyMem_RawFree(t->table);
     PyMem_RawFree(t->hashes);
+    PyMem_RawFree(t->scratch);
+    t->scratch = NULL;
+    t->scratch_cap = 0;
     t->segs = NULL;
     t->rows = NULL;
     t->table = NULL;
