@@ -10,6 +10,8 @@ sparse 420 MB file). Each build row is timed on a fresh temporary store (removed
   reput      dispatch_in_put_path=False, reput thread held back while putting; time store.wait_dispatched()
   rebuild    close, delete index/ and consumequeue/, write an abort file, zero the checkpoint's timestamps,
              time MessageStore.open (abnormal recovery re-dispatches every record; CRCs checked)
+  verify     `rocketstore verify` of the put-path store (index on): every record's CRC, every ConsumeQueue
+             unit and index entry checked against its record (rocketstore.verify.verify_store)
 The index's cost is "on" minus "off" of the same row; keys/s = index entries written / that difference.
 Queries (--queries random keys each, after the put-path fill): store.query by an order key (1 hit), by a
 shared key (32 hits), by a missing key; store.by_unique_key; and store.index.query_offsets (the index alone:
@@ -33,6 +35,7 @@ import time
 import rocketstore
 from rocketstore import Message, MessageStore, PutStatus, StoreConfig
 from rocketstore.formats import checkpoint as CP
+from rocketstore.verify import verify_store
 
 TOPIC = "BenchTopic"
 CUSTOMERS = 1001
@@ -122,6 +125,11 @@ def put_path_and_queries(batches, n, n_keys, picks, base, res, index: bool) -> N
                 queries(store, picks, n, res)
         if not index:
             return
+        t0 = time.perf_counter()
+        report = verify_store(d, config(True))
+        res.add("verify", time.perf_counter() - t0)
+        if not report["ok"] or report["checked"]["records"] != n or report["checked"]["indexEntries"] != n_keys:
+            raise RuntimeError(f"verify: {report['checked']}, problems {report['problems'][:3]}")
         for idx in (True, False):
             crash_image(d)
             t0 = time.perf_counter()
@@ -254,6 +262,10 @@ def report(res: Results, n: int, n_keys: int) -> str:
             )
         else:
             out.append(f"{'  = the index alone (on - off)':<38} {'n/a: on <= off, noise':>20}")
+    runs = ", ".join(f"{x:.3f}" for x in res.t["verify"])
+    out.append(
+        f"{'verify (the put-path store, index on)':<38} {rate(n / res.best('verify')):>9} {'':>9} {'':>10}  {runs}"
+    )
     out.append(
         f"{'SQLite executemany, 1,000 rows/txn':<38} {'':>9} {rate(sq):>9} {'':>10}  "
         + ", ".join(f"{x:.3f}" for x in res.t["sq_insert"])

@@ -52,7 +52,7 @@ from .file_sizes import resolve_file_sizes
 
 PRE_BLANK_SIZE = 0x7FFFFFFF
 PROGRESS_STEP = 4 << 20  # progress("commitlog", bytes done, bytes total) every this many bytes
-NATIVE_RUN = 4096  # records per call of the compiled walk (rocketstore._native.verify_run)
+NATIVE_RUN = 65536  # records per call of the compiled walk (rocketstore._native.VerifyRecords.walk)
 
 
 def _map(path: str):
@@ -93,6 +93,50 @@ class _Record:
         "file",
         "pos",
     )
+
+
+class _Records:
+    """The records the CommitLog walk found, by physical offset, and which of them a queue unit points at.
+
+    The pure reference of the compiled rocketstore._native.VerifyRecords, which keeps them in C arrays (no
+    Python object per record) and adds walk/units/index: the records, units and entries with nothing to
+    report, taken in C."""
+
+    def __init__(self):
+        self._by_phys: dict[int, _Record] = {}
+        self._covered: set[int] = set()
+
+    def add(self, phys: int, r: _Record) -> None:
+        self._by_phys[phys] = r
+
+    def get(self, phys: int) -> _Record | None:
+        return self._by_phys.get(phys)
+
+    def offsets(self) -> list[int]:
+        """The records' offsets, in record order."""
+        return list(self._by_phys)
+
+    def cover(self, phys: int) -> None:
+        self._covered.add(phys)
+
+    def uncovered(self) -> tuple[int, int, list[int]]:
+        """(frontier, lag, before): the dispatched frontier (the highest covered offset, -1 if none), and of
+        the records that get a queue unit and have none how many lie after it and the offsets of the others,
+        in record order."""
+        frontier = max(self._covered, default=-1)
+        lag, before = 0, []
+        for phys, r in self._by_phys.items():
+            if phys in self._covered or not gets_queue_unit(r.sys_flag):
+                continue
+            if phys > frontier:
+                lag += 1
+            else:
+                before.append(phys)
+        return frontier, lag, before
+
+    def clear(self) -> None:
+        self._by_phys.clear()
+        self._covered.clear()
 
 
 class _ExtQueue:
@@ -249,10 +293,9 @@ class Verifier:
             "consumeQueueExtUnits": 0,
             "extAddressedUnits": 0,
         }
-        self.records: dict[int, _Record] = {}
+        self.records = engine.native.VerifyRecords(_Record) if engine.native is not None else _Records()
         self.min_offset = 0
         self.max_offset = 0
-        self.covered: set[int] = set()
 
     def problem(self, file: str, offset: int, text: str, **context) -> None:
         p = {"file": file, "offset": offset, "problem": text}
@@ -282,7 +325,7 @@ class Verifier:
         # progress in bytes of the segments that hold data, reported every few MiB within a segment too
         total = sum(os.path.getsize(os.path.join(directory, n)) for n in names[: last_written + 1])
         done = 0
-        verify_run = engine.native.verify_run if engine.native is not None else None
+        walk = getattr(self.records, "walk", None)  # the compiled table's walk, if it is the compiled one
 
         def delay_code(topic: str, raw: bytes, store_ts: int, sys_flag: int) -> int:
             return tags_code_for(topic, P.parse_properties(raw), store_ts, sys_flag, self.delay_levels)
@@ -345,12 +388,10 @@ class Verifier:
                     ended = True
                     pos = end
                     break
-                if verify_run is not None:
+                if walk is not None:
                     # the compiled walk takes the records with nothing to report (the same checks as
                     # _check_record, which then judges the record it stopped at)
-                    n, after = verify_run(
-                        buf, pos, end, NATIVE_RUN, base, crc_wanted, delay_code, _Record, rel, self.records
-                    )
+                    n, after = walk(buf, pos, end, NATIVE_RUN, base, crc_wanted, delay_code, rel)
                     if n:
                         self.checked["records"] += n
                         pos = after
@@ -416,7 +457,7 @@ class Verifier:
             r.inner_num = None
             self.problem(rel, pos, f"INNER_NUM {inner!r} is not a number", physicalOffset=phys)
         r.keys, r.uniq = props.get(P.KEYS) or "", props.get(P.UNIQ_KEY)
-        self.records[phys] = r
+        self.records.add(phys, r)
         return True
 
     # ------------------------------------------------------------------ ConsumeQueues
@@ -430,7 +471,7 @@ class Verifier:
             where = "past the end of the CommitLog" if phys >= self.max_offset else "where no record starts"
             self.problem(rel, offset, f"unit points at physical offset {phys}, {where}", physicalOffset=phys, **ctx)
             return None
-        self.covered.add(phys)
+        self.records.cover(phys)
         if size != r.size:
             self.problem(
                 rel, offset, f"unit size {size} but the record at {phys} is {r.size} bytes", physicalOffset=phys, **ctx
@@ -500,7 +541,7 @@ class Verifier:
 
     def check_consume_queues(self) -> None:
         unit_file = self.config.mapped_file_size_consume_queue
-        verify_units = engine.native.verify_units if engine.native is not None else None
+        verify_units = getattr(self.records, "units", None)
         for topic, qid, qdir in self.layout.queue_dirs(L.CONSUMEQUEUE):
             self.checked["consumeQueues"] += 1
             ext_dir = self.layout.ext_dir(topic, qid)
@@ -528,17 +569,7 @@ class Verifier:
                     if verify_units is not None and ended_at is None:
                         # the compiled walk takes the units with nothing to report (the checks below, which
                         # then judge the unit it stopped at)
-                        took = verify_units(
-                            arr[i:],
-                            first + i,
-                            topic,
-                            qid,
-                            _Record,
-                            self.records,
-                            self.covered,
-                            self.min_offset,
-                            X.MAX_ADDR,
-                        )
+                        took = verify_units(arr[i:], first + i, topic, qid, self.min_offset, X.MAX_ADDR)
                         if took:
                             self.checked["consumeQueueUnits"] += took
                             seen_real = True
@@ -647,20 +678,15 @@ class Verifier:
 
     def check_dispatch_coverage(self) -> None:
         """Records that get a queue unit and have none: corruption before the dispatched frontier, lag after."""
-        frontier = max(self.covered, default=-1)
-        lag = 0
-        for phys, r in self.records.items():
-            if phys in self.covered or not gets_queue_unit(r.sys_flag):
-                continue
-            if phys > frontier:
-                lag += 1
-            else:
-                self.problem(
-                    r.file,
-                    r.pos,
-                    f"record of {r.topic}/{r.queue_id} at queue offset {r.queue_offset} has no ConsumeQueue unit",
-                    physicalOffset=phys,
-                )
+        frontier, lag, before = self.records.uncovered()
+        for phys in before:
+            r = self.records.get(phys)
+            self.problem(
+                r.file,
+                r.pos,
+                f"record of {r.topic}/{r.queue_id} at queue offset {r.queue_offset} has no ConsumeQueue unit",
+                physicalOffset=phys,
+            )
         self.checked["undispatchedRecords"] = lag
         if lag:
             self.notes.append(
@@ -676,7 +702,7 @@ class Verifier:
             return
         slots, num = self.config.max_hash_slot_num, self.config.max_index_num
         want = IX.file_size(slots, num)
-        verify_index = engine.native.verify_index if engine.native is not None else None
+        verify_index = getattr(self.records, "index", None)
         for n in sorted(os.listdir(directory)):
             path = os.path.join(directory, n)
             if not os.path.isfile(path) or n.startswith("."):
@@ -712,7 +738,7 @@ class Verifier:
                 if verify_index is not None:
                     # the compiled walk takes the entries with nothing to report (the checks below, which then
                     # judge the entry it stopped at)
-                    took, expired = verify_index(buf, slots, e, count, self.min_offset, _Record, self.records)
+                    took, expired = verify_index(buf, slots, e, count, self.min_offset)
                     if took:
                         self.checked["indexEntries"] += took
                         self.checked["expiredIndexEntries"] += expired

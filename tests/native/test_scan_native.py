@@ -13,6 +13,7 @@ from rocketstore.config import StoreConfig
 from rocketstore.formats import record as R
 from rocketstore.services import bulk_dispatch as B
 from rocketstore.verify import Verifier
+from rocketstore.verify import _Record as Record
 
 from ._records import DELAY_LEVELS, SCHEDULE, corrupted, segment
 
@@ -128,15 +129,17 @@ def _verify(buf: bytes, segment_size: int, pure: bool, crc_wanted: bool):
         with open(os.path.join(root, "commitlog", "0" * 20), "wb") as fh:
             fh.write(buf[:segment_size].ljust(segment_size, b"\0"))
         cfg = StoreConfig(mapped_file_size_commit_log=segment_size, enabled_append_prop_crc=crc_wanted)
-        v = Verifier(root, cfg)
         saved = engine.native
         try:
             if pure:
                 engine.native = None
+            v = Verifier(root, cfg)
             v.check_commitlog()
         finally:
             engine.native = saved
-        records = {phys: {k: getattr(r, k) for k in r.__slots__} for phys, r in v.records.items()}
+        records = [
+            (phys, {k: getattr(v.records.get(phys), k) for k in Record.__slots__}) for phys in v.records.offsets()
+        ]
         return v.problems, v.checked, records, v.max_offset
 
 

@@ -1,6 +1,6 @@
 /* Message properties (formats/properties.parse_properties_py is the reference): a query re-checks every hit's
  * UNIQ_KEY and KEYS, and every decoded message reads its properties through this. */
-#include "native.h"
+#include "props.h"
 #include <string.h>
 
 /* parse_properties(raw) -> dict: string2messageProperties over `name \x01 value \x02` pairs (bytes-like, or a
@@ -48,6 +48,36 @@ done:
     PyBuffer_Release(&view);
     Py_XDECREF(enc);
     return out;
+}
+
+/* ---------------------------------------------------------------- the finder (props.h) */
+static const char *const PROP_NAMES[P_COUNT] = {"TAGS", "KEYS", "UNIQ_KEY", "DELAY", "INNER_NUM", "INNER_BASE",
+                                                "__CRC32#"};
+static const int PROP_LENS[P_COUNT] = {4, 4, 8, 5, 9, 10, 8};
+
+void rs_props_find(const unsigned char *p, Py_ssize_t n, rs_props *out) {
+    for (int k = 0; k < P_COUNT; k++) {
+        out->pos[k] = -1;
+        out->len[k] = 0;
+    }
+    Py_ssize_t i = 0;
+    while (i < n) {
+        const unsigned char *item = p + i;
+        const unsigned char *stop = memchr(item, 2, (size_t)(n - i));
+        Py_ssize_t ilen = stop ? stop - item : n - i;
+        for (int k = 0; k < P_COUNT; k++) {
+            int nl = PROP_LENS[k];
+            if (ilen > nl && item[nl] == 1 && memcmp(item, PROP_NAMES[k], (size_t)nl) == 0) {
+                /* "name\x01": the value runs to the item's end; an empty one does not count */
+                if (ilen - nl - 1 > 0) {
+                    out->pos[k] = i + nl + 1;
+                    out->len[k] = ilen - nl - 1;
+                }
+                break;
+            }
+        }
+        i += ilen + 1;
+    }
 }
 
 #define MAX_NAMES 64

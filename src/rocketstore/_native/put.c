@@ -7,6 +7,7 @@
  * the same bytes. Anything these functions do not handle the way the reference does (an unusual type, a
  * separator in a text) is handed back to Python: they answer None and the caller runs the reference. */
 #include "native.h"
+#include "props.h"
 #include <string.h>
 #include <time.h>
 
@@ -285,33 +286,15 @@ static PyObject *decode(const unsigned char *p, Py_ssize_t n) {
 /* bulk_dispatch.props_info over n bytes: (tagsCode, KEYS, UNIQ_KEY, has DELAY), names at item starts,
  * the last non-empty value wins; Py_None when INNER_NUM or INNER_BASE has a value (the careful path). */
 static PyObject *props_info_bytes(const unsigned char *p, Py_ssize_t n) {
-    const unsigned char *tags = NULL, *keys = NULL, *uniq = NULL;
-    Py_ssize_t tl = 0, kl = 0, ul = 0;
-    int delay = 0;
-    Py_ssize_t i = 0;
-    while (i < n) {
-        const unsigned char *item = p + i;
-        const unsigned char *e = memchr(item, 2, n - i);
-        Py_ssize_t len = e ? e - item : n - i;
-        /* name \x01 value: the names wanted are 4 to 10 bytes */
-        if (len >= 5) {
-            const unsigned char *sep = memchr(item, 1, len < 11 ? len : 11);
-            if (sep != NULL) {
-                Py_ssize_t nl = sep - item, vl = len - nl - 1;
-                const unsigned char *v = sep + 1;
-                if (vl > 0) {
-                    if (nl == 4 && memcmp(item, "TAGS", 4) == 0) { tags = v; tl = vl; }
-                    else if (nl == 4 && memcmp(item, "KEYS", 4) == 0) { keys = v; kl = vl; }
-                    else if (nl == 8 && memcmp(item, "UNIQ_KEY", 8) == 0) { uniq = v; ul = vl; }
-                    else if (nl == 5 && memcmp(item, "DELAY", 5) == 0) delay = 1;
-                    else if ((nl == 9 && memcmp(item, "INNER_NUM", 9) == 0)
-                             || (nl == 10 && memcmp(item, "INNER_BASE", 10) == 0))
-                        Py_RETURN_NONE;
-                }
-            }
-        }
-        i += len + 1;
-    }
+    rs_props f;
+    rs_props_find(p, n, &f);
+    if (f.pos[P_INNER_NUM] >= 0 || f.pos[P_INNER_BASE] >= 0)
+        Py_RETURN_NONE;
+    const unsigned char *tags = f.pos[P_TAGS] >= 0 ? p + f.pos[P_TAGS] : NULL;
+    const unsigned char *keys = f.pos[P_KEYS] >= 0 ? p + f.pos[P_KEYS] : NULL;
+    const unsigned char *uniq = f.pos[P_UNIQ] >= 0 ? p + f.pos[P_UNIQ] : NULL;
+    Py_ssize_t tl = f.len[P_TAGS], kl = f.len[P_KEYS], ul = f.len[P_UNIQ];
+    int delay = f.pos[P_DELAY] >= 0;
     if (!tags && !keys && !uniq && !delay && no_keys_info != NULL)
         return Py_NewRef(no_keys_info);
     int32_t code = 0;

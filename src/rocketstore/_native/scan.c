@@ -1,20 +1,14 @@
 /* The scan path's loops (see native.h): the bulk decoder of reput, recovery and the rebuild
- * (services.bulk_dispatch.decode_run_py is the reference), and the record walk of verify.
+ * (services.bulk_dispatch.decode_run_py is the reference); the record walk (rs_walk_one, scan.h) is shared
+ * with verify's record table (verify.c).
  *
  * Two phases: the walk over the mapped bytes (TOTALSIZE chain, every bound check of
  * formats.record_scan.scan, the body CRC, the properties' item positions) runs without the GIL into a C
  * array bounded by the bytes walked; the Python objects are built afterwards, with the GIL. */
-#include "native.h"
+#include "scan.h"
 #include <string.h>
 #include <zlib.h>
 #include <structmember.h>
-
-#define MAGIC_V1 ((int32_t)0xDAA320A7)
-#define MAGIC_V2 ((int32_t)0xDAA320AB)
-#define MIN_RECORD 91
-#define BORNHOST_V6_FLAG 0x10
-#define STOREHOST_V6_FLAG 0x20
-#define INNER_BATCH_FLAG 0x80
 
 static const char SCHEDULE_TOPIC[] = "SCHEDULE_TOPIC_XXXX";
 
@@ -70,56 +64,10 @@ uint32_t rs_crc32(const unsigned char *p, Py_ssize_t n) {
     return (uint32_t)c;
 }
 
-/* ------------------------------------------------------------------ properties */
-/* What props_info reads from a properties string: for TAGS, KEYS, UNIQ_KEY, DELAY, INNER_NUM, INNER_BASE
- * at an item start ("name\x01"), the last non-empty value (up to the next \x02). */
-enum { P_TAGS, P_KEYS, P_UNIQ, P_DELAY, P_INNER_NUM, P_INNER_BASE, P_CRC32, P_COUNT };
-static const char *const PROP_NAMES[P_COUNT] = {"TAGS", "KEYS", "UNIQ_KEY", "DELAY", "INNER_NUM", "INNER_BASE",
-                                                "__CRC32#"};
-static const int PROP_LENS[P_COUNT] = {4, 4, 8, 5, 9, 10, 8};
-
-typedef struct {
-    Py_ssize_t pos[P_COUNT];   /* value's position in the buffer, -1 when absent (or only empty) */
-    Py_ssize_t len[P_COUNT];
-} rs_props;
-
-void rs_props_find(const unsigned char *p, Py_ssize_t n, rs_props *out) {
-    for (int k = 0; k < P_COUNT; k++) {
-        out->pos[k] = -1;
-        out->len[k] = 0;
-    }
-    Py_ssize_t i = 0;
-    while (i < n) {
-        const unsigned char *item = p + i;
-        const unsigned char *stop = memchr(item, 2, (size_t)(n - i));
-        Py_ssize_t ilen = stop ? stop - item : n - i;
-        for (int k = 0; k < P_COUNT; k++) {
-            int nl = PROP_LENS[k];
-            if (ilen > nl && item[nl] == 1 && memcmp(item, PROP_NAMES[k], (size_t)nl) == 0) {
-                /* "name\x01": the value runs to the item's end; an empty one does not count */
-                if (ilen - nl - 1 > 0) {
-                    out->pos[k] = i + nl + 1;
-                    out->len[k] = ilen - nl - 1;
-                }
-                break;
-            }
-        }
-        i += ilen + 1;
-    }
-}
-
 /* ------------------------------------------------------------------ the walk */
-typedef struct {
-    Py_ssize_t pos, size;
-    int32_t qid, flags;
-    int64_t qoff, phys, store_ts;
-    Py_ssize_t topic_pos, topic_len, props_pos, props_len;
-    rs_props props;
-} rs_rec;
-
 /* The fixed checks of record_scan.chain and record_scan.scan for the record at p (limit: where the run must
  * end). 0: not a record the bulk path takes (the run stops before it); 1: r filled. */
-static int walk_one(const unsigned char *b, Py_ssize_t p, Py_ssize_t limit, rs_rec *r, int32_t *crc,
+int rs_walk_one(const unsigned char *b, Py_ssize_t p, Py_ssize_t limit, rs_rec *r, int32_t *crc,
                     Py_ssize_t *body_pos, Py_ssize_t *body_len) {
     if (p + 8 > limit)
         return 0;
@@ -181,7 +129,7 @@ static void walk_run(const unsigned char *b, Py_ssize_t pos, Py_ssize_t limit, P
         rs_rec *r = &recs[n];
         int32_t crc;
         Py_ssize_t bpos, blen;
-        if (!walk_one(b, p, limit, r, &crc, &bpos, &blen))
+        if (!rs_walk_one(b, p, limit, r, &crc, &bpos, &blen))
             break;
         if (check_crc && blen > 0 && (int64_t)(rs_crc32(b + bpos, blen) & 0x7FFFFFFFu) != (int64_t)crc)
             break;
@@ -292,8 +240,8 @@ fail:
     return -1;
 }
 
-/* by_queue[(topic, qid)].append(j) */
-static int add_member(PyObject *by_queue, PyObject *topic, PyObject *qid, Py_ssize_t j) {
+/* by_queue[(topic, qid)].append(j); *list: that list (borrowed: the dict holds it) */
+static int add_member(PyObject *by_queue, PyObject *topic, PyObject *qid, Py_ssize_t j, PyObject **list) {
     PyObject *key = PyTuple_Pack(2, topic, qid);
     if (key == NULL)
         return -1;
@@ -315,6 +263,7 @@ static int add_member(PyObject *by_queue, PyObject *topic, PyObject *qid, Py_ssi
         goto out;
     rc = PyList_Append(members, jj);
     Py_DECREF(jj);
+    *list = members;
 out:
     Py_DECREF(key);
     return rc;
@@ -376,27 +325,59 @@ static PyObject *decode_run(PyObject *self, PyObject *args) {
         if ((by_queue = PyDict_New()) == NULL)
             goto out;
         rs_tags_memo memo = {NULL, -1, 0};
+        /* a run's records mostly share their queue, properties bytes (plain records), store time and
+         * tagsCode with the record before: those objects are the previous record's, not new ones */
+        PyObject *members = NULL, *last_topic = NULL, *last_raw = NULL, *last_ts = NULL, *last_code = NULL;
+        int32_t last_qid = 0;
+        long long last_ts_v = 0, last_code_v = 0;
         for (Py_ssize_t i = first; i < n; i++) {
             const rs_rec *r = &recs[i];
             PyObject *topic, *raw, *keys, *uniq;
             long long code;
-            int rc = record_objects(b, r, delay_code, &memo, 1, &topic, &raw, &code, &keys, &uniq);
+            int rc = record_objects(b, r, delay_code, &memo, 0, &topic, &raw, &code, &keys, &uniq);
             if (rc < 0)
                 goto out;
             if (rc > 0) {
                 done = i;      /* the careful path says what is wrong with it */
                 break;
             }
+            const unsigned char *props = b + r->props_pos;
+            if (raw == NULL) {
+                if (last_raw != NULL && PyBytes_GET_SIZE(last_raw) == r->props_len
+                        && memcmp(PyBytes_AS_STRING(last_raw), props, (size_t)r->props_len) == 0)
+                    raw = Py_NewRef(last_raw);
+                else
+                    raw = PyBytes_FromStringAndSize((const char *)props, r->props_len);
+            }
+            PyObject *ts = last_ts != NULL && last_ts_v == r->store_ts ? Py_NewRef(last_ts)
+                                                                       : PyLong_FromLongLong(r->store_ts);
+            PyObject *code_o = last_code != NULL && last_code_v == code ? Py_NewRef(last_code)
+                                                                        : PyLong_FromLongLong(code);
             PyObject *vals[NCOLS] = {topic, PyLong_FromLong(r->qid), PyLong_FromLongLong(r->qoff),
-                                     PyLong_FromLongLong(r->phys), PyLong_FromSsize_t(r->size),
-                                     PyLong_FromLongLong(r->store_ts), PyLong_FromLong(r->flags),
-                                     PyLong_FromLongLong(code), keys, uniq, raw};
+                                     PyLong_FromLongLong(r->phys), PyLong_FromSsize_t(r->size), ts,
+                                     PyLong_FromLong(r->flags), code_o, keys, uniq, raw};
             int bad = 0;
             for (int k = 0; k < NCOLS; k++)
                 bad |= vals[k] == NULL;
             int tran = r->flags & 0xC;
-            if (!bad && (tran == 0 || tran == 0x8))   /* gets_queue_unit: normal or committed */
-                bad = add_member(by_queue, topic, vals[1], i - first) < 0;
+            if (!bad && (tran == 0 || tran == 0x8)) {   /* gets_queue_unit: normal or committed */
+                if (members != NULL && topic == last_topic && r->qid == last_qid) {
+                    PyObject *jj = PyLong_FromSsize_t(i - first);
+                    bad = jj == NULL || PyList_Append(members, jj) < 0;
+                    Py_XDECREF(jj);
+                } else {
+                    bad = add_member(by_queue, topic, vals[1], i - first, &members) < 0;
+                    last_topic = topic;   /* borrowed: the topic list holds it */
+                    last_qid = r->qid;
+                }
+            }
+            if (!bad) {   /* borrowed: the lists hold them */
+                last_raw = raw;
+                last_ts = ts;
+                last_code = code_o;
+                last_ts_v = r->store_ts;
+                last_code_v = code;
+            }
             if (bad) {
                 for (int k = 0; k < NCOLS; k++)
                     Py_XDECREF(vals[k]);
@@ -433,61 +414,6 @@ out:
     PyMem_Free(recs);
     PyBuffer_Release(&view);
     return result;
-}
-
-/* ------------------------------------------------------------------ verify's walk */
-/* verify_run(buf, pos, limit, max_records, base, crc_wanted, delay_code, record_type, file, records) ->
- *   (records checked, position after them)
- * The records verify finds nothing wrong with (verify.Verifier._check_record reports no problem): each goes
- * into records[base + pos] as a record_type (verify's _Record: slots filled here). The walk stops before the
- * first record that has anything to report or needs a closer look (an inner batch, INNER_NUM, a DELAY that
- * is not a number, a CRC property that is not 10 ASCII digits), which verify's own check then judges. */
-static const char *const VREC_SLOTS[] = {"topic", "queue_id", "queue_offset", "size", "tags_code", "store_ts",
-                                         "sys_flag", "inner_num", "keys", "uniq", "file", "pos"};
-#define NVREC 12
-
-static int verify_ok(const unsigned char *b, const rs_rec *r, int64_t base, int crc_wanted) {
-    if (r->phys != base + r->pos)
-        return 0;
-    const rs_props *pr = &r->props;
-    if (pr->pos[P_INNER_NUM] >= 0)
-        return 0;
-    Py_ssize_t cp = pr->pos[P_CRC32];
-    if (cp < 0)
-        return !crc_wanted;
-    /* parse_crc32_digits: least-significant digit first, no validation, Java int wrap; non-ASCII text is
-     * left to the Python check (it reads code points) */
-    const unsigned char *t = b + r->props_pos + cp;
-    uint32_t expected = 0;
-    for (Py_ssize_t i = pr->len[P_CRC32] - 1; i >= 0; i--) {
-        if (t[i] >= 0x80)
-            return 0;
-        expected = expected * 10u + (uint32_t)((int)t[i] - 48);
-    }
-    if (expected & 0x80000000u)
-        return 0;    /* negative: never a CRC */
-    uint32_t actual = rs_crc32(b + r->pos, r->size - 20) & 0x7FFFFFFFu;
-    return actual == expected;
-}
-
-static void walk_verify(const unsigned char *b, Py_ssize_t pos, Py_ssize_t limit, Py_ssize_t max_records,
-                        int64_t base, int crc_wanted, rs_rec *recs, Py_ssize_t *n_out) {
-    Py_ssize_t n = 0, p = pos;
-    while (n < max_records) {
-        rs_rec *r = &recs[n];
-        int32_t crc;
-        Py_ssize_t bpos, blen;
-        if (!walk_one(b, p, limit, r, &crc, &bpos, &blen))
-            break;
-        if (blen > 0 && (int64_t)(rs_crc32(b + bpos, blen) & 0x7FFFFFFFu) != (int64_t)crc)
-            break;
-        rs_props_find(b + r->props_pos, r->props_len, &r->props);
-        if (!verify_ok(b, r, base, crc_wanted))
-            break;
-        n++;
-        p += r->size;
-    }
-    *n_out = n;
 }
 
 static int member_offset(PyObject *type, const char *name, Py_ssize_t *off) {
@@ -532,258 +458,13 @@ PyObject *rs_new_slotted(PyTypeObject *tp, const Py_ssize_t *offsets, PyObject *
     return o;
 }
 
-static PyObject *verify_run(PyObject *self, PyObject *args) {
-    Py_buffer view;
-    Py_ssize_t pos, limit, max_records;
-    long long base;
-    int crc_wanted;
-    PyObject *delay_code, *rtype, *file, *records;
-    if (!PyArg_ParseTuple(args, "y*nnnLpOOOO!:verify_run", &view, &pos, &limit, &max_records, &base,
-                          &crc_wanted, &delay_code, &rtype, &file, &PyDict_Type, &records))
-        return NULL;
-    PyObject *result = NULL;
-    rs_rec *recs = NULL;
-    Py_ssize_t offsets[NVREC];
-    if (rs_slot_offsets(rtype, VREC_SLOTS, NVREC, offsets) < 0)
-        goto out;
-    if (limit > view.len)
-        limit = view.len;
-    if (pos < 0 || max_records < 0) {
-        PyErr_SetString(PyExc_ValueError, "verify_run: negative position or count");
-        goto out;
-    }
-    if ((recs = alloc_recs(pos, limit, &max_records)) == NULL)
-        goto out;
-    const unsigned char *b = view.buf;
-    Py_ssize_t n;
-    Py_BEGIN_ALLOW_THREADS
-    walk_verify(b, pos, limit, max_records, (int64_t)base, crc_wanted, recs, &n);
-    Py_END_ALLOW_THREADS
-    Py_ssize_t done = n;
-    rs_tags_memo memo = {NULL, -1, 0};
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const rs_rec *r = &recs[i];
-        PyObject *topic, *raw, *keys, *uniq;
-        long long code;
-        int rc = record_objects(b, r, delay_code, &memo, 0, &topic, &raw, &code, &keys, &uniq);
-        if (rc < 0)
-            goto out;
-        if (rc > 0) {
-            done = i;
-            break;
-        }
-        Py_XDECREF(raw);
-        Py_INCREF(Py_None);
-        Py_INCREF(file);
-        PyObject *vals[NVREC] = {topic, PyLong_FromLong(r->qid), PyLong_FromLongLong(r->qoff),
-                                 PyLong_FromSsize_t(r->size), PyLong_FromLongLong(code),
-                                 PyLong_FromLongLong(r->store_ts), PyLong_FromLong(r->flags), Py_None, keys, uniq,
-                                 file, PyLong_FromSsize_t(r->pos)};
-        PyObject *phys = PyLong_FromLongLong(r->phys);
-        int bad = phys == NULL;
-        for (int k = 0; k < NVREC; k++)
-            bad |= vals[k] == NULL;
-        if (bad) {
-            Py_XDECREF(phys);
-            for (int k = 0; k < NVREC; k++)
-                Py_XDECREF(vals[k]);
-            goto out;
-        }
-        PyObject *o = rs_new_slotted((PyTypeObject *)rtype, offsets, vals, NVREC);
-        if (o == NULL || PyDict_SetItem(records, phys, o) < 0) {
-            Py_XDECREF(o);
-            Py_DECREF(phys);
-            goto out;
-        }
-        Py_DECREF(o);
-        Py_DECREF(phys);
-    }
-    result = Py_BuildValue("(nn)", done, done ? recs[done - 1].pos + recs[done - 1].size : pos);
-out:
-    PyMem_Free(recs);
-    PyBuffer_Release(&view);
-    return result;
-}
-
-/* verify_units(units, first_offset, topic, queue_id, record_type, records, covered, min_offset, ext_max)
- *   -> units taken
- * The ConsumeQueue units verify.Verifier.check_consume_queues finds nothing to say about: written, not a
- * pre-blank, not an ext address, pointing at a record of `records` (not expired) of the unit's size, topic,
- * queue, queue offset and tagsCode. Each one's offset goes into `covered`; the walk stops before the first
- * other unit, which verify's own loop then judges. */
-static const char *const VUNIT_SLOTS[] = {"topic", "queue_id", "queue_offset", "size", "tags_code"};
-
-static int slot_equals_ll(PyObject *o, Py_ssize_t off, long long want) {
-    PyObject *v = *(PyObject **)((char *)o + off);
-    if (v == NULL || !PyLong_CheckExact(v))
-        return 0;
-    int overflow;
-    long long got = PyLong_AsLongLongAndOverflow(v, &overflow);
-    return !overflow && got == want;
-}
-
-static PyObject *verify_units(PyObject *self, PyObject *args) {
-    Py_buffer units;
-    long long first, qid, min_offset, ext_max;
-    PyObject *topic, *rtype, *records, *covered;
-    if (!PyArg_ParseTuple(args, "y*LULOO!O!LL:verify_units", &units, &first, &topic, &qid, &rtype, &PyDict_Type,
-                          &records, &PySet_Type, &covered, &min_offset, &ext_max))
-        return NULL;
-    PyObject *result = NULL;
-    Py_ssize_t offs[5];
-    if (rs_slot_offsets(rtype, VUNIT_SLOTS, 5, offs) < 0)
-        goto done;
-    const unsigned char *u = units.buf;
-    Py_ssize_t n = units.len / 20, k = 0;
-    for (; k < n; k++) {
-        const unsigned char *e = u + 20 * k;
-        long long phys = rs_be64(e), tags = rs_be64(e + 12);
-        long long size = rs_be32(e + 8);
-        if (phys < 0 || size <= 0 || (size == 0x7FFFFFFF && phys == 0) || phys < min_offset || tags <= ext_max)
-            break;
-        PyObject *key = PyLong_FromLongLong(phys);
-        if (key == NULL)
-            goto done;
-        PyObject *r = PyDict_GetItemWithError(records, key);     /* borrowed */
-        int good = r != NULL && Py_TYPE(r) == (PyTypeObject *)rtype;
-        if (good) {
-            PyObject *rt = *(PyObject **)((char *)r + offs[0]);
-            PyObject *tc = *(PyObject **)((char *)r + offs[4]);
-            good = slot_equals_ll(r, offs[3], size) && slot_equals_ll(r, offs[1], qid)
-                && slot_equals_ll(r, offs[2], first + k) && rt != NULL && PyUnicode_Check(rt)
-                && PyUnicode_Compare(rt, topic) == 0 && (tc == Py_None || slot_equals_ll(r, offs[4], tags));
-        }
-        if (PyErr_Occurred() || (good && PySet_Add(covered, key) < 0)) {
-            Py_DECREF(key);
-            goto done;
-        }
-        Py_DECREF(key);
-        if (!good)
-            break;
-    }
-    result = PyLong_FromSsize_t(k);
-done:
-    PyBuffer_Release(&units);
-    return result;
-}
-
-/* Java's String.hashCode continued over s[from:to] (UTF-16 units: a code point past U+FFFF is a pair). */
-static uint32_t hash_more(uint32_t h, PyObject *s, Py_ssize_t from, Py_ssize_t to) {
-    int kind = PyUnicode_KIND(s);
-    const void *data = PyUnicode_DATA(s);
-    for (Py_ssize_t i = from; i < to; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (c > 0xFFFF) {
-            c -= 0x10000;
-            h = 31u * h + (0xD800u + (c >> 10));
-            h = 31u * h + (0xDC00u + (c & 0x3FF));
-        } else {
-            h = 31u * h + c;
-        }
-    }
-    return h;
-}
-
-/* IndexFile's hash of "topic#key" from the hash of "topic#" */
-static int64_t index_hash(uint32_t prefix, PyObject *key, Py_ssize_t from, Py_ssize_t to) {
-    int32_t h = (int32_t)hash_more(prefix, key, from, to);
-    return h == INT32_MIN ? 0 : (h < 0 ? -(int64_t)h : h);
-}
-
-/* Is key_hash the index hash of one of the record's keys: topic#UNIQ_KEY or topic#token of KEYS (split on
- * " ", empty tokens skipped)? -1 on error. */
-static int hash_of_record(int64_t key_hash, PyObject *topic, PyObject *keys, PyObject *uniq) {
-    if (!PyUnicode_Check(topic) || !PyUnicode_Check(keys) || (uniq != Py_None && !PyUnicode_Check(uniq)))
-        return 0;    /* not what verify makes: its own loop judges */
-    uint32_t prefix = hash_more(0, topic, 0, PyUnicode_GET_LENGTH(topic));
-    prefix = 31u * prefix + '#';
-    if (uniq != Py_None && index_hash(prefix, uniq, 0, PyUnicode_GET_LENGTH(uniq)) == key_hash)
-        return 1;
-    int kind = PyUnicode_KIND(keys);
-    const void *data = PyUnicode_DATA(keys);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(keys), start = 0;
-    for (Py_ssize_t i = 0; i <= n; i++) {
-        if (i == n || PyUnicode_READ(kind, data, i) == ' ') {
-            if (i > start && index_hash(prefix, keys, start, i) == key_hash)
-                return 1;
-            start = i + 1;
-        }
-    }
-    return 0;
-}
-
-/* verify_index(buf, slots, e_from, count, min_offset, record_type, records) -> (entries taken, expired)
- * The index entries from e_from on (below count) verify.Verifier.check_index finds nothing to say about: a
- * prevIndexNo naming an earlier entry, and an expired offset or one of a record whose keys hash to the entry's
- * hash. Stops before the first other entry, which verify's own loop then judges. */
-static const char *const VINDEX_SLOTS[] = {"topic", "keys", "uniq"};
-
-static PyObject *verify_index(PyObject *self, PyObject *args) {
-    Py_buffer view;
-    Py_ssize_t slots, e_from, count;
-    long long min_offset;
-    PyObject *rtype, *records;
-    if (!PyArg_ParseTuple(args, "y*nnnLOO!:verify_index", &view, &slots, &e_from, &count, &min_offset, &rtype,
-                          &PyDict_Type, &records))
-        return NULL;
-    PyObject *result = NULL;
-    Py_ssize_t offs[3];
-    if (rs_slot_offsets(rtype, VINDEX_SLOTS, 3, offs) < 0)
-        goto done;
-    const unsigned char *b = view.buf;
-    Py_ssize_t base = 40 + slots * 4, e = e_from, expired = 0;
-    if (slots < 0 || e_from < 1) {
-        PyErr_SetString(PyExc_ValueError, "verify_index: bad slot count or entry");
-        goto done;
-    }
-    for (; e < count; e++) {
-        Py_ssize_t at = base + e * 20;
-        if (at + 20 > view.len)
-            break;
-        int64_t key_hash = rs_be32(b + at), phys = rs_be64(b + at + 4);
-        int32_t prev = rs_be32(b + at + 16);
-        if (prev < 0 || prev >= e)
-            break;
-        if (phys < min_offset) {
-            expired++;
-            continue;
-        }
-        PyObject *key = PyLong_FromLongLong(phys);
-        if (key == NULL)
-            goto done;
-        PyObject *r = PyDict_GetItemWithError(records, key);    /* borrowed */
-        Py_DECREF(key);
-        if (r == NULL) {
-            if (PyErr_Occurred())
-                goto done;
-            break;
-        }
-        if (Py_TYPE(r) != (PyTypeObject *)rtype)
-            break;
-        PyObject *t = *(PyObject **)((char *)r + offs[0]), *k = *(PyObject **)((char *)r + offs[1]);
-        PyObject *u = *(PyObject **)((char *)r + offs[2]);
-        if (t == NULL || k == NULL || u == NULL || hash_of_record(key_hash, t, k, u) != 1)
-            break;
-    }
-    result = Py_BuildValue("(nn)", e - e_from, expired);
-done:
-    PyBuffer_Release(&view);
-    return result;
-}
-
 int rs_scan_init(PyObject *m) {
     empty_str = PyUnicode_FromStringAndSize("", 0);
-    return empty_str == NULL ? -1 : 0;
+    return empty_str == NULL ? -1 : rs_verify_init(m);
 }
 
 PyMethodDef rs_scan_methods[] = {
     {"decode_run", decode_run, METH_VARARGS,
      "The bulk decoder's walk (services.bulk_dispatch.decode_run_py is the reference)."},
-    {"verify_units", verify_units, METH_VARARGS,
-     "verify's walk over ConsumeQueue units with nothing to report (verify.Verifier.check_consume_queues)."},
-    {"verify_index", verify_index, METH_VARARGS,
-     "verify's walk over index entries with nothing to report (verify.Verifier.check_index)."},
-    {"verify_run", verify_run, METH_VARARGS,
-     "verify's walk over records with nothing to report (verify.Verifier._check_record is the reference)."},
     {NULL, NULL, 0, NULL},
 };
