@@ -81,16 +81,20 @@ class ConsumeQueueDispatcher:
             return
         phys, sizes, codes, qoffs, stamps = cols.phys, cols.size, cols.tags_code, cols.queue_offset, cols.store_ts
         bit_map = cols.bit_map
+        rows = len(phys)
         for (topic, qid), members in by_queue.items():
             cq = self.queue(topic, qid)
-            ok = cq.put_units(
-                [phys[i] for i in members],
-                [sizes[i] for i in members],
-                [codes[i] for i in members],
-                [qoffs[i] for i in members],
-                [stamps[i] for i in members],
-                None if bit_map is None else [bit_map[i] for i in members],
-            )
+            if len(members) == rows:  # one queue takes every row of the run: its columns as they are
+                ok = cq.put_units(phys, sizes, codes, qoffs, stamps, bit_map)
+            else:
+                ok = cq.put_units(
+                    [phys[i] for i in members],
+                    [sizes[i] for i in members],
+                    [codes[i] for i in members],
+                    [qoffs[i] for i in members],
+                    [stamps[i] for i in members],
+                    None if bit_map is None else [bit_map[i] for i in members],
+                )
             self.written(cq, ok, stamps[members[-1]])
         # the checkpoint's logics time is the last record's, whichever queue wrote last
         self.checkpoint.logics_msg_timestamp = stamps[max(m[-1] for m in by_queue.values())]
