@@ -418,7 +418,7 @@ class MessageWriter:
         if hosts is None:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
         born, hflags, store_host = hosts
-        sys_flag |= hflags
+        sys_flag = R.with_host_flags(sys_flag, hflags)
         born_ts = msg.born_timestamp if msg.born_timestamp is not None else self.config.clock()
         blen = len(body)
         size = 72 + len(born) + len(store_host) + blen + len(t.tail) + 2 + plen
@@ -502,7 +502,7 @@ class MessageWriter:
         if hosts is None:
             return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
         born, hflags, store_host = hosts
-        sys_flag = first.sys_flag | hflags
+        sys_flag = R.with_host_flags(first.sys_flag, hflags)
         born_ts = first.born_timestamp if first.born_timestamp is not None else self.config.clock()
         append_crc = self.append_crc
         reserve = P.CRC32_RESERVED_LEN if append_crc else 0

@@ -63,7 +63,7 @@ def put_py(writer, msg: Message, queue_id: int, topic) -> PutResult:
     if hosts is None:
         return PutResult(PutStatus.MESSAGE_ILLEGAL)
     born, hflags, store_host = hosts
-    sys_flag = msg.sys_flag | hflags
+    sys_flag = R.with_host_flags(msg.sys_flag, hflags)
     born_ts = msg.born_timestamp if msg.born_timestamp is not None else writer.config.clock()
     key = (topic.name, queue_id)
     with writer.lock:

@@ -35,6 +35,7 @@ TRANSACTION_ROLLBACK_TYPE = 0xC
 BORNHOST_V6_FLAG = 0x10
 STOREHOSTADDRESS_V6_FLAG = 0x20
 NEED_UNWRAP_FLAG = 0x40
+HOST_V6_FLAGS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 INNER_BATCH_FLAG = 0x80
 COMPRESSION_TYPE_MASK = 0x700
 
@@ -670,3 +671,10 @@ def verify_crc(buf, h: RecordHeader, pos: int, force_verify_prop_crc: bool) -> s
     if actual != expected:
         return f"record CRC {actual} does not match the appended {expected}"
     return None
+
+
+def with_host_flags(sys_flag: int, host_flags: int) -> int:
+    """`sys_flag` with the IPv6 host bits of the hosts the record holds (host_flags), whatever the caller
+    set: the bits say how long the host fields are, so a bit without an IPv6 address would make the record
+    unreadable (RocketMQ only ever sets them from the address, CommitLog.asyncPutMessage)."""
+    return (sys_flag & ~HOST_V6_FLAGS) | host_flags
