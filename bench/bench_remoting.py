@@ -402,7 +402,7 @@ def main(argv=None) -> int:
                 continue
             os.makedirs(os.path.join(root, f"serve{run}"))
             with Serve(os.path.join(root, f"serve{run}")) as server:
-                for key, inflight, conns in send_rows:
+                for key, inflight, conns in send_rows if "send" in want else ():
                     keep(key, run_send(server, f"Bench_{key}", n, body, inflight, conns, opaques))
                 if "pull" in want:
                     for key, inflight, conns in pull_rows:
