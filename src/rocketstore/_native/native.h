@@ -23,6 +23,8 @@ extern PyMethodDef rs_batchcq_methods[];  /* put_batchcq.c */
 extern PyObject *rs_CorruptDataError;
 
 /* Java's String.hashCode over the UTF-16 code units of a str (int32, wrapping). */
+Py_ssize_t rs_utf8_len(PyObject *s);
+unsigned char *rs_utf8_put(unsigned char *o, PyObject *s);
 int32_t rs_java_hash_str(PyObject *s);
 /* IndexFile's key hash of "topic#key" (index.c). */
 int32_t rs_index_key_hash(PyObject *topic, PyObject *key);

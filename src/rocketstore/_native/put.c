@@ -38,53 +38,9 @@ static void put_crc_property(unsigned char *p, uint32_t crc) {
  * *bad is set when s holds \x01 or \x02 (not storable as it is: the caller leaves it to Python). */
 static Py_ssize_t utf8_len(PyObject *s, int *bad) {
     Py_ssize_t n = PyUnicode_GET_LENGTH(s);
-    int kind = PyUnicode_KIND(s);
-    const void *data = PyUnicode_DATA(s);
-    if (PyUnicode_IS_ASCII(s)) {
-        const unsigned char *p = data;
-        if (memchr(p, 1, n) || memchr(p, 2, n))
-            *bad = 1;
-        return n;
-    }
-    Py_ssize_t len = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (c == 1 || c == 2)
-            *bad = 1;
-        len += c < 0x80 ? 1 : c < 0x800 ? 2 : (c >= 0xD800 && c <= 0xDFFF) ? 1 : c < 0x10000 ? 3 : 4;
-    }
-    return len;
-}
-
-static unsigned char *utf8_put(unsigned char *o, PyObject *s) {
-    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
-    if (PyUnicode_IS_ASCII(s)) {
-        memcpy(o, PyUnicode_DATA(s), n);
-        return o + n;
-    }
-    int kind = PyUnicode_KIND(s);
-    const void *data = PyUnicode_DATA(s);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (c < 0x80) {
-            *o++ = (unsigned char)c;
-        } else if (c < 0x800) {
-            *o++ = (unsigned char)(0xC0 | (c >> 6));
-            *o++ = (unsigned char)(0x80 | (c & 0x3F));
-        } else if (c >= 0xD800 && c <= 0xDFFF) {
-            *o++ = '?';
-        } else if (c < 0x10000) {
-            *o++ = (unsigned char)(0xE0 | (c >> 12));
-            *o++ = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
-            *o++ = (unsigned char)(0x80 | (c & 0x3F));
-        } else {
-            *o++ = (unsigned char)(0xF0 | (c >> 18));
-            *o++ = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
-            *o++ = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
-            *o++ = (unsigned char)(0x80 | (c & 0x3F));
-        }
-    }
-    return o;
+    if (PyUnicode_FindChar(s, 1, 0, n, 1) != -1 || PyUnicode_FindChar(s, 2, 0, n, 1) != -1)
+        *bad = 1;
+    return rs_utf8_len(s);
 }
 
 /* ---------------------------------------------------------------- a message's PROPERTIES bytes */
@@ -241,10 +197,10 @@ static PyObject *message_props_one(PyObject *msg, int drop_crc) {
             memcpy(o, pairs[i].lit, 4);
             o += 4;
         } else {
-            o = utf8_put(o, pairs[i].name);
+            o = rs_utf8_put(o, pairs[i].name);
         }
         *o++ = 1;
-        o = utf8_put(o, pairs[i].value);
+        o = rs_utf8_put(o, pairs[i].value);
         *o++ = 2;
     }
     goto done;

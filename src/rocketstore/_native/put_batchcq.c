@@ -58,52 +58,6 @@ static int has_separator(PyObject *s) {
     return PyUnicode_FindChar(s, 1, 0, n, 1) != -1 || PyUnicode_FindChar(s, 2, 0, n, 1) != -1;
 }
 
-/* len(s.encode("utf-8", "replace")): an unpaired surrogate is one "?", as Java's getBytes(UTF_8) writes it. */
-static Py_ssize_t utf8_len(PyObject *s) {
-    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
-    if (PyUnicode_IS_ASCII(s))
-        return n;
-    int kind = PyUnicode_KIND(s);
-    const void *data = PyUnicode_DATA(s);
-    Py_ssize_t len = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        len += c < 0x80 ? 1 : c < 0x800 ? 2 : (c >= 0xD800 && c <= 0xDFFF) ? 1 : c < 0x10000 ? 3 : 4;
-    }
-    return len;
-}
-
-static unsigned char *utf8_put(unsigned char *o, PyObject *s) {
-    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
-    if (PyUnicode_IS_ASCII(s)) {
-        memcpy(o, PyUnicode_DATA(s), n);
-        return o + n;
-    }
-    int kind = PyUnicode_KIND(s);
-    const void *data = PyUnicode_DATA(s);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (c < 0x80) {
-            *o++ = (unsigned char)c;
-        } else if (c < 0x800) {
-            *o++ = (unsigned char)(0xC0 | (c >> 6));
-            *o++ = (unsigned char)(0x80 | (c & 0x3F));
-        } else if (c >= 0xD800 && c <= 0xDFFF) {
-            *o++ = '?';
-        } else if (c < 0x10000) {
-            *o++ = (unsigned char)(0xE0 | (c >> 12));
-            *o++ = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
-            *o++ = (unsigned char)(0x80 | (c & 0x3F));
-        } else {
-            *o++ = (unsigned char)(0xF0 | (c >> 18));
-            *o++ = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
-            *o++ = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
-            *o++ = (unsigned char)(0x80 | (c & 0x3F));
-        }
-    }
-    return o;
-}
-
 /* Short.parseShort (inner_batch.parse_java_integer(text, 16)): an optional sign, then BMP decimal digits
  * of any script. 1 and *out set; 0 when it is not a short (Python's path logs and refuses it). */
 static int parse_short(PyObject *s, long *out) {
@@ -276,8 +230,8 @@ static Py_ssize_t pmap_measure(pmap_t *m) {
     Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < m->n; i++) {
         kv_t *kv = &m->items[i];
-        kv->nlen = utf8_len(kv->name);
-        kv->vlen = utf8_len(kv->value);
+        kv->nlen = rs_utf8_len(kv->name);
+        kv->vlen = rs_utf8_len(kv->value);
         if (kv->nlen > BCQ_MAX_TEXT || kv->vlen > BCQ_MAX_TEXT || total > BCQ_MAX_TEXT)
             return -1;
         total += kv->nlen + kv->vlen + 2;
@@ -288,9 +242,9 @@ static Py_ssize_t pmap_measure(pmap_t *m) {
 static unsigned char *pmap_put(unsigned char *o, pmap_t *m, const Py_ssize_t *order) {
     for (Py_ssize_t j = 0; j < m->n; j++) {
         kv_t *kv = &m->items[order ? order[j] : j];
-        o = utf8_put(o, kv->name);
+        o = rs_utf8_put(o, kv->name);
         *o++ = 1;
-        o = utf8_put(o, kv->value);
+        o = rs_utf8_put(o, kv->value);
         *o++ = 2;
     }
     return o;
