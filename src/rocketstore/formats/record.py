@@ -646,10 +646,14 @@ else:
     decode_record = decode_record_py
 
 
-def store_timestamp_at(buf, pos: int) -> int:
-    """CommitLog.pickupStoreTimestamp: the STORETIMESTAMP field, located through SYSFLAG."""
+def store_timestamp_at(buf, pos: int, size: int | None = None) -> int:
+    """CommitLog.pickupStoreTimestamp: the STORETIMESTAMP field, located through SYSFLAG; -1 when a record of
+    `size` bytes cannot hold it (a corrupt unit's size: RocketMQ's read would fail there)."""
     sysflag = I32.unpack_from(buf, pos + SYSFLAG_POS)[0]
-    return I64.unpack_from(buf, pos + 48 + (20 if sysflag & BORNHOST_V6_FLAG else 8))[0]
+    at = 48 + (20 if sysflag & BORNHOST_V6_FLAG else 8)
+    if size is not None and at + 8 > size:
+        return -1
+    return I64.unpack_from(buf, pos + at)[0]
 
 
 def verify_crc(buf, h: RecordHeader, pos: int, force_verify_prop_crc: bool) -> str | None:

@@ -82,7 +82,7 @@ class CommitLog:
         if offset >= self.min_offset() and offset + size <= self.max_offset():
             view = self.read(offset, size)
             if view is not None and size >= 64:
-                return R.store_timestamp_at(view, 0)
+                return R.store_timestamp_at(view, 0, size)
         return -1
 
     def segment_path(self, offset: int) -> str:

@@ -7,10 +7,12 @@ from itertools import repeat
 
 import numpy as np
 
+from .. import engine
 from ..files.mapped_file import MappedFile
 from ..files.mapped_file_queue import MappedFileQueue
 from ..formats import cq
 from ..formats import cq_ext
+from ..formats import record as R
 from ..layout import StoreLayout
 from .consume_queue_ext import ConsumeQueueExt
 from .queue import QueueUnit
@@ -566,56 +568,11 @@ class ConsumeQueue:
             rng = mf.wrote
         if rng > mf.read_position:
             return 0  # selectMappedBuffer(0, range) fails on a file not written that far
-        buf = mf.buf
-        ceiling = rng - UNIT
-        floor = low
-        high = ceiling
-        min_phy = commitlog.min_offset()
-
-        def time_at(p):
-            pos, size, _ = cq.decode_unit(buf, p)
-            return pos, commitlog.pickup_store_timestamp(pos, size)
-
-        _, t = time_at(ceiling)
-        if t < timestamp:
-            return (base + ceiling + UNIT) // UNIT if boundary == LOWER else (base + ceiling) // UNIT
-        _, t = time_at(floor)
-        if t > timestamp:
-            return base // UNIT if boundary == LOWER else 0
-        target = left = right = -1
-        while high >= low:
-            mid = (low + high) // (2 * UNIT) * UNIT
-            pos, size, _ = cq.decode_unit(buf, mid)
-            if pos < min_phy:
-                low = mid + UNIT
-                left = mid
-                continue
-            t = commitlog.pickup_store_timestamp(pos, size)
-            if t < 0:
-                return 0
-            if t == timestamp:
-                target = mid
-                break
-            if t > timestamp:
-                high = mid - UNIT
-                right = mid
-            else:
-                low = mid + UNIT
-                left = mid
-        if target != -1:
-            step = -UNIT if boundary == LOWER else UNIT
-            prev = target
-            while True:
-                attempt = prev + step
-                if attempt < floor or attempt > ceiling:
-                    break
-                if time_at(attempt)[1] != timestamp:
-                    break
-                prev = attempt
-            offset = prev
-        else:
-            offset = right if boundary == LOWER else left
-        return (base + offset) // UNIT
+        search = search_by_time if engine.native is None or rng - UNIT < low else engine.native.search_by_time
+        return search(
+            mf.buf, base, low, rng - UNIT, timestamp, boundary == LOWER, commitlog.min_offset(),
+            commitlog.files.files, commitlog.file_size, commitlog.min_offset(), commitlog.max_offset(),
+        )  # fmt: skip
 
     def flush(self, least_pages: int = 0) -> bool:
         """ConsumeQueue.flush: the queue's files, then the ext's; True when neither moved."""
@@ -663,3 +620,72 @@ def _any_below(arr: np.ndarray, phy_offset: int) -> bool:
 
 def _ints(values) -> list[int]:
     return values.tolist() if hasattr(values, "tolist") else list(values)
+
+
+def search_by_time(buf, base, floor, ceiling, timestamp, lower, min_phy, cl_files, cl_file_size, cl_min, cl_max):
+    """getOffsetInQueueByTime's binary search over one ConsumeQueue file's units [floor, ceiling] (byte
+    positions in `buf`, the file starting at queue byte `base`), probing each unit's record's store time in the
+    CommitLog (`cl_files`: its segments; cl_min/cl_max: its offsets); the compiled twin is
+    _native.search_by_time. Ported literally: its corner cases are RocketMQ's answers."""
+    boundary = LOWER if lower else UPPER
+    high = ceiling
+    low = floor
+
+    def time_at(p):
+        pos, size, _ = cq.decode_unit(buf, p)
+        return pos, _store_ts(cl_files, cl_file_size, cl_min, cl_max, pos, size)
+
+    _, t = time_at(ceiling)
+    if t < timestamp:
+        return (base + ceiling + UNIT) // UNIT if boundary == LOWER else (base + ceiling) // UNIT
+    _, t = time_at(floor)
+    if t > timestamp:
+        return base // UNIT if boundary == LOWER else 0
+    target = left = right = -1
+    while high >= low:
+        mid = (low + high) // (2 * UNIT) * UNIT
+        pos, size, _ = cq.decode_unit(buf, mid)
+        if pos < min_phy:
+            low = mid + UNIT
+            left = mid
+            continue
+        t = _store_ts(cl_files, cl_file_size, cl_min, cl_max, pos, size)
+        if t < 0:
+            return 0
+        if t == timestamp:
+            target = mid
+            break
+        if t > timestamp:
+            high = mid - UNIT
+            right = mid
+        else:
+            low = mid + UNIT
+            left = mid
+    if target != -1:
+        step = -UNIT if boundary == LOWER else UNIT
+        prev = target
+        while True:
+            attempt = prev + step
+            if attempt < floor or attempt > ceiling:
+                break
+            if time_at(attempt)[1] != timestamp:
+                break
+            prev = attempt
+        offset = prev
+    else:
+        offset = right if boundary == LOWER else left
+    return (base + offset) // UNIT
+
+
+def _store_ts(cl_files, cl_file_size, cl_min, cl_max, pos, size) -> int:
+    """CommitLog.pickup_store_timestamp over the segment list as it was when the search began."""
+    if not (pos >= cl_min and pos + size <= cl_max) or size < 64:
+        return -1
+    idx = pos // cl_file_size - cl_files[0].file_from_offset // cl_file_size if cl_files else -1
+    if not 0 <= idx < len(cl_files):
+        return -1
+    mf = cl_files[idx]
+    at = pos - mf.file_from_offset
+    if not 0 <= at < cl_file_size or mf.buf is None or at + size > mf.read_position:
+        return -1
+    return R.store_timestamp_at(mf.buf, at, size)
