@@ -92,8 +92,13 @@ def damage(s, workload, places):
 def answer(get):
     try:
         r = get()
-    except CorruptDataError as e:
-        return ("error", str(e))
+    except CorruptDataError as e:  # the two stores' paths differ: the file is named relative to its store
+        return (
+            "error",
+            e.reason,
+            e.offset,
+            os.path.relpath(e.file, os.path.dirname(os.path.dirname(e.file))) if e.file else None,
+        )
     return (
         r.status,
         r.next_begin_offset,

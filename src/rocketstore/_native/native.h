@@ -6,6 +6,7 @@
 #define ROCKETSTORE_NATIVE_H
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Method tables of the parts of the module, joined at import (module.c). */

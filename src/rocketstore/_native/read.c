@@ -1016,6 +1016,69 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ StoredMessage's fixed fields */
+/* fixed_field(i): a callable taking a StoredMessage and answering self._f[i], for `property(fixed_field(i))`:
+ * a lambda per field costs a Python frame per read, and a consumer reads a dozen per message. A message whose
+ * `_f` slot is unset (lazy) is asked for it the Python way, which decodes it. */
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t index;
+    vectorcallfunc vectorcall;
+} fixed_field_obj;
+
+static PyObject *S_f;
+
+static PyObject *fixed_field_call(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != 1 || (kwnames && PyTuple_GET_SIZE(kwnames))) {
+        PyErr_SetString(PyExc_TypeError, "a fixed field getter takes one message");
+        return NULL;
+    }
+    PyObject *msg = args[0], *f;
+    Py_ssize_t i = ((fixed_field_obj *)callable)->index;
+    if (message_type != NULL && Py_TYPE(msg) == message_type
+            && (f = *(PyObject **)((char *)msg + msg_offsets[0])) != NULL) {
+        Py_INCREF(f);
+    } else if ((f = PyObject_GetAttr(msg, S_f)) == NULL) {
+        return NULL;
+    }
+    PyObject *r;
+    if (PyTuple_CheckExact(f) && i < PyTuple_GET_SIZE(f))
+        r = Py_NewRef(PyTuple_GET_ITEM(f, i));
+    else
+        r = PySequence_GetItem(f, i);
+    Py_DECREF(f);
+    return r;
+}
+
+static PyTypeObject fixed_field_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "rocketstore._native.FixedField",
+    .tp_basicsize = sizeof(fixed_field_obj),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(fixed_field_obj, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_doc = "self._f[index] of a StoredMessage (a property's getter).",
+};
+
+static PyObject *fixed_field(PyObject *self, PyObject *arg) {
+    Py_ssize_t i = PyLong_AsSsize_t(arg);
+    if (i == -1 && PyErr_Occurred())
+        return NULL;
+    if (i < 0) {
+        PyErr_SetString(PyExc_ValueError, "fixed_field takes an index >= 0");
+        return NULL;
+    }
+    if (!(fixed_field_type.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&fixed_field_type) < 0)
+        return NULL;
+    fixed_field_obj *o = PyObject_New(fixed_field_obj, &fixed_field_type);
+    if (o == NULL)
+        return NULL;
+    o->index = i;
+    o->vectorcall = fixed_field_call;
+    return (PyObject *)o;
+}
+
 /* ------------------------------------------------------------------ a queue's offset by time */
 /* CommitLog.pickupStoreTimestamp of the record a unit points at, or -1 (outside the log, not written that far,
  * shorter than a record's header, or its STORETIMESTAMP field beyond `size`). */
@@ -1139,6 +1202,7 @@ fail:
 }
 
 int rs_read_init(void) {
+    S_f = PyUnicode_InternFromString("_f");
     S_from = PyUnicode_InternFromString("file_from_offset");
     S_buf = PyUnicode_InternFromString("buf");
     S_wbuf = PyUnicode_InternFromString("wbuf");
@@ -1154,7 +1218,7 @@ int rs_read_init(void) {
     S_end_phy = PyUnicode_InternFromString("end_phy_offset");
     S_slots = PyUnicode_InternFromString("hash_slot_num");
     S_index_num = PyUnicode_InternFromString("index_num");
-    return (S_from && S_buf && S_wbuf && S_wrote && S_committed && S_header && S_mf && S_begin_ts && S_end_ts && S_count && S_end_phy
+    return (S_f && S_from && S_buf && S_wbuf && S_wrote && S_committed && S_header && S_mf && S_begin_ts && S_end_ts && S_count && S_end_phy
             && S_slots && S_index_num && S_last_ts && S_last_phy) ? 0 : -1;
 }
 
@@ -1168,6 +1232,7 @@ PyMethodDef rs_read_methods[] = {
      "A whole get of a plain queue, or None for the careful loop (get_message.get_plain_py is the reference)."},
     {"query_index", query_index, METH_VARARGS,
      "queryMessage with every hit re-checked (lookups.Lookups.query_py is the reference)."},
+    {"fixed_field", fixed_field, METH_O, "A getter of StoredMessage._f[index] for a property (see read.c)."},
     {"search_by_time", search_by_time, METH_VARARGS,
      "getOffsetInQueueByTime's binary search (log.consume_queue.ConsumeQueue._search_by_time is the reference)."},
     {"select_chain", select_chain, METH_VARARGS,

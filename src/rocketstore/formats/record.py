@@ -336,6 +336,14 @@ _TOPICS: dict[bytes, str] = {}
 _LAZY_SLOTS = frozenset(("_f", "body", "topic", "_props_raw", "_props"))
 
 
+def _fixed_field(i: int):
+    """The getter of the fixed field at `i` of a StoredMessage's `_f`: in C when built (read.c fixed_field: no
+    Python frame per read), else a function."""
+    if engine.native is not None:
+        return engine.native.fixed_field(i)
+    return lambda self: self._f[i]  # noqa: SLF001  (its own class)
+
+
 class StoredMessage:
     """A message as read back from the CommitLog, with every field RocketMQ stores.
 
@@ -363,20 +371,20 @@ class StoredMessage:
                 return getattr(self, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    size = property(lambda self: self._f[0])
-    magic = property(lambda self: self._f[1])
-    body_crc = property(lambda self: self._f[2])
-    queue_id = property(lambda self: self._f[3])
-    flag = property(lambda self: self._f[4])
-    queue_offset = property(lambda self: self._f[5])
-    physical_offset = property(lambda self: self._f[6])
-    sys_flag = property(lambda self: self._f[7])
-    born_timestamp = property(lambda self: self._f[8])
-    _born = property(lambda self: self._f[9])
-    store_timestamp = property(lambda self: self._f[10])
-    _store = property(lambda self: self._f[11])
-    reconsume_times = property(lambda self: self._f[12])
-    prepared_transaction_offset = property(lambda self: self._f[13])
+    size = property(_fixed_field(0))
+    magic = property(_fixed_field(1))
+    body_crc = property(_fixed_field(2))
+    queue_id = property(_fixed_field(3))
+    flag = property(_fixed_field(4))
+    queue_offset = property(_fixed_field(5))
+    physical_offset = property(_fixed_field(6))
+    sys_flag = property(_fixed_field(7))
+    born_timestamp = property(_fixed_field(8))
+    _born = property(_fixed_field(9))
+    store_timestamp = property(_fixed_field(10))
+    _store = property(_fixed_field(11))
+    reconsume_times = property(_fixed_field(12))
+    prepared_transaction_offset = property(_fixed_field(13))
 
     def is_at(self, topic: str, queue_id: int, queue_offset: int, size: int, physical_offset: int) -> bool:
         """Is this the record a queue unit says is there (its topic, queue, queue offset, size and offset)?"""
@@ -440,7 +448,7 @@ class StoredMessage:
     @property
     def keys(self) -> list[str]:
         k = self.properties.get(P.KEYS)
-        return [x for x in k.split(P.KEY_SEPARATOR) if x] if k else []
+        return list(filter(None, k.split(P.KEY_SEPARATOR))) if k else []
 
     @property
     def unique_key(self) -> str | None:
