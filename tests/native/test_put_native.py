@@ -84,6 +84,20 @@ def test_message_props_same_as_reference(native, msg, drop_crc):
         assert got == want
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.lists(messages(topic="T"), min_size=1, max_size=6), st.booleans())
+def test_batch_props_same_as_reference(native, msgs, drop_crc):
+    """Each message's bytes as message_props makes them, and its info as props_info reads those bytes back
+    (batch_props builds most infos from the message's own texts, without the read-back)."""
+    props, infos, uniform, careful, codes = native.batch_props(msgs, drop_crc)
+    assert props == [native.message_props(m, drop_crc) for m in msgs]
+    want = [None if p is None else props_info_py(p) for p in props]
+    assert infos == want
+    assert np_list(codes, "i8") == [0 if i is None else i[0] for i in want]
+    assert uniform == (None not in props and props.count(props[0]) == len(props))
+    assert careful == any(i is None or i[3] for i in want)
+
+
 PIECES = st.one_of(
     st.sampled_from(
         [

@@ -35,16 +35,42 @@ static void put_crc_property(unsigned char *p, uint32_t crc) {
 
 /* ---------------------------------------------------------------- UTF-8 of a str, Java's way */
 /* Bytes of s.encode("utf-8", "replace"): an unpaired surrogate becomes "?" (as Java's getBytes(UTF_8)).
- * *bad is set when s holds \x01 or \x02 (not storable as it is: the caller leaves it to Python). */
+ * *bad is set when s holds \x01 or \x02 (not storable as it is: the caller leaves it to Python). An ASCII
+ * str (the usual tag, key and id) is scanned once. */
 static Py_ssize_t utf8_len(PyObject *s, int *bad) {
     Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    if (PyUnicode_IS_ASCII(s)) {
+        const unsigned char *p = PyUnicode_DATA(s);
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (p[i] == 1 || p[i] == 2) {
+                *bad = 1;
+                break;
+            }
+        return n;
+    }
     if (PyUnicode_FindChar(s, 1, 0, n, 1) != -1 || PyUnicode_FindChar(s, 2, 0, n, 1) != -1)
         *bad = 1;
     return rs_utf8_len(s);
 }
 
+/* Which of the names props_info reads (or __CRC32#) an ASCII property name is; -1 for any other. */
+enum { N_KEYS, N_TAGS, N_UNIQ, N_DELAY, N_INNER, N_CRC32 };
+static int special_name(PyObject *k) {
+    if (!PyUnicode_IS_ASCII(k))
+        return -1;
+    const char *p = PyUnicode_DATA(k);
+    switch (PyUnicode_GET_LENGTH(k)) {
+    case 4: return memcmp(p, "KEYS", 4) == 0 ? N_KEYS : memcmp(p, "TAGS", 4) == 0 ? N_TAGS : -1;
+    case 5: return memcmp(p, "DELAY", 5) == 0 ? N_DELAY : -1;
+    case 8: return memcmp(p, "UNIQ_KEY", 8) == 0 ? N_UNIQ : memcmp(p, "__CRC32#", 8) == 0 ? N_CRC32 : -1;
+    case 9: return memcmp(p, "INNER_NUM", 9) == 0 ? N_INNER : -1;
+    case 10: return memcmp(p, "INNER_BASE", 10) == 0 ? N_INNER : -1;
+    default: return -1;
+    }
+}
+
 /* ---------------------------------------------------------------- a message's PROPERTIES bytes */
-static PyObject *s_raw_properties, *s_properties, *s_keys, *s_tags, *s_KEYS, *s_TAGS, *s_CRC32, *s_space;
+static PyObject *s_raw_properties, *s_properties, *s_keys, *s_tags, *s_space;
 
 static int names_ready(void) {
     if (s_raw_properties != NULL)
@@ -53,11 +79,8 @@ static int names_ready(void) {
     s_properties = PyUnicode_InternFromString("properties");
     s_keys = PyUnicode_InternFromString("keys");
     s_tags = PyUnicode_InternFromString("tags");
-    s_KEYS = PyUnicode_InternFromString("KEYS");
-    s_TAGS = PyUnicode_InternFromString("TAGS");
-    s_CRC32 = PyUnicode_InternFromString("__CRC32#");
     s_space = PyUnicode_InternFromString(" ");
-    if (!s_raw_properties || !s_properties || !s_keys || !s_tags || !s_KEYS || !s_TAGS || !s_CRC32 || !s_space) {
+    if (!s_raw_properties || !s_properties || !s_keys || !s_tags || !s_space) {
         s_raw_properties = NULL;
         return -1;
     }
@@ -68,19 +91,27 @@ static int names_ready(void) {
 #define MAX_TEXT (1 << 30)      /* a text this long is Python's to refuse */
 
 typedef struct {
-    PyObject *name;             /* a literal "KEYS"/"TAGS" when `lit` is set, else a str */
+    PyObject *name;             /* a str, or NULL with `lit` a literal "KEYS"/"TAGS" */
     const char *lit;
     PyObject *value;            /* a str */
+    Py_ssize_t nlen, vlen;      /* their UTF-8 lengths */
 } pair_t;
+
+static PyObject *direct_info(PyObject *tags, PyObject *kstr, PyObject *uniq);
 
 /* The PROPERTIES bytes of one message, as MessageWriter._props / Message.properties_bytes make them;
  * Py_None (a new reference) when the message is not one this handles (raw_properties, a type other than
- * the documented ones, a separator in a text): the caller then runs the Python path, which decides. */
-static PyObject *message_props_one(PyObject *msg, int drop_crc) {
+ * the documented ones, a separator in a text): the caller then runs the Python path, which decides.
+ * With `info` given, *info is set to props_info of the bytes made straight from the message's own texts
+ * when that is sure to be the same (ASCII texts, none of the names but UNIQ_KEY in the dict; it is left NULL
+ * otherwise): a producer's keyed message then needs no parse of its bytes back. */
+static PyObject *message_props_one(PyObject *msg, int drop_crc, PyObject **info) {
     PyObject *raw = NULL, *props = NULL, *keys = NULL, *tags = NULL, *joined = NULL, *out = NULL;
+    PyObject *uniq = NULL;      /* the dict's UNIQ_KEY value (borrowed) */
     pair_t pairs_small[8];
     pair_t *pairs = pairs_small;
-    Py_ssize_t np_ = 0;
+    Py_ssize_t np_ = 0, tags_len = 0, kstr_len = 0;
+    int direct = info != NULL;
     raw = PyObject_GetAttr(msg, s_raw_properties);
     if (raw == NULL)
         goto fallback;
@@ -123,13 +154,13 @@ static PyObject *message_props_one(PyObject *msg, int drop_crc) {
     int tags_present = tags != Py_None && PyUnicode_GET_LENGTH(tags) > 0;
     if (tags != Py_None) {      /* checked even when empty: text_problem refuses separators in any tags */
         int bad = 0;
-        utf8_len(tags, &bad);
+        tags_len = utf8_len(tags, &bad);
         if (bad)
             goto fallback;
     }
     if (kstr != NULL) {
         int bad = 0;
-        utf8_len(kstr, &bad);
+        kstr_len = utf8_len(kstr, &bad);
         if (bad)
             goto fallback;
     }
@@ -152,41 +183,41 @@ static PyObject *message_props_one(PyObject *msg, int drop_crc) {
             if (!PyUnicode_CheckExact(k) || (v != Py_None && !PyUnicode_CheckExact(v)))
                 goto fallback;
             int bad = 0;
-            utf8_len(k, &bad);
-            if (v != Py_None)
-                utf8_len(v, &bad);
+            Py_ssize_t nl = utf8_len(k, &bad), vl = v != Py_None ? utf8_len(v, &bad) : 0;
             if (bad)
                 goto fallback;
-            if (PyUnicode_Compare(k, s_KEYS) == 0)
+            int which = special_name(k);
+            if (which == N_KEYS)
                 dict_keys = 1;
-            else if (PyUnicode_Compare(k, s_TAGS) == 0)
+            else if (which == N_TAGS)
                 dict_tags = 1;
+            if (which == N_UNIQ)
+                uniq = v;
+            else if (which != -1 && which != N_CRC32)
+                direct = 0;     /* KEYS, TAGS, DELAY or INNER_* in the dict: props_info reads the bytes */
             if (v == Py_None)
                 continue;
-            if (drop_crc && PyUnicode_Compare(k, s_CRC32) == 0)
+            if (drop_crc && which == N_CRC32)
                 continue;
             if (np_ >= cap)
                 goto fallback;      /* the dict grew while read: let Python do it */
-            pairs[np_].name = k;
-            pairs[np_].lit = NULL;
-            pairs[np_].value = v;
+            pairs[np_] = (pair_t){k, NULL, v, nl, vl};
             np_++;
         }
     }
     if (keys_present && !dict_keys && np_ < cap) {
-        pairs[np_].name = NULL; pairs[np_].lit = "KEYS"; pairs[np_].value = kstr; np_++;
+        pairs[np_] = (pair_t){NULL, "KEYS", kstr, 4, kstr_len};
+        np_++;
     }
     if (tags_present && !dict_tags && np_ < cap) {
-        pairs[np_].name = NULL; pairs[np_].lit = "TAGS"; pairs[np_].value = tags; np_++;
+        pairs[np_] = (pair_t){NULL, "TAGS", tags, 4, tags_len};
+        np_++;
     }
     Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < np_; i++) {
-        int bad = 0;
-        Py_ssize_t nl = pairs[i].lit ? 4 : utf8_len(pairs[i].name, &bad);
-        Py_ssize_t vl = utf8_len(pairs[i].value, &bad);
-        if (nl > MAX_TEXT || vl > MAX_TEXT || total > MAX_TEXT)
+        if (pairs[i].nlen > MAX_TEXT || pairs[i].vlen > MAX_TEXT || total > MAX_TEXT)
             goto fallback;
-        total += nl + vl + 2;
+        total += pairs[i].nlen + pairs[i].vlen + 2;
     }
     out = PyBytes_FromStringAndSize(NULL, total);
     if (out == NULL)
@@ -202,6 +233,12 @@ static PyObject *message_props_one(PyObject *msg, int drop_crc) {
         *o++ = 1;
         o = rs_utf8_put(o, pairs[i].value);
         *o++ = 2;
+    }
+    if (direct && (uniq == NULL || uniq == Py_None || PyUnicode_IS_ASCII(uniq))
+            && (!tags_present || PyUnicode_IS_ASCII(tags)) && (!keys_present || PyUnicode_IS_ASCII(kstr))) {
+        *info = direct_info(tags_present ? tags : NULL, keys_present ? kstr : NULL, uniq);
+        if (*info == NULL)
+            goto error;
     }
     goto done;
 fallback:
@@ -229,7 +266,7 @@ static PyObject *message_props(PyObject *self, PyObject *args) {
         return NULL;
     if (names_ready() < 0)
         return NULL;
-    return message_props_one(msg, drop_crc);
+    return message_props_one(msg, drop_crc, NULL);
 }
 
 /* ---------------------------------------------------------------- props_info */
@@ -305,6 +342,22 @@ static int info_ready(void) {
     return no_keys_info ? 0 : -1;
 }
 
+/* props_info's tuple from a message's own texts (message_props_one decided it is the same): tagsCode of
+ * `tags` (ASCII: Java's hash over its bytes), KEYS (`kstr` or ""), UNIQ_KEY (None when absent or empty). */
+static PyObject *direct_info(PyObject *tags, PyObject *kstr, PyObject *uniq) {
+    if (uniq != NULL && (uniq == Py_None || PyUnicode_GET_LENGTH(uniq) == 0))
+        uniq = NULL;
+    if (kstr != NULL && PyUnicode_GET_LENGTH(kstr) == 0)
+        kstr = NULL;
+    if (tags == NULL && kstr == NULL && uniq == NULL && no_keys_info != NULL)
+        return Py_NewRef(no_keys_info);
+    PyObject *k = kstr ? Py_NewRef(kstr) : PyUnicode_New(0, 0);
+    if (k == NULL)
+        return NULL;
+    PyObject *t = Py_BuildValue("(iNOO)", tags ? rs_java_hash_str(tags) : 0, k, uniq ? uniq : Py_None, Py_False);
+    return t;
+}
+
 static PyObject *props_info(PyObject *self, PyObject *arg) {
     Py_buffer b;
     if (info_ready() < 0)
@@ -338,22 +391,24 @@ static PyObject *batch_props(PyObject *self, PyObject *args) {
     PyObject *prev = NULL, *prev_info = NULL;
     int uniform = 1, careful = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *props = message_props_one(PyList_GET_ITEM(msgs, i), drop_crc);
+        PyObject *info = NULL;
+        PyObject *props = message_props_one(PyList_GET_ITEM(msgs, i), drop_crc, &info);
         if (props == NULL)
             goto error;
-        PyObject *info;
         if (props == Py_None) {
             info = Py_NewRef(Py_None);
             uniform = 0;
         } else if (prev != NULL && PyBytes_GET_SIZE(prev) == PyBytes_GET_SIZE(props)
                    && memcmp(PyBytes_AS_STRING(prev), PyBytes_AS_STRING(props), PyBytes_GET_SIZE(props)) == 0) {
             Py_DECREF(props);
+            Py_XDECREF(info);
             props = Py_NewRef(prev);
             info = Py_NewRef(prev_info);
         } else {
             if (prev != NULL)
                 uniform = 0;
-            info = props_info_bytes((const unsigned char *)PyBytes_AS_STRING(props), PyBytes_GET_SIZE(props));
+            if (info == NULL)
+                info = props_info_bytes((const unsigned char *)PyBytes_AS_STRING(props), PyBytes_GET_SIZE(props));
             if (info == NULL) {
                 Py_DECREF(props);
                 goto error;
@@ -566,7 +621,7 @@ int rs_keyed_prepare(PyObject *msg, Py_ssize_t tail_len, Py_ssize_t max_body, Py
         return -1;
     if (!PyBytes_CheckExact(body) || PyBytes_GET_SIZE(body) > max_body)
         goto none;
-    props = message_props_one(msg, 0);
+    props = message_props_one(msg, 0, NULL);
     if (props == NULL)
         goto fail;
     if (props == Py_None)
