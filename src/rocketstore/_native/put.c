@@ -621,12 +621,13 @@ int rs_keyed_prepare(PyObject *msg, Py_ssize_t tail_len, Py_ssize_t max_body, Py
         return -1;
     if (!PyBytes_CheckExact(body) || PyBytes_GET_SIZE(body) > max_body)
         goto none;
-    props = message_props_one(msg, 0, NULL);
+    props = message_props_one(msg, 0, &info);
     if (props == NULL)
         goto fail;
     if (props == Py_None)
         goto none;
-    info = props_info_bytes((const unsigned char *)PyBytes_AS_STRING(props), PyBytes_GET_SIZE(props));
+    if (info == NULL)
+        info = props_info_bytes((const unsigned char *)PyBytes_AS_STRING(props), PyBytes_GET_SIZE(props));
     if (info == NULL)
         goto fail;
     if (info == Py_None)
