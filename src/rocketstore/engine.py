@@ -7,11 +7,26 @@ the package says so once, with a warning, and runs in pure Python.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import warnings
+from pathlib import Path
 
 native = None
 """The extension module, or None when running pure Python."""
+
+
+def sources_hash(folder: Path) -> str | None:
+    """setup.py's hash of the extension's sources, when they are beside the package (a checkout or an editable
+    install; an installed wheel has none): None without them."""
+    paths = sorted(folder.glob("*.[ch]"), key=lambda p: p.name)
+    if not paths:
+        return None
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
 
 if os.environ.get("ROCKETSTORE_PURE", "") not in ("", "0"):
     REASON = "ROCKETSTORE_PURE is set"
@@ -20,14 +35,16 @@ else:
         from . import _native as native
 
         REASON = ""
+        built, here = getattr(native, "SOURCE_HASH", ""), sources_hash(Path(__file__).with_name("_native"))
+        if built and here is not None and built != here:  # sources changed since the build: its functions may not match
+            native = None
+            REASON = "the compiled extension was built from other sources than these"
+            hint = "rebuild it (`make setup`, or `pip install -e .`)"
     except ImportError as e:  # not built: no compiler or headers when the package was installed
         REASON = f"the compiled extension is not available ({e})"
-        warnings.warn(
-            f"rocketstore runs in pure Python (slower): {REASON}; reinstall with a C compiler "
-            "and Python headers to build it",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+        hint = "reinstall with a C compiler and Python headers to build it"
+    if REASON:
+        warnings.warn(f"rocketstore runs in pure Python (slower): {REASON}; {hint}", RuntimeWarning, stacklevel=2)
 
 NAME = "native (C extension)" if native is not None else "pure Python"
 

@@ -18,7 +18,7 @@ SRC = ROOT / "src"
 
 
 def _run(code: str, **env) -> subprocess.CompletedProcess:
-    e = dict(os.environ, PYTHONPATH=str(SRC), **env)
+    e = dict(os.environ, **{"PYTHONPATH": str(SRC), **env})
     e.pop("ROCKETSTORE_PURE", None) if "ROCKETSTORE_PURE" not in env else None
     return subprocess.run(
         [sys.executable, "-W", "default", "-c", textwrap.dedent(code)],
@@ -102,3 +102,20 @@ def test_build_without_compiler_still_installs(tmp_path):
 def test_version_names_the_engine():
     out = CliRunner().invoke(cli, ["--version"]).output
     assert out.strip().endswith(f"engine: {engine.describe()}")
+
+
+def test_extension_built_from_other_sources_is_not_used(native, tmp_path):
+    # a checkout updated without a rebuild: the module's SOURCE_HASH (setup.py's) no longer matches the sources
+    # beside it, so its functions may not be the ones the Python modules call: pure Python, with a warning
+    src = tmp_path / "src"
+    shutil.copytree(SRC, src, ignore=shutil.ignore_patterns("__pycache__"))
+    assert len(native.SOURCE_HASH) == 64
+    probe = "from rocketstore import engine; print(engine.native is None, engine.describe())"
+    same = _run(probe, PYTHONPATH=str(src))
+    assert same.returncode == 0 and same.stdout.strip() == "False native (C extension)", same.stderr
+    with open(src / "rocketstore" / "_native" / "read.c", "a") as f:
+        f.write("/* changed after the build */\n")
+    r = _run(probe, PYTHONPATH=str(src))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "True pure Python (the compiled extension was built from other sources than these)"
+    assert r.stderr.count("rebuild it (`make setup`") == 1

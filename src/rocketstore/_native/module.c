@@ -4,6 +4,10 @@
 
 PyObject *rs_CorruptDataError = NULL;
 
+#ifndef RS_SOURCE_HASH
+#define RS_SOURCE_HASH ""   /* built without setup.py: engine.py cannot tell, and trusts it */
+#endif
+
 static struct PyModuleDef native_module = {
     PyModuleDef_HEAD_INIT, "rocketstore._native",
     "rocketstore's per-message loops in C (the pure Python modules are the reference).", -1, NULL,
@@ -18,7 +22,8 @@ PyMODINIT_FUNC PyInit__native(void) {
             || PyModule_AddFunctions(m, rs_arrow_methods) < 0
             || PyModule_AddFunctions(m, rs_index_methods) < 0 || PyModule_AddFunctions(m, rs_props_methods) < 0
             || PyModule_AddFunctions(m, rs_batchcq_methods) < 0
-            || rs_scan_init(m) < 0 || rs_read_init() < 0 || rs_lane_init(m) < 0)
+            || rs_scan_init(m) < 0 || rs_read_init() < 0 || rs_lane_init(m) < 0
+            || PyModule_AddStringConstant(m, "SOURCE_HASH", RS_SOURCE_HASH) < 0)
         goto fail;
     PyObject *errors = PyImport_ImportModule("rocketstore.errors");
     if (errors == NULL)
