@@ -344,6 +344,19 @@ def _fixed_field(i: int):
     return lambda self: self._f[i]  # noqa: SLF001  (its own class)
 
 
+_HOST_TEXTS: dict[bytes, str] = {}
+
+
+def _host_text(data: bytes) -> str:
+    """host_from_bytes, remembered: a store's records name a handful of hosts, read for every message."""
+    text = _HOST_TEXTS.get(data)
+    if text is None:
+        if len(_HOST_TEXTS) >= 4096:  # many distinct producers: start over rather than grow without bound
+            _HOST_TEXTS.clear()
+        text = _HOST_TEXTS[data] = host_from_bytes(data)
+    return text
+
+
 class StoredMessage:
     """A message as read back from the CommitLog, with every field RocketMQ stores.
 
@@ -431,11 +444,11 @@ class StoredMessage:
 
     @property
     def born_host(self) -> str:
-        return host_from_bytes(self._born)
+        return _host_text(self._born)
 
     @property
     def store_host(self) -> str:
-        return host_from_bytes(self._store)
+        return _host_text(self._store)
 
     @property
     def msg_id(self) -> str:
