@@ -368,7 +368,8 @@ def test_restart_keeps_pending_half_messages(tmp_path):
     (b, c3), store = with_broker(tmp_path, first)
     store.close()
     # checked every 200 ms: a check made before the producer is online is made again soon
-    store = open_store(tmp_path, extra={"transactionTimeOut": "0", "transactionCheckInterval": "200"})
+    store = open_store(tmp_path, extra={"transactionTimeOut": "0", "transactionCheckInterval": "200",
+                                        "transactionCheckMax": "100000"})  # fmt: skip
 
     async def second(broker, c, store):
         pending = broker.transactions.pending_ids()

@@ -83,9 +83,9 @@ def encode_check_body(half, real_topic: str, real_queue_id: int, properties: str
         flag=half.flag,
         sys_flag=half.sys_flag & ~(R.BORNHOST_V6_FLAG | R.STOREHOSTADDRESS_V6_FLAG),
         born_timestamp=half.born_timestamp,
-        born_host=half._born,  # noqa: SLF001  (the record's host bytes, as stored)
+        born_host=R.host_to_bytes(half.born_host),
         store_timestamp=half.store_timestamp,
-        store_host=half._store,  # noqa: SLF001
+        store_host=R.host_to_bytes(half.store_host),
         reconsume_times=half.reconsume_times,
         prepared_transaction_offset=half.prepared_transaction_offset,
         queue_offset=half.queue_offset,
@@ -155,7 +155,7 @@ class TransactionProcessor:
     def _not_pending(self, h: dict) -> tuple[int, str | None]:
         """No pending half message there: one ended already is answered as done (the broker would put a commit
         twice), anything else as the broker answers a record it cannot use."""
-        half = self.store.look(h["commitLogOffset"])
+        half = self.store.look(h["commitLogOffset"]) if h["commitLogOffset"] >= 0 else None
         if half is None or half.topic != HALF_TOPIC:
             return ResponseCode.SYSTEM_ERROR, NOT_FOUND
         if half.properties.get(P.PGROUP) != h["producerGroup"]:
