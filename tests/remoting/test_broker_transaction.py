@@ -96,8 +96,9 @@ def tx_send_ext(topic="T", queue_id=1, uniq="UNIQ0001", group="pg", born=None, m
 
 def end_ext(sent, kind, group="pg", from_check=False, **more):
     """EndTransactionRequestHeader as DefaultMQProducerImpl.endTransaction fills it from the SendResult:
-    tranStateTableOffset = queueOffset, commitLogOffset decoded from the offset msgId, msgId = the UNIQ_KEY."""
-    ext = {"producerGroup": group, "tranStateTableOffset": sent.ext_fields["queueOffset"],
+    tranStateTableOffset = queueOffset, commitLogOffset decoded from the offset msgId, msgId = the UNIQ_KEY;
+    topic and brokerName (RpcRequestHeader) too; fromTransactionCheck keeps its default, false."""
+    ext = {"topic": "T", "brokerName": "rocketstore", "producerGroup": group, "tranStateTableOffset": sent.ext_fields["queueOffset"],
            "commitLogOffset": str(parse_msg_id(sent.ext_fields["msgId"])[1]), "commitOrRollback": str(kind),
            "fromTransactionCheck": "true" if from_check else "false", "msgId": sent.ext_fields["transactionId"],
            "transactionId": sent.ext_fields["transactionId"]}  # fmt: skip
@@ -444,3 +445,43 @@ def test_broker_close_stops_the_checks_it_started(tmp_path):
     # a store reopened after the close starts with nothing pending
     with MessageStore.open(str(tmp_path / "store"), StoreConfig(mapped_file_size_commit_log=16 << 20)) as s:
         assert Transactions(s).pending_ids() == []
+
+
+# ---------------------------------------------------------------- the check body, any message
+def test_check_body_reads_back_by_message_decoder_layout():
+    from types import SimpleNamespace
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from rocketstore.remoting.broker.transaction import encode_check_body
+
+    text = st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), min_size=1, max_size=8)
+
+    @settings(max_examples=60, deadline=None)
+    @given(
+        body=st.binary(max_size=300),
+        flag=st.integers(-(2**31), 2**31 - 1),
+        queue_id=st.integers(0, 255),
+        offsets=st.tuples(st.integers(0, 2**40), st.integers(0, 2**40)),
+        times=st.tuples(st.integers(0, 2**42), st.integers(0, 2**42)),
+        props=st.dictionaries(text, text, max_size=4),
+        topic=st.text(st.characters(min_codepoint=0x41, max_codepoint=0x7A), min_size=1, max_size=40),
+    )
+    def check(body, flag, queue_id, offsets, times, props, topic):
+        half = SimpleNamespace(
+            body=body, flag=flag, sys_flag=0, born_timestamp=times[0], born_host="10.0.0.7:4242",
+            store_timestamp=times[1], store_host="127.0.0.1:10911", reconsume_times=0, prepared_transaction_offset=0,
+            queue_offset=offsets[0], physical_offset=offsets[1], body_crc=zlib.crc32(body) & 0x7FFFFFFF,
+        )  # fmt: skip
+        raw = "".join(f"{k}\x01{v}\x02" for k, v in props.items())
+        data = encode_check_body(half, topic, queue_id, raw)
+        f = decode_check_body(data)
+        assert f["end"] == len(data) == f["size"] and f["magic"] == MAGIC_V1
+        assert (f["topic"], f["queue_id"], f["body"], f["flag"], f["props"]) == (topic, queue_id, body, flag, props)
+        assert (f["queue_offset"], f["phys"], f["born"], f["store_ts"]) == (*offsets, *times)
+        # hosts: 4 address bytes and the port as an int (InetSocketAddress in encode)
+        assert f["born_host"] == bytes([10, 0, 0, 7]) + struct.pack(">i", 4242)
+        assert f["store_host"] == bytes([127, 0, 0, 1]) + struct.pack(">i", 10911)
+
+    check()
