@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -35,7 +36,10 @@ class MQMessage {  // the library's; only what is called here is declared
 class MQMessageExt : public MQMessage {
  public:
   const std::string& getMsgId() const;
+  const std::string& getOffsetMsgId() const;
   int64_t getQueueOffset() const;
+  int64_t getCommitLogOffset() const;
+  int getQueueId() const;
 };
 
 class TransactionListener {  // TransactionListener.h: the vtable the library calls through
@@ -132,11 +136,13 @@ class Listener : public TransactionListener {
     int n = ++checks_;
     // one line per check-back: what the C++ core decoded from the broker's CHECK_TRANSACTION_STATE
     printf("{\"check\": %d, \"topic\": \"%s\", \"body\": \"%s\", \"uniq_key\": \"%s\", \"check_times\": \"%s\", "
-           "\"msg_id\": \"%s\", \"queue_offset\": %lld}\n",
+           "\"msg_id\": \"%s\", \"offset_msg_id\": \"%s\", \"queue_id\": %d, \"queue_offset\": %lld, "
+           "\"commit_log_offset\": %lld}\n",
            n, json_escape(msg.getTopic()).c_str(), json_escape(msg.getBody()).c_str(),
            json_escape(msg.getProperty("UNIQ_KEY")).c_str(),
            json_escape(msg.getProperty("TRANSACTION_CHECK_TIMES")).c_str(), json_escape(msg.getMsgId()).c_str(),
-           static_cast<long long>(msg.getQueueOffset()));
+           json_escape(msg.getOffsetMsgId()).c_str(), msg.getQueueId(), static_cast<long long>(msg.getQueueOffset()),
+           static_cast<long long>(msg.getCommitLogOffset()));
     fflush(stdout);
     return check_;
   }

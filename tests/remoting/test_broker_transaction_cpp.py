@@ -148,7 +148,14 @@ def test_cpp_transaction_producer(cpp_txn_producer, remoting, tmp_path, execute,
             assert (c["check"], c["topic"], c["body"]) == (1, "T", "transactional body")
             # checks made before the producer's heartbeat reached the broker count too (needDiscard)
             assert c["uniq_key"] == sent["msg_id"] and int(c["check_times"]) >= 1
-            assert c["msg_id"] == half.msg_id and c["queue_offset"] == half.queue_offset
+            # MQDecoder::decode: the message named by its UNIQ_KEY, its offset msg id from the store host and
+            # commit log offset of the body, the real queue, the half record's queue offset
+            # (its createMessageId writes the in-memory sin_addr as a big-endian int: on x86 the address bytes
+            # come out reversed, 127.0.0.1 as 0100007F; port and offset as RocketMQ's)
+            ip = bytes.fromhex(half.msg_id[:8])[::-1].hex().upper()
+            assert c["msg_id"] == sent["msg_id"] and c["offset_msg_id"] == ip + half.msg_id[8:]
+            assert (c["queue_id"], c["queue_offset"], c["commit_log_offset"]) == (
+                int(half.properties["REAL_QID"]), half.queue_offset, half.physical_offset)  # fmt: skip
         poll(lambda: broker.transactions.pending_ids() == [])
     finally:
         run.stop()
