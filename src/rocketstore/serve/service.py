@@ -175,7 +175,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         extra = getattr(store.config, "extra", None) or {}
         # half messages and their checks (transaction.py): one state per store, shared with the remoting broker
         self.tx = Transactions.shared(store, extra)
-        self._tx_checker = self.tx.add_checker(grpc_checker(self.producer_outboxes, self.tx))
+        self._tx_checker = self.tx.add_checker(grpc_checker(self.producer_outboxes))
         self.delay = DelayService(store, extra)  # delivery timestamps (delay.py)
         self.groups = SubscriptionGroups(store.root)  # FIFO groups (fifo.py)
         self.delay.start()

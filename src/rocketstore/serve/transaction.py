@@ -136,12 +136,11 @@ class Transactions(ServiceThread):
         self.by_phys: dict[int, int] = {}  # commit log offset -> half offset
         self._ops: list[tuple[int, list[int]]] = []  # (op offset, half offsets it ends), from the op scan start
         self._checkers: list[Checker] = []
-        self._rr = 0
         # the pause before each round (and after one that failed): a check falls due within it
         tick_ms = min(self.check_interval_ms, self.timeout_ms, 1000)
         self.initial_delay_s = self.error_delay_s = max(0.05, tick_ms / 1000.0)
         if producers is not None:
-            self.add_checker(grpc_checker(producers, self))
+            self.add_checker(grpc_checker(producers))
         self._rebuild()
 
     # ------------------------------------------------------------------ one per store
@@ -409,9 +408,10 @@ class Transactions(ServiceThread):
             return [h.tx_id for h in sorted(self.pending.values(), key=lambda h: h.half_offset)]
 
 
-def grpc_checker(producers, tx: Transactions) -> Checker:
+def grpc_checker(producers) -> Checker:
     """The gRPC side's check: a RecoverOrphanedTransactionCommand into the Telemetry outbox of a producer
     publishing the half message's topic (round robin over them)."""
+    turns = itertools.count()
 
     def check(h: PendingHalf, half) -> bool:
         from . import convert as C
@@ -427,8 +427,7 @@ def grpc_checker(producers, tx: Transactions) -> Checker:
                 message=msg, transaction_id=h.tx_id
             )
         )
-        outboxes[tx._rr % len(outboxes)].put(cmd)  # noqa: SLF001  (the round robin of the instance it checks for)
-        tx._rr += 1  # noqa: SLF001
+        outboxes[next(turns) % len(outboxes)].put(cmd)
         return True
 
     return check
