@@ -485,3 +485,18 @@ def test_check_body_reads_back_by_message_decoder_layout():
         assert f["store_host"] == bytes([127, 0, 0, 1]) + struct.pack(">i", 10911)
 
     check()
+
+
+def test_rocketstore_serve_gives_both_protocols_one_pending_state(tmp_path):
+    import threading
+
+    from rocketstore.serve.server import Server
+
+    s = Server(str(tmp_path / "served"), "127.0.0.1:0", StoreConfig(), namesrv="127.0.0.1:0", remoting="127.0.0.1:0")
+    s.start()
+    try:
+        assert s.service.tx is s.remoting.broker.transactions and s.service.tx.running
+    finally:
+        s.stop()
+    # the last of the two users stopped the checks
+    assert "transaction-check" not in {t.name for t in threading.enumerate()}
