@@ -3,8 +3,9 @@ clients (Java DefaultMQProducer / DefaultMQPushConsumer, the C++ core and the cl
 send (send.py), pull with long polling (pull.py, hold.py), consumer offsets and queue offsets (offsets.py),
 heartbeats and consumer lists (clients.py), delay levels (schedule.py), transactions (half messages,
 END_TRANSACTION and the check-back to producers: transaction.py, over the store's pending state that the gRPC side
-shares), and the topic table it registers with a name server (topics.py). The built-in name server's route table is given as `routes`: the broker registers into
-it directly (never expiring) at start and whenever a topic is created.
+shares), and the topic table it registers with a name server (topics.py). The built-in name server's route table
+is given as `routes`: the broker registers into it directly (never expiring) at start and whenever a topic is
+created.
 
 Queue locks for orderly consumers: locks.py. Not served yet: send-back of failed messages (retry topic, %DLQ%),
 ACL, and mqadmin's admin requests (runtime info, topic updates)."""
