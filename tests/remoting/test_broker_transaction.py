@@ -98,7 +98,8 @@ def end_ext(sent, kind, group="pg", from_check=False, **more):
     """EndTransactionRequestHeader as DefaultMQProducerImpl.endTransaction fills it from the SendResult:
     tranStateTableOffset = queueOffset, commitLogOffset decoded from the offset msgId, msgId = the UNIQ_KEY;
     topic and brokerName (RpcRequestHeader) too; fromTransactionCheck keeps its default, false."""
-    ext = {"topic": "T", "brokerName": "rocketstore", "producerGroup": group, "tranStateTableOffset": sent.ext_fields["queueOffset"],
+    ext = {"topic": "T", "brokerName": "rocketstore", "producerGroup": group,
+           "tranStateTableOffset": sent.ext_fields["queueOffset"],
            "commitLogOffset": str(parse_msg_id(sent.ext_fields["msgId"])[1]), "commitOrRollback": str(kind),
            "fromTransactionCheck": "true" if from_check else "false", "msgId": sent.ext_fields["transactionId"],
            "transactionId": sent.ext_fields["transactionId"]}  # fmt: skip
