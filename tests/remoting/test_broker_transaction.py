@@ -501,3 +501,31 @@ def test_rocketstore_serve_gives_both_protocols_one_pending_state(tmp_path):
         s.stop()
     # the last of the two users stopped the checks
     assert "transaction-check" not in {t.name for t in threading.enumerate()}
+
+
+def test_checks_go_to_live_producers_of_the_group_only(tmp_path):
+    async def scenario(broker, c, store):
+        a, b = await Producer.connect(broker.server.port), await Producer.connect(broker.server.port)
+        try:
+            await a.heartbeat("pg", "a@1")
+            await b.heartbeat("pg", "b@2")
+            picked = {broker.clients.producer_connection("pg", turn).id for turn in range(4)}
+            await b.close()  # ProducerManager drops a closed channel
+            await poll(lambda: len(broker.clients.producers.get("pg", {})) == 1)
+            left = broker.clients.producer_connection("pg", 1)
+            # a producer not heard of within channelExpiredTimeout is dropped (scanNotActiveChannel)
+            for ch in broker.clients.producers["pg"].values():
+                ch.last_update_ms -= 200_000
+            broker.clients.expire(120_000)
+            return (
+                len(picked),
+                left is not None,
+                broker.clients.producer_connection("pg", 0),
+                "other" in str(broker.clients.producer_connection("other", 0)),
+            )
+        finally:
+            await a.close()
+
+    (picked, left, after_expiry, other), store = with_broker(tmp_path, scenario)
+    assert (picked, left, after_expiry, other) == (2, True, None, False)
+    store.close()
