@@ -25,7 +25,7 @@ from .pop import HandleError, Handle, PopState, now_ms
 from . import assignment as _assignment
 from .retry import RetryManager
 from .renew import RenewManager
-from .transaction import Transactions
+from .transaction import Transactions, grpc_checker
 from .delay import DelayService
 from .fifo import SubscriptionGroups
 
@@ -173,10 +173,11 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         self._clients_lock = threading.Lock()
         self.stopping = threading.Event()
         extra = getattr(store.config, "extra", None) or {}
-        self.tx = Transactions(store, self.producer_outboxes, extra)  # half messages, checks (transaction.py)
+        # half messages and their checks (transaction.py): one state per store, shared with the remoting broker
+        self.tx = Transactions.shared(store, extra)
+        self._tx_checker = self.tx.add_checker(grpc_checker(self.producer_outboxes))
         self.delay = DelayService(store, extra)  # delivery timestamps (delay.py)
         self.groups = SubscriptionGroups(store.root)  # FIFO groups (fifo.py)
-        self.tx.start()
         self.delay.start()
         self.renew = RenewManager(  # auto_renew handles (renew.py)
             lambda group, topic, h, ms: self.pop.change_invisible(group, self.retry.topic_of(group, topic, h), h, ms),
@@ -672,7 +673,10 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     def stop(self) -> None:
         self.stopping.set()
         self.renew.stop()  # the renewal thread; in-flight auto-renew messages cleared (come back soon)
-        self.tx.stop()
+        if self._tx_checker is not None:  # once: the shared state counts its users
+            self.tx.remove_checker(self._tx_checker)
+            self._tx_checker = None
+            self.tx.release()
         self.delay.stop()
         with self._clients_lock:
             for c in self._clients.values():

@@ -1,26 +1,33 @@
 """Transactional messages as RocketMQ 5's broker keeps them (TransactionalMessageBridge, EndTransactionProcessor,
-TransactionalMessageServiceImpl.check), reached through the proxy's SendMessage / EndTransaction / Telemetry.
+TransactionalMessageServiceImpl.check), one pending state per store whichever protocol a producer speaks: the
+gRPC side (the proxy's SendMessage / EndTransaction / Telemetry, adapted here: `end`, `grpc_checker`) and the
+remoting broker (remoting/broker/transaction.py) share the instance `Transactions.shared(store)` gives, so a half
+message sent over one protocol can be ended over the other. This module imports nothing of gRPC until the gRPC
+adapter is used: the remoting broker runs without grpcio.
 
-- A TRANSACTION message (sysFlag TRANSACTION_PREPARED_TYPE, TRAN_MSG=true from the proxy) is stored as a half
-  message: topic RMQ_SYS_TRANS_HALF_TOPIC, queue 0, its real topic and queue in REAL_TOPIC / REAL_QID, the
-  transaction id in __transactionId__, the transaction bits of its sysFlag reset to NOT_TYPE (parseHalfMessageInner).
-  Its real topic gets nothing yet. The transaction id the producer gets is the message's UNIQ_KEY (as the
-  broker answers MessageClientIDSetter.getUniqID).
+- A TRANSACTION message (sysFlag TRANSACTION_PREPARED_TYPE, TRAN_MSG=true) is stored as a half message: topic
+  RMQ_SYS_TRANS_HALF_TOPIC, queue 0, its real topic and queue in REAL_TOPIC / REAL_QID, the transaction id in
+  __transactionId__, the transaction bits of its sysFlag reset to NOT_TYPE (parseHalfMessageInner). Its real
+  topic gets nothing yet. The transaction id the producer gets is the message's UNIQ_KEY (as the broker answers
+  MessageClientIDSetter.getUniqID).
 - COMMIT puts a new record on the real topic and queue (endMessageTransaction: the half message's body, flag,
   born time and host, properties; sysFlag with COMMIT_TYPE; PREPARED_TRANSACTION_OFFSET = the half record's
   commit log offset), then an op record; ROLLBACK writes the op record only. Op records
   (RMQ_SYS_TRANS_OP_HALF_TOPIC, queue 0, tag "d", body "<half queue offset>,") say a half message is done.
+  A half message already ended is not ended again (RocketMQ's broker would put a committed one twice).
 - A half message with no end after transactionTimeOut (or its CHECK_IMMUNITY_TIME_IN_SECONDS, if larger) is
-  checked every transactionCheckInterval: a RecoverOrphanedTransactionCommand goes over the Telemetry stream
-  of a producer publishing its topic, whose EndTransaction (source SERVER_CHECK) ends it. After
+  checked every transactionCheckInterval: each checker (one per protocol, `add_checker`) is offered it until
+  one sends the check to a producer (gRPC: a RecoverOrphanedTransactionCommand over the Telemetry stream of a
+  producer publishing its topic; remoting: CHECK_TRANSACTION_STATE to a producer of its group). After
   transactionCheckMax checks it is given up: copied to TRANS_CHECK_MAX_TIME_TOPIC (resolveDiscardMsg) and
-  marked done.
+  marked done. The three are broker.conf keys (BrokerConfig's defaults: 6 s, 30 s, 15).
 - Restart: what is pending is rebuilt from the half and op queues. The group CID_RMQ_SYS_TRANS's offsets on
   them (consumerOffset.json, as the broker keeps them) say where the scan starts: the half queue's is the
   lowest pending half offset, the op queue's the first op record that may still matter.
 
 Unlike the broker, a check does not put the half message back at the end of the half queue (which moves the
-broker's check offset forward); the check count lives in memory and starts again after a restart."""
+broker's check offset forward): a check names the half record itself, and the check count lives in memory and
+starts again after a restart."""
 
 from __future__ import annotations
 
@@ -32,13 +39,12 @@ import random
 import struct
 import threading
 import time
+from collections.abc import Callable
 
+from ..formats import properties as P
 from ..formats import record as R
 from ..message import GetStatus, Message, PutResult
 from ..services.service_thread import ServiceThread
-from .protocol import definition_pb2 as pb
-from .protocol import service_pb2 as spb
-from . import convert as C
 
 log = logging.getLogger("rocketstore.serve")
 
@@ -57,13 +63,23 @@ PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
 
 TRAN_BITS = R.TRANSACTION_ROLLBACK_TYPE  # the two transaction bits of sysFlag
 
+# BrokerConfig's defaults (RocketMQ 5.x)
+DEFAULT_TIMEOUT_MS = 6_000
+DEFAULT_CHECK_INTERVAL_MS = 30_000
+DEFAULT_CHECK_MAX = 15
 
-def _now() -> int:
+
+def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+_now = now_ms
+
+
 @dataclasses.dataclass
-class _Half:
+class PendingHalf:
+    """A half message not ended yet."""
+
     tx_id: str
     half_offset: int  # queue offset in RMQ_SYS_TRANS_HALF_TOPIC queue 0
     phys: int  # commit log offset of the half record
@@ -75,29 +91,90 @@ class _Half:
     last_check_ms: int = 0
 
 
+# A checker is offered a half message due for a check (the pending state, the half record as stored) and
+# says whether it sent the check to a producer.
+Checker = Callable[[PendingHalf, object], bool]
+
+
+@dataclasses.dataclass
+class EndResult:
+    """What ending a half message came to: `half` the record ended (None when nothing was done), `put` the
+    commit's put on the real topic (None for a rollback or when the put was not tried), `problem` why not."""
+
+    half: object = None
+    put: PutResult | None = None
+    problem: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+
+_shared: dict[int, list] = {}  # id(store) -> [Transactions, users]
+_shared_lock = threading.Lock()
+
+
 class Transactions(ServiceThread):
     """The half messages of one store and their checks (TransactionalMessageCheckService: a round of checks
-    every tick, a second at most). Thread-safe."""
+    every tick, a second at most). Thread-safe.
+
+    `producers` (optional): the gRPC side's Telemetry outboxes of the producers publishing a topic; given, the
+    gRPC checker is added."""
 
     name = "transaction-check"
 
-    def __init__(self, store, producers, extra: dict | None = None, on_change=None):
+    def __init__(self, store, producers=None, extra: dict | None = None, on_change=None):
         super().__init__()
         extra = extra or {}
         self.store = store
-        self.producers = producers  # topic -> [outbox queue]
-        self.timeout_ms = int(extra.get("transactionTimeOut", 6_000))
-        self.check_interval_ms = int(extra.get("transactionCheckInterval", 30_000))
-        self.check_max = int(extra.get("transactionCheckMax", 15))
+        self.timeout_ms = int(extra.get("transactionTimeOut", DEFAULT_TIMEOUT_MS))
+        self.check_interval_ms = int(extra.get("transactionCheckInterval", DEFAULT_CHECK_INTERVAL_MS))
+        self.check_max = int(extra.get("transactionCheckMax", DEFAULT_CHECK_MAX))
         self._lock = threading.RLock()
-        self.pending: dict[int, _Half] = {}  # half offset -> half
+        self.pending: dict[int, PendingHalf] = {}  # half offset -> half
         self.by_tx: dict[str, list[int]] = {}  # transaction id -> its pending half offsets (a resend adds one)
+        self.by_phys: dict[int, int] = {}  # commit log offset -> half offset
         self._ops: list[tuple[int, list[int]]] = []  # (op offset, half offsets it ends), from the op scan start
-        self._rr = 0
+        self._checkers: list[Checker] = []
         # the pause before each round (and after one that failed): a check falls due within it
         tick_ms = min(self.check_interval_ms, self.timeout_ms, 1000)
         self.initial_delay_s = self.error_delay_s = max(0.05, tick_ms / 1000.0)
+        if producers is not None:
+            self.add_checker(grpc_checker(producers))
         self._rebuild()
+
+    # ------------------------------------------------------------------ one per store
+    @classmethod
+    def shared(cls, store, extra: dict | None = None) -> "Transactions":
+        """The store's instance, made and started by its first user; each user calls release() when done."""
+        with _shared_lock:
+            entry = _shared.get(id(store))
+            if entry is None or entry[0].store is not store:
+                entry = _shared[id(store)] = [cls(store, None, extra), 0]
+                entry[0].start()
+            entry[1] += 1
+            return entry[0]
+
+    def release(self) -> None:
+        """A user of shared() is done: the last one stops the checks."""
+        with _shared_lock:
+            entry = _shared.get(id(self.store))
+            if entry is not None and entry[0] is self:
+                entry[1] -= 1
+                if entry[1] > 0:
+                    return
+                del _shared[id(self.store)]
+        self.stop()
+
+    def add_checker(self, checker: Checker) -> Checker:
+        with self._lock:
+            self._checkers.append(checker)
+        return checker
+
+    def remove_checker(self, checker: Checker) -> None:
+        with self._lock:
+            if checker in self._checkers:
+                self._checkers.remove(checker)
 
     # ------------------------------------------------------------------ state
     def _scan(self, topic: str, start: int):
@@ -134,19 +211,21 @@ class Transactions(ServiceThread):
         self._commit_offsets()
 
     def _add(self, half_offset: int, phys: int, props: dict, born_ms: int) -> None:
-        tx_id = props.get(TRANSACTION_ID) or props.get(C.UNIQ_KEY) or ""
+        tx_id = props.get(TRANSACTION_ID) or props.get(P.UNIQ_KEY) or ""
         immunity = self.timeout_ms
         try:
             immunity = max(immunity, int(props.get(CHECK_IMMUNITY, "")) * 1000)
         except ValueError:
             pass
-        self.pending[half_offset] = _Half(
-            tx_id, half_offset, phys, props.get(REAL_TOPIC, ""), props.get(C.PGROUP, ""), born_ms, immunity
+        self.pending[half_offset] = PendingHalf(
+            tx_id, half_offset, phys, props.get(REAL_TOPIC, ""), props.get(P.PGROUP, ""), born_ms, immunity
         )
         self.by_tx.setdefault(tx_id, []).append(half_offset)
+        self.by_phys[phys] = half_offset
 
-    def _forget(self, h: _Half) -> None:
+    def _forget(self, h: PendingHalf) -> None:
         self.pending.pop(h.half_offset, None)
+        self.by_phys.pop(h.phys, None)
         offsets = self.by_tx.get(h.tx_id)
         if offsets is not None:
             if h.half_offset in offsets:
@@ -174,16 +253,20 @@ class Transactions(ServiceThread):
         if offsets.query(SYS_GROUP, OP_TOPIC, 0) != op_low:
             offsets.commit(SYS_GROUP, OP_TOPIC, {0: op_low})
 
-    # ------------------------------------------------------------------ prepare, end
-    def prepare(self, msg: Message, queue_id: int) -> PutResult:
-        """Store a transactional message as a half message (parseHalfMessageInner)."""
+    # ------------------------------------------------------------------ prepare, find, end
+    def prepare(self, msg: Message, queue_id: int, to_string=None) -> PutResult:
+        """Store a transactional message (its properties in msg.properties) as a half message
+        (parseHalfMessageInner). `to_string(props)`: the properties string to store, for a side that orders them
+        as its broker does (the remoting broker's HashMap order); else the dict's order."""
         props = dict(msg.properties or {})
-        uniq = props.get(C.UNIQ_KEY)
+        uniq = props.get(P.UNIQ_KEY)
         if uniq:
             props[TRANSACTION_ID] = uniq
         props[REAL_TOPIC] = msg.topic
         props[REAL_QID] = str(queue_id)
         half = dataclasses.replace(msg, topic=HALF_TOPIC, properties=props, sys_flag=msg.sys_flag & ~TRAN_BITS)
+        if to_string is not None:
+            half = dataclasses.replace(half, properties=None, raw_properties=to_string(props))
         with self._lock:
             r = self.store.put(half, 0)
             if r.ok:
@@ -195,38 +278,63 @@ class Transactions(ServiceThread):
                 )
         return r
 
-    def end(self, topic: str, tx_id: str, resolution: int, from_check: bool) -> tuple[int, str]:
-        """EndTransaction: (code, message) to answer."""
+    def by_id(self, tx_id: str) -> PendingHalf | None:
+        """The newest pending half message of a transaction id."""
         with self._lock:
             offsets = self.by_tx.get(tx_id)
-            h = self.pending.get(offsets[-1]) if offsets else None  # the newest half message of the id
-            if h is None:
-                return pb.Code.INVALID_TRANSACTION_ID, f"transaction {tx_id} not found (ended already or unknown)"
-            if h.producer_group and h.producer_group != topic:
-                return pb.Code.INVALID_TRANSACTION_ID, f"transaction {tx_id} does not belong to topic {topic}"
-            if resolution not in (pb.TransactionResolution.COMMIT, pb.TransactionResolution.ROLLBACK):
-                return pb.Code.OK, "OK"  # UNKNOWN: still pending, checked again later
+            return self.pending.get(offsets[-1]) if offsets else None
+
+    def at(self, phys: int) -> PendingHalf | None:
+        """The pending half message whose record starts at a commit log offset."""
+        with self._lock:
+            off = self.by_phys.get(phys)
+            return None if off is None else self.pending.get(off)
+
+    def finish(self, h: PendingHalf, commit: bool, on_commit=None) -> EndResult:
+        """COMMIT (the half message put on its real topic, then the op record) or ROLLBACK (the op record).
+        `on_commit(half)` may refuse the commit after the half record is read: it returns a problem or None."""
+        with self._lock:
+            if self.pending.get(h.half_offset) is not h:
+                return EndResult(problem="the transaction is ended already")
             half = self.store.look(h.phys)
             if half is None:
-                return pb.Code.INTERNAL_SERVER_ERROR, "cannot read the prepared message"
-            if resolution == pb.TransactionResolution.COMMIT:
-                r = self.store.put(_committed(half), int(half.properties.get(REAL_QID, "0") or 0))
-                if not r.ok:
-                    return pb.Code.INTERNAL_SERVER_ERROR, f"commit failed, putStatus={r.status.name}"
+                return EndResult(problem="cannot read the prepared message")
+            put = None
+            if commit:
+                put = self.store.put(_committed(half), int(half.properties.get(REAL_QID, "0") or 0))
+                if not put.ok:
+                    return EndResult(half, put, f"commit failed, putStatus={put.status.name}")
             if not self._write_op(h):
-                return pb.Code.INTERNAL_SERVER_ERROR, "cannot write the transaction op record"
+                return EndResult(half, put, "cannot write the transaction op record")
             self._forget(h)
             self._commit_offsets()
-        log.debug(
-            "transaction %s %s%s", tx_id, pb.TransactionResolution.Name(resolution), " (check)" if from_check else ""
-        )
+        log.debug("transaction %s %s", h.tx_id, "committed" if commit else "rolled back")
+        return EndResult(half, put)
+
+    def end(self, topic: str, tx_id: str, resolution: int, from_check: bool) -> tuple[int, str]:
+        """The gRPC side's EndTransaction: (code, message) to answer."""
+        from .protocol import definition_pb2 as pb
+
+        h = self.by_id(tx_id)
+        if h is None:
+            return pb.Code.INVALID_TRANSACTION_ID, f"transaction {tx_id} not found (ended already or unknown)"
+        if h.real_topic and h.real_topic != topic:
+            return pb.Code.INVALID_TRANSACTION_ID, f"transaction {tx_id} does not belong to topic {topic}"
+        if resolution not in (pb.TransactionResolution.COMMIT, pb.TransactionResolution.ROLLBACK):
+            return pb.Code.OK, "OK"  # UNKNOWN: still pending, checked again later
+        r = self.finish(h, resolution == pb.TransactionResolution.COMMIT)
+        if not r.ok:
+            if r.half is None and r.problem.startswith("the transaction is ended"):
+                return pb.Code.INVALID_TRANSACTION_ID, f"transaction {tx_id} not found (ended already or unknown)"
+            return pb.Code.INTERNAL_SERVER_ERROR, r.problem
+        log.debug("transaction %s ended over gRPC%s", tx_id, " (check)" if from_check else "")
         return pb.Code.OK, "OK"
 
-    def _write_op(self, h: _Half) -> bool:
+    def _write_op(self, h: PendingHalf) -> bool:
         op = Message(
             topic=OP_TOPIC,
             body=f"{h.half_offset}{OFFSET_SEPARATOR}".encode(),
-            properties={"TAGS": REMOVE_TAG, C.UNIQ_KEY: _new_uniq()},
+            properties={"TAGS": REMOVE_TAG, P.UNIQ_KEY: _new_uniq()},
             sys_flag=0,
         )
         r = self.store.put(op, 0)
@@ -259,23 +367,18 @@ class Transactions(ServiceThread):
                     continue
                 h.checks += 1
                 h.last_check_ms = now
-                outboxes = self.producers(h.real_topic)
-                if not outboxes:
-                    log.info("transaction %s: no producer of %s online to check it", h.tx_id, h.real_topic)
-                    continue
-                msg = C.to_v2(half, h.real_topic)
-                msg.system_properties.queue_id = int(half.properties.get(REAL_QID, "0") or 0)
-                cmd = spb.TelemetryCommand(
-                    recover_orphaned_transaction_command=spb.RecoverOrphanedTransactionCommand(
-                        message=msg, transaction_id=h.tx_id
+                if any(checker(h, half) for checker in list(self._checkers)):
+                    sent += 1
+                else:
+                    log.info(
+                        "transaction %s: no producer of %s (group %s) online to check it",
+                        h.tx_id,
+                        h.real_topic,
+                        h.producer_group,
                     )
-                )
-                outboxes[self._rr % len(outboxes)].put(cmd)
-                self._rr += 1
-                sent += 1
         return sent
 
-    def _discard(self, h: _Half) -> None:
+    def _discard(self, h: PendingHalf) -> None:
         """resolveDiscardMsg: the half message goes to TRANS_CHECK_MAX_TIME_TOPIC, and is done."""
         half = self.store.look(h.phys)
         if half is not None:
@@ -305,8 +408,35 @@ class Transactions(ServiceThread):
             return [h.tx_id for h in sorted(self.pending.values(), key=lambda h: h.half_offset)]
 
 
+def grpc_checker(producers) -> Checker:
+    """The gRPC side's check: a RecoverOrphanedTransactionCommand into the Telemetry outbox of a producer
+    publishing the half message's topic (round robin over them)."""
+    turns = itertools.count()
+
+    def check(h: PendingHalf, half) -> bool:
+        from . import convert as C
+        from .protocol import service_pb2 as spb
+
+        outboxes = producers(h.real_topic)
+        if not outboxes:
+            return False
+        msg = C.to_v2(half, h.real_topic)
+        msg.system_properties.queue_id = int(half.properties.get(REAL_QID, "0") or 0)
+        cmd = spb.TelemetryCommand(
+            recover_orphaned_transaction_command=spb.RecoverOrphanedTransactionCommand(
+                message=msg, transaction_id=h.tx_id
+            )
+        )
+        outboxes[next(turns) % len(outboxes)].put(cmd)
+        return True
+
+    return check
+
+
 def _committed(half) -> Message:
-    """endMessageTransaction: the real topic's record of a committed half message."""
+    """endMessageTransaction: the real topic's record of a committed half message. Its properties are the half
+    message's string as stored: the broker computes the string before clearing REAL_TOPIC / REAL_QID / TRAN_MSG
+    from the map, and the store writes the string."""
     return Message(
         topic=half.properties.get(REAL_TOPIC),
         body=half.body or b"",

@@ -1,12 +1,14 @@
 """RocketMQ's broker over the remoting protocol (default port 10911), serving one MessageStore to RocketMQ 4.x
 clients (Java DefaultMQProducer / DefaultMQPushConsumer, the C++ core and the clients built on it):
 send (send.py), pull with long polling (pull.py, hold.py), consumer offsets and queue offsets (offsets.py),
-heartbeats and consumer lists (clients.py), delay levels (schedule.py), and the topic table it registers with a
-name server (topics.py). The built-in name server's route table is given as `routes`: the broker registers into
-it directly (never expiring) at start and whenever a topic is created.
+heartbeats and consumer lists (clients.py), delay levels (schedule.py), transactions (half messages,
+END_TRANSACTION and the check-back to producers: transaction.py, over the store's pending state that the gRPC side
+shares), and the topic table it registers with a name server (topics.py). The built-in name server's route table
+is given as `routes`: the broker registers into it directly (never expiring) at start and whenever a topic is
+created.
 
 Queue locks for orderly consumers: locks.py. Not served yet: send-back of failed messages (retry topic, %DLQ%),
-transactions, ACL, and mqadmin's admin requests (runtime info, topic updates)."""
+ACL, and mqadmin's admin requests (runtime info, topic updates)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import random
 import time
 from dataclasses import dataclass
 
+from ...serve.transaction import Transactions
 from ..namesrv.routes import DataVersion
 from ..server import RemotingServer
 from .clients import Clients
@@ -26,6 +29,7 @@ from .pull import PullProcessor
 from .schedule import ScheduleService
 from .send import SendProcessor
 from .topics import BrokerTopics
+from .transaction import TransactionProcessor
 
 log = logging.getLogger("rocketstore.remoting.broker")
 
@@ -50,6 +54,7 @@ class BrokerSettings:
     longPollingEnable: bool = True
     notifyConsumerIdsChangedEnable: bool = True
     enablePropertyFilter: bool = False
+    rejectTransactionMessage: bool = False
 
     @property
     def address(self) -> str:
@@ -84,8 +89,10 @@ class Broker:
         self.hold = PullHold(store)
         self.schedule = ScheduleService(store, self.arrived)
         self.locks = QueueLocks()
+        self.transactions = None  # the store's shared pending state (serve/transaction.py), from start()
+        self.txp = TransactionProcessor(self)
         handlers = {}
-        for part in (SendProcessor(self), PullProcessor(self), self.offsets, self.clients, self.locks):
+        for part in (SendProcessor(self), PullProcessor(self), self.offsets, self.clients, self.locks, self.txp):
             handlers.update(part.handlers())
         self.server = RemotingServer(handlers, name="broker", on_close=self.clients.connection_closed, **server_options)
         self._tasks: set[asyncio.Task] = set()
@@ -93,6 +100,8 @@ class Broker:
         self._rand = random.Random()
 
     async def start(self, host: str = "0.0.0.0", port: int = DEFAULT_PORT) -> int:
+        self.transactions = await asyncio.to_thread(Transactions.shared, self.store, self.store.config.extra)
+        self.txp.start(self.transactions)
         port = await self.server.start(host, port)
         if not self.settings.listenPort:  # advertise the port bound
             self.settings.listenPort = port
@@ -112,6 +121,10 @@ class Broker:
         await self.server.close()
         self.hold.stop()
         self.schedule.stop()
+        if self.transactions is not None:
+            self.txp.stop()
+            await asyncio.to_thread(self.transactions.release)
+            self.transactions = None
         await asyncio.to_thread(self.offsets.flush)
         if self.routes is not None:
             s = self.settings

@@ -2,7 +2,8 @@
 ConsumerManageProcessor.getConsumerListByGroup): HEART_BEAT registers a client's groups over its connection,
 UNREGISTER_CLIENT and a closed connection take them out. When a consumer group gains or loses a client, every
 client of the group is told with a oneway NOTIFY_CONSUMER_IDS_CHANGED (so push consumers rebalance at once).
-A consumer's heartbeat creates the group's %RETRY% topic, as the broker does (autoCreateSubscriptionGroup)."""
+A consumer's heartbeat creates the group's %RETRY% topic, as the broker does (autoCreateSubscriptionGroup).
+Producers are kept by group (the producerDataSet of their heartbeats): a transaction check goes to one of them."""
 
 from __future__ import annotations
 
@@ -143,6 +144,16 @@ class Clients:
             req = RemotingCommand(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext_fields={"consumerGroup": group})
             self.broker.spawn(ch.connection.oneway(req))
 
+    def producer_connection(self, group: str, turn: int):
+        """ProducerManager.getAvailableChannel: a live connection of a producer of `group` (the `turn`-th,
+        round robin, skipping closed ones), or None. Where a transaction check goes."""
+        chans = [ch.connection for ch in list(self.producers.get(group, {}).values())]
+        for i in range(len(chans)):
+            conn = chans[(turn + i) % len(chans)]
+            if not conn.closed:
+                return conn
+        return None
+
     def expire(self, timeout_ms: int) -> None:
         """Clients not heard of within channelExpiredTimeout (120 s) are taken out (scanNotActiveChannel)."""
         limit = _now() - timeout_ms
@@ -150,3 +161,9 @@ class Clients:
             for cid, ch in list(g.channels.items()):
                 if ch.last_update_ms < limit:
                     self._drop(group, cid)
+        for group, chans in list(self.producers.items()):
+            for cid, ch in list(chans.items()):
+                if ch.last_update_ms < limit:
+                    del chans[cid]
+            if not chans:
+                del self.producers[group]

@@ -6,8 +6,11 @@ the message into SCHEDULE_TOPIC_XXXX's queue level-1 with REAL_TOPIC / REAL_QID 
 the put's status as RocketMQ's response codes. The answer's header: msgId (the offset msgId; a batch's ids
 joined by commas), queueId, queueOffset, transactionId (the UNIQ_KEY).
 
-Transactional (prepared) messages are refused as a broker with rejectTransactionMessage refuses them: transactions
-are not served over remoting yet."""
+A transactional (prepared) message (TRAN_MSG=true, not a redelivered delayed one) becomes a half message of the
+store's shared transaction state (TransactionalMessageService.prepareMessage; transaction.py ends and checks it):
+the answer names its half record (msgId, and queueOffset in RMQ_SYS_TRANS_HALF_TOPIC, which the producer echoes as
+commitLogOffset and tranStateTableOffset in END_TRANSACTION). Its DELAY, if any, is not applied (the Java and C++
+producers clear it). With rejectTransactionMessage it is refused as RocketMQ refuses it."""
 
 from __future__ import annotations
 
@@ -142,14 +145,19 @@ class SendProcessor:
             return refused
         queue_id = self._queue(h, tc)
         props = BP.parse(h["properties"])
-        # a half message (TRAN_MSG=true, not a redelivered delayed one) as rejectTransactionMessage refuses it
-        if props.get(TRAN_PREPARED, "").lower() == "true" and not (h["reconsumeTimes"] and _delay_level(props) > 0):
+        # a half message: TRAN_MSG=true, unless a redelivered delayed one (clients before 4.6.1)
+        prepared = props.get(TRAN_PREPARED, "").lower() == "true" and not (
+            h["reconsumeTimes"] and _delay_level(props) > 0
+        )
+        if prepared and self.broker.settings.rejectTransactionMessage:
             remark = f"the broker[{self.broker.settings.brokerIP1}] sending transaction message is forbidden"
             return response_to(cmd, ResponseCode.NO_PERMISSION, remark)
         uniq = props.get(P.UNIQ_KEY) or None
         if uniq is None:
             uniq = props[P.UNIQ_KEY] = BP.new_uniq_id()
         props[BP.CLUSTER] = self.broker.settings.brokerClusterName
+        if prepared:
+            return await self._prepare(cmd, conn, h, queue_id, props, uniq)
         topic = h["topic"]
         level = _delay_level(props)
         if level > 0:  # HookUtils.transformDelayLevelMessage
@@ -173,6 +181,20 @@ class SendProcessor:
         r = await self._put(self.store.put, msg, level - 1 if level > 0 else queue_id)
         if r.ok:
             self.broker.arrived()
+        return self._answer(cmd, r.status, r.msg_id, queue_id, r.queue_offset, uniq)
+
+    async def _prepare(self, cmd, conn, h, queue_id, props, uniq):
+        msg = Message(
+            h["topic"],
+            cmd.body or b"",
+            flag=h["flag"],
+            sys_flag=h["sysFlag"],
+            born_timestamp=h["bornTimestamp"],
+            born_host=conn.remote,
+            reconsume_times=h["reconsumeTimes"] or 0,
+            properties=props,
+        )
+        r = await self._put(self.broker.transactions.prepare, msg, queue_id, BP.to_string)
         return self._answer(cmd, r.status, r.msg_id, queue_id, r.queue_offset, uniq)
 
     # ------------------------------------------------------------------ a batch
