@@ -5,7 +5,8 @@ heartbeats and consumer lists (clients.py), delay levels (schedule.py), and the 
 name server (topics.py). The built-in name server's route table is given as `routes`: the broker registers into
 it directly (never expiring) at start and whenever a topic is created.
 
-Queue locks for orderly consumers: locks.py. Not served yet: send-back of failed messages (retry topic, %DLQ%),
+Queue locks for orderly consumers: locks.py. Send-back of failed messages (%RETRY%group, delay levels, %DLQ%group):
+send_back.py, over the subscription groups (subscriptions.py, config/subscriptionGroup.json). Not served yet:
 transactions, ACL, and mqadmin's admin requests (runtime info, topic updates)."""
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from .offsets import Offsets
 from .pull import PullProcessor
 from .schedule import ScheduleService
 from .send import SendProcessor
+from .send_back import SendBack
+from .subscriptions import SubscriptionGroups
 from .topics import BrokerTopics
 
 log = logging.getLogger("rocketstore.remoting.broker")
@@ -50,6 +53,7 @@ class BrokerSettings:
     longPollingEnable: bool = True
     notifyConsumerIdsChangedEnable: bool = True
     enablePropertyFilter: bool = False
+    autoCreateSubscriptionGroup: bool = True
 
     @property
     def address(self) -> str:
@@ -77,16 +81,19 @@ class Broker:
         self.store = store
         self.settings = settings or BrokerSettings()
         self.routes = routes  # the built-in name server's RouteTable, or None
-        self.subscription_groups: set[str] = set(store.consumer_offsets.groups())
+        self.subscription_groups = SubscriptionGroups(self)  # `group in` it: containsSubscriptionGroup
         self.topics = BrokerTopics(store, self.settings, on_change=self.register)
         self.clients = Clients(self)
         self.offsets = Offsets(self)
         self.hold = PullHold(store)
         self.schedule = ScheduleService(store, self.arrived)
         self.locks = QueueLocks()
+        self.send_back = SendBack(self)
         handlers = {}
         for part in (SendProcessor(self), PullProcessor(self), self.offsets, self.clients, self.locks):
             handlers.update(part.handlers())
+        handlers.update(self.send_back.handlers())
+        handlers.update(self.subscription_groups.handlers())
         self.server = RemotingServer(handlers, name="broker", on_close=self.clients.connection_closed, **server_options)
         self._tasks: set[asyncio.Task] = set()
         self._version = DataVersion(0, int(time.time() * 1000), 0)

@@ -64,6 +64,11 @@ class PullProcessor:
                 return response_to(
                     cmd, ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist" + FAQ
                 )
+            refused = self.broker.subscription_groups.broadcast_refusal(
+                cmd, h["consumerGroup"], self.broker.clients.consumers[h["consumerGroup"]].message_model
+            )
+            if refused is not None:
+                return refused
             if sub is None:
                 return response_to(
                     cmd, ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist" + FAQ
@@ -90,7 +95,9 @@ class PullProcessor:
                 cmd, ResponseCode.NO_PERMISSION, f"the broker[{settings.brokerIP1}] pulling message is forbidden"
             )
         group, topic, q = h["consumerGroup"], h["topic"], h["queueId"]
-        self.broker.subscription_groups.add(group)  # autoCreateSubscriptionGroup
+        refused = self.broker.subscription_groups.pull_refusal(cmd, group)  # found or auto-created
+        if refused is not None:
+            return refused
         tc = self.broker.topics.get(topic)
         if tc is None:
             remark = f"topic[{topic}] not exist, apply first please! {FAQ}"
