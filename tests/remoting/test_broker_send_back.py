@@ -224,7 +224,8 @@ def test_a_clients_own_retry_send_goes_to_the_dlq_past_the_max(tmp_path):
         out = {
             "at_max": await c.call(RC.SEND_MESSAGE, retry_send_ext(16), b"a"),  # 16 > 16 is false: retried
             "past_max": await c.call(RC.SEND_MESSAGE, retry_send_ext(17), b"b"),
-            "header_max": await c.call(RC.SEND_MESSAGE, retry_send_ext(4, maxReconsumeTimes="3"), b"c"),
+            # the header's maxReconsumeTimes counts from V3_4_9 (ordinal 121) on
+            "header_max": await c.call(RC.SEND_MESSAGE, retry_send_ext(4, maxReconsumeTimes="3"), b"c", version=121),
         }
         # a group holding live orderly queue locks: to the DLQ at once
         lock = {"consumerGroup": "og", "clientId": "c1", "mqSet": [{"topic": "T", "brokerName": "b", "queueId": 0}]}

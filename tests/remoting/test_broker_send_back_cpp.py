@@ -69,6 +69,9 @@ def test_failing_message_is_retried_then_lands_in_the_dlq(cpp_client, retry_env)
     # the group gives up after 2 retries (SubscriptionGroupConfig.retryMaxTimes; the C++ core sends no
     # maxReconsumeTimes): deliveries with reconsume times 0, 1, 2, then %DLQ%
     broker.subscription_groups.update(SubscriptionGroupConfig("cpp-retry", retryMaxTimes=2))
+    # the group's retry topic exists before the consumer starts, as for a group that ran before: a new one is
+    # created by the first heartbeat, and the C++ core would see its route only at its next 30 s route update
+    broker.send_back.retry_topic("cpp-retry", 1)
     produce(cpp_client, env, ["bad", "good"])
     args = {"topic": "T", "group": "cpp-retry", "fail": ["bad"], "deliveries": 4, "seconds": 90, "linger": 3}
     got = cpp_client("push_retry", env["namesrv"], args, timeout=150)
@@ -98,6 +101,7 @@ def test_failing_message_is_retried_then_lands_in_the_dlq(cpp_client, retry_env)
 def test_message_consumed_on_the_second_try_is_not_redelivered(cpp_client, retry_env):
     env = retry_env
     store = env["store"]
+    env["broker"].send_back.retry_topic("cpp-once", 1)
     produce(cpp_client, env, ["flaky"])
     # two deliveries expected; the linger would show a third
     args = {"topic": "T", "group": "cpp-once", "fail_once": ["flaky"], "deliveries": 2, "seconds": 60, "linger": 5}

@@ -115,7 +115,7 @@ class SendBack:
             put_topic, put_queue = to_schedule(props, topic, queue_id, level, max_delay_level(self.store))
         msg = Message(
             put_topic,
-            stored.body or b"",
+            bytes(stored.body or b""),
             flag=stored.flag,
             sys_flag=stored.sys_flag,
             born_timestamp=stored.born_timestamp,
