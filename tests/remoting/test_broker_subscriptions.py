@@ -12,6 +12,7 @@ from rocketstore.remoting import fastjson
 from rocketstore.remoting.broker import Broker, BrokerSettings
 from rocketstore.remoting.codes import RequestCode as RC
 from rocketstore.remoting.codes import ResponseCode as R
+from rocketstore.remoting.command import RemotingCommand
 
 FAQ = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 # SubscriptionGroupManager.init(): the groups a broker starts with
@@ -43,6 +44,16 @@ def pull_ext(group, sys_flag=4):
             "subVersion": "0", "expressionType": "TAG"}  # fmt: skip
 
 
+async def heart_beat(c, body):
+    """A heartbeat's answer; the NOTIFY_CONSUMER_IDS_CHANGED a new consumer gets too is skipped."""
+    cmd = RemotingCommand(RC.HEART_BEAT, opaque=next(c.opaques), body=body)
+    await c.send(cmd)
+    while True:
+        frame = await c.read()
+        if frame.is_response and frame.opaque == cmd.opaque:
+            return frame
+
+
 def file_path(store):
     return os.path.join(store.root, "config", "subscriptionGroup.json")
 
@@ -51,8 +62,8 @@ def test_heartbeat_creates_the_group_and_rocketmqs_file(tmp_path):
     async def scenario(broker, c, store):
         await c.call(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=fastjson.dumpb({"groupName": "g3",
                                                                                   "retryQueueNums": 3}))  # fmt: skip
-        beat = await c.call(RC.HEART_BEAT, body=heartbeat("cg"))
-        beat3 = await c.call(RC.HEART_BEAT, body=heartbeat("g3"))
+        beat = await heart_beat(c, heartbeat("cg"))
+        beat3 = await heart_beat(c, heartbeat("g3"))
         return beat, beat3
 
     (beat, beat3), store = with_broker(tmp_path, scenario)
@@ -159,12 +170,12 @@ def test_pull_and_heartbeat_group_checks(tmp_path):
         await c.call(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=b'{"groupName":"off","consumeEnable":false}')
         out["disabled"] = await c.call(RC.PULL_MESSAGE, pull_ext("off"))
         await c.call(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=b'{"groupName":"bg","consumeBroadcastEnable":false}')
-        await c.call(RC.HEART_BEAT, body=heartbeat("bg", model="BROADCASTING"))
+        await heart_beat(c, heartbeat("bg", model="BROADCASTING"))
         out["broadcast"] = await c.call(RC.PULL_MESSAGE, pull_ext("bg", sys_flag=0))
         out["auto"] = await c.call(RC.PULL_MESSAGE, pull_ext("newgroup"))
         broker.settings.autoCreateSubscriptionGroup = False
         out["unknown"] = await c.call(RC.PULL_MESSAGE, pull_ext("other"))
-        out["beat"] = await c.call(RC.HEART_BEAT, body=heartbeat("other"))
+        out["beat"] = await heart_beat(c, heartbeat("other"))
         out["list"] = await c.call(RC.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "other"})
         # a system group is created even then (MixAll.isSysConsumerGroup, enableCreateSysGroup)
         out["sys"] = await c.call(RC.PULL_MESSAGE, pull_ext("CID_RMQ_SYS_X"))
