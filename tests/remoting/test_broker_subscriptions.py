@@ -214,3 +214,32 @@ def test_offsets_of_a_group_known_only_from_the_store_can_be_updated(tmp_path):
         "Group nobody not exist!",
     )
     store.close()
+
+
+def test_get_all_pages_with_group_seq_and_data_version(tmp_path):
+    """enableSplitMetadata (on by default): SubscriptionGroupManager.subGroupTable's page of the name-sorted
+    table; a dataVersion other than the table's starts the page at 0 again."""
+
+    async def scenario(broker, c, store):
+        for g in ("a1", "a2", "a3"):
+            await c.call(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=fastjson.dumpb({"groupName": g}))
+        first = await c.call(RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {"groupSeq": "0", "maxGroupNum": "4"})
+        version = json.dumps(fastjson.loads(first.body)["dataVersion"])
+        second = await c.call(
+            RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {"groupSeq": "8", "maxGroupNum": "4", "dataVersion": version}
+        )
+        stale = await c.call(
+            RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+            {"groupSeq": "8", "maxGroupNum": "4", "dataVersion": '{"counter":99,"stateVersion":0,"timestamp":1}'},
+        )
+        no_seq = await c.call(RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {"maxGroupNum": "4"})
+        return first, second, stale, no_seq
+
+    (first, second, stale, no_seq), store = with_broker(tmp_path, scenario)
+    names = sorted(BUILT_IN | {"a1", "a2", "a3"})  # Java's String order; the upper-case built-ins first
+    assert first.ext_fields == second.ext_fields == {"totalGroupNum": "11"}
+    assert sorted(fastjson.loads(first.body)["subscriptionGroupTable"]) == names[:4]
+    assert sorted(fastjson.loads(second.body)["subscriptionGroupTable"]) == names[8:] == ["a1", "a2", "a3"]
+    assert sorted(fastjson.loads(stale.body)["subscriptionGroupTable"]) == names[:4]
+    assert no_seq.code == R.SYSTEM_ERROR and "the custom field <groupSeq> is null" in no_seq.remark
+    store.close()

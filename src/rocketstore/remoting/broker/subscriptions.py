@@ -29,6 +29,7 @@ log = logging.getLogger("rocketstore.remoting.broker")
 
 FILE_NAME = "subscriptionGroup.json"
 GROUP_MAX_LENGTH = 120  # TopicValidator
+SPLIT_METADATA_SIZE = 2000  # BrokerConfig.splitMetadataSize
 _GROUP_CHARS = re.compile(r"[%|a-zA-Z0-9_-]+\Z")
 SYS_GROUP_PREFIX = "CID_RMQ_SYS_"  # MixAll.CID_RMQ_SYS_PREFIX
 # what SubscriptionGroupManager.init() puts in the table (the last four with consumeBroadcastEnable, which is
@@ -290,8 +291,36 @@ class SubscriptionGroups:
         return response_to(cmd, ResponseCode.SUCCESS)
 
     async def get_all(self, cmd, conn):
-        body = fastjson.dumpb(self.wrapper())
-        return response_to(cmd, ResponseCode.SUCCESS, None, headers.write(totalGroupNum=len(self.table)), body)
+        """The whole table, or with groupSeq / maxGroupNum / dataVersion (enableSplitMetadata, on by default)
+        a page of it: the groups sorted by name from groupSeq (from 0 when the dataVersion given is not the
+        table's), at most min(maxGroupNum, splitMetadataSize 2000) of them."""
+        # decodeCommandCustomHeader checks @CFNotNull groupSeq only when the request has extFields at all
+        h = (
+            headers.read(cmd, {"groupSeq": "int"}, {"dataVersion": "str", "maxGroupNum": "int"})
+            if cmd.ext_fields
+            else {}
+        )
+        wrapper = self.wrapper()
+        if h:
+            begin = h["groupSeq"]
+            if not (h["dataVersion"] or "").strip() or not self._same_version(h["dataVersion"]):
+                begin = 0
+            count = min(SPLIT_METADATA_SIZE, h["maxGroupNum"] if h["maxGroupNum"] is not None else 1 << 31)
+            names = sorted(wrapper["subscriptionGroupTable"])[max(begin, 0) : max(begin, 0) + max(count, 0)]
+            page = {n: wrapper["subscriptionGroupTable"][n] for n in names}
+            wrapper["subscriptionGroupTable"] = page
+            wrapper["forbiddenTable"] = {g: t for g, t in wrapper["forbiddenTable"].items() if g in page}
+        ext = headers.write(totalGroupNum=len(self.table))
+        return response_to(cmd, ResponseCode.SUCCESS, None, ext, fastjson.dumpb(wrapper))
+
+    def _same_version(self, text: str) -> bool:
+        """DataVersion.equals: stateVersion, timestamp and counter."""
+        try:
+            other = fastjson.loads(text)
+        except RemotingProtocolError:
+            return False
+        names = ("stateVersion", "timestamp", "counter")
+        return isinstance(other, dict) and all(other.get(k, 0) == self.version.get(k, 0) for k in names)
 
     async def delete_request(self, cmd, conn):
         h = headers.read(cmd, {"groupName": "str"}, {"cleanOffset": "bool"})
