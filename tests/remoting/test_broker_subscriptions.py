@@ -173,6 +173,8 @@ def test_pull_and_heartbeat_group_checks(tmp_path):
         await heart_beat(c, heartbeat("bg", model="BROADCASTING"))
         out["broadcast"] = await c.call(RC.PULL_MESSAGE, pull_ext("bg", sys_flag=0))
         out["auto"] = await c.call(RC.PULL_MESSAGE, pull_ext("newgroup"))
+        await c.call(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=b'{"groupName":"flagged","groupSysFlag":3}')
+        out["flagged"] = await c.call(RC.PULL_MESSAGE, pull_ext("flagged"))
         broker.settings.autoCreateSubscriptionGroup = False
         out["unknown"] = await c.call(RC.PULL_MESSAGE, pull_ext("other"))
         out["beat"] = await heart_beat(c, heartbeat("other"))
@@ -185,7 +187,9 @@ def test_pull_and_heartbeat_group_checks(tmp_path):
     got = {k: (r.code, r.remark) for k, r in out.items()}
     assert got["disabled"] == (R.NO_PERMISSION, "subscription group no permission, off")
     assert got["broadcast"] == (R.NO_PERMISSION, "the consumer group[bg] can not consume by broadcast way")
-    assert got["auto"][0] == R.PULL_NOT_FOUND
+    assert got["auto"][0] == R.PULL_NOT_FOUND and out["auto"].ext_fields["groupSysFlag"] == "0"
+    # composeResponseHeader: the group's groupSysFlag
+    assert got["flagged"][0] == R.PULL_NOT_FOUND and out["flagged"].ext_fields["groupSysFlag"] == "3"
     assert got["unknown"] == (R.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [other] does not exist, {FAQ}")
     # the heartbeat answers SUCCESS but registers no consumer of a group without a config
     assert got["beat"] == (R.SUCCESS, None)

@@ -1,4 +1,5 @@
-"""PULL_MESSAGE (11) as RocketMQ's PullMessageProcessor answers it: the checks (topic, queue id, subscription:
+"""PULL_MESSAGE (11) as RocketMQ's PullMessageProcessor answers it: the checks (the subscription group, found or
+auto-created by subscriptions.py, and its consumeEnable / consumeBroadcastEnable; topic, queue id, subscription:
 the request's own with FLAG_SUBSCRIPTION, else the one the group's heartbeat registered), the store's get with
 the subscription's tags (or its SQL92 expression, with enablePropertyFilter), the get's status as the response
 code (PULL_NOT_FOUND, PULL_OFFSET_MOVED, PULL_RETRY_IMMEDIATELY, with GetMessageStatus's name as the remark), the
@@ -143,7 +144,7 @@ class PullProcessor:
             minOffset=r.min_offset,
             maxOffset=r.max_offset,
             topicSysFlag=0,
-            groupSysFlag=0,
+            groupSysFlag=self.broker.subscription_groups.group_sys_flag(h["consumerGroup"]),
         )
         body = b""
         if code == ResponseCode.SUCCESS:

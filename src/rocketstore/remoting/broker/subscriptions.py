@@ -242,6 +242,10 @@ class SubscriptionGroups:
         write_atomically(self.path, fastjson.dumps(self.wrapper()))
 
     # ------------------------------------------------------------------ checks for the processors
+    def group_sys_flag(self, group: str) -> int:
+        cfg = self.table.get(group)
+        return 0 if cfg is None else cfg.groupSysFlag
+
     def notify_enabled(self, group: str) -> bool:
         cfg = self.table.get(group)
         return cfg is None or cfg.notifyConsumerIdsChangedEnable
