@@ -6,8 +6,10 @@ and the group checks of pulls and heartbeats."""
 import json
 import os
 
+import pytest
 from broker_fixtures import open_store, with_broker
 
+from rocketstore.errors import StoreOpenError
 from rocketstore.remoting import fastjson
 from rocketstore.remoting.broker import Broker, BrokerSettings
 from rocketstore.remoting.codes import RequestCode as RC
@@ -160,6 +162,12 @@ def test_a_rocketmq_4_file_loads_and_a_broken_one_falls_back_to_the_bak(tmp_path
     old = groups.get("old")
     assert (old.consumeEnable, old.retryMaxTimes, old.retryQueueNums) == (False, 5, 2)
     assert groups.version["counter"] == 7 and BUILT_IN <= set(groups.table)
+    # neither usable: the broker does not start (ConfigManager.load fails BrokerController.initialize)
+    with open(file_path(store) + ".bak", "w") as f:
+        f.write('{"subscriptionGroupTable":{"x":{"groupName":"x","retryMaxTimes":true}}}')
+    with pytest.raises(StoreOpenError) as e:
+        Broker(store, BrokerSettings())
+    assert "subscriptionGroup.json.bak" in str(e.value) and "retryMaxTimes" in str(e.value)
     store.close()
 
 

@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field, fields
 
-from ...config_files import read_with_backup, write_atomically
+from ...config_files import read_config, write_atomically
 from .. import fastjson, headers
 from ..codes import RequestCode, ResponseCode
 from ..command import response_to
@@ -176,11 +176,10 @@ class SubscriptionGroups:
         self.table: dict[str, SubscriptionGroupConfig] = {g: SubscriptionGroupConfig(g) for g in BUILT_IN_GROUPS}
         self.forbidden: dict[str, dict] = {}
         self.version = {"counter": 0, "stateVersion": 0, "timestamp": _now()}
-        loaded, problems = read_with_backup(self.path, _parse_file)
-        if loaded is None and problems:
-            # the broker's ConfigManager.load fails the start here; the table is rebuilt as clients come back
-            log.warning("%s unreadable (%s): starting from the built-in groups", FILE_NAME, problems)
-        elif loaded is not None:
+        # ConfigManager.load: the file, else its .bak; neither usable fails the start (StoreOpenError naming
+        # both), as a RocketMQ broker refuses to start rather than forget the groups' settings
+        loaded = read_config(self.path, _parse_file, FILE_NAME)
+        if loaded is not None:
             groups, self.forbidden, version = loaded
             self.table.update(groups)
             self.version.update({k: v for k, v in version.items() if isinstance(v, int)})
