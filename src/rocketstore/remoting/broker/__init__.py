@@ -109,7 +109,7 @@ class Broker:
         self.spawn(self._housekeeping())
         self.register()
         if self.store.config.store_host != self.settings.address:  # what the C++ core sends failed messages back to
-            log.warning("the store writes %s as its messages' STOREHOST, not the broker's address %s: clients that "
+            log.info("the store writes %s as its messages' STOREHOST, not the broker's address %s: clients that "
                         "send failed messages back to it will miss the broker", self.store.config.store_host,
                         self.settings.address)  # fmt: skip
         log.info("broker %s listening on %s:%d, advertised as %s", self.settings.brokerName, host, port,
