@@ -253,3 +253,21 @@ def test_a_clients_own_retry_send_goes_to_the_dlq_past_the_max(tmp_path):
 def test_settings_take_auto_create_subscription_group_from_broker_conf():
     s = BrokerSettings.from_extra({"autoCreateSubscriptionGroup": "false"})
     assert s.autoCreateSubscriptionGroup is False and BrokerSettings().autoCreateSubscriptionGroup is True
+
+
+def test_delay_level_past_the_configured_levels_is_the_last_one(tmp_path):
+    """transformDelayLevelMessage: a level above ScheduleMessageService.maxDelayLevel (the number of
+    messageDelayLevel entries) becomes the last level; DELAY is rewritten to it."""
+    store = open_store(tmp_path, message_delay_level="1s 2s 3s")
+
+    async def scenario(broker, c, store):
+        m = put_original(store, reconsume=1)  # level 3 + 1 = 4 > 3 levels
+        return await c.call(RC.CONSUMER_SEND_MSG_BACK, back_ext(m.physical_offset))
+
+    r, store = with_broker(tmp_path, scenario, store=store)
+    assert r.code == R.SUCCESS
+    (m,) = queue_messages(store, SCHEDULE, 2)
+    assert (m.properties["DELAY"], m.properties["REAL_TOPIC"], m.reconsume_times) == ("3", "%RETRY%g", 2)
+    assert not queue_messages(store, SCHEDULE, 3)
+    assert_verifies(store)
+    store.close()
