@@ -173,6 +173,7 @@ class SubscriptionGroups:
         self.store = broker.store
         self.path = os.path.join(self.store.root, "config", FILE_NAME)
         self.lock = threading.Lock()
+        self._persist_lock = threading.Lock()
         self.table: dict[str, SubscriptionGroupConfig] = {g: SubscriptionGroupConfig(g) for g in BUILT_IN_GROUPS}
         self.forbidden: dict[str, dict] = {}
         self.version = {"counter": 0, "stateVersion": 0, "timestamp": _now()}
@@ -238,7 +239,10 @@ class SubscriptionGroups:
                                  subscriptionGroupTable=table)  # fmt: skip
 
     def persist(self) -> None:
-        write_atomically(self.path, fastjson.dumps(self.wrapper()))
+        # one writer at a time: heartbeats persist from worker threads, pulls from the loop, and
+        # write_atomically's temp file is one per path
+        with self._persist_lock:
+            write_atomically(self.path, fastjson.dumps(self.wrapper()))
 
     # ------------------------------------------------------------------ checks for the processors
     def group_sys_flag(self, group: str) -> int:
