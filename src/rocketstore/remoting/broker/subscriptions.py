@@ -144,9 +144,7 @@ def attributes_problem(attributes: dict, create: bool) -> str | None:
             return f"wrong format key: {real}"
         if key.startswith("-"):
             return f"attempt to delete a nonexistent key: {real}"
-    for key in attributes:
-        return f"unsupported key: {key[1:]}"
-    return None
+    return f"unsupported key: {next(iter(attributes))[1:]}" if attributes else None
 
 
 def is_sys_group(group: str) -> bool:
