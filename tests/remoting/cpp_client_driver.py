@@ -122,7 +122,60 @@ def pull_consume(namesrv, args):
     return got
 
 
-SCENARIOS = {"produce": produce, "push": push_consume, "pull": pull_consume}
+class StatusPushConsumer(PushConsumer):
+    """A PushConsumer whose listener returns the C ConsumeStatus itself. 0.4.4's own subscribe asks for
+    RECONSUME_LATER when the listener raises, but then raises again inside the ctypes callback, whose return
+    value is then whatever the stack held."""
+
+    def subscribe_status(self, topic, listener, expression="*"):
+        from rocketmq.client import RecvMessage
+        from rocketmq.exceptions import ffi_check
+        from rocketmq.ffi import dll
+
+        def on_message(consumer, msg):
+            return listener(RecvMessage(msg)).value
+
+        ffi_check(dll.Subscribe(self._handle, topic.encode(), expression.encode()))
+        self._register_callback(on_message)
+
+
+def push_retry(namesrv, args):
+    """A push consumer answering RECONSUME_LATER for every delivery of the bodies in args["fail"] and for the
+    first delivery of those in args["fail_once"], CONSUME_SUCCESS otherwise. It runs until args["deliveries"]
+    deliveries were seen (or args["seconds"] passed), then args["linger"] seconds more (to see any delivery that
+    should not come). Each delivery: body, topic (as the client restores it), reconsume times, msg id."""
+    from rocketmq.ffi import _CConsumeStatus
+
+    got = []
+    seen = {}
+    lock = threading.Lock()
+    enough = threading.Event()
+    c = StatusPushConsumer(args["group"])
+    c.set_namesrv_addr(namesrv)
+
+    def listener(msg):
+        body = msg.body.decode()
+        with lock:
+            got.append({"body": body, "topic": msg.topic, "reconsume": msg.reconsume_times, "msg_id": msg.id,
+                        "retry_topic": (msg.get_property("RETRY_TOPIC") or b"").decode()})  # fmt: skip
+            seen[body] = seen.get(body, 0) + 1
+            if len(got) >= args.get("deliveries", 1 << 30):
+                enough.set()
+            first = seen[body] == 1
+        if body in args.get("fail", ()) or (first and body in args.get("fail_once", ())):
+            return _CConsumeStatus.RECONSUME_LATER
+        return _CConsumeStatus.CONSUME_SUCCESS
+
+    c.subscribe_status(args["topic"], listener)
+    c.start()
+    enough.wait(args.get("seconds", 60))
+    time.sleep(args.get("linger", 0))
+    c.shutdown()
+    with lock:
+        return list(got)
+
+
+SCENARIOS = {"produce": produce, "push": push_consume, "pull": pull_consume, "push_retry": push_retry}
 
 if __name__ == "__main__":
     scenario, namesrv, raw = sys.argv[1], sys.argv[2], sys.argv[3]

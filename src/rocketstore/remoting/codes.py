@@ -17,6 +17,7 @@ class Version(IntEnum):
 
     V3_0_11 = 37  # from here a broker registers a RegisterBrokerBody, before a bare TopicConfigSerializeWrapper
     V3_1_8 = 63  # what the C++ core in the `rocketmq` 0.4.4 wheel sends
+    V3_4_9 = 121  # from here a send-back's (and a retry send's) maxReconsumeTimes header field counts
     V4_6_0 = 333  # what rocketmq-client-cpp 2.x sends
     V4_9_4 = 401  # from here the name server answers routes in standard JSON (quoted map keys)
     V5_0_0 = 413  # from here a compressed RegisterBrokerBody carries topic queue mappings

@@ -7,8 +7,10 @@ shares), and the topic table it registers with a name server (topics.py). The bu
 is given as `routes`: the broker registers into it directly (never expiring) at start and whenever a topic is
 created.
 
-Queue locks for orderly consumers: locks.py. Not served yet: send-back of failed messages (retry topic, %DLQ%),
-ACL, and mqadmin's admin requests (runtime info, topic updates)."""
+Queue locks for orderly consumers: locks.py. Send-back of failed messages (%RETRY%group, delay levels, %DLQ%group):
+send_back.py, over the subscription groups (subscriptions.py, config/subscriptionGroup.json). Transactions: transaction.py
+over the store's shared pending state (serve/transaction.py). Not served yet: ACL, and mqadmin's admin requests
+(runtime info, topic updates)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ from .offsets import Offsets
 from .pull import PullProcessor
 from .schedule import ScheduleService
 from .send import SendProcessor
+from .send_back import SendBack
+from .subscriptions import SubscriptionGroups
 from .topics import BrokerTopics
 from .transaction import TransactionProcessor
 
@@ -55,6 +59,7 @@ class BrokerSettings:
     notifyConsumerIdsChangedEnable: bool = True
     enablePropertyFilter: bool = False
     rejectTransactionMessage: bool = False
+    autoCreateSubscriptionGroup: bool = True
 
     @property
     def address(self) -> str:
@@ -82,7 +87,7 @@ class Broker:
         self.store = store
         self.settings = settings or BrokerSettings()
         self.routes = routes  # the built-in name server's RouteTable, or None
-        self.subscription_groups: set[str] = set(store.consumer_offsets.groups())
+        self.subscription_groups = SubscriptionGroups(self)  # `group in` it: containsSubscriptionGroup
         self.topics = BrokerTopics(store, self.settings, on_change=self.register)
         self.clients = Clients(self)
         self.offsets = Offsets(self)
@@ -91,9 +96,12 @@ class Broker:
         self.locks = QueueLocks()
         self.transactions = None  # the store's shared pending state (serve/transaction.py), from start()
         self.txp = TransactionProcessor(self)
+        self.send_back = SendBack(self)
         handlers = {}
         for part in (SendProcessor(self), PullProcessor(self), self.offsets, self.clients, self.locks, self.txp):
             handlers.update(part.handlers())
+        handlers.update(self.send_back.handlers())
+        handlers.update(self.subscription_groups.handlers())
         self.server = RemotingServer(handlers, name="broker", on_close=self.clients.connection_closed, **server_options)
         self._tasks: set[asyncio.Task] = set()
         self._version = DataVersion(0, int(time.time() * 1000), 0)
@@ -110,6 +118,10 @@ class Broker:
         self.spawn(self.offsets.flush_loop())
         self.spawn(self._housekeeping())
         self.register()
+        if self.store.config.store_host != self.settings.address:  # what the C++ core sends failed messages back to
+            log.info("the store writes %s as its messages' STOREHOST, not the broker's address %s: clients that "
+                        "send failed messages back to it will miss the broker", self.store.config.store_host,
+                        self.settings.address)  # fmt: skip
         log.info("broker %s listening on %s:%d, advertised as %s", self.settings.brokerName, host, port,
                  self.settings.address)  # fmt: skip
         return port

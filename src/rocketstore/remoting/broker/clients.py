@@ -2,8 +2,9 @@
 ConsumerManageProcessor.getConsumerListByGroup): HEART_BEAT registers a client's groups over its connection,
 UNREGISTER_CLIENT and a closed connection take them out. When a consumer group gains or loses a client, every
 client of the group is told with a oneway NOTIFY_CONSUMER_IDS_CHANGED (so push consumers rebalance at once).
-A consumer's heartbeat creates the group's %RETRY% topic, as the broker does (autoCreateSubscriptionGroup).
-Producers are kept by group (the producerDataSet of their heartbeats): a transaction check goes to one of them."""
+A consumer's heartbeat finds (or auto-creates) its subscription group (subscriptions.py) and creates the group's
+%RETRY% topic with the group's retryQueueNums, as the broker does. Producers are kept by group (the producerDataSet
+of their heartbeats): a transaction check goes to one of them."""
 
 from __future__ import annotations
 
@@ -73,8 +74,11 @@ class Clients:
             group = cd.get("groupName")
             if not group:
                 continue
-            self.broker.subscription_groups.add(group)
-            await asyncio.to_thread(self.broker.topics.create_retry, group)
+            # findSubscriptionGroupConfig (auto-created); without a config the consumer is not registered
+            sg = await asyncio.to_thread(self.broker.subscription_groups.find, group)
+            if sg is None:
+                continue
+            await asyncio.to_thread(self.broker.send_back.retry_topic, group, sg.retryQueueNums)
             g = self.consumers.setdefault(group, ConsumerGroup())
             g.consume_type, g.message_model = cd.get("consumeType"), cd.get("messageModel")
             g.consume_from_where = cd.get("consumeFromWhere")
@@ -139,6 +143,8 @@ class Clients:
         """NOTIFY_CONSUMER_IDS_CHANGED (oneway) to every client of the group (notifyConsumerIdsChangedEnable)."""
         g = self.consumers.get(group)
         if g is None or not self.broker.settings.notifyConsumerIdsChangedEnable:
+            return
+        if not self.broker.subscription_groups.notify_enabled(group):  # the group's own switch
             return
         for ch in list(g.channels.values()):
             req = RemotingCommand(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext_fields={"consumerGroup": group})

@@ -1,4 +1,5 @@
-"""PULL_MESSAGE (11) as RocketMQ's PullMessageProcessor answers it: the checks (topic, queue id, subscription:
+"""PULL_MESSAGE (11) as RocketMQ's PullMessageProcessor answers it: the checks (the subscription group, found or
+auto-created by subscriptions.py, and its consumeEnable / consumeBroadcastEnable; topic, queue id, subscription:
 the request's own with FLAG_SUBSCRIPTION, else the one the group's heartbeat registered), the store's get with
 the subscription's tags (or its SQL92 expression, with enablePropertyFilter), the get's status as the response
 code (PULL_NOT_FOUND, PULL_OFFSET_MOVED, PULL_RETRY_IMMEDIATELY, with GetMessageStatus's name as the remark), the
@@ -64,6 +65,11 @@ class PullProcessor:
                 return response_to(
                     cmd, ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist" + FAQ
                 )
+            refused = self.broker.subscription_groups.broadcast_refusal(
+                cmd, h["consumerGroup"], self.broker.clients.consumers[h["consumerGroup"]].message_model
+            )
+            if refused is not None:
+                return refused
             if sub is None:
                 return response_to(
                     cmd, ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist" + FAQ
@@ -90,7 +96,9 @@ class PullProcessor:
                 cmd, ResponseCode.NO_PERMISSION, f"the broker[{settings.brokerIP1}] pulling message is forbidden"
             )
         group, topic, q = h["consumerGroup"], h["topic"], h["queueId"]
-        self.broker.subscription_groups.add(group)  # autoCreateSubscriptionGroup
+        refused = self.broker.subscription_groups.pull_refusal(cmd, group)  # found or auto-created
+        if refused is not None:
+            return refused
         tc = self.broker.topics.get(topic)
         if tc is None:
             remark = f"topic[{topic}] not exist, apply first please! {FAQ}"
@@ -136,7 +144,7 @@ class PullProcessor:
             minOffset=r.min_offset,
             maxOffset=r.max_offset,
             topicSysFlag=0,
-            groupSysFlag=0,
+            groupSysFlag=self.broker.subscription_groups.group_sys_flag(h["consumerGroup"]),
         )
         body = b""
         if code == ResponseCode.SUCCESS:

@@ -3,7 +3,8 @@
 SendMessageProcessor answers them: msgCheck (topic name, forbidden system topics, auto-creation from TBW102, the
 queue id), the properties the broker adds (UNIQ_KEY when missing, CLUSTER; properties.py), a DELAY level turning
 the message into SCHEDULE_TOPIC_XXXX's queue level-1 with REAL_TOPIC / REAL_QID (schedule.py delivers it), and
-the put's status as RocketMQ's response codes. The answer's header: msgId (the offset msgId; a batch's ids
+the put's status as RocketMQ's response codes. A send to %RETRY%group goes through send_back.route_send first
+(handleRetryAndDLQ). The answer's header: msgId (the offset msgId; a batch's ids
 joined by commas), queueId, queueOffset, transactionId (the UNIQ_KEY).
 
 A transactional (prepared) message (TRAN_MSG=true, not a redelivered delayed one) becomes a half message of the
@@ -145,6 +146,10 @@ class SendProcessor:
             return refused
         queue_id = self._queue(h, tc)
         props = BP.parse(h["properties"])
+        # handleRetryAndDLQ (send_back.py): a client's own retry past the max goes to %DLQ%group instead
+        refused, topic, put_queue = self.broker.send_back.route_send(cmd, h, props, queue_id)
+        if refused is not None:
+            return refused
         # a half message: TRAN_MSG=true, unless a redelivered delayed one (clients before 4.6.1)
         prepared = props.get(TRAN_PREPARED, "").lower() == "true" and not (
             h["reconsumeTimes"] and _delay_level(props) > 0
@@ -158,14 +163,13 @@ class SendProcessor:
         props[BP.CLUSTER] = self.broker.settings.brokerClusterName
         if prepared:
             return await self._prepare(cmd, conn, h, queue_id, props, uniq)
-        topic = h["topic"]
         level = _delay_level(props)
         if level > 0:  # HookUtils.transformDelayLevelMessage
             level = min(level, MAX_DELAY_LEVEL)
             if level != _delay_level(props):
                 props[P.DELAY] = str(level)
             props[REAL_TOPIC] = topic
-            props[REAL_QID] = str(queue_id)
+            props[REAL_QID] = str(put_queue)
             topic = SCHEDULE_TOPIC
         msg = Message(
             topic,
@@ -178,7 +182,7 @@ class SendProcessor:
             raw_properties=BP.to_string(props),
         )
         # the answer names the queue asked for (a delayed message's queue offset is its schedule queue's)
-        r = await self._put(self.store.put, msg, level - 1 if level > 0 else queue_id)
+        r = await self._put(self.store.put, msg, level - 1 if level > 0 else put_queue)
         if r.ok:
             self.broker.arrived()
         return self._answer(cmd, r.status, r.msg_id, queue_id, r.queue_offset, uniq)
