@@ -2,7 +2,7 @@
 event loop, over the store the gRPC side serves, so both protocols share messages, topics and consumer offsets.
 The broker registers into the built-in name server; the advertised broker address (what routes name) is
 --remoting-advertise, else broker.conf's brokerIP1 with the --remoting port, else the --remoting address (this
-machine's address for a wildcard one)."""
+machine's address for a wildcard one). With `acl` (remoting.acl.PlainAcl) both check every request."""
 
 from __future__ import annotations
 
@@ -14,8 +14,11 @@ log = logging.getLogger("rocketstore.serve")
 
 
 class RemotingSide:
-    def __init__(self, store, store_config, namesrv: str | None, remoting: str | None, advertise: str | None = None):
+    def __init__(
+        self, store, store_config, namesrv: str | None, remoting: str | None, advertise: str | None = None, acl=None
+    ):
         self.store = store
+        self.acl = acl
         self.store_config = store_config
         self.namesrv_listen = address.parse_host_port(namesrv, "--namesrv") if namesrv else None
         self.remoting_listen = address.parse_host_port(remoting, "--remoting") if remoting else None
@@ -35,7 +38,7 @@ class RemotingSide:
         from ..remoting.namesrv import NameServer
 
         if self.namesrv_listen is not None:
-            self.namesrv = NameServer()
+            self.namesrv = NameServer(acl=self.acl)
             self.namesrv_port = await self.namesrv.start(*self.namesrv_listen)
         if self.remoting_listen is not None:
             host, port = self.remoting_listen
@@ -48,7 +51,7 @@ class RemotingSide:
                 adv_port = port
             settings = BrokerSettings.from_extra(self.store_config.extra, brokerIP1=ip, listenPort=adv_port)
             routes = self.namesrv.routes if self.namesrv is not None else None
-            self.broker = Broker(self.store, settings, routes=routes)
+            self.broker = Broker(self.store, settings, routes=routes, acl=self.acl)
             self.broker_port = await self.broker.start(host, port)
 
     async def close(self) -> None:
@@ -66,4 +69,6 @@ class RemotingSide:
                 f"broker {self.broker.settings.brokerName} on {address.join(self.remoting_listen[0], self.broker_port)}"
                 f" (routes name {self.broker.settings.address})"
             )
+        if parts and self.acl is not None:
+            parts.append(f"ACL: {len(self.acl.accounts)} account(s)")
         return ", ".join(parts)

@@ -5,8 +5,9 @@ heartbeats and consumer lists (clients.py), delay levels (schedule.py), and the 
 name server (topics.py). The built-in name server's route table is given as `routes`: the broker registers into
 it directly (never expiring) at start and whenever a topic is created.
 
-Queue locks for orderly consumers: locks.py. Not served yet: send-back of failed messages (retry topic, %DLQ%),
-transactions, ACL, and mqadmin's admin requests (runtime info, topic updates)."""
+Queue locks for orderly consumers: locks.py. With `acl` (a remoting.acl.PlainAcl, RocketMQ's aclEnable with a
+plain_acl.yml) every request is checked before its handler. Not served yet: send-back of failed messages (retry
+topic, %DLQ%), transactions, and mqadmin's admin requests (runtime info, topic updates)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import random
 import time
 from dataclasses import dataclass
 
+from ..acl import remoting_hook
 from ..namesrv.routes import DataVersion
 from ..server import RemotingServer
 from .clients import Clients
@@ -73,7 +75,7 @@ class BrokerSettings:
 
 
 class Broker:
-    def __init__(self, store, settings: BrokerSettings | None = None, routes=None, **server_options):
+    def __init__(self, store, settings: BrokerSettings | None = None, routes=None, acl=None, **server_options):
         self.store = store
         self.settings = settings or BrokerSettings()
         self.routes = routes  # the built-in name server's RouteTable, or None
@@ -87,6 +89,8 @@ class Broker:
         handlers = {}
         for part in (SendProcessor(self), PullProcessor(self), self.offsets, self.clients, self.locks):
             handlers.update(part.handlers())
+        if acl is not None:
+            server_options["before_request"] = remoting_hook(acl)
         self.server = RemotingServer(handlers, name="broker", on_close=self.clients.connection_closed, **server_options)
         self._tasks: set[asyncio.Task] = set()
         self._version = DataVersion(0, int(time.time() * 1000), 0)

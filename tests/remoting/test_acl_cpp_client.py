@@ -1,0 +1,137 @@
+"""The C++-core Python client (`rocketmq` 0.4.4, its own ClientRPCHook: AccessKey + OnsChannel + HMAC-SHA1
+Signature) against a name server and a broker with RocketMQ's plain ACL: the right keys send and consume, a wrong
+secret or no keys are refused as RocketMQ's broker refuses them (SYSTEM_ERROR, AclException remark), an account
+without SUB on the topic reads nothing."""
+
+import pytest
+from broker_fixtures import open_store
+
+from rocketstore import Message
+from rocketstore.remoting.acl import PlainAcl
+from rocketstore.remoting.broker import Broker
+from rocketstore.remoting.namesrv import NameServer
+
+ACL = {
+    "accounts": [
+        {"accessKey": "producer1", "secretKey": "secret-p1", "topicPerms": ["T=PUB"]},
+        {
+            "accessKey": "consumer1",
+            "secretKey": "secret-c1",
+            "topicPerms": ["T=SUB"],
+            "groupPerms": ["cg=SUB", "cg2=SUB"],
+        },
+        {"accessKey": "stranger", "secretKey": "secret-s1", "defaultTopicPerm": "PUB", "defaultGroupPerm": "SUB"},
+    ]
+}
+PRODUCER = {"access_key": "producer1", "secret_key": "secret-p1", "channel": "ALIYUN"}
+CONSUMER = {"access_key": "consumer1", "secret_key": "secret-c1", "channel": "ALIYUN"}
+MSGS = [{"body": f"m{i}"} for i in range(4)]
+
+
+def start(loop_thread, tmp_path, namesrv_acl: bool):
+    """A store with topic T (2 queues), a broker with the ACL and a name server with it or (as RocketMQ's own
+    name server) without; every refusal is recorded as (server, code, remark)."""
+    store = open_store(tmp_path)
+    store.create_topic("T", 2)
+    acl = PlainAcl()
+    acl.add_data(ACL)
+    ns = NameServer(acl=acl if namesrv_acl else None)
+    broker = Broker(store, routes=ns.routes, acl=acl)
+    refused = []
+    for name, server in (("namesrv", ns.server), ("broker", broker.server)):
+        check = server.before_request
+        if check is not None:
+
+            def recording(cmd, conn, check=check, name=name):
+                answer = check(cmd, conn)
+                if answer is not None:
+                    refused.append((name, cmd.code, answer.code, answer.remark))
+                return answer
+
+            server.before_request = recording
+
+    async def go():
+        port = await ns.start("127.0.0.1", 0)
+        await broker.start("127.0.0.1", 0)
+        return port
+
+    port = loop_thread.run(go())
+    return {"namesrv": f"127.0.0.1:{port}", "store": store, "broker": broker, "ns": ns, "refused": refused}
+
+
+@pytest.fixture
+def acl_env(loop_thread, tmp_path, request):
+    env = start(loop_thread, tmp_path, getattr(request, "param", False))
+    yield env
+
+    async def stop():
+        await env["broker"].close()
+        await env["ns"].close()
+
+    loop_thread.run(stop())
+    env["store"].close()
+
+
+def stored_bodies(store, topic="T"):
+    store.wait_dispatched(10)
+    out = []
+    for q in range(2):
+        r = store.get("check", topic, q, 0)
+        out.extend(m.body.decode() for m in r.messages)
+    return sorted(out)
+
+
+@pytest.mark.parametrize("acl_env", [False, True], indirect=True, ids=["plain-namesrv", "acl-namesrv"])
+def test_producer_with_its_keys_sends(cpp_client, acl_env):
+    out = cpp_client("produce", acl_env["namesrv"], {"topic": "T", "messages": MSGS, "credentials": PRODUCER})
+    assert all(r.get("status") == 0 for r in out), out
+    assert stored_bodies(acl_env["store"]) == ["m0", "m1", "m2", "m3"]
+    assert acl_env["refused"] == []
+
+
+def test_wrong_secret_is_refused(cpp_client, acl_env):
+    bad = dict(PRODUCER, secret_key="not-the-secret")
+    out = cpp_client("produce", acl_env["namesrv"], {"topic": "T", "messages": MSGS[:1], "credentials": bad})
+    assert "error" in out[0], out
+    assert stored_bodies(acl_env["store"]) == []
+    sends = [r for r in acl_env["refused"] if r[1] in (10, 310)]  # SEND_MESSAGE(_V2)
+    assert sends and set(r[2:] for r in sends) == {
+        (1, "org.apache.rocketmq.acl.common.AclException: Check signature failed for accessKey=producer1")
+    }
+
+
+def test_no_keys_are_refused_by_the_broker(cpp_client, acl_env):
+    out = cpp_client("produce", acl_env["namesrv"], {"topic": "T", "messages": MSGS[:1]})
+    assert "error" in out[0], out
+    assert stored_bodies(acl_env["store"]) == []
+    sends = [r for r in acl_env["refused"] if r[1] in (10, 310)]
+    assert sends and {r[0] for r in sends} == {"broker"}
+    assert {r[3] for r in sends} == {"org.apache.rocketmq.acl.common.AclException: No accessKey is configured"}
+
+
+@pytest.mark.parametrize("acl_env", [True], indirect=True)
+def test_no_keys_get_no_route_from_a_name_server_with_acl(cpp_client, acl_env):
+    out = cpp_client("produce", acl_env["namesrv"], {"topic": "T", "messages": MSGS[:1]})
+    assert "error" in out[0], out
+    routes = [r for r in acl_env["refused"] if r[1] == 105]  # GET_ROUTEINFO_BY_TOPIC
+    assert routes and {r[0] for r in routes} == {"namesrv"}
+
+
+def test_consumers_with_sub_permission_read_and_others_do_not(cpp_client, acl_env):
+    store = acl_env["store"]
+    for i in range(6):
+        store.put(Message("T", f"b{i}".encode()), i % 2)
+    store.wait_dispatched(10)
+    got = cpp_client("pull", acl_env["namesrv"], {"topic": "T", "group": "cg", "credentials": CONSUMER})
+    assert sorted(g.get("body") for g in got) == [f"b{i}" for i in range(6)], got
+    assert acl_env["refused"] == []
+    pushed = cpp_client(
+        "push", acl_env["namesrv"], {"topic": "T", "group": "cg2", "seconds": 4, "credentials": CONSUMER}
+    )
+    assert sorted(g["body"] for g in pushed) == [f"b{i}" for i in range(6)]
+    assert acl_env["refused"] == []
+    # the producer's account has PUB on T, not SUB: its pulls are refused and it reads nothing
+    denied = cpp_client("pull", acl_env["namesrv"], {"topic": "T", "group": "cg", "credentials": PRODUCER})
+    assert not any("body" in g for g in denied), denied
+    pulls = [r for r in acl_env["refused"] if r[1] == 11]  # PULL_MESSAGE
+    assert pulls and {r[3] for r in pulls} == {"org.apache.rocketmq.acl.common.AclException: No permission for topic:T"}
