@@ -24,6 +24,7 @@ from rocketstore.remoting.acl import (
     remoting_hook,
     sign,
     signed_content,
+    watch_files,
 )
 from rocketstore.remoting.acl_address import matcher
 from rocketstore.remoting.codes import RequestCode as RC
@@ -338,6 +339,35 @@ def test_directory_of_files_first_definition_wins(tmp_path):
     assert acl.global_white[0]("10.0.0.1")
     with pytest.raises(AclConfigError, match="cannot read"):
         load_plain_acl(str(tmp_path / "missing.yml"))
+
+
+def test_changed_files_are_reloaded_and_a_broken_change_keeps_the_acl(tmp_path, caplog):
+    path = tmp_path / "plain_acl.yml"
+    path.write_text("accounts:\n  - accessKey: account1\n    secretKey: first-secret\n")
+    acl = load_plain_acl(str(path))
+
+    async def poll(probe, timeout=20):
+        for _ in range(int(timeout / 0.02)):
+            if probe():
+                return True
+            await asyncio.sleep(0.02)
+        return probe()
+
+    async def main():
+        task = asyncio.create_task(watch_files(acl, interval=0.05))
+        try:
+            await asyncio.sleep(0)  # the watcher takes its first look before it first waits
+            path.write_text("accounts:\n  - accessKey: account2\n    secretKey: second-secret\n")
+            assert await poll(lambda: list(acl.accounts) == ["account2"])
+            path.write_text("accounts:\n  - accessKey: short\n    secretKey: second-secret\n")
+            assert await poll(lambda: "ACL not reloaded" in caplog.text)
+            assert list(acl.accounts) == ["account2"]
+        finally:
+            task.cancel()
+
+    with caplog.at_level("INFO", logger="rocketstore.remoting.acl"):
+        asyncio.run(main())
+    assert "accessKey=short" in caplog.text
 
 
 # ------------------------------------------------------------------------------------------------ on a server

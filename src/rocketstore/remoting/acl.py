@@ -23,10 +23,12 @@ validates every request the same way (AuthenticationPipeline), and `rocketstore 
 server. Configured by a plain_acl.yml (PlainAccessData; several files when a directory is given, as
 RocketMQ's conf/acl/ is read): globalWhiteRemoteAddresses, accounts of accessKey, secretKey (both longer than 6
 characters), whiteRemoteAddress, admin, defaultTopicPerm, defaultGroupPerm, topicPerms and groupPerms
-("name=PUB|SUB"). The file is read once at start (RocketMQ watches it for changes)."""
+("name=PUB|SUB"). `watch_files` reloads the files when they change, every 5 s as RocketMQ's AclFileWatchService
+looks; a changed file that does not load leaves the ACL in force as it was."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -43,7 +45,8 @@ from .errors import HeaderError, RemotingProtocolError
 
 log = logging.getLogger("rocketstore.remoting.acl")
 
-__all__ = ["AclConfigError", "AclError", "PlainAcl", "load_plain_acl", "remoting_hook", "sign", "signed_content"]
+__all__ = ["AclConfigError", "AclError", "PlainAcl", "load_plain_acl", "remoting_hook", "sign", "signed_content",
+           "watch_files"]  # fmt: skip
 
 # SessionCredentials' extField names
 ACCESS_KEY = "AccessKey"
@@ -272,6 +275,11 @@ class PlainAcl:
         for a in accounts or ():
             self.accounts.setdefault(a.access_key, a)
         self.global_white = list(global_white or ())
+        self.paths: tuple[str, ...] = ()  # the files or directories it was loaded from
+
+    def replace(self, other: "PlainAcl") -> None:
+        """Take another ACL's accounts and white addresses (a reload), in place for the hooks holding this one."""
+        self.accounts, self.global_white = other.accounts, other.global_white
 
     def add_data(self, data, source: str = "plain_acl.yml") -> None:
         """One file's PlainAccessData: globalWhiteRemoteAddresses and accounts. An access key already defined
@@ -368,7 +376,38 @@ def load_plain_acl(*paths: str) -> PlainAcl:
             except OSError as e:
                 raise AclConfigError(f"cannot read the ACL file {name}: {e.strerror}") from None
             parse_plain_acl(text, name, acl)
+    acl.paths = tuple(paths)
     return acl
+
+
+def _fingerprint(paths) -> tuple:
+    out = []
+    for path in paths:
+        for name in acl_files(path):
+            try:
+                st = os.stat(name)
+                out.append((name, st.st_mtime_ns, st.st_size))
+            except OSError:
+                out.append((name, None, None))
+    return tuple(out)
+
+
+async def watch_files(acl: PlainAcl, interval: float = 5.0) -> None:
+    """Reload `acl` from its files whenever one changes, appears or goes (until cancelled)."""
+    seen = _fingerprint(acl.paths)  # a few stat calls: taken before the first pause, so no change slips by
+    while True:
+        await asyncio.sleep(interval)
+        now = _fingerprint(acl.paths)
+        if now == seen:
+            continue
+        seen = now
+        try:
+            fresh = await asyncio.to_thread(load_plain_acl, *acl.paths)
+        except AclConfigError as e:
+            log.error("ACL not reloaded, the one in force is kept: %s", e)
+            continue
+        acl.replace(fresh)
+        log.info("ACL reloaded from %s: %d account(s)", ", ".join(acl.paths), len(acl.accounts))
 
 
 # ---------------------------------------------------------------------------------------------- server hook

@@ -2,10 +2,12 @@
 event loop, over the store the gRPC side serves, so both protocols share messages, topics and consumer offsets.
 The broker registers into the built-in name server; the advertised broker address (what routes name) is
 --remoting-advertise, else broker.conf's brokerIP1 with the --remoting port, else the --remoting address (this
-machine's address for a wildcard one). With `acl` (remoting.acl.PlainAcl) both check every request."""
+machine's address for a wildcard one). With `acl` (remoting.acl.PlainAcl) both check every request, and its
+files are reloaded when they change."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from . import address
@@ -19,6 +21,7 @@ class RemotingSide:
     ):
         self.store = store
         self.acl = acl
+        self._acl_watch = None
         self.store_config = store_config
         self.namesrv_listen = address.parse_host_port(namesrv, "--namesrv") if namesrv else None
         self.remoting_listen = address.parse_host_port(remoting, "--remoting") if remoting else None
@@ -34,8 +37,12 @@ class RemotingSide:
                 address.check_bindable(*listen)
 
     async def start(self) -> None:
+        from ..remoting.acl import watch_files
         from ..remoting.broker import Broker, BrokerSettings
         from ..remoting.namesrv import NameServer
+
+        if self.acl is not None and self.acl.paths:
+            self._acl_watch = asyncio.ensure_future(watch_files(self.acl))
 
         if self.namesrv_listen is not None:
             self.namesrv = NameServer(acl=self.acl)
@@ -55,6 +62,8 @@ class RemotingSide:
             self.broker_port = await self.broker.start(host, port)
 
     async def close(self) -> None:
+        if self._acl_watch is not None:
+            self._acl_watch.cancel()
         if self.broker is not None:
             await self.broker.close()
         if self.namesrv is not None:
