@@ -18,14 +18,12 @@ from rocketstore.remoting.acl import (
     AclError,
     PlainAcl,
     check_permission,
-    load_plain_acl,
     needed_permissions,
-    parse_plain_acl,
     remoting_hook,
     sign,
     signed_content,
-    watch_files,
 )
+from rocketstore.remoting.acl_files import load_plain_acl, parse_plain_acl, watch_files
 from rocketstore.remoting.acl_address import matcher
 from rocketstore.remoting.codes import RequestCode as RC
 from rocketstore.remoting.codes import ResponseCode

@@ -220,7 +220,7 @@ def _access_keys(access_keys, secret_keys, path) -> dict[str, str]:
 def _remoting_acl(paths, conf, extra):
     """The plain ACL of the remoting side: --acl files, else with broker.conf's aclEnable=true the
     plain_acl.yml and acl/ beside the broker.conf (RocketMQ's conf/plain_acl.yml and conf/acl/); None: no ACL."""
-    from ..remoting.acl import load_plain_acl
+    from ..remoting.acl_files import load_plain_acl
 
     if not paths and str((extra or {}).get("aclEnable", "false")).strip().lower() == "true":
         here = os.path.dirname(os.path.abspath(conf))

@@ -37,7 +37,7 @@ class RemotingSide:
                 address.check_bindable(*listen)
 
     async def start(self) -> None:
-        from ..remoting.acl import watch_files
+        from ..remoting.acl_files import watch_files
         from ..remoting.broker import Broker, BrokerSettings
         from ..remoting.namesrv import NameServer
 
