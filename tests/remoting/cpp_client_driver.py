@@ -1,7 +1,8 @@
 """Drives a remoting server with the C++-core Python client on PyPI (`rocketmq` 0.4.4, ctypes over its bundled
 librocketmq.so). Run by the tests in that client's own virtual environment (its package name `rocketmq` is the
 gRPC client's too), with HOME in the test's temporary directory: the C++ core logs under ~/logs/rocketmq-cpp.
-Usage: cpp_client_driver.py SCENARIO NAMESRV JSON-ARGS; prints one JSON line."""
+Usage: cpp_client_driver.py SCENARIO NAMESRV JSON-ARGS; prints one JSON line. Every scenario takes an optional
+"credentials": {"access_key", "secret_key", "channel"} that the client signs its requests with (ACL)."""
 
 import json
 import sys
@@ -23,6 +24,12 @@ def _message(topic, spec):
     if spec.get("delay_level"):
         m.set_delay_time_level(spec["delay_level"])
     return m
+
+
+def _credentials(client, args):
+    c = args.get("credentials")
+    if c:
+        client.set_session_credentials(c["access_key"], c["secret_key"], c.get("channel", "ALIYUN"))
 
 
 def _result(r):
@@ -52,6 +59,7 @@ def produce(namesrv, args):
     (queue chosen by the spec's "arg"), or batch (all of them in one batch)."""
     p = Producer(args.get("group", "cpp-producer"), timeout=args.get("timeout_ms", 3000))
     p.set_namesrv_addr(namesrv)
+    _credentials(p, args)
     p.start()
     mode = args.get("mode", "sync")
     out = []
@@ -92,6 +100,7 @@ def push_consume(namesrv, args):
     got = []
     c = PushConsumer(args.get("group", "cpp-push"), orderly=args.get("orderly", False))
     c.set_namesrv_addr(namesrv)
+    _credentials(c, args)
 
     def on_message(msg):
         got.append({"body": msg.body.decode(), "queue": msg.queue_id, "offset": msg.queue_offset,
@@ -110,6 +119,7 @@ def pull_consume(namesrv, args):
     """A pull consumer reading every queue of the topic from offset 0 until nothing new."""
     c = PullConsumer(args.get("group", "cpp-pull"))
     c.set_namesrv_addr(namesrv)
+    _credentials(c, args)
     c.start()
     got = []
     try:

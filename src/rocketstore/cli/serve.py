@@ -100,6 +100,16 @@ from ..errors import RocketStoreError
     help='Require authentication: access keys from a file, JSON ({"AK": "SK", ...} or '
     '[{"accessKey": .., "secretKey": ..}]) or properties (AK=SK per line).',
 )
+@click.option(
+    "--acl",
+    "acl_paths",
+    multiple=True,
+    type=click.Path(exists=True),
+    metavar="FILE",
+    help="Check the remoting requests (broker and name server) against a RocketMQ plain_acl.yml (or a directory "
+    "of them, like conf/acl/): AccessKey + HMAC-SHA1 Signature, topic and group permissions. Repeatable. "
+    "broker.conf's aclEnable=true reads plain_acl.yml (and acl/) beside the broker.conf.",
+)
 def serve(
     store_arg,
     store,
@@ -118,6 +128,7 @@ def serve(
     access_keys,
     secret_keys,
     access_keys_file,
+    acl_paths,
 ):
     """Serve a store to RocketMQ clients: RocketMQ 5 clients over gRPC (--listen), RocketMQ 4.x clients and
     mqadmin over the remoting protocol (a name server on --namesrv, a broker on --remoting registered in it);
@@ -126,8 +137,9 @@ def serve(
     NotifyClientTermination). Unacked messages come back through %RETRY%<group>_<topic> and end in
     %DLQ%<group> after the max attempts. ReceiveMessage needs an invisible time of at least
     minInvisibleTimeMillsForRecv (10 s; auto_renew receives get defaultInvisibleTimeMills). With access keys,
-    requests that do not verify (RocketMQ 5's HMAC-SHA1 signature) are refused as UNAUTHORIZED. Stops cleanly
-    on SIGINT/SIGTERM."""
+    requests that do not verify (RocketMQ 5's HMAC-SHA1 signature) are refused as UNAUTHORIZED. With --acl (or
+    aclEnable=true), remoting requests are checked as RocketMQ's plain ACL does (refused with SYSTEM_ERROR and
+    an AclException remark). Stops cleanly on SIGINT/SIGTERM."""
     if (store_arg is None) == (store is None):
         raise click.UsageError("give the store directory once: as STORE (like every command) or --store")
     store = store or store_arg
@@ -156,6 +168,7 @@ def serve(
         from ..serve.auth import keys_from_broker_conf
 
         keys_from_broker_conf(cfg.extra)  # a bad authentication setting in broker.conf fails here
+        remoting_acl = _remoting_acl(acl_paths, conf, cfg.extra)
     except (OSError, ValueError) as e:
         click.echo(f"rocketstore: error: {e}", err=True)
         sys.exit(1)
@@ -172,6 +185,7 @@ def serve(
             namesrv=None if no_namesrv else namesrv,
             remoting=None if no_remoting else remoting,
             remoting_advertise=remoting_advertise,
+            remoting_acl=remoting_acl,
         )
     except (OSError, RocketStoreError, RuntimeError) as e:
         click.echo(f"rocketstore: error: {e}", err=True)
@@ -201,6 +215,19 @@ def _access_keys(access_keys, secret_keys, path) -> dict[str, str]:
             raise ValueError("--access-key cannot be blank")
         keys[ak] = sk
     return keys
+
+
+def _remoting_acl(paths, conf, extra):
+    """The plain ACL of the remoting side: --acl files, else with broker.conf's aclEnable=true the
+    plain_acl.yml and acl/ beside the broker.conf (RocketMQ's conf/plain_acl.yml and conf/acl/); None: no ACL."""
+    from ..remoting.acl_files import load_plain_acl
+
+    if not paths and str((extra or {}).get("aclEnable", "false")).strip().lower() == "true":
+        here = os.path.dirname(os.path.abspath(conf))
+        paths = [p for p in (os.path.join(here, "plain_acl.yml"), os.path.join(here, "acl")) if os.path.exists(p)]
+        if not paths:
+            raise ValueError(f"aclEnable=true in {conf}, but no plain_acl.yml or acl/ beside it: give --acl FILE")
+    return load_plain_acl(*paths) if paths else None
 
 
 def register(cli) -> None:

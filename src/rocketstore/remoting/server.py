@@ -7,7 +7,8 @@ holding up the connection; a handler returns the response (its opaque and respon
 Oneway requests (flag bit 1) never get an answer. Unknown codes get REQUEST_CODE_NOT_SUPPORTED with RocketMQ's
 remark, a handler's HeaderError or exception SYSTEM_ERROR. Limits: `max_connections` (more are closed at once) and
 `max_in_flight` requests over all connections (more get SYSTEM_BUSY "[OVERLOAD]..." as RocketMQ answers when its
-executor rejects a task). Responses that clients send to requests of this server (`Connection.request`, e.g. a
+executor rejects a task). `before_request(cmd, conn)` may refuse a request (the ACL): the response it returns
+is sent instead of the handler's (it must not raise). Responses that clients send to requests of this server (`Connection.request`, e.g. a
 broker asking a producer about a transaction) are matched by opaque."""
 
 import asyncio
@@ -98,6 +99,7 @@ class RemotingServer:
         max_in_flight: int = 4096,
         on_close: Callable[[Connection], None] | None = None,
         on_request: Callable[[RemotingCommand, Connection], None] | None = None,
+        before_request: Callable[[RemotingCommand, Connection], RemotingCommand | None] | None = None,
     ):
         self.handlers = dict(handlers)
         self.name = name
@@ -107,6 +109,7 @@ class RemotingServer:
         self.max_in_flight = max_in_flight
         self.on_close = on_close
         self.on_request = on_request
+        self.before_request = before_request
         self.connections: dict[int, Connection] = {}
         self.in_flight = 0
         self._server: asyncio.AbstractServer | None = None
@@ -185,7 +188,10 @@ class RemotingServer:
     async def _handle(self, cmd: RemotingCommand, conn: Connection) -> None:
         try:
             handler = self.handlers.get(cmd.code)
-            if handler is None:
+            refusal = None if self.before_request is None else self.before_request(cmd, conn)
+            if refusal is not None:
+                response = refusal
+            elif handler is None:
                 log.info("%s: %s sent unsupported request code %d", self.name, conn.remote, cmd.code)
                 response = self._answer(cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(cmd.code))
             else:

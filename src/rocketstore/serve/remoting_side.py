@@ -2,10 +2,12 @@
 event loop, over the store the gRPC side serves, so both protocols share messages, topics and consumer offsets.
 The broker registers into the built-in name server; the advertised broker address (what routes name) is
 --remoting-advertise, else broker.conf's brokerIP1 with the --remoting port, else the --remoting address (this
-machine's address for a wildcard one)."""
+machine's address for a wildcard one). With `acl` (remoting.acl.PlainAcl) both check every request, and its
+files are reloaded when they change."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from . import address
@@ -14,8 +16,12 @@ log = logging.getLogger("rocketstore.serve")
 
 
 class RemotingSide:
-    def __init__(self, store, store_config, namesrv: str | None, remoting: str | None, advertise: str | None = None):
+    def __init__(
+        self, store, store_config, namesrv: str | None, remoting: str | None, advertise: str | None = None, acl=None
+    ):
         self.store = store
+        self.acl = acl
+        self._acl_watch = None
         self.store_config = store_config
         self.namesrv_listen = address.parse_host_port(namesrv, "--namesrv") if namesrv else None
         self.remoting_listen = address.parse_host_port(remoting, "--remoting") if remoting else None
@@ -31,11 +37,15 @@ class RemotingSide:
                 address.check_bindable(*listen)
 
     async def start(self) -> None:
+        from ..remoting.acl_files import watch_files
         from ..remoting.broker import Broker, BrokerSettings
         from ..remoting.namesrv import NameServer
 
+        if self.acl is not None and self.acl.paths:
+            self._acl_watch = asyncio.ensure_future(watch_files(self.acl))
+
         if self.namesrv_listen is not None:
-            self.namesrv = NameServer()
+            self.namesrv = NameServer(acl=self.acl)
             self.namesrv_port = await self.namesrv.start(*self.namesrv_listen)
         if self.remoting_listen is not None:
             host, port = self.remoting_listen
@@ -48,10 +58,12 @@ class RemotingSide:
                 adv_port = port
             settings = BrokerSettings.from_extra(self.store_config.extra, brokerIP1=ip, listenPort=adv_port)
             routes = self.namesrv.routes if self.namesrv is not None else None
-            self.broker = Broker(self.store, settings, routes=routes)
+            self.broker = Broker(self.store, settings, routes=routes, acl=self.acl)
             self.broker_port = await self.broker.start(host, port)
 
     async def close(self) -> None:
+        if self._acl_watch is not None:
+            self._acl_watch.cancel()
         if self.broker is not None:
             await self.broker.close()
         if self.namesrv is not None:
@@ -66,4 +78,6 @@ class RemotingSide:
                 f"broker {self.broker.settings.brokerName} on {address.join(self.remoting_listen[0], self.broker_port)}"
                 f" (routes name {self.broker.settings.address})"
             )
+        if parts and self.acl is not None:
+            parts.append(f"ACL: {len(self.acl.accounts)} account(s)")
         return ", ".join(parts)

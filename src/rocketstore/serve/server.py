@@ -49,12 +49,15 @@ class Server:
         namesrv: str | None = None,
         remoting: str | None = None,
         remoting_advertise: str | None = None,
+        remoting_acl=None,
         **overrides,
     ):
         self.host, self.port = parse_listen(listen)
         self.grpc_enabled = grpc_enabled
         # the remoting side (RocketMQ 4.x clients): a name server and a broker on the same loop and store
-        self.remoting = RemotingSide(None, store_config or StoreConfig(), namesrv, remoting, remoting_advertise)
+        self.remoting = RemotingSide(
+            None, store_config or StoreConfig(), namesrv, remoting, remoting_advertise, acl=remoting_acl
+        )
         # what the routes name: --advertise, else the listen address (this machine's address for a wildcard)
         self.advertised: tuple[str, int] | None = address.parse_advertise(advertise) if advertise else None
         self.request_log_interval = request_log_interval
@@ -186,7 +189,7 @@ def serve_forever(
     **sides,
 ) -> None:
     """Serve until SIGINT or SIGTERM, then stop cleanly. `sides`: grpc_enabled, namesrv, remoting,
-    remoting_advertise (Server's)."""
+    remoting_advertise, remoting_acl (Server's)."""
     server = Server(
         store_path,
         listen,

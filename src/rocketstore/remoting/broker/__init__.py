@@ -9,8 +9,9 @@ created.
 
 Queue locks for orderly consumers: locks.py. Send-back of failed messages (%RETRY%group, delay levels, %DLQ%group):
 send_back.py, over the subscription groups (subscriptions.py, config/subscriptionGroup.json). Transactions: transaction.py
-over the store's shared pending state (serve/transaction.py). Not served yet: ACL, and mqadmin's admin requests
-(runtime info, topic updates)."""
+over the store's shared pending state (serve/transaction.py). With `acl` (a remoting.acl.PlainAcl, RocketMQ's
+aclEnable with a plain_acl.yml) every request is checked before its handler. Not served yet: mqadmin's admin
+requests (runtime info, topic updates)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import time
 from dataclasses import dataclass
 
 from ...serve.transaction import Transactions
+from ..acl import remoting_hook
 from ..namesrv.routes import DataVersion
 from ..server import RemotingServer
 from .clients import Clients
@@ -83,7 +85,7 @@ class BrokerSettings:
 
 
 class Broker:
-    def __init__(self, store, settings: BrokerSettings | None = None, routes=None, **server_options):
+    def __init__(self, store, settings: BrokerSettings | None = None, routes=None, acl=None, **server_options):
         self.store = store
         self.settings = settings or BrokerSettings()
         self.routes = routes  # the built-in name server's RouteTable, or None
@@ -102,6 +104,8 @@ class Broker:
             handlers.update(part.handlers())
         handlers.update(self.send_back.handlers())
         handlers.update(self.subscription_groups.handlers())
+        if acl is not None:
+            server_options["before_request"] = remoting_hook(acl)
         self.server = RemotingServer(handlers, name="broker", on_close=self.clients.connection_closed, **server_options)
         self._tasks: set[asyncio.Task] = set()
         self._version = DataVersion(0, int(time.time() * 1000), 0)

@@ -1,12 +1,14 @@
 """RocketMQ's name server over the remoting protocol (default port 9876): brokers register their topics, clients
 ask for routes. `NameServer.routes` is the data model the built-in broker registers into directly
-(`routes.register_broker(..., timeout_ms=None)`)."""
+(`routes.register_broker(..., timeout_ms=None)`). With `acl` (a remoting.acl.PlainAcl) every request is checked
+as RocketMQ 5's proxy checks the route queries it answers; RocketMQ's own name server checks none."""
 
 import asyncio
 import logging
 import time
 from dataclasses import dataclass, fields
 
+from ..acl import remoting_hook
 from ..server import RemotingServer
 from .kv import KVConfig
 from .processor import make_handlers
@@ -71,8 +73,10 @@ def _text(value) -> str:
 
 
 class NameServer:
-    def __init__(self, settings: NamesrvSettings | None = None, **server_options):
+    def __init__(self, settings: NamesrvSettings | None = None, acl=None, **server_options):
         self.settings = settings or NamesrvSettings()
+        if acl is not None:
+            server_options["before_request"] = remoting_hook(acl)
         self.routes = RouteTable(self.settings.deleteTopicWithBrokerRegistration)
         self.kv = KVConfig(self.settings.kvConfigPath or None)
         self.server = RemotingServer(
