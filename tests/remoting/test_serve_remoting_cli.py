@@ -94,3 +94,34 @@ def test_nothing_to_serve_is_a_usage_error(tmp_path):
     )  # fmt: skip
     assert r.returncode == 2 and "nothing to serve" in r.stderr
     assert not os.path.exists(tmp_path / "s")
+
+
+def test_records_name_the_broker_as_their_store_host(tmp_path):
+    # RocketMQ's broker writes its own address (brokerIP1:listenPort) into STOREHOST, and clients act on it: the
+    # C++ core sends a failed message back to the host of its offset msgId. On a port other than 10911 too.
+    ns_port, broker_port = free_port(), free_port()
+    proc, _ = serve(tmp_path, "--no-grpc", "--namesrv", f"127.0.0.1:{ns_port}", "--remoting",
+                    f"127.0.0.1:{broker_port}")  # fmt: skip
+
+    async def send():
+        b = await Client.connect(broker_port)
+        ext = {"producerGroup": "pg", "topic": "T", "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
+               "queueId": "0", "sysFlag": "0", "bornTimestamp": "1700000000000", "flag": "0",
+               "properties": "UNIQ_KEY\x01U1\x02", "reconsumeTimes": "0"}  # fmt: skip
+        r = await b.call(RC.SEND_MESSAGE, ext, b"hello")
+        await b.close()
+        return r
+
+    try:
+        r = asyncio.run(send())
+        assert r.code == 0, r.remark
+        # the offset msgId: store host (ip, port) then the commit log offset, upper-case hex
+        assert r.ext_fields["msgId"] == f"7F000001{broker_port:08X}{0:016X}"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    from rocketstore import MessageStore
+
+    with MessageStore.open(str(tmp_path / "store"), read_only=True) as s:
+        m = s.get("g", "T", 0, 0, 1).messages[0]
+        assert (m.body, m.store_host) == (b"hello", f"127.0.0.1:{broker_port}")

@@ -49,17 +49,32 @@ class RemotingSide:
             self.namesrv_port = await self.namesrv.start(*self.namesrv_listen)
         if self.remoting_listen is not None:
             host, port = self.remoting_listen
-            if self.advertised is not None:
-                ip, adv_port = self.advertised
-            else:  # broker.conf's brokerIP1, else the listen host (this machine's address for a wildcard)
-                ip = (self.store_config.extra or {}).get("brokerIP1") or (
-                    address.local_address() if address.is_wildcard(host) else host
-                )
-                adv_port = port
+            ip, adv_port = self.broker_address()
             settings = BrokerSettings.from_extra(self.store_config.extra, brokerIP1=ip, listenPort=adv_port)
             routes = self.namesrv.routes if self.namesrv is not None else None
             self.broker = Broker(self.store, settings, routes=routes, acl=self.acl)
             self.broker_port = await self.broker.start(host, port)
+
+    def broker_address(self) -> tuple[str, int]:
+        """The address the broker is advertised at (brokerIP1:listenPort): --remoting-advertise, else broker.conf's
+        brokerIP1, else the listen host (this machine's address for a wildcard one), with the --remoting port (0:
+        the port bound, known only after the start)."""
+        if self.advertised is not None:
+            return self.advertised
+        host, port = self.remoting_listen
+        ip = (self.store_config.extra or {}).get("brokerIP1") or (
+            address.local_address() if address.is_wildcard(host) else host
+        )
+        return ip, port
+
+    def store_host(self) -> str | None:
+        """What the store should write as STOREHOST: the broker's address, as RocketMQ's broker writes its own
+        (a consumer sends failed messages back, and mqadmin looks messages up, at the address in their offset
+        msgId); None without a broker or before its port is known."""
+        if self.remoting_listen is None:
+            return None
+        ip, port = self.broker_address()
+        return address.join(ip, port) if port else None
 
     async def close(self) -> None:
         if self._acl_watch is not None:

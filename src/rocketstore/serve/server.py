@@ -6,6 +6,7 @@ file left). Listens on --listen, names --advertise (or this machine's address, a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import signal
 import sys
@@ -79,6 +80,11 @@ class Server:
         if self.grpc_enabled:
             address.check_bindable(self.host, self.port)  # an address in use: one clear error, store untouched
         self.remoting.check_bindable()
+        broker_host = self.remoting.store_host()
+        if broker_host is not None and self.store_config.store_host == StoreConfig.store_host:
+            # no storeHost of the operator's: the records name the broker, as RocketMQ's do
+            self.store_config = dataclasses.replace(self.store_config, store_host=broker_host)
+            self.remoting.store_config = self.store_config
         self.store = MessageStore.open(self.store_path, self.store_config)
         self.remoting.store = self.store
         try:
