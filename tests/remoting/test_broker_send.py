@@ -4,7 +4,7 @@ batch=true), what the store then holds (read back with store.get), and RocketMQ'
 import struct
 
 import pytest
-from broker_fixtures import with_broker
+from broker_fixtures import open_store, with_broker
 
 from rocketstore.formats.inner_batch import encode_messages
 from rocketstore.formats.record import make_msg_id, host_to_bytes
@@ -144,6 +144,22 @@ def test_delay_level_goes_to_the_schedule_topic(tmp_path):
     # its unit's tagsCode is the delivery time: store time + level 3's 10 s
     assert store.queue_unit("SCHEDULE_TOPIC_XXXX", 2, 0)[2] == m.store_timestamp + 10_000
     assert store.max_offset("T", 3) == 0
+    store.close()
+
+
+def test_delay_level_past_the_configured_ones_is_the_last(tmp_path):
+    # HookUtils.transformDelayLevelMessage caps at ScheduleMessageService.maxDelayLevel: the number of
+    # messageDelayLevel entries (here 3), and the DELAY property says the level it got
+    async def scenario(broker, c, store):
+        return await c.call(RC.SEND_MESSAGE, send_ext(queue_id=1, props="DELAY\x0117\x02UNIQ_KEY\x01D2\x02"), b"x")
+
+    store = open_store(tmp_path, message_delay_level="1s 2s 3s")
+    r, store = with_broker(tmp_path, scenario, store=store)
+    assert r.code == R.SUCCESS
+    store.wait_dispatched(10)
+    (m,) = store.get("g", "SCHEDULE_TOPIC_XXXX", 2, 0).messages  # level 3 -> queue 2
+    assert (m.properties["DELAY"], m.properties["REAL_TOPIC"], m.properties["REAL_QID"]) == ("3", "T", "1")
+    assert store.queue_unit("SCHEDULE_TOPIC_XXXX", 2, 0)[2] == m.store_timestamp + 3_000
     store.close()
 
 

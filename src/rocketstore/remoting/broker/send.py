@@ -26,7 +26,8 @@ from .. import headers
 from ..codes import ResponseCode
 from ..command import RemotingCommand, response_to
 from . import properties as BP
-from .topics import FAQ, RETRY_PREFIX, SCHEDULE_TOPIC, send_refusal
+from .send_back import max_delay_level, to_schedule
+from .topics import FAQ, RETRY_PREFIX, send_refusal
 
 REQUIRED = {"producerGroup": "str", "topic": "str", "defaultTopic": "str", "defaultTopicQueueNums": "int",
             "queueId": "int", "sysFlag": "int", "bornTimestamp": "long", "flag": "int"}  # fmt: skip
@@ -37,9 +38,7 @@ V2_NAMES = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defau
             "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName"}  # fmt: skip
 _LONG_TO_SHORT = {v: k for k, v in V2_NAMES.items()}
 
-MAX_DELAY_LEVEL = 18
 REGION_ID = "DefaultRegion"  # BrokerConfig.regionId
-REAL_TOPIC, REAL_QID = "REAL_TOPIC", "REAL_QID"
 TRAN_PREPARED = "TRAN_MSG"
 
 
@@ -164,13 +163,9 @@ class SendProcessor:
         if prepared:
             return await self._prepare(cmd, conn, h, queue_id, props, uniq)
         level = _delay_level(props)
-        if level > 0:  # HookUtils.transformDelayLevelMessage
-            level = min(level, MAX_DELAY_LEVEL)
-            if level != _delay_level(props):
-                props[P.DELAY] = str(level)
-            props[REAL_TOPIC] = topic
-            props[REAL_QID] = str(put_queue)
-            topic = SCHEDULE_TOPIC
+        if level > 0:  # HookUtils.transformDelayLevelMessage: past the configured levels is the last one
+            topic, schedule_queue = to_schedule(props, topic, put_queue, level, max_delay_level(self.store))
+            level = schedule_queue + 1
         msg = Message(
             topic,
             cmd.body or b"",
