@@ -5,7 +5,7 @@ BenchmarkTest, the cluster's and the broker's own names, OFFSET_MOVED_EVENT and 
 
 Auto-creation as the broker does it: a send to an unknown topic whose defaultTopic (TBW102) has the inherit
 permission creates it with min(the producer's defaultTopicQueueNums, the default topic's write queues) queues
-(createTopicInSendMessageMethod); a consumer's heartbeat creates %RETRY%group with one queue
+(createTopicInSendMessageMethod); a consumer's heartbeat creates %RETRY%group with its group's retryQueueNums queues
 (createTopicInSendMessageBackMethod). Every change re-registers the broker's topics with the name server."""
 
 from __future__ import annotations
