@@ -5,7 +5,14 @@ names: {"code":105,"extFields":{"topic":"T"},"flag":0,"language":"JAVA","opaque"
 "serializeTypeCurrentRPC":"JSON","version":479}. `body` is transient and is not in the header.
 
 Reading is what fastjson's parser does with a RemotingCommand: numbers for the int fields, the language by name,
-extFields as a String map (a client that writes a number or a boolean there, as jsoncpp may, gets its text)."""
+extFields as a String map (a client that writes a number or a boolean there, as jsoncpp may, gets its text).
+
+Every request and response passes through here, so each direction has a fast path for the shape clients and this
+server use (plain int fields, a known language, string remark and extFields values) beside the general one
+(`encode_bean`, `decode_general`), which stays the reference and takes everything else; tests hold the two to the
+same output (tests/remoting/test_header_json_fast.py)."""
+
+import json
 
 from . import fastjson
 from .codes import LanguageCode, SerializeType
@@ -13,9 +20,48 @@ from .command import RemotingCommand
 from .errors import RemotingProtocolError
 
 INT32 = (-(2**31), 2**31 - 1)
+_LANGUAGE_NAMES = {int(code): code.name for code in LanguageCode}
+_LANGUAGE_CODES = {code.name: int(code) for code in LanguageCode}
+
+
+def _plain_int(value) -> bool:
+    return isinstance(value, int) and value.__class__ is not bool
 
 
 def encode(cmd: RemotingCommand) -> bytes:
+    """The header as fastjson writes the bean: the fields in their sorted order, spelled out here for the common
+    command (int fields, string remark and extFields); anything else goes to `encode_bean`."""
+    code, flag, opaque, version, remark, ext = cmd.code, cmd.flag, cmd.opaque, cmd.version, cmd.remark, cmd.ext_fields
+    try:
+        language = _LANGUAGE_NAMES[cmd.language]
+    except (KeyError, TypeError):
+        return encode_bean(cmd)
+    if not (_plain_int(code) and _plain_int(flag) and _plain_int(opaque) and _plain_int(version)):
+        return encode_bean(cmd)
+    quote = fastjson.quote
+    out = ['{"code":%d' % code]
+    if ext is not None:
+        if ext.__class__ is not dict:
+            return encode_bean(cmd)
+        entries = []
+        for key, value in ext.items():
+            if value is None:
+                continue  # fastjson leaves a map's null values out
+            if key.__class__ is not str or value.__class__ is not str:
+                return encode_bean(cmd)
+            entries.append(quote(key) + ":" + quote(value))
+        out.append(',"extFields":{' + ",".join(entries) + "}")
+    out.append(',"flag":%d,"language":"%s","opaque":%d' % (flag, language, opaque))
+    if remark is not None:
+        if remark.__class__ is not str:
+            return encode_bean(cmd)
+        out.append(',"remark":' + quote(remark))
+    out.append(',"serializeTypeCurrentRPC":"JSON","version":%d}' % version)
+    return "".join(out).encode("utf-8")
+
+
+def encode_bean(cmd: RemotingCommand) -> bytes:
+    """The general writer: the command as a fastjson Bean."""
     try:
         language = LanguageCode(cmd.language).name
     except ValueError:
@@ -57,6 +103,38 @@ def _text(value) -> str:
 
 
 def decode(data: bytes) -> RemotingCommand:
+    """The header as `decode_general` reads it; valid JSON with int fields in range, a known language name, a
+    string remark and string extFields values is taken apart here, anything else goes to `decode_general`."""
+    try:
+        obj = json.loads(str(data, "utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return decode_general(data)  # fastjson's bare map keys, or an error to report
+    if obj.__class__ is not dict:
+        return decode_general(data)
+    get = obj.get
+    code, version, opaque, flag = get("code", 0), get("version", 0), get("opaque", 0), get("flag", 0)
+    low, high = INT32
+    for value in (code, version, opaque, flag):
+        if value.__class__ is not int or not low <= value <= high:
+            return decode_general(data)
+    language = get("language", "JAVA")
+    language = _LANGUAGE_CODES.get(language) if language.__class__ is str else None
+    remark = get("remark")
+    ext = get("extFields")
+    if language is None or (remark is not None and remark.__class__ is not str):
+        return decode_general(data)
+    if ext is not None:
+        if ext.__class__ is not dict:
+            return decode_general(data)
+        for value in ext.values():
+            if value.__class__ is not str:
+                return decode_general(data)
+    return RemotingCommand(code, language, version, opaque, flag, remark, ext, b"", SerializeType.JSON)
+
+
+def decode_general(data: bytes) -> RemotingCommand:
+    """The general reader: fastjson's leniency (numeric strings in int fields, numbers and booleans in
+    extFields, unknown language names, bare integer map keys) and the errors."""
     obj = fastjson.loads(data)
     if not isinstance(obj, dict):
         raise RemotingProtocolError("JSON header is not an object")
