@@ -13,6 +13,7 @@ server use (plain int fields, a known language, string remark and extFields valu
 same output (tests/remoting/test_header_json_fast.py)."""
 
 import json
+import re
 
 from . import fastjson
 from .codes import LanguageCode, SerializeType
@@ -28,36 +29,51 @@ def _plain_int(value) -> bool:
     return isinstance(value, int) and value.__class__ is not bool
 
 
+# json's C encoder writes what fastjson writes for this shape (a dict's order, "," and ":" alone, the short escapes
+# \b \t \n \f \r \" \\ and \u00XX for the other control characters) except for two things found afterwards in
+# its output: it spells the hex digits of \u001A..\u001F (and \u000B, \u000E, \u000F) in lower case and leaves
+# 127..159 unescaped, where fastjson writes \u00XX in upper case; a header with either goes to the general writer
+_JSON = json.JSONEncoder(ensure_ascii=False, check_circular=False, separators=(",", ":"))
+_NOT_AS_FASTJSON = re.compile(r"\\u00[01][a-f]|[\x7f-\x9f]")
+
+
 def encode(cmd: RemotingCommand) -> bytes:
-    """The header as fastjson writes the bean: the fields in their sorted order, spelled out here for the common
-    command (int fields, string remark and extFields); anything else goes to `encode_bean`."""
+    """The header as fastjson writes the bean (its fields in sorted order, nulls left out), in one call of json's
+    C encoder for the common command (int fields, a string remark, string extFields values); anything else, and a
+    text json would escape otherwise than fastjson, goes to `encode_bean`."""
     code, flag, opaque, version, remark, ext = cmd.code, cmd.flag, cmd.opaque, cmd.version, cmd.remark, cmd.ext_fields
     try:
         language = _LANGUAGE_NAMES[cmd.language]
     except (KeyError, TypeError):
         return encode_bean(cmd)
-    if not (_plain_int(code) and _plain_int(flag) and _plain_int(opaque) and _plain_int(version)):
-        return encode_bean(cmd)
-    quote = fastjson.quote
-    out = ['{"code":%d' % code]
+    if not (code.__class__ is int and flag.__class__ is int and opaque.__class__ is int and version.__class__ is int):
+        if not (_plain_int(code) and _plain_int(flag) and _plain_int(opaque) and _plain_int(version)):
+            return encode_bean(cmd)
+    bean = {"code": code}
     if ext is not None:
         if ext.__class__ is not dict:
             return encode_bean(cmd)
-        entries = []
         for key, value in ext.items():
-            if value is None:
-                continue  # fastjson leaves a map's null values out
             if key.__class__ is not str or value.__class__ is not str:
-                return encode_bean(cmd)
-            entries.append(quote(key) + ":" + quote(value))
-        out.append(',"extFields":{' + ",".join(entries) + "}")
-    out.append(',"flag":%d,"language":"%s","opaque":%d' % (flag, language, opaque))
+                if value is not None or key.__class__ is not str:
+                    return encode_bean(cmd)
+                ext = {k: v for k, v in ext.items() if v is not None}  # fastjson leaves a map's nulls out
+                break
+        bean["extFields"] = ext
+    bean["flag"] = flag
+    bean["language"] = language
+    bean["opaque"] = opaque
     if remark is not None:
         if remark.__class__ is not str:
             return encode_bean(cmd)
-        out.append(',"remark":' + quote(remark))
-    out.append(',"serializeTypeCurrentRPC":"JSON","version":%d}' % version)
-    return "".join(out).encode("utf-8")
+        bean["remark"] = remark
+    bean["serializeTypeCurrentRPC"] = "JSON"
+    bean["version"] = version
+    text = _JSON.encode(bean)
+    # isascii is a flag of the string: the usual header skips the pattern
+    if (not text.isascii() or "\\u00" in text) and _NOT_AS_FASTJSON.search(text):
+        return encode_bean(cmd)
+    return text.encode("utf-8")
 
 
 def encode_bean(cmd: RemotingCommand) -> bytes:

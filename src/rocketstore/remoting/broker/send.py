@@ -47,13 +47,17 @@ def read_header(cmd: RemotingCommand, v2: bool) -> dict:
     return (_SPEC_V2 if v2 else _SPEC).read(cmd)
 
 
+# the statuses of a put that stored the message, and their response codes
+_STORED = {PutStatus.PUT_OK: ResponseCode.SUCCESS, PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+           PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+           PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE}  # fmt: skip
+
+
 def put_status_answer(status: PutStatus, max_message_size: int) -> tuple[int, str | None]:
     """handlePutMessageResult: the response code and remark of a put's status."""
-    ok = {PutStatus.PUT_OK: ResponseCode.SUCCESS, PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
-          PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
-          PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE}  # fmt: skip
-    if status in ok:
-        return ok[status], None
+    ok = _STORED.get(status)
+    if ok is not None:
+        return ok, None
     if status is PutStatus.CREATE_MAPPED_FILE_FAILED:
         return ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."
     if status in (PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED):
