@@ -115,9 +115,15 @@ class PullProcessor:
         return await self._look(cmd, h, sub)
 
     async def _look(self, cmd, h, sub):
-        # the get and the copy of what it found in one trip to a worker thread (each trip costs the loop more CPU
-        # than a get of 32 messages)
-        r, body = await asyncio.to_thread(self._get, h, sub)
+        if sub[0] == "TAG":
+            # on the loop: the get holds the GIL from start to end (in C or in Python, page faults included), so a
+            # worker thread would block the loop as long, and its trip there and back costs the loop more CPU than a
+            # get of 32 messages
+            r, body = self._get(h, sub)
+        else:
+            # a SQL92 filter may read many records for few matches: in a worker, where the GIL's switch interval
+            # lets the loop in between
+            r, body = await asyncio.to_thread(self._get, h, sub)
         code = response_code(r.status, h["queueOffset"])
         ext = {
             "suggestWhichBrokerId": "0",
@@ -143,7 +149,9 @@ class PullProcessor:
         read = self.store.commitlog.read
         parts = []
         for m in messages:
-            view = read(m.physical_offset, m.size)
-            if view is not None:
-                parts.append(view)
+            record = m.record()  # the native get's copy, if it made one
+            if record is None:
+                record = read(m.physical_offset, m.size)
+            if record is not None:
+                parts.append(record)
         return b"".join(parts)  # one copy, out of the mapped CommitLog
