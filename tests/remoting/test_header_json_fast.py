@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketstore.remoting import frame, header_json, headers
+from rocketstore.remoting import fastjson, frame, header_json, headers
 from rocketstore.remoting.broker import send
 from rocketstore.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from rocketstore.remoting.command import RemotingCommand
@@ -121,6 +121,15 @@ def _outcome(fn, *args):
 @given(commands)
 def test_fast_encode_writes_what_the_bean_writer_writes(cmd):
     assert _outcome(header_json.encode, cmd) == _outcome(header_json.encode_bean, cmd)
+
+
+@pytest.mark.parametrize("text", ["\x7f", "a\x7fb", "\x0b", "\x1a", "\x1f", "\x80", "\x9f", "\xa0", "\\u001a", "é\x01"])
+def test_escapes_json_writes_otherwise_than_fastjson(text):
+    # DEL (ASCII, yet \u007F for fastjson), 128..159, and the control characters whose \u00XX has hex letters
+    cmd = RemotingCommand(code=1, remark=text, ext_fields={text: text})
+    quoted = fastjson.quote(text).encode()
+    assert header_json.encode(cmd) == header_json.encode_bean(cmd)
+    assert b'"remark":' + quoted + b"," in header_json.encode(cmd)
 
 
 # ---------------------------------------------------------------- decode: fast == general on random headers

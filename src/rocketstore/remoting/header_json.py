@@ -70,8 +70,8 @@ def encode(cmd: RemotingCommand) -> bytes:
     bean["serializeTypeCurrentRPC"] = "JSON"
     bean["version"] = version
     text = _JSON.encode(bean)
-    # isascii is a flag of the string: the usual header skips the pattern
-    if (not text.isascii() or "\\u00" in text) and _NOT_AS_FASTJSON.search(text):
+    # isascii is a flag of the string (DEL, 127, is ASCII): the usual header skips the pattern
+    if (not text.isascii() or "\\u00" in text or "\x7f" in text) and _NOT_AS_FASTJSON.search(text):
         return encode_bean(cmd)
     return text.encode("utf-8")
 
