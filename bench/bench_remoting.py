@@ -8,7 +8,9 @@ The server is `python -m rocketstore.cli serve STORE --no-grpc` in a subprocess 
 127.0.0.1, a fresh store under a temporary directory), so the client's CPU and the server's are apart: every
 row prints the wall time of its timed section, the server process's CPU seconds over it (utime + stime from
 /proc/PID/stat) and the client's own, and names as the bottleneck the side whose CPU is closer to the wall
-time (a side near 1.0 CPU s per wall s is saturated: the server is one asyncio loop).
+time (a side near 1.0 CPU s per wall s is saturated: the server is one asyncio loop). The µs/req columns are
+each side's CPU over the requests of the row (a send is one message; a pull asks for up to 32), the cost that
+stays put when the machine is loaded and the wall time does not.
 
 Rows (each the best of --runs, default 3; --quick: 10,000 messages, 1 run; each send row on a fresh topic):
   library      put             store.put, one message a call, in this process on a fresh store (the peer of
@@ -181,12 +183,14 @@ async def send_conn(port, frames, inflight):
 
 
 async def pull_conn(port, topic, queues, opaques):
-    """Pulls each of `queues` to its end, one request in flight per queue; messages pulled."""
+    """Pulls each of `queues` to its end, one request in flight per queue: (messages pulled, requests made)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     pending: dict[int, tuple[int, int]] = {}  # opaque -> (queue, offset asked)
-    got = 0
+    got = asked = 0
 
     def ask(q, offset):
+        nonlocal asked
+        asked += 1
         ext = {"consumerGroup": "bench-cg", "topic": topic, "queueId": str(q), "queueOffset": str(offset),
                "maxMsgNums": "32", "sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0",
                "subscription": "*", "subVersion": "0", "expressionType": "TAG"}  # fmt: skip
@@ -206,7 +210,7 @@ async def pull_conn(port, topic, queues, opaques):
         elif r.code != R.PULL_NOT_FOUND:
             raise SystemExit(f"pull {topic}/{q}@{offset}: code {r.code} {r.remark}")
     writer.close()
-    return got
+    return got, asked
 
 
 def timed(server, fn):
@@ -229,7 +233,7 @@ def run_send(server, topic, n, body, inflight, conns, opaques):
     wall, scpu, ccpu, bad = timed(server, lambda: asyncio.run(go()))
     if bad:
         raise SystemExit(f"{topic}: {bad} sends not SUCCESS")
-    return wall, scpu, ccpu
+    return wall, scpu, ccpu, n
 
 
 def run_pull(server, topic, n, inflight, conns, opaques):
@@ -239,19 +243,20 @@ def run_pull(server, topic, n, inflight, conns, opaques):
         outs = []
         for qs in queue_sets:  # inflight queues at a time on each connection
             outs.append(pull_conn_batched(server.broker_port, topic, qs, inflight, opaques))
-        return sum(await asyncio.gather(*outs))
+        return [sum(x) for x in zip(*await asyncio.gather(*outs))]
 
-    wall, scpu, ccpu, got = timed(server, lambda: asyncio.run(go()))
+    wall, scpu, ccpu, (got, asked) = timed(server, lambda: asyncio.run(go()))
     if got != n:
         raise SystemExit(f"{topic}: pulled {got} of {n}")
-    return wall, scpu, ccpu
+    return wall, scpu, ccpu, asked
 
 
 async def pull_conn_batched(port, topic, queues, inflight, opaques):
-    got = 0
+    got = asked = 0
     for i in range(0, len(queues), inflight):
-        got += await pull_conn(port, topic, queues[i : i + inflight], opaques)
-    return got
+        g, a = await pull_conn(port, topic, queues[i : i + inflight], opaques)
+        got, asked = got + g, asked + a
+    return got, asked
 
 
 def run_cpp(server, root, topic, n, body):
@@ -283,7 +288,7 @@ def run_cpp(server, root, topic, n, body):
             p.wait()
     if r["bad"]:
         raise SystemExit(f"C++ client: {r['bad']} sends not SEND_OK")
-    return r["wall"], s1 - s0, r["cpu"]
+    return r["wall"], s1 - s0, r["cpu"], n
 
 
 # ------------------------------------------------------------------ the peer: the library in this process
@@ -298,18 +303,19 @@ def run_library(root, n, body, run):
             c0, t0 = time.process_time(), time.perf_counter()
             for i, m in enumerate(msgs):
                 store.put(m, queue_id=i % QUEUES)
-            put = (time.perf_counter() - t0, 0.0, time.process_time() - c0)
+            put = (time.perf_counter() - t0, 0.0, time.process_time() - c0, n)
             store.wait_dispatched(30)
-            c0, t0, got = time.process_time(), time.perf_counter(), 0
+            c0, t0, got, calls = time.process_time(), time.perf_counter(), 0, 0
             for q in range(QUEUES):
                 off = 0
                 while True:
                     r = store.get("peer-group", "PeerTopic", q, off, max_count=32)
+                    calls += 1
                     if r.status != GetStatus.FOUND:
                         break
                     got += len(r.messages)
                     off = r.next_begin_offset
-            get = (time.perf_counter() - t0, 0.0, time.process_time() - c0)
+            get = (time.perf_counter() - t0, 0.0, time.process_time() - c0, calls)
             assert got == n, got
     finally:
         shutil.rmtree(path, ignore_errors=True)
@@ -320,24 +326,29 @@ def run_library(root, n, body, run):
 def report(best, n, cpp_n, order):
     peer_of = {"send": "lib_put", "pull": "lib_get", "cpp": "lib_put"}
     lines = [
-        "| row | msgs/s | vs library | wall s | server CPU s | client CPU s | bottleneck |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| row | msgs/s | vs library | wall s | server CPU s | client CPU s | server µs/req | client µs/req "
+        "| bottleneck |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for key, label in order:
         if key not in best:
             continue
-        wall, scpu, ccpu = best[key]
+        wall, scpu, ccpu, requests = best[key]
         count = cpp_n if key.startswith("cpp") else n
         rate = count / wall
         peer = peer_of.get(key.split("_")[0])
         ratio = f"{rate / (n / best[peer][0]):.2f}x" if peer in best else ""
+        per_client = f"{1e6 * ccpu / requests:.0f}"
         if key.startswith("lib"):
-            neck, server = "in-process (1 CPU)", "-"
+            neck, server, per_server = "in-process (1 CPU)", "-", "-"
         else:
             neck = "server" if scpu >= ccpu else "client"
             neck += f" ({max(scpu, ccpu) / wall:.2f} CPU s/s)"
-            server = f"{scpu:.2f}"
-        lines.append(f"| {label} | {rate:,.0f} | {ratio} | {wall:.3f} | {server} | {ccpu:.2f} | {neck} |")
+            server, per_server = f"{scpu:.2f}", f"{1e6 * scpu / requests:.0f}"
+        lines.append(
+            f"| {label} | {rate:,.0f} | {ratio} | {wall:.3f} | {server} | {ccpu:.2f} | {per_server} | {per_client} "
+            f"| {neck} |"
+        )
     return "\n".join(lines)
 
 
@@ -385,7 +396,8 @@ def main(argv=None) -> int:
     best: dict[str, tuple] = {}
 
     def keep(key, res):
-        print(f"  {key}: {res[0]:.2f} s wall, server {res[1]:.2f} s CPU, client {res[2]:.2f} s CPU", flush=True)
+        print(f"  {key}: {res[0]:.2f} s wall, server {res[1]:.2f} s CPU, client {res[2]:.2f} s CPU, {res[3]} requests",
+              flush=True)  # fmt: skip
         if key not in best or res[0] < best[key][0]:
             best[key] = res
 

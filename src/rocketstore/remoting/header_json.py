@@ -5,7 +5,15 @@ names: {"code":105,"extFields":{"topic":"T"},"flag":0,"language":"JAVA","opaque"
 "serializeTypeCurrentRPC":"JSON","version":479}. `body` is transient and is not in the header.
 
 Reading is what fastjson's parser does with a RemotingCommand: numbers for the int fields, the language by name,
-extFields as a String map (a client that writes a number or a boolean there, as jsoncpp may, gets its text)."""
+extFields as a String map (a client that writes a number or a boolean there, as jsoncpp may, gets its text).
+
+Every request and response passes through here, so each direction has a fast path for the shape clients and this
+server use (plain int fields, a known language, string remark and extFields values) beside the general one
+(`encode_bean`, `decode_general`), which stays the reference and takes everything else; tests hold the two to the
+same output (tests/remoting/test_header_json_fast.py)."""
+
+import json
+import re
 
 from . import fastjson
 from .codes import LanguageCode, SerializeType
@@ -13,9 +21,63 @@ from .command import RemotingCommand
 from .errors import RemotingProtocolError
 
 INT32 = (-(2**31), 2**31 - 1)
+_LANGUAGE_NAMES = {int(code): code.name for code in LanguageCode}
+_LANGUAGE_CODES = {code.name: int(code) for code in LanguageCode}
+
+
+def _plain_int(value) -> bool:
+    return isinstance(value, int) and value.__class__ is not bool
+
+
+# json's C encoder writes what fastjson writes for this shape (a dict's order, "," and ":" alone, the short escapes
+# \b \t \n \f \r \" \\ and \u00XX for the other control characters) except for two things found afterwards in
+# its output: it spells the hex digits of \u001A..\u001F (and \u000B, \u000E, \u000F) in lower case and leaves
+# 127..159 unescaped, where fastjson writes \u00XX in upper case; a header with either goes to the general writer
+_JSON = json.JSONEncoder(ensure_ascii=False, check_circular=False, separators=(",", ":"))
+_NOT_AS_FASTJSON = re.compile(r"\\u00[01][a-f]|[\x7f-\x9f]")
 
 
 def encode(cmd: RemotingCommand) -> bytes:
+    """The header as fastjson writes the bean (its fields in sorted order, nulls left out), in one call of json's
+    C encoder for the common command (int fields, a string remark, string extFields values); anything else, and a
+    text json would escape otherwise than fastjson, goes to `encode_bean`."""
+    code, flag, opaque, version, remark, ext = cmd.code, cmd.flag, cmd.opaque, cmd.version, cmd.remark, cmd.ext_fields
+    try:
+        language = _LANGUAGE_NAMES[cmd.language]
+    except (KeyError, TypeError):
+        return encode_bean(cmd)
+    if not (code.__class__ is int and flag.__class__ is int and opaque.__class__ is int and version.__class__ is int):
+        if not (_plain_int(code) and _plain_int(flag) and _plain_int(opaque) and _plain_int(version)):
+            return encode_bean(cmd)
+    bean = {"code": code}
+    if ext is not None:
+        if ext.__class__ is not dict:
+            return encode_bean(cmd)
+        for key, value in ext.items():
+            if key.__class__ is not str or value.__class__ is not str:
+                if value is not None or key.__class__ is not str:
+                    return encode_bean(cmd)
+                ext = {k: v for k, v in ext.items() if v is not None}  # fastjson leaves a map's nulls out
+                break
+        bean["extFields"] = ext
+    bean["flag"] = flag
+    bean["language"] = language
+    bean["opaque"] = opaque
+    if remark is not None:
+        if remark.__class__ is not str:
+            return encode_bean(cmd)
+        bean["remark"] = remark
+    bean["serializeTypeCurrentRPC"] = "JSON"
+    bean["version"] = version
+    text = _JSON.encode(bean)
+    # isascii is a flag of the string (DEL, 127, is ASCII): the usual header skips the pattern
+    if (not text.isascii() or "\\u00" in text or "\x7f" in text) and _NOT_AS_FASTJSON.search(text):
+        return encode_bean(cmd)
+    return text.encode("utf-8")
+
+
+def encode_bean(cmd: RemotingCommand) -> bytes:
+    """The general writer: the command as a fastjson Bean."""
     try:
         language = LanguageCode(cmd.language).name
     except ValueError:
@@ -57,6 +119,38 @@ def _text(value) -> str:
 
 
 def decode(data: bytes) -> RemotingCommand:
+    """The header as `decode_general` reads it; valid JSON with int fields in range, a known language name, a
+    string remark and string extFields values is taken apart here, anything else goes to `decode_general`."""
+    try:
+        obj = json.loads(str(data, "utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return decode_general(data)  # fastjson's bare map keys, or an error to report
+    if obj.__class__ is not dict:
+        return decode_general(data)
+    get = obj.get
+    code, version, opaque, flag = get("code", 0), get("version", 0), get("opaque", 0), get("flag", 0)
+    low, high = INT32
+    for value in (code, version, opaque, flag):
+        if value.__class__ is not int or not low <= value <= high:
+            return decode_general(data)
+    language = get("language", "JAVA")
+    language = _LANGUAGE_CODES.get(language) if language.__class__ is str else None
+    remark = get("remark")
+    ext = get("extFields")
+    if language is None or (remark is not None and remark.__class__ is not str):
+        return decode_general(data)
+    if ext is not None:
+        if ext.__class__ is not dict:
+            return decode_general(data)
+        for value in ext.values():
+            if value.__class__ is not str:
+                return decode_general(data)
+    return RemotingCommand(code, language, version, opaque, flag, remark, ext, b"", SerializeType.JSON)
+
+
+def decode_general(data: bytes) -> RemotingCommand:
+    """The general reader: fastjson's leniency (numeric strings in int fields, numbers and booleans in
+    extFields, unknown language names, bare integer map keys) and the errors."""
     obj = fastjson.loads(data)
     if not isinstance(obj, dict):
         raise RemotingProtocolError("JSON header is not an object")

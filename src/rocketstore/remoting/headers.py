@@ -17,9 +17,12 @@ def _parse(name: str, kind: str, text: str):
         return text
     if kind == "bool":
         return text.lower() == "true"
-    if not _NUMBER.match(text):
+    if text.isascii() and text.isdigit():  # the common case, cheaper than the pattern: no sign, ASCII digits
+        value = int(text)
+    elif _NUMBER.match(text):
+        value = int(text)
+    else:
         raise HeaderError(f'the custom field <{name}> is not a number: For input string: "{text}"')
-    value = int(text)
     low, high = _RANGES[kind]
     if not low <= value <= high:
         raise HeaderError(f'the custom field <{name}> is out of range: For input string: "{text}"')
@@ -29,17 +32,36 @@ def _parse(name: str, kind: str, text: str):
 def read(cmd: RemotingCommand, required: dict[str, str], optional: dict[str, str] | None = None) -> dict:
     """The header fields of a request: `required` and `optional` map field names to kinds (str, int, long, bool).
     A missing optional field is None."""
-    ext = cmd.ext_fields or {}
-    out = {}
-    for name, kind in required.items():
-        text = ext.get(name)
-        if text is None:
-            raise HeaderError(f"the custom field <{name}> is null")
-        out[name] = _parse(name, kind, text)
-    for name, kind in (optional or {}).items():
-        text = ext.get(name)
-        out[name] = None if text is None else _parse(name, kind, text)
-    return out
+    return Spec(required, optional).read(cmd)
+
+
+class Spec:
+    """A request header's fields, laid out once for a handler that reads the same header on every request:
+    `required` and `optional` as for `read`, and `names` to hand a field back under another name (a V2 send
+    header's short wire names under their long ones); errors name the field as it is on the wire."""
+
+    __slots__ = ("_fields",)
+
+    def __init__(self, required: dict[str, str], optional: dict[str, str] | None = None, names=None):
+        names = names or {}
+        fields = [(wire, kind, True, names.get(wire, wire)) for wire, kind in required.items()]
+        fields += [(wire, kind, False, names.get(wire, wire)) for wire, kind in (optional or {}).items()]
+        self._fields = tuple(fields)
+
+    def read(self, cmd: RemotingCommand) -> dict:
+        ext = cmd.ext_fields or {}
+        out = {}
+        for wire, kind, required, name in self._fields:
+            text = ext.get(wire)
+            if text is None:
+                if required:
+                    raise HeaderError(f"the custom field <{wire}> is null")
+                out[name] = None
+            elif kind == "str":
+                out[name] = text
+            else:
+                out[name] = _parse(wire, kind, text)
+        return out
 
 
 def write(**fields) -> dict[str, str]:

@@ -2,8 +2,13 @@
 server or broker needs).
 
 Each connection reads frames (length checked against `max_frame` before the frame is read; a bad frame closes the
-connection, as NettyDecoder does). Every request runs in its own task, so a handler may wait (long polling) without
-holding up the connection; a handler returns the response (its opaque and response bit are set here) or None.
+connection, as NettyDecoder does). A handler is a coroutine that returns the response (its opaque and response bit
+are set here) or None. It starts at once, on the connection's reader; most (a send, an offset query) finish without
+ever waiting and cost no task of their own. One that waits (long polling, a store read in a worker thread) goes on in
+a task from its first wait, so it never holds up the connection. Until that first wait a handler runs inside the
+reader's task: it must not cancel `asyncio.current_task()` (asyncio.timeout, TaskGroup) before it has awaited
+something. Responses are queued and written once per pass of the event loop, all a connection's ready answers in one
+write; the reader stops reading while its connection's unsent bytes are above the transport's limit.
 Oneway requests (flag bit 1) never get an answer. Unknown codes get REQUEST_CODE_NOT_SUPPORTED with RocketMQ's
 remark, a handler's HeaderError or exception SYSTEM_ERROR. Limits: `max_connections` (more are closed at once) and
 `max_in_flight` requests over all connections (more get SYSTEM_BUSY "[OVERLOAD]..." as RocketMQ answers when its
@@ -14,6 +19,7 @@ broker asking a producer about a transaction) are matched by opaque."""
 import asyncio
 import itertools
 import logging
+import types
 from collections.abc import Awaitable, Callable
 
 from . import frame
@@ -45,6 +51,8 @@ class Connection:
         self._write_lock = asyncio.Lock()
         self._pending: dict[int, asyncio.Future] = {}
         self._opaques = itertools.count(1)
+        self._queued: list[bytes] = []  # frames for the next write (write_soon)
+        self._queued_bytes = 0
         self.closed = False
 
     async def send(self, cmd: RemotingCommand) -> None:
@@ -52,8 +60,34 @@ class Connection:
         async with self._write_lock:
             if self.closed:
                 return
+            self.flush()
             self.writer.write(data)
             await self.writer.drain()
+
+    def write_soon(self, data: bytes) -> None:
+        """Queue a frame: the frames queued in one pass of the event loop go out in one write after it (a
+        pipelining client's answers share a system call instead of one each)."""
+        if self.closed:
+            return
+        self._queued.append(data)
+        self._queued_bytes += len(data)
+        if len(self._queued) == 1:
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        queued, self._queued, self._queued_bytes = self._queued, [], 0
+        if queued and not self.closed:
+            self.writer.write(queued[0] if len(queued) == 1 else b"".join(queued))
+
+    def backlog(self) -> int:
+        """Bytes answered but not yet sent: queued here and in the transport's buffer."""
+        return self._queued_bytes + self.writer.transport.get_write_buffer_size()
+
+    async def drain(self) -> None:
+        async with self._write_lock:
+            if not self.closed:
+                self.flush()
+                await self.writer.drain()
 
     async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send a request to the client and wait for its response."""
@@ -117,6 +151,11 @@ class RemotingServer:
         self._readers: set[asyncio.Task] = set()  # one per connection
         self._closing = False
 
+    @property
+    def waiting_requests(self) -> int:
+        """Requests whose handler is waiting (carried on in a task of its own)."""
+        return len(self._tasks)
+
     async def start(self, host: str, port: int) -> int:
         self._server = await asyncio.start_server(self._serve, host, port)
         self.port = self._server.sockets[0].getsockname()[1]
@@ -157,6 +196,7 @@ class RemotingServer:
             log.exception("%s: connection %s failed", self.name, conn.remote)
         finally:
             self._readers.discard(me)
+            conn.flush()  # the answers already made go out before the close
             conn.closed = True
             del self.connections[conn.id]
             conn.fail_pending()
@@ -165,6 +205,8 @@ class RemotingServer:
                 self.on_close(conn)
 
     async def _read_loop(self, conn: Connection) -> None:
+        # the transport's high-water mark: above it the answers are not being read, so neither are more requests
+        limit = conn.writer.transport.get_write_buffer_limits()[1]
         while True:
             length = frame.frame_length(await conn.reader.readexactly(4), self.max_frame)
             cmd = frame.decode(await conn.reader.readexactly(length))
@@ -178,9 +220,19 @@ class RemotingServer:
                     await conn.send(self._answer(cmd, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK))
                 continue
             self.in_flight += 1
-            task = asyncio.create_task(self._handle(cmd, conn))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._start(self._handle(cmd, conn))
+            if conn.backlog() > limit:
+                await conn.drain()
+
+    def _start(self, handling) -> None:
+        """Run a request's handling up to its first wait; if it has to wait, a task carries it on from there."""
+        try:
+            waiting = handling.send(None)
+        except StopIteration:
+            return  # answered without waiting
+        task = asyncio.ensure_future(_resume(handling, waiting))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _answer(self, request: RemotingCommand, code: int, remark: str | None) -> RemotingCommand:
         return response_to(request, code, remark, version=self.version)
@@ -207,8 +259,32 @@ class RemotingServer:
             response.opaque = cmd.opaque
             response.flag |= RESPONSE_FLAG
             response.version = self.version
-            await conn.send(response)
+            try:
+                data = frame.encode(response)
+            except Exception as e:  # an answer that cannot be written (a header over 16 MiB, say)
+                log.exception("%s: the answer to request %d from %s failed", self.name, cmd.code, conn.remote)
+                data = frame.encode(self._answer(cmd, ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}"))
+            conn.write_soon(data)
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
             self.in_flight -= 1
+
+
+@types.coroutine
+def _resume(coro, waiting):
+    """Drive `coro`, which already ran up to its first wait (it yielded `waiting`, what a task waits on), on to
+    its end inside a task: what the task sends or throws in goes on to the coroutine, what it yields out."""
+    while True:
+        try:
+            sent = yield waiting
+        except BaseException as e:  # a cancellation thrown in by the task is the coroutine's to handle
+            try:
+                waiting = coro.throw(e)
+            except StopIteration as stop:
+                return stop.value
+            continue
+        try:
+            waiting = coro.send(sent)
+        except StopIteration as stop:
+            return stop.value

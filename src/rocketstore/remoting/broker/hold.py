@@ -18,6 +18,7 @@ class PullHold:
         self.store = store
         self._event = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._held = 0  # pulls waiting now (counted on the loop)
@@ -25,6 +26,7 @@ class PullHold:
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         self._thread = threading.Thread(target=self._watch, name="broker-arrivals", daemon=True)
         self._thread.start()
 
@@ -44,7 +46,11 @@ class PullHold:
     def arrived_threadsafe(self) -> None:
         """arrived(), from any thread."""
         loop = self._loop
-        if loop is not None and not loop.is_closed():
+        if threading.get_ident() == self._loop_thread:
+            # a put made on the loop itself (a send): no wake-up through the loop's self-pipe, a system call and a
+            # pass of the loop per message
+            self.arrived()
+        elif loop is not None and not loop.is_closed():
             try:
                 loop.call_soon_threadsafe(self.arrived)
             except RuntimeError:  # the loop closed meanwhile

@@ -4,6 +4,7 @@ messageProperties2String writes the map in its iteration order: by bucket ((h ^ 
 String.hashCode), insertion order within a bucket."""
 
 import itertools
+from functools import lru_cache
 import os
 import random
 import struct
@@ -21,15 +22,16 @@ def parse(text: str | None) -> dict[str, str]:
     return P.parse_properties(text) if text else {}
 
 
+@lru_cache(maxsize=4096)  # a producer sends the same few names with every message
+def _bucket(name: str, capacity: int) -> int:
+    h = java_string_hash(name) & 0xFFFFFFFF
+    return (h ^ (h >> 16)) & (capacity - 1)
+
+
 def hashmap_order(names: list[str], capacity: int = HASHMAP_CAPACITY) -> list[str]:
     while len(names) > capacity * 3 // 4:
         capacity *= 2
-
-    def bucket(name: str) -> int:
-        h = java_string_hash(name) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (capacity - 1)
-
-    return [n for _, _, n in sorted((bucket(n), i, n) for i, n in enumerate(names))]
+    return [n for _, _, n in sorted((_bucket(n, capacity), i, n) for i, n in enumerate(names))]
 
 
 def to_string(props: dict[str, str]) -> str:

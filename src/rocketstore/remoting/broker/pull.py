@@ -27,6 +27,7 @@ SHORT_POLLING_MS = 1000  # BrokerConfig.shortPollingTimeMills
 REQUIRED = {"consumerGroup": "str", "topic": "str", "queueId": "int", "queueOffset": "long", "maxMsgNums": "int",
             "sysFlag": "int", "commitOffset": "long", "suspendTimeoutMillis": "long", "subVersion": "long"}  # fmt: skip
 OPTIONAL = {"subscription": "str", "expressionType": "str", "maxMsgBytes": "int"}
+_SPEC = headers.Spec(REQUIRED, OPTIONAL)
 
 CODES = {
     GetStatus.FOUND: ResponseCode.SUCCESS,
@@ -89,7 +90,7 @@ class PullProcessor:
         return "SQL92", expr
 
     async def pull(self, cmd, conn):
-        h = headers.read(cmd, REQUIRED, OPTIONAL)
+        h = _SPEC.read(cmd)
         settings = self.broker.settings
         if not settings.brokerPermission & PERM_READ:
             return response_to(
@@ -122,40 +123,43 @@ class PullProcessor:
         return await self._look(cmd, h, sub)
 
     async def _look(self, cmd, h, sub):
+        if sub[0] == "TAG":
+            # on the loop: the get holds the GIL from start to end (in C or in Python, page faults included), so a
+            # worker thread would block the loop as long, and its trip there and back costs the loop more CPU than a
+            # get of 32 messages
+            r, body = self._get(h, sub)
+        else:
+            # a SQL92 filter may read many records for few matches: in a worker, where the GIL's switch interval
+            # lets the loop in between
+            r, body = await asyncio.to_thread(self._get, h, sub)
+        code = response_code(r.status, h["queueOffset"])
+        ext = {
+            "suggestWhichBrokerId": "0",
+            "nextBeginOffset": str(r.next_begin_offset),
+            "minOffset": str(r.min_offset),
+            "maxOffset": str(r.max_offset),
+            "topicSysFlag": "0",
+            "groupSysFlag": str(self.broker.subscription_groups.group_sys_flag(h["consumerGroup"])),
+        }  # headers.write's text of PullMessageResponseHeader, spelled out: one per pull
+        return response_to(cmd, code, r.status.name, ext, body)
+
+    def _get(self, h, sub):
+        """The store's get and, when it found messages (the only status answered SUCCESS), their records."""
         kind, expr = sub
         tags, sql = (expr, None) if kind == "TAG" else (None, expr)
         max_count = max(h["maxMsgNums"], 0)
-        r = await asyncio.to_thread(
-            self.store.get,
-            h["consumerGroup"],
-            h["topic"],
-            h["queueId"],
-            h["queueOffset"],
-            max_count,
-            tags,
-            0,
-            None,
-            sql,
+        r = self.store.get(
+            h["consumerGroup"], h["topic"], h["queueId"], h["queueOffset"], max_count, tags, 0, None, sql
         )
-        code = response_code(r.status, h["queueOffset"])
-        ext = headers.write(
-            suggestWhichBrokerId=0,
-            nextBeginOffset=r.next_begin_offset,
-            minOffset=r.min_offset,
-            maxOffset=r.max_offset,
-            topicSysFlag=0,
-            groupSysFlag=self.broker.subscription_groups.group_sys_flag(h["consumerGroup"]),
-        )
-        body = b""
-        if code == ResponseCode.SUCCESS:
-            body = await asyncio.to_thread(self._records, r.messages)
-        return response_to(cmd, code, r.status.name, ext, body)
+        return r, self._records(r.messages) if r.status is GetStatus.FOUND else b""
 
     def _records(self, messages) -> bytes:
         read = self.store.commitlog.read
         parts = []
         for m in messages:
-            view = read(m.physical_offset, m.size)
-            if view is not None:
-                parts.append(bytes(view))
-        return b"".join(parts)
+            record = m.record()  # the native get's copy, if it made one
+            if record is None:
+                record = read(m.physical_offset, m.size)
+            if record is not None:
+                parts.append(record)
+        return b"".join(parts)  # one copy, out of the mapped CommitLog
