@@ -5,8 +5,10 @@ heartbeats and consumer lists (clients.py), delay levels (schedule.py), and the 
 name server (topics.py). The built-in name server's route table is given as `routes`: the broker registers into
 it directly (never expiring) at start and whenever a topic is created.
 
-Queue locks for orderly consumers: locks.py. Not served yet: send-back of failed messages (retry topic, %DLQ%),
-transactions, ACL, and mqadmin's admin requests (runtime info, topic updates)."""
+Queue locks for orderly consumers: locks.py. mqadmin's requests: topic create/update/delete and topic configs and
+stats (admin_topics.py), runtime info, broker config, connections and consume stats (admin.py, counting in
+stats.py), lookups by msgId and key (lookup.py). Not served yet: send-back of failed messages (retry topic, %DLQ%),
+transactions, ACL."""
 
 from __future__ import annotations
 
@@ -14,18 +16,23 @@ import asyncio
 import logging
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..namesrv.routes import DataVersion
 from ..server import RemotingServer
+from ..codes import RequestCode
+from .admin import BrokerAdmin
+from .admin_topics import TopicAdmin
 from .clients import Clients
 from .hold import PullHold
 from .locks import QueueLocks
+from .lookup import Lookups
 from .offsets import Offsets
 from .pull import PullProcessor
 from .schedule import ScheduleService
 from .send import SendProcessor
-from .topics import BrokerTopics
+from .stats import BrokerStats
+from .topics import RW, BrokerTopics
 
 log = logging.getLogger("rocketstore.remoting.broker")
 
@@ -84,9 +91,13 @@ class Broker:
         self.hold = PullHold(store)
         self.schedule = ScheduleService(store, self.arrived)
         self.locks = QueueLocks()
+        self.stats = BrokerStats(store)
+        self.topic_admin = TopicAdmin(self)
         handlers = {}
-        for part in (SendProcessor(self), PullProcessor(self), self.offsets, self.clients, self.locks):
+        for part in (SendProcessor(self), PullProcessor(self), self.offsets, self.clients, self.locks,
+                     self.topic_admin, BrokerAdmin(self), Lookups(self)):  # fmt: skip
             handlers.update(part.handlers())
+        handlers[RequestCode.PULL_MESSAGE] = self.stats.count_pull(handlers[RequestCode.PULL_MESSAGE])
         self.server = RemotingServer(handlers, name="broker", on_close=self.clients.connection_closed, **server_options)
         self._tasks: set[asyncio.Task] = set()
         self._version = DataVersion(0, int(time.time() * 1000), 0)
@@ -130,14 +141,27 @@ class Broker:
     def random_queue(self, count: int) -> int:
         return self._rand.randrange(max(count, 1))
 
+    @staticmethod
+    def now_ms() -> int:
+        return int(time.time() * 1000)
+
+    @property
+    def data_version(self) -> DataVersion:
+        """The topic table's data version (bumped by each registration)."""
+        return self._version
+
     def register(self) -> None:
-        """registerBrokerAll into the built-in name server: every topic, a new data version."""
+        """registerBrokerAll into the built-in name server: every topic, a new data version. A broker not
+        readable or not writable (brokerPermission) registers each topic's perm masked by its own."""
         if self.routes is None:
             return
         s = self.settings
         self._version = DataVersion(0, int(time.time() * 1000), self._version.counter + 1)
+        topics = self.topics.all()
+        if s.brokerPermission & RW != RW:
+            topics = {n: replace(tc, perm=tc.perm & s.brokerPermission) for n, tc in topics.items()}
         self.routes.register_broker(
-            s.brokerClusterName, s.address, s.brokerName, s.brokerId, s.address, self.topics.all(),
+            s.brokerClusterName, s.address, s.brokerName, s.brokerId, s.address, topics,
             DataVersion(self._version.state_version, self._version.timestamp, self._version.counter),
             int(time.time() * 1000), timeout_ms=None, refuse_unregistered_single=False,
         )  # fmt: skip
