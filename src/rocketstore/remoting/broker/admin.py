@@ -21,7 +21,7 @@ from . import admin_bodies as bodies
 VERSION_DESC = Version.V5_3_3.name  # MQVersion.getVersionDesc(CURRENT_VERSION)
 CONFIG_BLACK_LIST = frozenset(["brokerConfigPath", "rocketmqHome", "configBlackList"])
 # what UPDATE_BROKER_CONFIG may change on the running broker: the settings read at each request
-RUNTIME_KEYS = ("brokerPermission", "longPollingEnable", "notifyConsumerIdsChangedEnable", "autoCreateTopicEnable")
+RUNTIME_KEYS = ("brokerPermission", "longPollingEnable", "notifyConsumerIdsChangedEnable", "enablePropertyFilter")
 CONSUMER_CALL_TIMEOUT_S = 5.0
 MIN_CLIENT_VERSION = Version.V3_1_8  # MQVersion.Version.V3_1_8_SNAPSHOT's ordinal
 
@@ -82,6 +82,8 @@ class BrokerAdmin:
             "dispatchBehindBytes": str(max(store.reput.behind(), 0)),
             "earliestMessageTimeStamp": str(self._earliest_time()),
             "startAcceptSendRequestTimeStamp": "0",
+            # isSpecialServiceRunning: a master whose schedule service runs
+            "brokerActive": "true",
             # no timer wheel: RocketMQ's answer when timerWheelEnable is off
             "timerReadBehind": "0",
             "timerOffsetBehind": "0",

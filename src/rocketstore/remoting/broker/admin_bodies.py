@@ -139,14 +139,22 @@ def _enum_name(value, names: dict[int, str]):
     return value
 
 
+def _long(value) -> int:
+    """A number the client wrote as a number or as text (the C++ core writes subVersion as a string)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
 def subscription_bean(sub: dict) -> Bean:
     """A SubscriptionData as the Java bean writes it (filterClassSource is not serialized)."""
     return Bean(
         classFilterMode=bool(sub.get("classFilterMode", False)),
-        codeSet=sorted(int(c) for c in sub.get("codeSet") or ()),
+        codeSet=sorted(_long(c) for c in sub.get("codeSet") or ()),
         expressionType=sub.get("expressionType") or "TAG",
         subString=sub.get("subString"),
-        subVersion=int(sub.get("subVersion") or 0),
+        subVersion=_long(sub.get("subVersion")),
         tagsSet=sorted(str(t) for t in sub.get("tagsSet") or ()),
         topic=sub.get("topic"),
     )

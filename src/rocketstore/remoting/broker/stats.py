@@ -8,9 +8,9 @@ rocketstore can say them truthfully):
 - messages got: the records the broker's pulls returned (counted by `count_pull`), in all and per group and
   topic;
 - rates (putTps, getTransferredTps, a topic's put TPS, a group's consume TPS): RocketMQ keeps per-second
-  samples; rocketstore samples a counter each time a rate is asked for and answers the rate since the oldest
-  sample inside the window (0.0 until it has two samples), so a monitor polling every few seconds sees
-  RocketMQ-like figures;
+  samples; rocketstore samples a counter each time a rate is asked for and answers the rate since the newest
+  sample at least the window old (else the oldest; 0.0 until it has two samples), so a monitor polling every
+  few seconds sees RocketMQ-like figures;
 - the morning snapshots (msgPutTotalTodayMorning, msgPutTotalYesterdayMorning ...): RocketMQ takes them at
   midnight; here they are taken when the first request after midnight (local time) comes, 0 before the first
   midnight, as RocketMQ's are."""
@@ -39,10 +39,15 @@ class Rate:
             self.samples.popleft()
 
     def per_second(self, window_s: float) -> float:
-        """The rate from the oldest sample inside the window to the newest; 0.0 with fewer than two."""
+        """The rate from the newest sample at least `window_s` old (else the oldest one) to the newest sample;
+        0.0 with a single sample."""
         now, value = self.samples[-1]
-        base = next(((t, v) for t, v in self.samples if t >= now - window_s), None)
-        if base is None or now - base[0] <= 0:
+        base = self.samples[0]
+        for t, v in self.samples:
+            if t > now - window_s:
+                break
+            base = (t, v)
+        if now - base[0] <= 0:
             return 0.0
         return max(value - base[1], 0) / (now - base[0])
 
