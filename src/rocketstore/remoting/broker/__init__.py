@@ -18,9 +18,9 @@ import random
 import time
 from dataclasses import dataclass, replace
 
+from ..codes import RequestCode
 from ..namesrv.routes import DataVersion
 from ..server import RemotingServer
-from ..codes import RequestCode
 from .admin import BrokerAdmin
 from .admin_topics import TopicAdmin
 from .clients import Clients
