@@ -9,9 +9,10 @@ created.
 
 Queue locks for orderly consumers: locks.py. Send-back of failed messages (%RETRY%group, delay levels, %DLQ%group):
 send_back.py, over the subscription groups (subscriptions.py, config/subscriptionGroup.json). Transactions: transaction.py
-over the store's shared pending state (serve/transaction.py). With `acl` (a remoting.acl.PlainAcl, RocketMQ's
-aclEnable with a plain_acl.yml) every request is checked before its handler. Not served yet: mqadmin's admin
-requests (runtime info, topic updates)."""
+over the store's shared pending state (serve/transaction.py). mqadmin's requests: topic create/update/delete and topic
+configs and stats (admin_topics.py), runtime info, broker config, connections and consume stats (admin.py, counting
+in stats.py), lookups by msgId and key (lookup.py). With `acl` (a remoting.acl.PlainAcl, RocketMQ's aclEnable with a
+plain_acl.yml) every request is checked before its handler."""
 
 from __future__ import annotations
 
@@ -19,22 +20,27 @@ import asyncio
 import logging
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...serve.transaction import Transactions
 from ..acl import remoting_hook
+from ..codes import RequestCode
 from ..namesrv.routes import DataVersion
 from ..server import RemotingServer
+from .admin import BrokerAdmin
+from .admin_topics import TopicAdmin
 from .clients import Clients
 from .hold import PullHold
 from .locks import QueueLocks
+from .lookup import Lookups
 from .offsets import Offsets
 from .pull import PullProcessor
 from .schedule import ScheduleService
 from .send import SendProcessor
 from .send_back import SendBack
+from .stats import BrokerStats
 from .subscriptions import SubscriptionGroups
-from .topics import BrokerTopics
+from .topics import RW, BrokerTopics
 from .transaction import TransactionProcessor
 
 log = logging.getLogger("rocketstore.remoting.broker")
@@ -99,11 +105,14 @@ class Broker:
         self.transactions = None  # the store's shared pending state (serve/transaction.py), from start()
         self.txp = TransactionProcessor(self)
         self.send_back = SendBack(self)
+        self.stats = BrokerStats(store)
+        self.topic_admin = TopicAdmin(self)
         handlers = {}
-        for part in (SendProcessor(self), PullProcessor(self), self.offsets, self.clients, self.locks, self.txp):
+        for part in (SendProcessor(self), PullProcessor(self), self.offsets, self.clients, self.locks, self.txp,
+                     self.send_back, self.subscription_groups, self.topic_admin, BrokerAdmin(self),
+                     Lookups(self)):  # fmt: skip
             handlers.update(part.handlers())
-        handlers.update(self.send_back.handlers())
-        handlers.update(self.subscription_groups.handlers())
+        handlers[RequestCode.PULL_MESSAGE] = self.stats.count_pull(handlers[RequestCode.PULL_MESSAGE])
         if acl is not None:
             server_options["before_request"] = remoting_hook(acl)
         self.server = RemotingServer(handlers, name="broker", on_close=self.clients.connection_closed, **server_options)
@@ -159,14 +168,27 @@ class Broker:
     def random_queue(self, count: int) -> int:
         return self._rand.randrange(max(count, 1))
 
+    @staticmethod
+    def now_ms() -> int:
+        return int(time.time() * 1000)
+
+    @property
+    def data_version(self) -> DataVersion:
+        """The topic table's data version (bumped by each registration)."""
+        return self._version
+
     def register(self) -> None:
-        """registerBrokerAll into the built-in name server: every topic, a new data version."""
+        """registerBrokerAll into the built-in name server: every topic, a new data version. A broker not
+        readable or not writable (brokerPermission) registers each topic's perm masked by its own."""
         if self.routes is None:
             return
         s = self.settings
         self._version = DataVersion(0, int(time.time() * 1000), self._version.counter + 1)
+        topics = self.topics.all()
+        if s.brokerPermission & RW != RW:
+            topics = {n: replace(tc, perm=tc.perm & s.brokerPermission) for n, tc in topics.items()}
         self.routes.register_broker(
-            s.brokerClusterName, s.address, s.brokerName, s.brokerId, s.address, self.topics.all(),
+            s.brokerClusterName, s.address, s.brokerName, s.brokerId, s.address, topics,
             DataVersion(self._version.state_version, self._version.timestamp, self._version.counter),
             int(time.time() * 1000), timeout_ms=None, refuse_unregistered_single=False,
         )  # fmt: skip

@@ -42,6 +42,18 @@ class Offsets:
         with self._lock:
             self._pending.setdefault((group, topic), {})[queue_id] = offset
 
+    def topics_of(self, group: str) -> list[str]:
+        """whichTopicByConsumer: the topics the group has offsets for, committed or pending."""
+        with self._lock:
+            pending = {t for g, t in self._pending if g == group}
+        return sorted(pending | set(self.store.consumer_offsets.groups().get(group, ())))
+
+    def forget_topic(self, topic: str) -> None:
+        """Pending commits for a topic being deleted are dropped (the flush would write them back)."""
+        with self._lock:
+            for key in [k for k in self._pending if k[1] == topic]:
+                del self._pending[key]
+
     def flush(self) -> None:
         with self._lock:
             pending, self._pending = self._pending, {}
