@@ -125,3 +125,38 @@ def test_records_name_the_broker_as_their_store_host(tmp_path):
     with MessageStore.open(str(tmp_path / "store"), read_only=True) as s:
         m = s.get("g", "T", 0, 0, 1).messages[0]
         assert (m.body, m.store_host) == (b"hello", f"127.0.0.1:{broker_port}")
+
+
+def free_pair() -> int:
+    """A port p with p - 2 free too (the broker's fast channel)."""
+    for _ in range(50):
+        p = free_port()
+        if p > 2:
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", p - 2))
+                except OSError:
+                    continue
+                return p
+    raise AssertionError("no free port pair")
+
+
+def test_broker_serves_its_fast_channel_too(tmp_path):
+    # BrokerController's fastRemotingServer listens on listenPort - 2, where 4.x Java producers send by default
+    # (sendMessageWithVIPChannel): the same requests are answered there
+    ns_port, broker_port = free_port(), free_pair()
+    proc, _ = serve(tmp_path, "--no-grpc", "--namesrv", f"127.0.0.1:{ns_port}", "--remoting",
+                    f"127.0.0.1:{broker_port}")  # fmt: skip
+
+    async def ask_fast():
+        b = await Client.connect(broker_port - 2)
+        mx = await b.call(RC.GET_MAX_OFFSET, {"topic": "T", "queueId": "0"})
+        await b.close()
+        return mx
+
+    try:
+        mx = asyncio.run(ask_fast())
+        assert mx.code == 0 and mx.ext_fields == {"offset": "0"}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0

@@ -53,7 +53,9 @@ class RemotingSide:
             settings = BrokerSettings.from_extra(self.store_config.extra, brokerIP1=ip, listenPort=adv_port)
             routes = self.namesrv.routes if self.namesrv is not None else None
             self.broker = Broker(self.store, settings, routes=routes, acl=self.acl)
-            self.broker_port = await self.broker.start(host, port)
+            # RocketMQ's fast channel, listenPort - 2 (BrokerController's fastRemotingServer), for a fixed port
+            fast = port - 2 if port > 2 else None
+            self.broker_port = await self.broker.start(host, port, fast_port=fast)
 
     def broker_address(self) -> tuple[str, int]:
         """The address the broker is advertised at (brokerIP1:listenPort): --remoting-advertise, else broker.conf's

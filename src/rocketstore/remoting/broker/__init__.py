@@ -120,10 +120,19 @@ class Broker:
         self._version = DataVersion(0, int(time.time() * 1000), 0)
         self._rand = random.Random()
 
-    async def start(self, host: str = "0.0.0.0", port: int = DEFAULT_PORT) -> int:
+    async def start(self, host: str = "0.0.0.0", port: int = DEFAULT_PORT, fast_port: int | None = None) -> int:
+        """Listen on host:port and, with `fast_port`, there too: RocketMQ's broker also serves on its listen port
+        - 2 (fastRemotingServer), where 4.x Java clients send with sendMessageWithVIPChannel (their default).
+        A fast port that cannot be bound is logged, not fatal (only those clients miss it)."""
         self.transactions = await asyncio.to_thread(Transactions.shared, self.store, self.store.config.extra)
         self.txp.start(self.transactions)
         port = await self.server.start(host, port)
+        if fast_port is not None:
+            try:
+                await self.server.listen_also(host, fast_port)
+            except OSError as e:
+                log.warning("the broker's fast channel (port %d, where 4.x Java clients send by default) is not "
+                            "served: %s; such clients need setVipChannelEnabled(false)", fast_port, e)  # fmt: skip
         if not self.settings.listenPort:  # advertise the port bound
             self.settings.listenPort = port
         self.hold.start()
