@@ -17,7 +17,12 @@ __all__ = ["session", "register", "rebuild"]
 
 
 def register(spark) -> None:
-    """Register rocketstore's data sources on a SparkSession."""
+    """Register rocketstore's data sources on a SparkSession. The session's default parallelism goes along
+    in the environment Spark gives the sources' Python workers: their planner sizes partitions by it."""
+    from .plan import PARALLELISM_ENV
+
+    # the environment a Python function carries is the SparkContext's at the time it is registered
+    spark.sparkContext.environment[PARALLELISM_ENV] = str(spark.sparkContext.defaultParallelism)
     for source in _sources():
         spark.dataSource.register(source)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 
 from ..store import MessageStore
 from . import options as O
@@ -119,11 +120,40 @@ def ranges(opts, store: MessageStore, start_spec=None, end_spec=None, missing_ok
     return out
 
 
-def split(ranges_: list[QueueRange], min_partitions: int | None) -> list[list[QueueRange]]:
-    """One partition per non-empty range; with minPartitions, large ranges are cut (Kafka's rule: each
-    range gets partitions in proportion to its size) so there are at least that many."""
+# below this many rows a partition is not worth a task of its own: each Spark task of a Python data source
+# costs tens of milliseconds before it reads anything (worker hand-off, the read function sent again), which
+# is what a few ten thousand rows take to read
+MIN_PARTITION_ROWS = 65536
+PARALLELISM_ENV = "ROCKETSTORE_SPARK_PARALLELISM"
+
+
+def parallelism_hint() -> int | None:
+    """The session's default parallelism, as register() left it in the Python workers' environment (the
+    planner runs in a Python worker, which cannot ask Spark); None when unknown."""
+    raw = os.environ.get(PARALLELISM_ENV, "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+
+
+def split(
+    ranges_: list[QueueRange], min_partitions: int | None, parallelism: int | None = None
+) -> list[list[QueueRange]]:
+    """The partitions of a read, each a list of ranges read in turn. With minPartitions, one partition per
+    non-empty range, large ranges cut (Kafka's rule: each range gets partitions in proportion to its size)
+    so there are at least that many. Otherwise, knowing the session's parallelism, the ranges are packed in
+    order into about that many partitions of equal row counts (a range cut where a partition fills up), no
+    more than one per MIN_PARTITION_ROWS rows: per-task overhead, not the reading, is what many small
+    partitions cost. Without either, one partition per non-empty range. The rows come in the same order
+    whatever the split: partitions follow the ranges' order."""
     live = [r for r in ranges_ if r.count]
-    if not min_partitions or min_partitions <= len(live):
+    if min_partitions:
+        return _cut(live, min_partitions)
+    if parallelism:
+        return _pack(live, parallelism)
+    return [[r] for r in live]
+
+
+def _cut(live: list[QueueRange], min_partitions: int) -> list[list[QueueRange]]:
+    if min_partitions <= len(live):
         return [[r] for r in live]
     total = sum(r.count for r in live)
     parts = []
@@ -132,4 +162,25 @@ def split(ranges_: list[QueueRange], min_partitions: int | None) -> list[list[Qu
         step = math.ceil(r.count / pieces)
         for a in range(r.start, r.end, step):
             parts.append([QueueRange(r.topic, r.queue_id, a, min(a + step, r.end), r.batch_cq)])
+    return parts
+
+
+def _pack(live: list[QueueRange], parallelism: int) -> list[list[QueueRange]]:
+    total = sum(r.count for r in live)
+    if not total:
+        return []
+    count = max(1, min(parallelism, total // MIN_PARTITION_ROWS))
+    size = math.ceil(total / count)
+    parts: list[list[QueueRange]] = [[]]
+    room = size
+    for r in live:
+        at = r.start
+        while at < r.end:
+            if not room:
+                parts.append([])
+                room = size
+            take = min(room, r.end - at)
+            parts[-1].append(QueueRange(r.topic, r.queue_id, at, at + take, r.batch_cq))
+            at += take
+            room -= take
     return parts

@@ -58,14 +58,17 @@ def rebuild(store, spark, progress=None, **options) -> dict:
         if not segments:
             return {**run.finish([], [], finishing), "segments": 0, "records": 0, "indexEntries": 0}
         tell("decoding", segments=len(segments))
-        groups = max(sc.defaultParallelism, 1) * 2  # queue groups: write tasks, a group's queues each
-        decoded = _decode(sc, run.target, segments, run.settings, groups)
+        # as many tasks per job as the session has cores, no more: a Python task costs ~0.1 s before it does
+        # anything, which was most of a 16 MB segment's decode when each segment was a task of its own
+        cores = max(sc.defaultParallelism, 1)
+        groups = cores  # queue groups: a group's queues are written by one task
+        decoded = _decode(sc, run.target, segments, run.settings, groups, cores)
         summaries = [d[0] for d in decoded]
         last = RB.check_segments(summaries)
         summaries, counts = summaries[: last + 1], [d[1] for d in decoded[: last + 1]]
         tell("queues", records=sum(s.records for s in summaries))
         try:
-            queues, files, entries = _write_files(sc, run, summaries, counts, groups, tell)
+            queues, files, entries = _write_files(sc, run, summaries, counts, groups, cores, tell)
         finally:
             shutil.rmtree(os.path.join(run.target, PARTS_DIR), ignore_errors=True)
         summary = run.finish(queues, files, finishing)
@@ -78,31 +81,40 @@ def rebuild(store, spark, progress=None, **options) -> dict:
 
 
 # ---------------------------------------------------------------------------- 1. decode
-def _decode(sc, target: str, segments: list[tuple[str, int]], settings: RB.DecodeSettings, groups: int) -> list:
-    """One task per segment: decoded, its units and entries left in its parts files. Returns, in CommitLog
-    order, (summary, units per queue) of every segment."""
+def _decode(
+    sc, target: str, segments: list[tuple[str, int]], settings: RB.DecodeSettings, groups: int, cores: int
+) -> list:
+    """Each segment decoded, its units and entries left in its parts files, by `cores` tasks (a run of
+    consecutive segments each). Returns, in CommitLog order, (summary, units per queue) of every segment."""
 
     def decode(item):
         path, base = item
         seg = RB.decode_segment(path, base, settings)
         return seg.summary(), write_parts(target, seg, groups)
 
-    return sorted(sc.parallelize(segments, len(segments)).map(decode).collect(), key=lambda d: d[0].base)
+    return sorted(sc.parallelize(segments, min(len(segments), cores)).map(decode).collect(), key=lambda d: d[0].base)
 
 
 # ---------------------------------------------------------------------------- 2. queues, index files
 def _write_files(
-    sc, run: RB.RebuildRun, summaries: list[RB.SegmentSummary], counts: list[dict], groups: int, tell
+    sc,
+    run: RB.RebuildRun,
+    summaries: list[RB.SegmentSummary],
+    counts: list[dict],
+    groups: int,
+    cores: int,
+    tell,
 ) -> tuple[list[RB.QueueWritten], list[dict], int]:
-    """The queues, a group of them per task, and the index files, one per task, in one job (on a small log,
-    each Spark job costs more than the writing)."""
+    """The queue groups and the index files in one job (on a small log, each Spark job costs more than the
+    writing) of `cores` tasks: Spark slices the work list into consecutive runs, the index files first
+    (each about as much work as a queue group or two: they hold every key of the log)."""
     cfg = run.config
     target = run.target
     queues_in: dict[int, dict[tuple[str, int], list[int]]] = {}  # group -> queue -> segments with its units
     for s, c in zip(summaries, counts):
         for key in c:
             queues_in.setdefault(group_of(key, groups), {}).setdefault(key, []).append(s.base)
-    work = [("q", g) for g in sorted(queues_in)]
+    work = []
     plan = None
     if cfg.message_index_enable:
         plan = RB.plan_index(
@@ -113,6 +125,7 @@ def _write_files(
         tell("index", files=len(plan.names), entries=plan.total_entries)
         os.makedirs(os.path.join(target, "index"), exist_ok=True)
         work += [("i", f) for f in range(plan.files_with_entries)]
+    work += [("q", g) for g in sorted(queues_in)]
     write_queues = _queue_writer(
         target, queues_in, frozenset(run.batch_topics), run.queue_dir_size(False), run.queue_dir_size(True)
     )
@@ -122,7 +135,7 @@ def _write_files(
         kind, what = item
         return kind, (write_queues(what) if kind == "q" else write_index(what))
 
-    done = sc.parallelize(work, max(len(work), 1)).map(write).collect() if work else []
+    done = sc.parallelize(work, min(len(work), cores)).map(write).collect() if work else []
     queues = [q for kind, got in done if kind == "q" for q in got]
     if plan is None:
         return queues, [], 0

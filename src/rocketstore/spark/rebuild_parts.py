@@ -17,6 +17,7 @@ import zlib
 import numpy as np
 
 from .. import rebuild as RB
+from ..formats import record as R
 
 PARTS_DIR = ".spark-parts"  # under the staging store; removed before the staged files are finished
 UNIT_COLUMNS = ("phys", "size", "tags_code", "queue_offset", "store_ts", "base", "batch_size")
@@ -40,11 +41,11 @@ def write_parts(target: str, seg: RB.Segment, groups: int) -> dict[tuple[str, in
     """Leave `seg`'s index entries and its units (records that get one, by (topic, queue id), CommitLog
     order within a queue, in `groups` files) under `target`; returns the number of units of each queue."""
     c = seg.columns
-    by_queue = RB.units_by_queue(c) if seg.records else {}
+    by_queue = unit_rows(c) if seg.records else {}
     _save(entries_path(target, seg.base), {"e_hash": seg.entry_hash, "e_phys": seg.entry_phys, "e_ts": seg.entry_ts})
     for g in range(groups):
         keys = sorted(k for k in by_queue if group_of(k, groups) == g)
-        rows = [np.asarray(by_queue[k], dtype=np.int64) for k in keys]
+        rows = [by_queue[k] for k in keys]
         order = np.concatenate(rows) if rows else np.zeros(0, np.int64)
         arrays = {k: np.asarray(c[k])[order] if seg.records else np.zeros(0, np.int64) for k in UNIT_COLUMNS}
         # topic names as JSON bytes: numpy's fixed-width strings would drop a name's trailing NULs
@@ -53,6 +54,30 @@ def write_parts(target: str, seg: RB.Segment, groups: int) -> dict[tuple[str, in
         arrays["q_starts"] = np.cumsum([0] + [len(r) for r in rows], dtype=np.int64)
         _save(units_path(target, seg.base, g), arrays)
     return {k: len(r) for k, r in by_queue.items()}
+
+
+def unit_rows(cols: dict) -> dict[tuple[str, int], np.ndarray]:
+    """rebuild.units_by_queue (the reference) by numpy: the rows of a segment's columns that get a queue
+    unit, by (topic, queue id), each queue's rows in order (int64 arrays). The Python loop of the reference
+    took a third of a decode task."""
+    topics = cols["topic"]
+    names = list(dict.fromkeys(topics))  # the distinct topics, in order of appearance (a C loop, as the next)
+    topic_no = np.fromiter(map({t: i for i, t in enumerate(names)}.__getitem__, topics), np.int64, len(topics))
+    rows = np.flatnonzero(R.gets_queue_unit(np.asarray(cols["sys_flag"], dtype=np.int64)))
+    if not len(rows):
+        return {}
+    # one int64 per (topic, queue id): queue ids are int32, so the topic's number goes above them
+    key = (topic_no[rows] << 32) | (np.asarray(cols["queue_id"], dtype=np.int64)[rows] & 0xFFFFFFFF)
+    order = np.argsort(key, kind="stable")  # stable: each queue's rows stay in CommitLog order
+    key, rows = key[order], rows[order]
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    ends = np.r_[starts[1:], len(key)]
+    queue_ids = np.asarray(cols["queue_id"], dtype=np.int64)
+    out = {}
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        first = int(rows[a])
+        out[(names[int(key[a] >> 32)], int(queue_ids[first]))] = rows[a:b]
+    return out
 
 
 def _save(path: str, arrays: dict) -> None:

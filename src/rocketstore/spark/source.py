@@ -75,7 +75,7 @@ class BatchReader(DataSourceReader):
         self.min_partitions = O.integer(self.options, "minPartitions", None, minimum=1)
 
     def partitions(self):
-        parts = PL.split(self.ranges, self.min_partitions)
+        parts = PL.split(self.ranges, self.min_partitions, PL.parallelism_hint())
         return [RangesPartition(self.spec, p) for p in parts] or [RangesPartition(self.spec, [])]
 
     def read(self, partition):

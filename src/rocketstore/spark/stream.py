@@ -105,7 +105,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 begin = start.get(topic, {}).get(q, 0)
                 if stop > begin:
                     ranges.append(QR.QueueRange(topic, int(q), begin, stop, batch))
-        parts = PL.split(ranges, O.integer(self.options, "minPartitions", None, minimum=1))
+        parts = PL.split(ranges, O.integer(self.options, "minPartitions", None, minimum=1), PL.parallelism_hint())
         return [RangesPartition(self.spec, p) for p in parts]
 
     def read(self, partition):
