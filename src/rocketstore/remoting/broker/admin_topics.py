@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from ... import topics as TC
+from ...serve.rules import is_system_topic
 from .. import headers
 from ..codes import ResponseCode
 from ..command import response_to
@@ -19,21 +20,6 @@ from ..namesrv.routes import DataVersion
 from . import admin_bodies as bodies
 from .topics import RETRY_PREFIX, from_store
 
-SYSTEM_TOPICS = frozenset(
-    [
-        "TBW102",
-        "SCHEDULE_TOPIC_XXXX",
-        "BenchmarkTest",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRACE_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-        "CHECKPOINT_TOPIC",
-    ]
-)  # fmt: skip  (TopicValidator.SYSTEM_TOPIC_SET)
-SYSTEM_PREFIX = "rmq_sys_"
 TOPIC_MAX_LENGTH, RETRY_OR_DLQ_MAX_LENGTH = 127, 255
 MAX_QUEUES = 1024  # rocketstore's limit on a topic's queues (RocketMQ sets none)
 FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
@@ -184,7 +170,7 @@ class TopicAdmin:
         broker's and the cluster's reply topic)."""
         s = self.broker.settings
         own = (s.brokerClusterName, s.brokerName, f"{s.brokerClusterName}_REPLY_TOPIC")
-        return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_PREFIX) or topic in own
+        return is_system_topic(topic) or topic in own
 
     def _conflict(self, cmd, topic: str):
         return response_to(cmd, ResponseCode.INVALID_PARAMETER, f"The topic[{topic}] is conflict with system topic.")
