@@ -56,6 +56,21 @@ _STORED = {PutStatus.PUT_OK: ResponseCode.SUCCESS, PutStatus.FLUSH_DISK_TIMEOUT:
            PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE}  # fmt: skip
 
 
+def _message(cmd, conn, h: dict, topic: str, **props) -> Message:
+    """The Message a single send puts: the request's body and header fields, the sender as born host; `props`:
+    its raw_properties or its properties."""
+    return Message(
+        topic,
+        cmd.body or b"",
+        flag=h["flag"],
+        sys_flag=h["sysFlag"],
+        born_timestamp=h["bornTimestamp"],
+        born_host=conn.remote,
+        reconsume_times=h["reconsumeTimes"] or 0,
+        **props,
+    )
+
+
 def put_status_answer(status: PutStatus, max_message_size: int) -> tuple[int, str | None]:
     """handlePutMessageResult: the response code and remark of a put's status."""
     ok = _STORED.get(status)
@@ -170,16 +185,7 @@ class SendProcessor:
         if level > 0:  # HookUtils.transformDelayLevelMessage: past the configured levels is the last one
             topic, schedule_queue = to_schedule(props, topic, put_queue, level, max_delay_level(self.store))
             level = schedule_queue + 1
-        msg = Message(
-            topic,
-            cmd.body or b"",
-            flag=h["flag"],
-            sys_flag=h["sysFlag"],
-            born_timestamp=h["bornTimestamp"],
-            born_host=conn.remote,
-            reconsume_times=h["reconsumeTimes"] or 0,
-            raw_properties=BP.to_string(props),
-        )
+        msg = _message(cmd, conn, h, topic, raw_properties=BP.to_string(props))
         # the answer names the queue asked for (a delayed message's queue offset is its schedule queue's)
         r = await self._put(self.store.put, msg, level - 1 if level > 0 else put_queue)
         if r.ok:
@@ -187,16 +193,7 @@ class SendProcessor:
         return self._answer(cmd, r.status, r.msg_id, queue_id, r.queue_offset, uniq)
 
     async def _prepare(self, cmd, conn, h, queue_id, props, uniq):
-        msg = Message(
-            h["topic"],
-            cmd.body or b"",
-            flag=h["flag"],
-            sys_flag=h["sysFlag"],
-            born_timestamp=h["bornTimestamp"],
-            born_host=conn.remote,
-            reconsume_times=h["reconsumeTimes"] or 0,
-            properties=props,
-        )
+        msg = _message(cmd, conn, h, h["topic"], properties=props)
         r = await self._put(self.broker.transactions.prepare, msg, queue_id, BP.to_string)
         return self._answer(cmd, r.status, r.msg_id, queue_id, r.queue_offset, uniq)
 
