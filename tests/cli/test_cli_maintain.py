@@ -97,9 +97,10 @@ def test_recover_reports_the_crash_and_rocketmqs_offsets(tmp_path):
 def test_clean_deletes_expired_commitlog_files(tmp_path):
     root = copy_store(tmp_path, "store-v1-basic")
     segs = sorted(os.listdir(os.path.join(root, "commitlog")))
-    old = time.time() - 100 * 3600
-    for name in segs[:5]:
-        os.utime(os.path.join(root, "commitlog", name), (old, old))
+    now = time.time()  # every segment's age is set here: the golden files' own dates are whenever they were packed
+    for i, name in enumerate(segs):
+        t = now - 100 * 3600 if i < 5 else now
+        os.utime(os.path.join(root, "commitlog", name), (t, t))
     code, out, err = run("clean", root, "--json", "-c", broker_conf(tmp_path, "store-v1-basic"))
     assert code == 0, err
     report = json.loads(out)
