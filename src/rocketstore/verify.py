@@ -38,6 +38,7 @@ import numpy as np
 from . import engine
 from . import layout as L
 from .config import StoreConfig
+from .deleted_topics import DeletedTopics
 from .errors import CorruptDataError
 from .formats import batch_cq as BCQ
 from .formats import checkpoint as CP
@@ -294,6 +295,7 @@ class Verifier:
             "extAddressedUnits": 0,
         }
         self.records = engine.native.VerifyRecords(_Record) if engine.native is not None else _Records()
+        self.deleted = DeletedTopics(self.root, writable=False)  # their old records rightly have no unit
         self.min_offset = 0
         self.max_offset = 0
 
@@ -679,6 +681,14 @@ class Verifier:
     def check_dispatch_coverage(self) -> None:
         """Records that get a queue unit and have none: corruption before the dispatched frontier, lag after."""
         frontier, lag, before = self.records.uncovered()
+        if self.deleted:
+            before = [p for p in before if not self._of_deleted_topic(p)]
+            if lag:  # every record past the frontier lacks its unit: count those that should have one
+                lag = sum(
+                    1
+                    for p in self.records.offsets()
+                    if p > frontier and gets_queue_unit(self.records.get(p).sys_flag) and not self._of_deleted_topic(p)
+                )
         for phys in before:
             r = self.records.get(phys)
             self.problem(
@@ -694,6 +704,10 @@ class Verifier:
                 "dispatch is behind the CommitLog (a crash image); RocketMQ's recovery "
                 "re-dispatches them, so this is not corruption"
             )
+
+    def _of_deleted_topic(self, phys: int) -> bool:
+        """A record of a topic deleted after it was written (deleted_topics.py): it has no unit on purpose."""
+        return phys < self.deleted.below(self.records.get(phys).topic)
 
     # ------------------------------------------------------------------ index
     def check_index(self) -> None:
@@ -797,6 +811,7 @@ class Verifier:
     def check_config_files(self) -> None:
         """The config files an open reads: one that neither it nor its .bak can be read from stops the store
         from opening (RocketMQ's ConfigManager.load / loadBak); a fallback to the .bak is a note."""
+        from . import deleted_topics as D
         from .config_files import read_with_backup
         from .consumer import offsets_path, parse_offsets
         from .filter.manager import FILE as FILTERS_FILE, parse_filters
@@ -806,12 +821,15 @@ class Verifier:
             (topics_path(self.root), parse_topic_configs),
             (offsets_path(self.root), parse_offsets),
             (os.path.join(self.root, FILTERS_FILE), parse_filters),
+            (D.path_of(self.root), D.parse),
         ):
             value, problems = read_with_backup(path, parse)
             if value is None and problems:
                 self.problem(self.rel(path), 0, "neither the file nor its .bak can be read: " + "; ".join(problems))
             elif problems:
                 self.notes.append(f"{problems[0]}: the store reads {self.rel(path)}.bak instead")
+            if parse is D.parse and value:
+                self.deleted.below_offset = value
 
     def run(self) -> dict:
         self.check_config_files()
