@@ -288,9 +288,18 @@ class MessageStore:
         self.index.build()
         if self.pipeline.error is not None:  # recovery's index entries found no file to go to
             raise self.pipeline.error
+        if not self.read_only and found.confirm_offset is not None:
+            cut = self.index.cut_past(found.end, self._store_time)
+            if cut:
+                log.warning("%s: %d index entries of records past the CommitLog's end went", self.root, cut)
         if not self.read_only:
             self.cleanup.checked_at_open()  # puts see a full disk from the first one (not 60 s later)
             _write_in_place(self.layout.abort, str(os.getpid()).encode())  # a clean close removes it
+
+    def _store_time(self, physical_offset: int) -> int:
+        """The store time of the record at an offset (0 when none starts there)."""
+        m = self.lookups.look(physical_offset)
+        return m.store_timestamp if m is not None else 0
 
     def flush(self) -> None:
         """Everything written so far to disk: CommitLog, ConsumeQueues, then the checkpoint."""
