@@ -64,7 +64,8 @@ def _progress_rows(s, group: str, topics: list[str]) -> list[dict]:
 @_store_arg
 @_conf_opt
 @_json_opt
-def groups(store, conf, as_json):
+@O.wide_option
+def groups(store, conf, as_json, wide):
     """Every consumer group with committed offsets (config/consumerOffset.json): its topics and total lag.
     Opens the store read-only."""
     s = _open(store, conf, read_only=True)
@@ -87,7 +88,7 @@ def groups(store, conf, as_json):
     if as_json:
         M.print_result(f"groups of {s.root}", None, rows, True)
     elif rows:
-        O.print_table(f"groups of {s.root}", rows)
+        O.print_table(f"groups of {s.root}", rows, wide=wide)
     else:
         O.console().print(f"{s.root}: no consumer groups")
 
@@ -103,7 +104,8 @@ def group():
 @click.option("--topic", "-t", default=None, help="Only this topic.")
 @_conf_opt
 @_json_opt
-def progress(store, name, topic, conf, as_json):
+@O.wide_option
+def progress(store, name, topic, conf, as_json, wide):
     """A group's progress per queue (mqadmin consumerProgress): the queue's max offset, the committed
     offset, the lag and when the last consumed message was stored; the total lag. Read-only."""
     _check_group(name)
@@ -123,7 +125,7 @@ def progress(store, name, topic, conf, as_json):
     if as_json:
         M.print_result(f"progress of {name}", {"group": name, "lag": total}, rows, True)
         return
-    O.print_table(f"progress of {name} in {s.root}", rows)
+    O.print_table(f"progress of {name} in {s.root}", rows, wide=wide)
     O.console().print(f"total lag: {total}")
 
 
@@ -146,7 +148,8 @@ def progress(store, name, topic, conf, as_json):
 @click.option("--queue", "-q", type=click.IntRange(min=0), default=None, help="Only this queue.")
 @_conf_opt
 @_json_opt
-def reset_offset(store, name, topic, to_time, to_offset, to_earliest, to_latest, queue, conf, as_json):
+@O.wide_option
+def reset_offset(store, name, topic, to_time, to_offset, to_earliest, to_latest, queue, conf, as_json, wide):
     """Set a group's committed offsets for a topic (mqadmin resetOffsetByTime, kafka-consumer-groups
     --reset-offsets): to a time, an offset, the earliest or the latest. Takes the store's lock."""
     _check_group(name)
@@ -183,7 +186,7 @@ def reset_offset(store, name, topic, to_time, to_offset, to_earliest, to_latest,
         M.fail(_one_line(e))
     finally:
         s.close()  # idempotent
-    M.print_result(f"reset {name} on {topic}", None, rows, as_json)
+    M.print_result(f"reset {name} on {topic}", None, rows, as_json, wide)
 
 
 @group.command(name="delete")

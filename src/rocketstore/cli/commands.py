@@ -685,7 +685,8 @@ def _queue_range(s: MessageStore, topic: str, q: int) -> tuple[int, int, int]:
 @_store_arg
 @_conf_opt
 @_json_opt
-def topics(store, conf, as_json):
+@O.wide_option
+def topics(store, conf, as_json, wide):
     """Every topic: its queues, queue type (SimpleCQ or BatchCQ), configured queue count and messages.
     Opens the store read-only."""
     s = _open(store, conf, read_only=True)
@@ -710,7 +711,7 @@ def topics(store, conf, as_json):
     finally:
         s.close()
     if rows or as_json:
-        M.print_result(f"topics of {s.root}", None, rows, as_json)
+        M.print_result(f"topics of {s.root}", None, rows, as_json, wide)
     else:
         O.console().print(f"{s.root}: no topics")
 
@@ -720,7 +721,8 @@ def topics(store, conf, as_json):
 @click.argument("topic", required=False)
 @_conf_opt
 @_json_opt
-def queues(store, topic, conf, as_json):
+@O.wide_option
+def queues(store, topic, conf, as_json, wide):
     """Every queue (of TOPIC, or of all topics): min and max offsets, message count, and each consumer
     group's committed offset and lag. Opens the store read-only."""
     if topic is not None:
@@ -760,7 +762,7 @@ def queues(store, topic, conf, as_json):
             f[f"{g} lag"] = "-" if v["lag"] is None else v["lag"]
         flat.append(f)
     if flat:
-        M.print_result(title, None, flat, False)
+        M.print_result(title, None, flat, False, wide)
     else:
         O.console().print(f"{title}: no queues")
 

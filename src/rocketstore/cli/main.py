@@ -47,7 +47,7 @@ def open_store(path: str, cfg: StoreConfig, read_only: bool = False, check_commi
         )
 
 
-def print_result(title: str, header: dict | None, rows: list[dict], as_json: bool) -> None:
+def print_result(title: str, header: dict | None, rows: list[dict], as_json: bool, wide: bool = False) -> None:
     if as_json:
         O.echo_json({"title": title, "header": header, "rows": rows})
         return
@@ -56,7 +56,7 @@ def print_result(title: str, header: dict | None, rows: list[dict], as_json: boo
         O.print_header(title, header, out)
         title = None
     if rows:
-        O.print_table(title, rows, list(dict.fromkeys(k for r in rows for k in r)), out)
+        O.print_table(title, rows, list(dict.fromkeys(k for r in rows for k in r)), out, wide=wide)
     elif not header:
         out.print(f"{title}: nothing written")
 
@@ -175,7 +175,7 @@ def dump(file, kind, limit, skip, wide, bodies, hash_slots, conf, as_json):
                     title, (D.text_body(r) for r in rows), [*(columns or D.COMMITLOG_FIELDS), "body"], out
                 )
             else:
-                n = O.print_table(title, (D.text_body(r) for r in rows), columns, out)
+                n = O.print_table(title, (D.text_body(r) for r in rows), columns, out, wide=wide)
             if n == 0 and header is None:
                 out.print(f"{title}: nothing written")
     except (CorruptDataError, OSError, ValueError) as e:
@@ -229,7 +229,8 @@ def inspect(store, conf, as_json):
     "(file sizes, enabledAppendPropCRC, messageDelayLevel); sizes are inferred from the files otherwise.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-def verify(store, conf, as_json):
+@O.wide_option
+def verify(store, conf, as_json, wide):
     """Check every CommitLog record (structure, CRCs, BLANK fillers), every ConsumeQueue and batch
     ConsumeQueue unit against its record, every index entry and the checkpoint. Reads the files directly,
     changing nothing. Exit status 0 when the store is sound, 1 when problems were found."""
@@ -247,7 +248,7 @@ def verify(store, conf, as_json):
     if as_json:
         click.echo(json.dumps(report, ensure_ascii=False))
     else:
-        _print_verify(report)
+        _print_verify(report, wide)
     sys.exit(0 if report["ok"] else 1)
 
 
@@ -292,7 +293,7 @@ def _print_verify(report: dict) -> None:
     for n in report["notes"]:
         console.print(f"note: {n}", soft_wrap=True)
     if report["problems"]:
-        print_result("problems", None, report["problems"], False)
+        print_result("problems", None, report["problems"], False, wide)
         console.print(f"{len(report['problems'])} problem(s) found", style="bold red")
     else:
         console.print("the store is sound", style="bold green")
