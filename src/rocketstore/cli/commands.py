@@ -270,11 +270,11 @@ def _formatter(fmt: str):
 
 class _Printer:
     """Writes consumed messages as they come: a format string or bodies (raw bytes, for pipes), JSON Lines
-    (--follow --json), or tables page by page."""
+    (--json: one object per message), or tables page by page."""
 
-    def __init__(self, fmt: str | None, as_json: bool, as_hex: bool, title: str):
+    def __init__(self, fmt: str | None, as_json: bool, as_hex: bool, title: str, wide: bool = False):
         self.format = _formatter(fmt) if fmt is not None else None
-        self.as_json, self.as_hex, self.title = as_json, as_hex, title
+        self.as_json, self.as_hex, self.title, self.wide = as_json, as_hex, title, wide
         self.page: list[dict] = []
         self.out = O.console()
 
@@ -295,7 +295,7 @@ class _Printer:
 
     def flush(self) -> None:
         if self.page:
-            O.print_table(self.title, self.page, SHORT_COLUMNS, self.out)
+            O.print_table(self.title, self.page, None if self.wide else SHORT_COLUMNS, self.out, wide=self.wide)
             self.title, self.page = None, []
 
 
@@ -352,7 +352,13 @@ class _Printer:
 @click.option("--body-only", is_flag=True, help="Only the bodies, as they are, one per line (--format '%s\\n').")
 @click.option("--hex", "as_hex", is_flag=True, help="Bodies in hex in tables (else text when they are UTF-8).")
 @_conf_opt
-@_json_opt
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="JSON Lines: one object per message as it comes (the summary line goes to stderr).",
+)
+@O.wide_option
 def consume(
     store,
     topic,
@@ -371,6 +377,7 @@ def consume(
     as_hex,
     conf,
     as_json,
+    wide,
 ):
     """Read a topic: every queue in turn (or one, --queue), from the group's committed offsets or where
     --from, --offset or --last say, filtered by --tags or by a SQL92 expression (--sql). With --group the
@@ -412,8 +419,7 @@ def consume(
             else f"--queue {queue}: topic {topic} has no queues"
         )
     title = f"{topic}" + (f" as {group}" if group else "")
-    printer = _Printer(fmt, as_json and follow, as_hex, title)
-    rows: list[dict] = []
+    printer = _Printer(fmt, as_json, as_hex, title, wide)
     seen = 0
     try:
         c = s.consumer(
@@ -438,10 +444,7 @@ def consume(
                     got = got[: max_count - seen]
                     c.positions[got[-1].queue_id] = got[-1].queue_offset + 1
                 seen += len(got)
-                if as_json:
-                    rows.extend(_message_row(m, as_json=True) for m in got)
-                else:
-                    printer.add(got)
+                printer.add(got)
             printer.flush()
         positions = dict(c.positions)
         lag = c.lag()
@@ -453,21 +456,11 @@ def consume(
         s.close()  # idempotent
     if commit and follow:
         _commit_later(store, conf, group, topic, positions)
-    header = {
-        "group": group,
-        "topic": topic,
-        **({"sql": sql} if sql is not None else {}),
-        "consumed": seen,
-        "committed": commit,
-        "positions": {str(q): o for q, o in sorted(positions.items())},
-        "lag": {str(q): n for q, n in sorted(lag.items())},
-    }
-    if as_json and not follow:
-        M.print_result(f"consume {topic}" + (f" as {group}" if group else ""), header, rows, True)
-    elif fmt is None and not as_json:
+    if fmt is None:
+        # after a table on stdout; on stderr after a stream (--follow, JSON Lines: stdout holds messages only)
         what = "committed" if commit else "not committed" if group else "no group"
         left = sum(lag.values())
-        O.console(stderr=follow).print(f"{seen} message(s) of {title} ({what}); {left} left after them")
+        O.console(stderr=follow or as_json).print(f"{seen} message(s) of {title} ({what}); {left} left after them")
 
 
 def _check_sql(sql: str) -> None:
@@ -606,8 +599,14 @@ def _by_time(s: MessageStore, topics: list[str], begin: int, end: int | None, ma
 )
 @click.option("--hex", "as_hex", is_flag=True, help="Bodies in hex in tables (else text when they are UTF-8).")
 @_conf_opt
-@_json_opt
-def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as_hex, conf, as_json):
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="JSON Lines: one object per message found (none when nothing is found).",
+)
+@O.wide_option
+def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as_hex, conf, as_json, wide):
     """Find messages by key (--key), by id (--msg-id: an offset msgId or a producer's id), by unique key
     (--unique-key), by physical offset (--offset) or by time range (--begin/--end alone), in --topic or in
     every topic. Opens the store read-only."""
@@ -656,12 +655,13 @@ def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as
     finally:
         s.close()
     if as_json:
-        M.print_result(f"query {what}", {"found": len(rows)}, rows, True)
+        O.print_json_lines(rows)
     elif rows:
         O.print_table(
             f"query {what}: {len(rows)} found",
             rows,
-            ["topic", *SHORT_COLUMNS] if topic is None else ["physicalOffset", *SHORT_COLUMNS],
+            None if wide else ["topic", *SHORT_COLUMNS] if topic is None else ["physicalOffset", *SHORT_COLUMNS],
+            wide=wide,
         )
     else:
         O.console().print(f"query {what}: nothing found")
