@@ -17,6 +17,7 @@ from ..validation import group_problem
 from . import main as M
 from . import output as O
 from .commands import (
+    CREATE_HELP,
     _check_topic,
     _conf_opt,
     _json_opt,
@@ -24,6 +25,7 @@ from .commands import (
     _open,
     _queue_range,
     _require_topic,
+    _small_opt,
     _store_arg,
     _topic_queue_ids,
 )
@@ -233,11 +235,11 @@ def _attributes(batch_cq: bool, message_type: str | None, current: dict | None) 
     return attrs
 
 
-def _write_topic(store, name, conf, as_json, done: str, plan, create: bool = False) -> None:
+def _write_topic(store, name, conf, as_json, done: str, plan, create: bool = False, small: bool = False) -> None:
     """What `topic create` and `topic update` share (both mqadmin updateTopic): the store opened writable
     (its lock), `plan(store)` answers the topic's queue count and attributes (or fails), the topic is
     written to config/topics.json, and its config as written is printed ("<done> topic <name>")."""
-    s = _open(store, conf, read_only=False, create=create)
+    s = _open(store, conf, read_only=False, create=create, small=small)
     try:
         queues, attrs = plan(s)
         s.create_topic(name, queues, attrs)
@@ -269,10 +271,11 @@ _type_opt = click.option(
 @_queues_opt
 @click.option("--batch-cq", is_flag=True, help="A batch ConsumeQueue topic (queue.type=BatchCQ, RIP-26).")
 @_type_opt
-@click.option("--create", is_flag=True, help="Make the store directory when it does not exist.")
+@click.option("--create", is_flag=True, help=CREATE_HELP)
+@_small_opt
 @_conf_opt
 @_json_opt
-def create_topic(store, name, queues, batch_cq, message_type, create, conf, as_json):
+def create_topic(store, name, queues, batch_cq, message_type, create, small, conf, as_json):
     """Create a topic in config/topics.json (mqadmin updateTopic for a new topic)."""
     _check_topic(name)
 
@@ -281,7 +284,7 @@ def create_topic(store, name, queues, batch_cq, message_type, create, conf, as_j
             M.fail(f"topic {name} already exists in {s.root} (change it with `rocketstore topic update`)")
         return queues or TC.DEFAULT_QUEUE_NUMS, _attributes(batch_cq, message_type, None)
 
-    _write_topic(store, name, conf, as_json, "created", plan, create=create)
+    _write_topic(store, name, conf, as_json, "created", plan, create=create, small=small)
 
 
 @topic.command(name="update")
