@@ -201,7 +201,8 @@ def _hash_slots(path: str, cfg: StoreConfig | None) -> int:
 @click.argument("store", type=click.Path(file_okay=False))
 @click.option("-c", "--conf", type=click.Path(dir_okay=False), help="A RocketMQ broker.conf.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-def inspect(store, conf, as_json):
+@O.wide_option
+def inspect(store, conf, as_json, wide):
     """A whole store at a glance: topics and queues, files and their fill, disk use, the checkpoint, the
     abort state and how far dispatch is behind. Opens the store read-only."""
     require_store(store)
@@ -214,9 +215,9 @@ def inspect(store, conf, as_json):
         click.echo(json.dumps(report, ensure_ascii=False))
         return
     print_result(f"store {report['root']}", report["summary"], [], False)
-    print_result("files", None, report["files"], False)
-    print_result("queues", None, report["queues"], False)
-    print_result("checkpoint", report["checkpoint"], [], False)
+    print_result("files", None, report["files"], False, wide)
+    print_result("queues", None, report["queues"], False, wide)
+    print_result("checkpoint file (its own bytes, as written)", report["checkpoint"], [], False)
 
 
 @cli.command()
