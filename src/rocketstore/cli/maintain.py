@@ -106,6 +106,7 @@ def _queue_totals(s: MessageStore) -> tuple[int, int]:
 @_json_opt
 def rebuild(store, engine, master, spark_conf, yes, conf, as_json):
     """Rebuild every ConsumeQueue, batch ConsumeQueue and index file from the CommitLog."""
+    t = time.perf_counter()  # the whole command's time, reported as "seconds" (Spark's start included)
     if engine != "spark" and (master is not None or spark_conf):
         M.fail("--master and --spark-conf are for --engine spark")
     spark_props = _spark_properties(spark_conf)
@@ -123,9 +124,8 @@ def rebuild(store, engine, master, spark_conf, yes, conf, as_json):
             M.fail(str(e))
         if not yes and not as_json:
             _confirm(store, [sub for sub in REBUILT if os.path.exists(os.path.join(store, sub))])
-        _rebuild_with_spark(store, conf, as_json, master or SPARK_MASTER, spark_props)
+        _rebuild_with_spark(store, conf, as_json, master or SPARK_MASTER, spark_props, started=t)
         return
-    t = time.perf_counter()
     try:
         # the lock first (nothing changes without it), the sizes read from the files in place, the new files
         # made by recovery in a staging store and swapped in only once complete (rocketstore.rebuild_swap)
@@ -194,7 +194,9 @@ def _spark_properties(pairs: tuple[str, ...]) -> dict[str, str]:
     return props
 
 
-def _rebuild_with_spark(store: str, conf, as_json: bool, master: str, spark_props: dict[str, str]) -> None:
+def _rebuild_with_spark(
+    store: str, conf, as_json: bool, master: str, spark_props: dict[str, str], started: float
+) -> None:
     """The Spark job (rocketstore.spark.rebuild), local mode unless a master is given; the same report as the
     local engine. What it is doing is said from the start, before Spark's seconds of starting up. The paths
     go to the executors absolute: on a cluster they must name the same files there."""
@@ -223,7 +225,11 @@ def _rebuild_with_spark(store: str, conf, as_json: bool, master: str, spark_prop
             if spark is not None:
                 shown.phase("stopping Spark")
                 spark.stop()
-    _report("rebuilt", {k: summary[k] for k in SUMMARY_KEYS}, cuts.lines, as_json)
+    report = {k: summary[k] for k in SUMMARY_KEYS}
+    # the whole command's wall time, from its start (`started`, time.perf_counter() when rebuild began):
+    # Spark's start and stop included, not only the job's own phases
+    report["seconds"] = round(time.perf_counter() - started, 3)
+    _report("rebuilt", report, cuts.lines, as_json)
 
 
 def _count(n: int, what: str) -> str:
