@@ -268,14 +268,18 @@ def print_table(
         buf.append(row)
         n += 1
         if len(buf) >= page:
-            _flush(out, title, columns or list(dict.fromkeys(k for r in buf for k in r)), buf, keep, wide)
+            _flush(
+                out, title, columns or list(dict.fromkeys(k for r in buf for k in r)), buf, keep, wide, n == len(buf)
+            )
             title, buf = None, []
     if buf:
-        _flush(out, title, columns or list(dict.fromkeys(k for r in buf for k in r)), buf, keep, wide)
+        _flush(out, title, columns or list(dict.fromkeys(k for r in buf for k in r)), buf, keep, wide, n == len(buf))
     return n
 
 
-def _flush(out: Console, title, columns, rows, keep=frozenset(KEEP_COLUMNS), wide: bool = False) -> None:
+def _flush(
+    out: Console, title, columns, rows, keep=frozenset(KEEP_COLUMNS), wide: bool = False, first: bool = True
+) -> None:
     print_title(title, out)
     cells = {c: [shown(c, r.get(c)) for r in rows] for c in columns}
     if wide:
@@ -295,6 +299,9 @@ def _flush(out: Console, title, columns, rows, keep=frozenset(KEEP_COLUMNS), wid
             out.print(t, crop=False)
         finally:
             out.width = before
+    left_out = [SHORT_HEADERS.get(c, c) for c in columns if c not in shown_cols]
+    if left_out and first:  # said under the first page, not under each
+        out.print(f"(left out to fit {out.width} columns: {', '.join(left_out)}; --wide shows every field)")
     out.file.flush()
 
 
