@@ -70,7 +70,13 @@ def store(tmp_path):
     has consumed 1 message of Orders' queue 0 (so its lag is 5 + 2 = 7) and nothing of the long topic."""
     root = str(tmp_path / "store")
     now = [T0]
-    cfg = StoreConfig(clock=lambda: now[0]).with_small_files()
+    cfg = StoreConfig(
+        clock=lambda: now[0],
+        mapped_file_size_commit_log=16 * 1024 * 1024,
+        mapped_file_size_consume_queue=6_000 * 20,
+        max_hash_slot_num=5_000,
+        max_index_num=20_000,
+    )
     with MessageStore.open(root, cfg) as s:
         s.create_topic("Orders", 4)
         s.create_topic(LONG_TOPIC, 2)
@@ -87,7 +93,7 @@ def store(tmp_path):
 # ---------------------------------------------------------------- tables keep what the user asked for
 def test_groups_at_80_columns_shows_the_whole_group_name_and_its_lag(store):
     out = ok("groups", store)
-    assert widest(out) <= 80
+    assert widest(out.split("\n", 1)[1]) <= 80  # the table (its title names the store's path whole)
     assert "lag" in header_of(out)
     (row,) = [line for line in out.splitlines() if GROUP in line]  # the name whole, on one line
     assert row.split()[0] == GROUP and row.split()[-1] == "7"  # 5 left of Orders, 2 of the long topic
@@ -102,6 +108,18 @@ def test_groups_wide_shows_every_column_whole(store):
     assert header_of(out) == ["group", "topics", "queues", "lag"]
     (row,) = [line for line in out.splitlines() if GROUP in line]
     assert LONG_TOPIC in row and row.split()[-2:] == ["6", "7"]
+
+
+def test_queues_at_80_columns_keeps_each_groups_lag(store):
+    out = ok("queues", store, "Orders")
+    assert widest(out.split("\n", 1)[1]) <= 80  # the table (its title names the store's path whole)
+    assert f"{GROUP} lag" in " ".join(out.split())  # the header, whole
+    rows = [line.split() for line in out.splitlines() if line.split()[:1] == ["Orders"]]
+    # queue, lag: m0..m5 went round robin (queues 0 and 1 hold 2), and the group committed 1 of queue 0
+    assert [(r[1], r[-1]) for r in rows] == [("0", "1"), ("1", "2"), ("2", "1"), ("3", "1")]
+    assert f"left out to fit 80 columns: {GROUP} committed" in " ".join(out.split())
+    by_queue = {r["queueId"]: r["groups"][GROUP] for r in json.loads(ok("queues", store, "Orders", "--json"))["rows"]}
+    assert by_queue[0] == {"committed": 1, "lag": 1} and by_queue[1] == {"committed": 0, "lag": 2}
 
 
 def test_produce_prints_whole_ids_that_query_finds(tmp_path, conf):

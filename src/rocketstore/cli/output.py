@@ -194,6 +194,7 @@ def _fit(out: Console, columns: list[str], cells: dict[str, list[str]], keep: se
     whole does not fit, the other columns go, the last first. Returns (columns shown, {column: whole width}
     for those that stay on one line)."""
     natural = {c: _natural_width(SHORT_HEADERS.get(c, c), cells[c]) for c in columns}
+    keep = set(keep) | {c for c in columns if c.endswith(" lag")}  # `queues`: each group's lag ("<group> lag")
 
     def least(c: str) -> int:
         if c in TEXT_COLUMNS and c not in keep:
