@@ -286,6 +286,8 @@ class Verifier:
             "batchConsumeQueueUnits": 0,
             "expiredUnits": 0,
             "undispatchedRecords": 0,
+            "unindexedRecords": 0,
+            "missingIndexEntries": 0,
             "indexFiles": 0,
             "indexEntries": 0,
             "expiredIndexEntries": 0,
@@ -701,8 +703,37 @@ class Verifier:
         if lag:
             self.notes.append(
                 f"{lag} record(s) after physical offset {frontier} are not in any ConsumeQueue yet: "
-                "dispatch is behind the CommitLog (a crash image); RocketMQ's recovery "
-                "re-dispatches them, so this is not corruption"
+                "dispatch is behind the CommitLog (a crash image); the next writable open (RocketMQ's recovery, "
+                "then reput) dispatches them, so this is not corruption"
+            )
+
+    def check_index_lag(self, ends: list[int]) -> None:
+        """Records past the index's frontier (the last index file's endPhyOffset: entries are added in
+        CommitLog order) that get index entries (a UNIQ_KEY or KEYS, not a rolled-back transaction) and have
+        none: the index is behind the CommitLog (the index is built after the queues, so a kill leaves it
+        further behind). Not corruption: the next writable open's recovery and reput index them."""
+        if not self.config.message_index_enable:
+            return
+        frontier = max(ends, default=-1)
+        offsets = self.records.offsets()
+        records = entries = 0
+        for phys in offsets[bisect.bisect_right(offsets, frontier) :]:
+            r = self.records.get(phys)
+            if r is None or not R.gets_index_entries(r.sys_flag):
+                continue
+            n = sum(1 for k in r.keys.split(P.KEY_SEPARATOR) if k) + (r.uniq is not None)
+            if n:
+                records += 1
+                entries += n
+        self.checked["unindexedRecords"] = records
+        self.checked["missingIndexEntries"] = entries
+        if records:
+            where = f"after physical offset {frontier}" if frontier >= 0 else "(no index entries at all)"
+            self.notes.append(
+                f"the index is {entries} entr{'y' if entries == 1 else 'ies'} behind: {records} record(s) "
+                f"{where} have keys or a UNIQ_KEY and are not in the index yet (not flushed or not dispatched "
+                "when the store stopped); the next writable open (recovery, then reput) indexes them, so this "
+                "is not corruption"
             )
 
     def _of_deleted_topic(self, phys: int) -> bool:
@@ -713,10 +744,12 @@ class Verifier:
     def check_index(self) -> None:
         directory = self.layout.index
         if not os.path.isdir(directory):
+            self.check_index_lag([])
             return
         slots, num = self.config.max_hash_slot_num, self.config.max_index_num
         want = IX.file_size(slots, num)
         verify_index = getattr(self.records, "index", None)
+        ends = []  # each index file's endPhyOffset: the last record it indexed
         for n in sorted(os.listdir(directory)):
             path = os.path.join(directory, n)
             if not os.path.isfile(path) or n.startswith("."):
@@ -735,6 +768,8 @@ class Verifier:
                 self.problem(rel, 0, "index file is shorter than its header")
                 continue
             h = IX.decode_header(buf)
+            if h.index_count > 1:
+                ends.append(h.end_phy_offset)
             if h.index_count > num:
                 self.problem(rel, 36, f"indexCount {h.index_count} exceeds maxIndexNum {num}")
             count = min(h.index_count, num, max((len(buf) - IX.entry_position(slots, 0)) // IX.ENTRY_SIZE, 0))
@@ -789,6 +824,7 @@ class Verifier:
                         entry=ent,
                         physicalOffset=phys,
                     )
+        self.check_index_lag(ends)
 
     # ------------------------------------------------------------------ checkpoint
     def check_checkpoint(self) -> None:
