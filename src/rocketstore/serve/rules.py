@@ -71,12 +71,24 @@ def is_not_allowed_send_topic(topic: str) -> bool:
     return topic in NOT_ALLOWED_SEND_TOPICS
 
 
+def is_client_send_forbidden(topic: str) -> bool:
+    """The one rule of both protocols for what a client's send may not name (the gRPC side refuses every
+    system topic before this, so it holds there too): TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET, as
+    AbstractSendMessageProcessor.msgCheck refuses it, and every `rmq_sys_` topic (the broker's own: the timer
+    topic rmq_sys_wheel_timer, whose REAL_TOPIC / REAL_QID / TIMER_OUT_MS the delay service trusts; RocketMQ's
+    msgCheck lets those through). The other system topics stay writable as in RocketMQ, since the broker reads
+    nothing from them: TBW102, BenchmarkTest, RMQ_SYS_TRACE_TOPIC (clients' message traces),
+    CHECKPOINT_TOPIC; so do %RETRY% (send.py routes it as handleRetryAndDLQ does) and %DLQ% topics. The broker's
+    own writes to its topics (delay levels, the timer, transactions) go to the store, never through a send."""
+    return topic in NOT_ALLOWED_SEND_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+
 def topic_refusal(topic: str) -> tuple[int, str] | None:
     """GrpcValidator.validateTopic: (ILLEGAL_TOPIC, why) for a bad name or a system topic, else None."""
     problem = topic_problem(topic)
     if problem:
         return Code.ILLEGAL_TOPIC, problem
-    if is_system_topic(topic) or is_not_allowed_send_topic(topic):
+    if is_system_topic(topic) or is_client_send_forbidden(topic):
         return Code.ILLEGAL_TOPIC, f"cannot access system topic {topic!r}"
     return None
 
