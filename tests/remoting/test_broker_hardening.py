@@ -10,6 +10,7 @@ import time
 
 import pytest
 from broker_fixtures import open_store, with_broker
+from remoting_client import Client
 from test_broker_admin_topics import create_ext
 from test_broker_send import send_ext, v2
 
@@ -218,3 +219,75 @@ def test_timer_progress_is_recorded_when_a_delivery_fails(tmp_path):
 
 def _unused():
     return asyncio
+
+
+# ---------------------------------------------------------------- 6. the name server's state changes: admins only
+def test_name_server_state_changes_need_an_admin_account():
+    """A non-admin account allowed to read one topic cannot change routes, registrations or config; an admin can.
+    Route reads stay open to it."""
+    from test_acl import signed
+    from test_namesrv import BROKER, register_body
+
+    from rocketstore.remoting.acl import NAMESRV_ADMIN_CODES, PlainAcl
+    from rocketstore.remoting.namesrv import NameServer
+
+    acl = PlainAcl()
+    acl.add_data(
+        {"accounts": [
+            {"accessKey": "reader1", "secretKey": "secret-r1", "topicPerms": ["T=SUB"]},
+            {"accessKey": "reader2", "secretKey": "secret-r2", "whiteRemoteAddress": "127.0.0.1"},
+            {"accessKey": "rocketmq2", "secretKey": "12345678", "admin": "true"},
+        ]}
+    )  # fmt: skip
+    secrets = {"reader1": "secret-r1", "reader2": "secret-r2", "rocketmq2": "12345678"}
+    ident = {k: BROKER[k] for k in ("brokerName", "brokerAddr", "clusterName", "brokerId")}
+    rogue = dict(BROKER, brokerAddr="127.0.0.9:10911")
+    version = b'{"counter":1,"stateVersion":0,"timestamp":1700000000000}'
+    changes = [
+        (RC.REGISTER_BROKER, rogue, register_body("T", "U")),
+        (RC.UNREGISTER_BROKER, ident, b""),
+        (RC.BROKER_HEARTBEAT, {k: BROKER[k] for k in ("clusterName", "brokerAddr", "brokerName")}, b""),
+        (RC.QUERY_DATA_VERSION, ident, version),
+        (RC.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"}, b""),
+        (RC.ADD_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"}, b""),
+        (RC.DELETE_TOPIC_IN_NAMESRV, {"topic": "T"}, b""),
+        (RC.REGISTER_TOPIC_IN_NAMESRV, {"topic": "Z"}, b'{"topicQueueMappingInfoMap":{}}'),
+        (RC.PUT_KV_CONFIG, {"namespace": "ns", "key": "k", "value": "v"}, b""),
+        (RC.DELETE_KV_CONFIG, {"namespace": "ns", "key": "k"}, b""),
+        (RC.UPDATE_NAMESRV_CONFIG, {}, b"orderMessageEnable=true"),
+    ]
+    assert {code for code, _, _ in changes} == set(NAMESRV_ADMIN_CODES)
+
+    def call(c, code, ext, body, ak):
+        req = signed(code, ext, body, ak=ak, secret=secrets[ak])
+        return c.call(req.code, req.ext_fields, req.body, version=479)
+
+    async def main():
+        ns = NameServer(acl=acl)
+        port = await ns.start("127.0.0.1", 0)
+        c = await Client.connect(port)
+        try:
+            assert (await call(c, RC.REGISTER_BROKER, BROKER, register_body("T", "U"), "rocketmq2")).code == R.SUCCESS
+            refused = {}
+            for ak in ("reader1", "reader2"):
+                for code, ext, body in changes:
+                    refused[ak, code] = await call(c, code, ext, body, ak)
+            route = await call(c, RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}, b"", "reader1")
+            kv = ns.kv.get("ns", "k")
+            wipe = await call(c, RC.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"}, b"", "rocketmq2")
+            return refused, route, kv, ns.routes.route("T"), wipe, ns.settings.orderMessageEnable
+        finally:
+            await c.close()
+            await ns.close()
+
+    refused, route, kv, table_route, wipe, order = asyncio.run(main())
+    for (ak, code), r in refused.items():
+        assert (r.code, r.remark) == (
+            R.SYSTEM_ERROR,
+            f"org.apache.rocketmq.acl.common.AclException: Need admin permission for request code={code}, "
+            f"but accessKey={ak} is not",
+        ), (ak, code)
+    # nothing changed: the route names the broker where it registered, writable, and reads are served
+    assert route.code == R.SUCCESS and b"10.0.0.1:10911" in route.body and b"127.0.0.9" not in route.body
+    assert kv is None and order is False
+    assert wipe.code == R.SUCCESS and wipe.ext_fields == {"wipeTopicCount": "2"}
