@@ -291,3 +291,41 @@ def test_name_server_state_changes_need_an_admin_account():
     assert route.code == R.SUCCESS and b"10.0.0.1:10911" in route.body and b"127.0.0.9" not in route.body
     assert kv is None and order is False
     assert wipe.code == R.SUCCESS and wipe.ext_fields == {"wipeTopicCount": "2"}
+
+
+# ---------------------------------------------------------------- 4. offsets persisted on RocketMQ's schedule
+def _file_offsets(store):
+    from rocketstore.consumer import offsets_path, parse_offsets
+
+    try:
+        with open(offsets_path(store.root)) as f:
+            return parse_offsets(f.read())
+    except FileNotFoundError:
+        return {}
+
+
+def test_remoting_offsets_are_written_on_the_flush_schedule(tmp_path):
+    """ConsumerOffsetManager persists every flushConsumerOffsetInterval (5 s by default, broker.conf may say
+    otherwise): a commit reaches the file while the broker runs, not only at its close."""
+    from rocketstore.remoting.broker import BrokerSettings
+    from test_broker_pull import fill, pull_ext
+
+    assert BrokerSettings().flushConsumerOffsetInterval == 5000  # BrokerConfig's default
+    settings = BrokerSettings.from_extra({"flushConsumerOffsetInterval": "200"})
+
+    async def scenario(broker, c, store):
+        fill(store)
+        await c.call(RC.PULL_MESSAGE, pull_ext())  # the pull creates the subscription group
+        q = {"consumerGroup": "g", "topic": "T", "queueId": "0"}
+        update = await c.call(RC.UPDATE_CONSUMER_OFFSET, {**q, "commitOffset": "3"})
+        seen = None
+        for _ in range(200):  # 20 s at most; the flush comes within 0.2 s
+            seen = _file_offsets(store).get("T@g")
+            if seen:
+                break
+            await asyncio.sleep(0.1)
+        return update, seen
+
+    (update, seen), store = with_broker(tmp_path, scenario, settings=settings)
+    assert update.code == R.SUCCESS and seen == {0: 3}
+    store.close()

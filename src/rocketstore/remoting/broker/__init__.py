@@ -68,6 +68,7 @@ class BrokerSettings:
     enablePropertyFilter: bool = False
     rejectTransactionMessage: bool = False
     autoCreateSubscriptionGroup: bool = True
+    flushConsumerOffsetInterval: int = 5000  # ms between writes of the consumer offsets (and at close)
 
     @property
     def address(self) -> str:
@@ -137,7 +138,7 @@ class Broker:
             self.settings.listenPort = port
         self.hold.start()
         self.schedule.start()
-        self.spawn(self.offsets.flush_loop())
+        self.spawn(self.offsets.flush_loop(self.settings.flushConsumerOffsetInterval / 1000))
         self.spawn(self._housekeeping())
         self.register()
         if self.store.config.store_host != self.settings.address:  # what the C++ core sends failed messages back to
