@@ -6,6 +6,7 @@ TimerMessageStore.doPut, NettyRemotingServer, PullRequestHoldService, ConsumerOf
 
 import asyncio
 import json
+import struct
 import time
 
 import pytest
@@ -329,3 +330,164 @@ def test_remoting_offsets_are_written_on_the_flush_schedule(tmp_path):
     (update, seen), store = with_broker(tmp_path, scenario, settings=settings)
     assert update.code == R.SUCCESS and seen == {0: 3}
     store.close()
+
+
+# ---------------------------------------------------------------- 7. idle and crowding connections
+def test_idle_and_crowding_connections_lock_nobody_out(tmp_path):
+    """1,030 sockets from 127.0.0.1, half silent, half stopped half-way through a frame: one address holds at
+    most max_connections_per_address of the slots, a client from 127.0.0.2 is served at once, and the idle ones
+    are closed after the idle timeout (1 s here; RocketMQ's serverChannelMaxIdleTimeSeconds, 120 s, by default)."""
+    from rocketstore.remoting.broker import Broker
+    from rocketstore.remoting.server import IDLE_TIMEOUT_S, MAX_CONNECTIONS_PER_ADDRESS, RemotingServer
+
+    assert IDLE_TIMEOUT_S == 120.0 and RemotingServer({}).idle_timeout_s == 120.0
+    assert MAX_CONNECTIONS_PER_ADDRESS < RemotingServer({}).max_connections
+    store = open_store(tmp_path)
+    store.create_topic("T", 1)
+
+    async def main():
+        broker = Broker(store, idle_timeout_s=1.0)
+        port = await broker.start("127.0.0.1", 0)
+        crowd = []
+        try:
+            for i in range(1030):
+                r, w = await asyncio.open_connection("127.0.0.1", port)
+                if i % 2:
+                    w.write(struct.pack(">i", 100) + b"\x00\x00")  # a 100-byte frame, 2 bytes of it sent
+                crowd.append((r, w))
+            await asyncio.sleep(0.05)
+            from_one = sum(1 for c in broker.server.connections.values() if c.host == "127.0.0.1")
+            other = Client(*await asyncio.open_connection("127.0.0.1", port, local_addr=("127.0.0.2", 0)))
+            served = await other.call(RC.GET_MAX_OFFSET, {"topic": "T", "queueId": "0"})
+            await other.close()
+
+            async def closed(r):
+                try:
+                    return await asyncio.wait_for(r.read(), 30) == b""
+                except ConnectionError:
+                    return True
+
+            all_closed = all(await asyncio.gather(*(closed(r) for r, _ in crowd)))
+            again = await Client.connect(port)  # the address's slots are free again
+            served_again = await again.call(RC.GET_MAX_OFFSET, {"topic": "T", "queueId": "0"})
+            await again.close()
+            return from_one, served, all_closed, served_again
+        finally:
+            for _, w in crowd:
+                w.close()
+            await broker.close()
+
+    from_one, served, all_closed, served_again = asyncio.run(main())
+    assert 0 < from_one <= MAX_CONNECTIONS_PER_ADDRESS
+    assert served.code == R.SUCCESS and served.ext_fields["offset"] == "0"
+    assert all_closed
+    assert served_again.code == R.SUCCESS
+    store.close()
+
+
+def test_connection_limits_from_broker_conf():
+    from types import SimpleNamespace
+
+    from rocketstore.serve.remoting_side import RemotingSide
+
+    conf = SimpleNamespace(extra={"serverChannelMaxIdleTimeSeconds": "0.5", "serverMaxConnectionsPerAddress": "8"})
+    side = RemotingSide(None, conf, "127.0.0.1:0", "127.0.0.1:0")
+    assert side.server_options() == {"idle_timeout_s": 0.5, "max_connections_per_address": 8}
+    assert RemotingSide(None, SimpleNamespace(extra={}), None, None).server_options() == {}
+
+
+# ---------------------------------------------------------------- 8, 9. held pulls
+def _pull_frame(opaque, queue_id, offset, suspend_ms=30_000, topic="T"):
+    from rocketstore.remoting import frame
+    from rocketstore.remoting.command import RemotingCommand
+    from test_broker_pull import SUB, SUSPEND, pull_ext
+
+    ext = pull_ext(offset=offset, queue_id=queue_id, sys_flag=SUB | SUSPEND, suspend_ms=suspend_ms, topic=topic)
+    return frame.encode(RemotingCommand(code=RC.PULL_MESSAGE, ext_fields=ext, opaque=opaque))
+
+
+async def _until(probe, timeout=60):
+    end = time.monotonic() + timeout
+    while not probe():
+        assert time.monotonic() < end, "timed out"
+        await asyncio.sleep(0.02)
+
+
+def test_a_put_wakes_only_the_pulls_held_on_its_queue(tmp_path):
+    """50 pulls held on T's queue 1, one on queue 0 and one on U's queue 0: a send to T queue 0 (the broker's own
+    put) and a put to U queue 0 made elsewhere (the store directly, as the gRPC side puts) each examine and wake
+    the one pull held on their queue, none of the 50."""
+    store = open_store(tmp_path)
+    store.create_topic("T", 2)
+    store.create_topic("U", 1)
+
+    async def scenario(broker, c, store):
+        hold = broker.hold
+        await c.send_raw(b"".join(_pull_frame(1000 + i, 1, 0) for i in range(50)))
+        await c.send_raw(_pull_frame(7, 0, 0) + _pull_frame(8, 0, 0, topic="U"))
+        await _until(lambda: hold.held == 52)
+        before = (hold.examined, hold.woken)
+        sent = await c.call(RC.SEND_MESSAGE, send_ext(topic="T", queue_id=0, props=""), b"to-0")
+        first = await c.read()
+        after_send = (hold.examined - before[0], hold.woken - before[1])
+        assert store.put(Message("U", b"to-u"), 0).ok  # not through the broker: the watcher sees it
+        second = await c.read()
+        await _until(lambda: hold.held == 50)
+        after_put = (hold.examined - before[0], hold.woken - before[1])
+        return sent, first, second, after_send, after_put
+
+    (sent, first, second, after_send, after_put), store = with_broker(tmp_path, scenario, store=store)
+    assert sent.code == R.SUCCESS
+    assert (first.opaque, first.code) == (7, R.SUCCESS)
+    assert (second.opaque, second.code) == (8, R.SUCCESS)
+    assert after_send == (1, 1)  # examined, woken: the queue-0 pull alone
+    assert after_put == (2, 2)
+    store.close()
+
+
+def test_held_pulls_are_not_work_in_flight(tmp_path):
+    """4,100 held pulls (above the server's 4,096 requests in flight): a send and an offset query are served."""
+    store = open_store(tmp_path)
+    store.create_topic("T", 2)
+
+    async def scenario(broker, c, store):
+        assert broker.server.max_in_flight == 4096
+        await c.send_raw(b"".join(_pull_frame(1000 + i, i % 2, 0) for i in range(4100)))
+        await _until(lambda: broker.server.waiting_requests == 4100, timeout=120)
+        other = await Client.connect(broker.server.port)
+        try:
+            sent = await other.call(RC.SEND_MESSAGE, send_ext(topic="Other", queue_id=0, props=""), b"x")
+            query = await other.call(RC.QUERY_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": "T", "queueId": "0"})
+            busy = broker.server.in_flight, broker.server.waiting_requests
+        finally:
+            await other.close()
+        return sent, query, busy
+
+    (sent, query, busy), store = with_broker(tmp_path, scenario, store=store)
+    assert sent.code == R.SUCCESS
+    assert query.code != R.SYSTEM_BUSY
+    assert busy[0] < 10 and busy[1] >= 4100  # the parked pulls are held still, and not counted in flight
+    store.close()
+
+
+def test_held_pulls_are_bounded(tmp_path):
+    from rocketstore.remoting.broker import BrokerSettings
+
+    store = open_store(tmp_path)
+    store.create_topic("T", 1)
+
+    async def scenario(broker, c, store):
+        await c.send_raw(b"".join(_pull_frame(1000 + i, 0, 0) for i in range(3)))
+        await _until(lambda: broker.hold.held == 3)
+        return await c.call(RC.PULL_MESSAGE, _pull_ext_suspended())
+
+    refused, store = with_broker(tmp_path, scenario, settings=BrokerSettings(maxHeldPulls=3), store=store)
+    assert (refused.code, refused.remark) == (
+        R.SYSTEM_BUSY, "[HOLD_FULL] 3 pulls are held already (maxHeldPulls), try again later")  # fmt: skip
+    store.close()
+
+
+def _pull_ext_suspended():
+    from test_broker_pull import SUB, SUSPEND, pull_ext
+
+    return pull_ext(offset=0, sys_flag=SUB | SUSPEND, suspend_ms=30_000)

@@ -34,3 +34,21 @@ def test_pop_offsets_are_written_while_serve_runs(server):
         time.sleep(0.2)
     assert server.proc.poll() is None  # still serving
     assert seen and sum(seen.values()) == 10, json.dumps(server.lines[-20:])  # every queue's offset past its acks
+
+
+def test_a_put_wakes_only_the_long_polls_of_its_topic():
+    """serve's long polls (aio_service.Wakeups) are keyed by topic, as PullRequestHoldService keys its pulls: a
+    message stored in topic A sets the event of the poll on A and of none of the 100 polls on B."""
+    import asyncio
+
+    from rocketstore.serve.aio_service import Wakeups
+
+    async def main():
+        w = Wakeups(asyncio.get_running_loop())
+        on_b = [w.register([("m", "B"), ("s", "g", "B")]) for _ in range(100)]
+        on_a = w.register([("m", "A"), ("s", "g", "A")])
+        w.notify([("m", "A")])  # what the store's dispatch reports for a record of A
+        await asyncio.sleep(0.01)
+        return on_a.is_set(), sum(e.is_set() for e in on_b)
+
+    assert asyncio.run(main()) == (True, 0)

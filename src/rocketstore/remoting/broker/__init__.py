@@ -69,6 +69,7 @@ class BrokerSettings:
     rejectTransactionMessage: bool = False
     autoCreateSubscriptionGroup: bool = True
     flushConsumerOffsetInterval: int = 5000  # ms between writes of the consumer offsets (and at close)
+    maxHeldPulls: int = 16384  # rocketstore's own: pulls long polling at once (hold.py); more answer SYSTEM_BUSY
 
     @property
     def address(self) -> str:
@@ -100,7 +101,7 @@ class Broker:
         self.topics = BrokerTopics(store, self.settings, on_change=self.register)
         self.clients = Clients(self)
         self.offsets = Offsets(self)
-        self.hold = PullHold(store)
+        self.hold = PullHold(store, self.settings.maxHeldPulls)
         self.schedule = ScheduleService(store, self.arrived)
         self.locks = QueueLocks()
         self.transactions = None  # the store's shared pending state (serve/transaction.py), from start()
@@ -171,9 +172,10 @@ class Broker:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def arrived(self) -> None:
-        """A put went through: held pulls look again (callable from any thread)."""
-        self.hold.arrived_threadsafe()
+    def arrived(self, topic: str | None = None, queue_id: int | None = None) -> None:
+        """A put went through, to topic's queue queue_id (or somewhere: None): the pulls held on it look again
+        (callable from any thread)."""
+        self.hold.arrived_threadsafe(topic, queue_id)
 
     def random_queue(self, count: int) -> int:
         return self._rand.randrange(max(count, 1))
