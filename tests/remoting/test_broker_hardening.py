@@ -5,7 +5,6 @@ in flight. Expectations come from RocketMQ's source (TopicValidator, AbstractSen
 TimerMessageStore.doPut, NettyRemotingServer, PullRequestHoldService, ConsumerOffsetManager)."""
 
 import asyncio
-import json
 import struct
 import time
 
@@ -20,7 +19,6 @@ from rocketstore.formats.inner_batch import encode_messages
 from rocketstore.remoting.broker.schedule import ScheduleService
 from rocketstore.remoting.codes import RequestCode as RC
 from rocketstore.remoting.codes import ResponseCode as R
-from rocketstore.serve.delay import DelayService
 
 
 # ---------------------------------------------------------------- 1. system topics
@@ -69,21 +67,6 @@ def test_one_rule_for_both_protocols():
 def _forge(store, topic, queue_id, **props):
     """A record as an older rocketstore let a client write it (straight into the store here)."""
     return store.put(Message(topic, b"forged", properties={k: str(v) for k, v in props.items()}), queue_id)
-
-
-def test_a_forged_timer_record_never_reaches_a_system_topic(tmp_path):
-    store = open_store(tmp_path)
-    _forge(store, "rmq_sys_wheel_timer", 0, REAL_TOPIC="RMQ_SYS_TRANS_OP_HALF_TOPIC", REAL_QID=0, TIMER_OUT_MS=1)
-    _forge(store, "rmq_sys_wheel_timer", 0, REAL_TOPIC="T", REAL_QID=0, TIMER_OUT_MS=2)
-    store.wait_dispatched(10)
-    d = DelayService(store)  # as at a restart: the timer topic read back
-    assert d.waiting() == 2
-    assert d.deliver_due(10) == 2  # both taken off the timer; the forged op record skipped
-    store.wait_dispatched(10)
-    assert store.max_offset("RMQ_SYS_TRANS_OP_HALF_TOPIC", 0) <= 0
-    assert [m.body for m in store.get("g", "T", 0, 0).messages] == [b"forged"]
-    assert DelayService(store).waiting() == 0  # recorded
-    store.close()
 
 
 def test_a_forged_schedule_record_never_reaches_a_system_topic(tmp_path):
@@ -169,57 +152,6 @@ def test_delay_level_progress_is_recorded_when_a_delivery_fails(tmp_path, status
     assert store.max_offset("A", 0) == 1  # delivered once, never again
     assert store.max_offset("C", 0) == 1
     store.close()
-
-
-def test_timer_message_to_a_removed_queue_blocks_nothing(tmp_path):
-    """The gRPC side's timer (serve/delay.py): a message for queue 3 of a topic now of 2 queues and one for REAL_QID
-    9999 are delivered to existing queues, the other topics' messages after them too, and nothing is delivered
-    again after a restart."""
-    store = open_store(tmp_path)
-    store.create_topic("S", 4)
-    store.create_topic("O", 1)
-    d = DelayService(store)
-    at = str(int(time.time() * 1000) + 3_600_000)
-    for topic, q in (("S", 3), ("S", 0), ("O", 0)):
-        assert d.put(Message(topic, f"{topic}{q}".encode(), properties={"TIMER_DELIVER_MS": at}), q).ok
-    assert _forge(store, "rmq_sys_wheel_timer", 0, REAL_TOPIC="O", REAL_QID=9999, TIMER_OUT_MS=at).ok
-    store.create_topic("S", 2)
-    store.wait_dispatched(10)
-    d = DelayService(store)
-    assert d.waiting() == 4
-    assert d.deliver_due(int(at) + 1) == 4
-    store.wait_dispatched(10)
-    assert [m.body for m in store.get("g", "S", 1, 0).messages] == [b"S3"]
-    assert [m.body for m in store.get("g", "S", 0, 0).messages] == [b"S0"]
-    assert [m.body for m in store.get("g", "O", 0, 0).messages] == [b"O0", b"forged"]
-    assert DelayService(store).waiting() == 0
-    store.close()
-
-
-def test_timer_progress_is_recorded_when_a_delivery_fails(tmp_path):
-    from rocketstore.message import PutStatus
-
-    store = open_store(tmp_path)
-    d = DelayService(store)
-    at = int(time.time() * 1000) + 3_600_000
-    for i, topic in enumerate(("A", "B", "C")):
-        props = {"TIMER_DELIVER_MS": str(at + i)}
-        assert d.put(Message(topic, topic.encode(), properties=props), 0).ok
-    store.wait_dispatched(10)
-    refusing = DelayService(_Refusing(store, "B", PutStatus.SERVICE_NOT_AVAILABLE))
-    assert refusing.deliver_due(at + 10) == 1  # A delivered; B refused for now, C after it
-    state = json.load(open(store.root + "/config/timerState.json"))
-    assert state["offset"] == 1
-    again = DelayService(store)  # a restart
-    assert again.waiting() == 2
-    assert again.deliver_due(at + 10) == 2
-    store.wait_dispatched(10)
-    assert [store.max_offset(t, 0) for t in ("A", "B", "C")] == [1, 1, 1]
-    store.close()
-
-
-def _unused():
-    return asyncio
 
 
 # ---------------------------------------------------------------- 6. the name server's state changes: admins only
