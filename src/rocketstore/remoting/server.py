@@ -69,6 +69,7 @@ class Connection:
                 return
             self.flush()
             self.writer.write(data)
+            self.last_active = asyncio.get_running_loop().time()
             await self.writer.drain()
 
     def write_soon(self, data: bytes) -> None:

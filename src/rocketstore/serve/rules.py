@@ -5,8 +5,9 @@ Topics: every topic a request names (route, send, receive, ack, change invisible
 assignment, dead-lettering, a producer's Telemetry settings) must be a legal name and not a system topic:
 TopicValidator.SYSTEM_TOPIC_SET or a name starting with `rmq_sys_` (so the half and op queues of transactions,
 the timer topic rmq_sys_wheel_timer, SCHEDULE_TOPIC_XXXX, TBW102 ...), answered ILLEGAL_TOPIC "cannot access
-system topic" as GrpcValidator.validateTopic answers. NOT_ALLOWED_SEND_TOPIC_SET (the broker's own refusal of
-sends) lies inside that set; it is kept for callers that check sends alone. Retry (%RETRY%) and dead-letter
+system topic" as GrpcValidator.validateTopic answers. What a client's send may not name on either protocol is
+is_client_send_forbidden (NOT_ALLOWED_SEND_TOPIC_SET, the broker's own refusal, and every `rmq_sys_` topic): the
+remoting broker answers it NO_PERMISSION, the delay deliveries never write it, and this set holds it. Retry (%RETRY%) and dead-letter
 (%DLQ%) topics are not system topics: a dead-letter queue stays readable, so failed messages can be
 reprocessed. Consumer groups named CID_RMQ_SYS_... are refused (ILLEGAL_CONSUMER_GROUP), as MixAll.isSysConsumerGroup.
 
