@@ -172,10 +172,10 @@ class Broker:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def arrived(self, topic: str | None = None, queue_id: int | None = None) -> None:
-        """A put went through, to topic's queue queue_id (or somewhere: None): the pulls held on it look again
-        (callable from any thread)."""
-        self.hold.arrived_threadsafe(topic, queue_id)
+    def arrived(self, topic: str | None = None, queue_id: int | None = None, put=None) -> None:
+        """A put went through, to topic's queue queue_id (or somewhere: None; `put`: its PutResult): the pulls
+        held on it look again (callable from any thread)."""
+        self.hold.arrived_threadsafe(topic, queue_id, put)
 
     def random_queue(self, count: int) -> int:
         return self._rand.randrange(max(count, 1))

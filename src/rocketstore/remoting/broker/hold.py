@@ -4,7 +4,10 @@ topic@queueId keys), so a message wakes only the pulls held on its own queue:
 - a put this broker makes names its queue (`arrived(topic, queue_id)`): that queue's pulls look again;
 - every other put (sends over gRPC, delayed messages coming due, transactions committed elsewhere) reaches a
   watcher thread through the store's arrivals; it looks at the max offset of each queue pulls are held on and
-  wakes the pulls of the queues that grew (a queue that did not grow costs one comparison, its pulls none).
+  wakes the pulls of the queues that grew (a queue that did not grow costs one comparison, its pulls none). It
+  skips even that when nothing was dispatched since its last look but this broker's own puts, which woke their
+  queues already (the store's dispatched end, reput's offset, is where its last look or the broker's last
+  contiguous put left it).
 Pulls also look once a second on their own (a wake-up that slipped between two waits). The watcher waits on the
 store only while a pull is held: a waiter there makes every put wake it (a thread switch per message, most of a
 send's CPU when nobody pulls).
@@ -45,6 +48,7 @@ class PullHold:
         self.examined = 0  # held pulls a wake-up looked at (all time): a put examines its own queue's only
         self.woken = 0  # held pulls woken by a wake-up (all time)
         self._check_scheduled = False
+        self._known_end: int | None = None  # the dispatched end the held queues were last looked at for
         self._wanted = threading.Event()  # set while held: the watcher then waits on the store's arrivals
 
     def start(self) -> None:
@@ -66,12 +70,12 @@ class PullHold:
             self.store.wait_for_arrival(0.5)
             self.arrived_threadsafe()
 
-    def arrived_threadsafe(self, topic: str | None = None, queue_id: int | None = None) -> None:
+    def arrived_threadsafe(self, topic: str | None = None, queue_id: int | None = None, put=None) -> None:
         """arrived(), from any thread."""
         if threading.get_ident() == self._loop_thread:
             # a put made on the loop itself (a send): no wake-up through the loop's self-pipe, a system call and a
             # pass of the loop per message
-            self.arrived(topic, queue_id)
+            self.arrived(topic, queue_id, put)
             return
         loop = self._loop
         if loop is None or loop.is_closed() or not self.held:
@@ -81,19 +85,27 @@ class PullHold:
                 return
             self._check_scheduled = True
         try:
-            loop.call_soon_threadsafe(self.arrived, topic, queue_id)
+            loop.call_soon_threadsafe(self.arrived, topic, queue_id, put)
         except RuntimeError:  # the loop closed meanwhile
             pass
 
-    def arrived(self, topic: str | None = None, queue_id: int | None = None) -> None:
-        """Messages arrived in topic's queue queue_id (its held pulls look again), or somewhere unknown (None):
-        the held queues whose max offset grew have their pulls look again."""
+    def arrived(self, topic: str | None = None, queue_id: int | None = None, put=None) -> None:
+        """Messages arrived in topic's queue queue_id (its held pulls look again; `put`: this broker's PutResult
+        there), or somewhere unknown (None): the held queues whose max offset grew have their pulls look again."""
         if topic is None:
             self._check_scheduled = False
+            end = self.store.reput.reput_from_offset  # everything below it is in its queue
+            if end == self._known_end:
+                return
+            self._known_end = end
             for key in list(self._waiters):
                 self._wake(key)
-        else:
-            self._wake((topic, queue_id))
+            return
+        if put is not None and put.physical_offset == self._known_end:
+            after = put.physical_offset + put.size
+            if self.store.reput.reput_from_offset >= after:  # dispatched: its queue's pulls are woken below
+                self._known_end = after
+        self._wake((topic, queue_id))
 
     def _wake(self, key: tuple[str, int]) -> None:
         waiters = self._waiters.get(key)
