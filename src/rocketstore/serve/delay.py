@@ -10,7 +10,8 @@ Instead of the timer wheel's timerlog / timerwheel files, rocketstore keeps the 
 delivered in memory, rebuilt at start from the timer topic and config/timerState.json: the lowest timer queue
 offset not yet delivered, and the delivered ones above it (written atomically after each delivery). A
 message already delivered when the server stopped is not delivered again; one due while the server was down
-is delivered at start."""
+is delivered at start. One that cannot be delivered holds up no other (deliver(): another queue of its topic,
+or skipped and logged, as TimerMessageStore.doPut moves on past PUT_NO_RETRY)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,9 @@ queue n-1 (send.py puts it there with REAL_TOPIC and REAL_QID); the store's disp
 time (store time + level n's delay, messageDelayLevel) as its tagsCode. This thread delivers, queue by queue in
 order, each message whose time has come to its real topic and queue (messageTimeUp: DELAY and the timer
 properties cleared, the rest kept) and records how far each level got in config/delayOffset.json
-({"offsetTable":{level:offset}}, RocketMQ's file), so delivery carries on across restarts."""
+({"offsetTable":{level:offset}}, RocketMQ's file), so delivery carries on across restarts. A message that cannot
+be delivered never stalls its level (serve.delay.deliver, the timer's rule: a queue the topic no longer has is
+replaced by one it has; a put refused for good, or a real topic no client may send to, is skipped and logged)."""
 
 from __future__ import annotations
 
