@@ -62,8 +62,9 @@ def test_cleanup_of_store_expired_leaves_rocketmqs_files_and_answers(tmp_path, m
         store.flush()
         store.cleanup.disk_usage = lambda path: 0.10  # this machine's disk must not matter
         aged = m["agedCommitLogFiles_mtimeMinus100h"]
-        t = (now - 100 * 3600 * 1000) * 1_000_000
-        for n in aged:
+        old, fresh = (now - 100 * 3600 * 1000) * 1_000_000, now * 1_000_000
+        for n in os.listdir(root / "commitlog"):  # every segment's age set here, against the clock used below
+            t = old if n in aged else fresh
             os.utime(root / "commitlog" / n, ns=(t, t))
         # RocketMQ's harness: the manual trigger and two passes (deleteFileBatchMax 10), then the queues
         assert store.delete_expired_files(now_ms=now) == len(aged) == 15
