@@ -55,7 +55,7 @@ def _open(
             M.fail(f"{store}: not a directory")
         if not create:
             M.fail(f"{store}: no store directory here" + ("" if read_only else " (give --create to make one)"))
-    elif not create:
+    elif not create or os.listdir(store):  # --create makes a store where there is none, or in an empty dir
         M.require_store(store)
     cfg = M.load_config(conf)
     try:

@@ -64,12 +64,17 @@ def print_result(title: str, header: dict | None, rows: list[dict], as_json: boo
 STORE_ENTRIES = ("commitlog", "consumequeue", "batchconsumequeue", "index", "checkpoint", "config")
 
 
+def is_store(path: str) -> bool:
+    """A directory holding at least one of a store's files."""
+    return any(os.path.exists(os.path.join(path, e)) for e in STORE_ENTRIES)
+
+
 def require_store(path: str) -> None:
     """A directory holding none of a store's files is not a store: say so, naming what a store has, rather
     than answer "no topics" or "the store is sound" about /etc."""
     if not os.path.isdir(path):
         fail(f"{path}: " + ("not a directory" if os.path.exists(path) else "no store directory here"))
-    if not any(os.path.exists(os.path.join(path, e)) for e in STORE_ENTRIES):
+    if not is_store(path):
         fail(
             f"{path}: not a RocketMQ store: it has none of commitlog/, consumequeue/, batchconsumequeue/, "
             "index/, config/ or checkpoint"

@@ -47,8 +47,8 @@ class _Cuts(logging.Handler):
 def _open_with_progress(store: str, conf, config=None, shown: Phases | None = None) -> tuple[MessageStore, list[str]]:
     """Open (and so recover) the store for writing, with a bar over the bytes recovery checks (on `shown`, or
     a bar of its own); also what recovery says it cut. `config` (already resolved) instead of -c's."""
-    if not os.path.isdir(store):
-        M.fail(f"{store}: no store directory here")
+    if config is None:  # the store itself (a staging store is made by the rebuild, not found)
+        M.require_store(store)
     cfg = config or M.load_config(conf)
     cuts = _Cuts()
     logger = logging.getLogger("rocketstore")
@@ -61,8 +61,18 @@ def _open_with_progress(store: str, conf, config=None, shown: Phases | None = No
             return MessageStore.open(store, cfg, progress=own.bytes), cuts.lines
     except RocketStoreError as e:
         M.fail(str(e))
+    except OSError as e:
+        M.fail(os_problem(e, store))
     finally:
         logger.removeHandler(cuts)
+
+
+def os_problem(e: OSError, path: str) -> str:
+    """An OSError as one line naming the path and the problem ("/s/lock: Read-only file system")."""
+    where = e.filename if e.filename is not None else path
+    if e.filename2 is not None:
+        where = f"{where} -> {e.filename2}"
+    return f"{where}: {e.strerror or e}"
 
 
 def _report(title: str, summary: dict, cuts: list[str], as_json: bool) -> None:
@@ -109,6 +119,7 @@ def rebuild(store, engine, master, spark_conf, yes, conf, as_json):
     if engine != "spark" and (master is not None or spark_conf):
         M.fail("--master and --spark-conf are for --engine spark")
     spark_props = _spark_properties(spark_conf)
+    M.require_store(store)
     if not os.path.isdir(os.path.join(store, "commitlog")):
         M.fail(f"{store}: no CommitLog here to rebuild from")
     cfg = M.load_config(conf)
@@ -156,6 +167,8 @@ def rebuild(store, engine, master, spark_conf, yes, conf, as_json):
         cuts = [c.replace(stage.staging, stage.root) for c in cuts]  # recovery saw the CommitLog through the stage
     except RocketStoreError as e:
         M.fail(str(e))
+    except OSError as e:  # a read-only or full file system, a permission: one line, nothing half-swapped
+        M.fail(os_problem(e, store))
     summary["seconds"] = round(time.perf_counter() - t, 3)
     _report("rebuilt", summary, cuts, as_json)
 
@@ -216,7 +229,9 @@ def _rebuild_with_spark(store: str, conf, as_json: bool, master: str, spark_prop
                 summary = rebuild_job.rebuild(os.path.abspath(store), spark, progress=_spark_phases(shown), **options)
         except ImportError as e:
             M.fail(f"the Spark engine needs pyspark ({e}); use --engine local")
-        except (RocketStoreError, ValueError, OSError) as e:
+        except OSError as e:
+            M.fail(os_problem(e, store))
+        except (RocketStoreError, ValueError) as e:
             M.fail(str(e))
         finally:
             logger.removeHandler(cuts)
@@ -259,15 +274,20 @@ def clean(store, conf, as_json):
     """Run the expired-file cleanup now (RocketMQ's manual delete trigger): expired CommitLog files, then the
     queue and index files in step with the new minimum."""
     s, cuts = _open_with_progress(store, conf)
-    with s:
-        before = s.min_physical_offset
-        deleted = s.delete_expired_files()
-        summary = {
-            "store": s.root,
-            "commitLogFilesDeleted": deleted,
-            "commitLogMinOffsetBefore": before,
-            "commitLogMinOffset": s.min_physical_offset,
-        }
+    try:
+        with s:
+            before = s.min_physical_offset
+            deleted = s.delete_expired_files()
+            summary = {
+                "store": s.root,
+                "commitLogFilesDeleted": deleted,
+                "commitLogMinOffsetBefore": before,
+                "commitLogMinOffset": s.min_physical_offset,
+            }
+    except RocketStoreError as e:
+        M.fail(str(e))
+    except OSError as e:
+        M.fail(os_problem(e, store))
     _report("cleaned", summary, cuts, as_json)
 
 
@@ -280,18 +300,23 @@ def recover(store, conf, as_json):
     dispatched again), report what was cut, and close it cleanly."""
     crashed = os.path.exists(os.path.join(store, "abort"))
     s, cuts = _open_with_progress(store, conf)
-    with s:
-        s.wait_dispatched(timeout_s=3600)
-        queues, messages = _queue_totals(s)
-        summary = {
-            "store": s.root,
-            "lastShutdown": "crash (abort file)" if crashed else "clean",
-            "commitLogMinOffset": s.min_physical_offset,
-            "commitLogMaxOffset": s.max_physical_offset,
-            "confirmPhyOffset": s.checkpoint.confirm_phy_offset,
-            "queues": queues,
-            "messages": messages,
-        }
+    try:
+        with s:
+            s.wait_dispatched(timeout_s=3600)
+            queues, messages = _queue_totals(s)
+            summary = {
+                "store": s.root,
+                "lastShutdown": "crash (abort file)" if crashed else "clean",
+                "commitLogMinOffset": s.min_physical_offset,
+                "commitLogMaxOffset": s.max_physical_offset,
+                "confirmPhyOffset": s.checkpoint.confirm_phy_offset,
+                "queues": queues,
+                "messages": messages,
+            }
+    except RocketStoreError as e:
+        M.fail(str(e))
+    except OSError as e:
+        M.fail(os_problem(e, store))
     _report("recovered", summary, cuts, as_json)
 
 
