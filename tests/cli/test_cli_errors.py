@@ -3,6 +3,7 @@ error is one line on stderr (`rocketstore: error: ...`), with exit status 1 (or 
 no traceback; expectations come from RocketMQ's limits and hand-computed values."""
 
 import datetime
+import json
 import os
 import subprocess
 import sys
@@ -141,3 +142,126 @@ def test_maintenance_on_a_read_only_file_system_is_one_line(read_only_store, com
     assert read_only_store in err
     assert "read-only file system" in err.lower()
     assert listing(read_only_store) == before
+
+
+# ---------------------------------------------------------------- serve: a bad address is a usage error
+@pytest.mark.parametrize(
+    "option, value",
+    [("--listen", "nope"), ("--listen", "127.0.0.1:70000"), ("--namesrv", "x"), ("--remoting-advertise", "0.0.0.0:1")],
+)
+def test_serve_bad_address_is_a_usage_error(tmp_path, option, value):
+    err = one_error_line(2, "serve", str(tmp_path / "s"), option, value)
+    assert option in err and "(see 'rocketstore serve -h')" in err
+    assert not os.path.exists(tmp_path / "s")  # nothing made
+
+
+# ---------------------------------------------------------------- numbers out of range: usage errors
+LONG_MAX = 9223372036854775807  # Java's Long.MAX_VALUE, 2^63 - 1
+
+
+@pytest.mark.parametrize(
+    "argv, option",
+    [
+        (["consume", "{s}", "Orders", "--from", TOO_BIG], "--from"),
+        (["consume", "{s}", "Orders", "--from", str(LONG_MAX + 1)], "--from"),
+        (["query", "{s}", "--begin", TOO_BIG], "--begin"),
+        (["query", "{s}", "--end", TOO_BIG], "--end"),
+        (["query", "{s}", "--key", "k0", "--begin", TOO_BIG], "--begin"),
+        (["group", "reset-offset", "{s}", "g1", "-t", "Orders", "--to-time", TOO_BIG], "--to-time"),
+        (["group", "reset-offset", "{s}", "g1", "-t", "Orders", "--to-offset", TOO_BIG], "--to-offset"),
+        (["consume", "{s}", "Orders", "--offset", TOO_BIG], "--offset"),
+        (["consume", "{s}", "Orders", "--last", TOO_BIG], "--last"),
+        (["consume", "{s}", "Orders", "--max", TOO_BIG], "--max"),
+        (["query", "{s}", "--offset", TOO_BIG], "--offset"),
+        (["query", "{s}", "--key", "k0", "--max", TOO_BIG], "--max"),
+        (["dump", "{seg}", "--limit", "99999999999999999999999"], "--limit"),
+        (["dump", "{seg}", "--skip", TOO_BIG], "--skip"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else " ".join(x for x in v if not x.startswith("{") and x != TOO_BIG),
+)
+def test_numbers_beyond_a_java_long_are_usage_errors(store, argv, option):
+    seg = os.path.join(store, "commitlog", "0" * 20)
+    err = one_error_line(2, *[a.format(s=store, seg=seg) for a in argv])
+    assert option in err
+
+
+def test_the_largest_java_long_is_still_a_time_and_a_count(store):
+    code, out, err = run("consume", store, "Orders", "--from", str(LONG_MAX), "--json")
+    assert code == 0, err
+    assert '"consumed": 0' in out  # nothing stored at or after the end of time
+    seg = os.path.join(store, "commitlog", "0" * 20)
+    code, out, err = run("dump", seg, "--json", "--skip", "1", "--limit", str(LONG_MAX))
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["keys"] for r in rows] == ["k1", "k2"]  # the records after the first, all of them
+
+
+# ---------------------------------------------------------------- a time in seconds is warned about
+def test_a_time_that_looks_like_seconds_warns_naming_both_readings(store):
+    seconds = 1795812000  # 2026-11-27T20:40:00Z as seconds; as ms, 20 days after the epoch
+    code, out, err = run("consume", store, "Orders", "--from", str(seconds), "--json")
+    assert code == 0, err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rocketstore: warning: --from 1795812000"), err
+    assert "1970-01-21T18:50:12.000Z" in err  # 1795812000 ms = 20 d 18 h 50 min 12 s
+    assert "2026-11-27T20:40:00.000Z" in err
+    assert '"consumed": 3' in out  # read as ms (before every message), as it always was
+    for argv in (
+        ["query", store, "--begin", str(seconds), "--end", str(seconds)],
+        ["group", "reset-offset", store, "g1", "-t", "Orders", "--to-time", str(seconds)],
+    ):
+        code, out, err = run(*argv)
+        assert code == 0, err
+        assert err.count("rocketstore: warning:") == 2 if argv[0] == "query" else 1, err
+
+
+@pytest.mark.parametrize("value", [str(T0), "2026-11-22T08:00:00Z", "0", "99999999"])
+def test_ms_and_iso_times_do_not_warn(store, value):
+    code, out, err = run("consume", store, "Orders", "--from", value, "--json")
+    assert code == 0 and err == "", err
+
+
+# ---------------------------------------------------------------- a closed stdout pipe ends quietly
+@pytest.fixture
+def big_store(tmp_path):
+    """Far more output than a pipe buffers (64 KiB): 1500 messages of 200 bytes."""
+    root = str(tmp_path / "big")
+    with MessageStore.open(root, StoreConfig(clock=lambda: T0, mapped_file_size_commit_log=1 << 22)) as s:
+        s.create_topic("Orders", 2)
+        for i in range(1500):
+            assert s.put(Message("Orders", b"b" * 200, keys=[f"k{i}"]), i % 2).ok
+    return root
+
+
+def head_1(*args):
+    """`rocketstore ARGS | head -1`: read one line, close the pipe, let the command run on."""
+    p = subprocess.Popen(
+        [sys.executable, "-m", "rocketstore.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV
+    )
+    first = p.stdout.readline()
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    return p.wait(timeout=120), first, err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["dump", "{seg}", "--json"],
+        ["dump", "{seg}"],
+        ["dump", "{seg}", "--bodies"],
+        ["dump", "{cq}"],
+        ["consume", "{s}", "Orders", "--body-only"],
+        ["consume", "{s}", "Orders"],
+        ["consume", "{s}", "Orders", "--json"],
+        ["query", "{s}", "--begin", "0", "--max", "1500"],
+    ],
+    ids=lambda a: " ".join(x for x in a if not x.startswith("{")),
+)
+def test_a_closed_stdout_pipe_ends_quietly(big_store, argv):
+    seg = os.path.join(big_store, "commitlog", "0" * 20)
+    cq = os.path.join(big_store, "consumequeue", "Orders", "0", "0" * 20)
+    code, first, err = head_1(*[a.format(s=big_store, seg=seg, cq=cq) for a in argv])
+    assert first  # it did print
+    assert err == ""  # no "[Errno 32] Broken pipe", no traceback
+    assert code in (0, 141)  # 141: as a shell reports a tool ended by SIGPIPE

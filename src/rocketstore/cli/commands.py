@@ -323,17 +323,33 @@ class _Printer:
     "earliest), the earliest or latest offsets, or the first message stored at or after a time "
     "(ms since the epoch or ISO, e.g. 2026-11-22T08:00:00Z).",
 )
-@click.option("--queue", "-q", "queue", type=click.IntRange(min=0), default=None, help="Only this queue (kcat -p).")
+@click.option(
+    "--queue",
+    "-q",
+    "queue",
+    type=click.IntRange(min=0, max=O.JAVA_LONG_MAX),
+    default=None,
+    help="Only this queue (kcat -p).",
+)
 @click.option(
     "--offset",
-    type=click.IntRange(min=0),
+    type=click.IntRange(min=0, max=O.JAVA_LONG_MAX),
     default=None,
     help="Start at this queue offset (kcat -o N), in --queue or in every queue.",
 )
 @click.option(
-    "--last", type=click.IntRange(min=1), default=None, help="The last N messages of each queue (kcat -o -N)."
+    "--last",
+    type=click.IntRange(min=1, max=O.JAVA_LONG_MAX),
+    default=None,
+    help="The last N messages of each queue (kcat -o -N).",
 )
-@click.option("--max", "max_count", type=click.IntRange(min=1), default=None, help="Stop after this many messages.")
+@click.option(
+    "--max",
+    "max_count",
+    type=click.IntRange(min=1, max=O.JAVA_LONG_MAX),
+    default=None,
+    help="Stop after this many messages.",
+)
 @click.option("--follow", is_flag=True, help="Wait for new messages until Ctrl-C (long polling).")
 @click.option(
     "--commit/--no-commit",
@@ -586,7 +602,10 @@ def _by_time(s: MessageStore, topics: list[str], begin: int, end: int | None, ma
 )
 @click.option("--unique-key", help="The message with this UNIQ_KEY (the id its producer assigned).")
 @click.option(
-    "--offset", "phys", type=click.IntRange(min=0), help="The message whose record starts at this CommitLog offset."
+    "--offset",
+    "phys",
+    type=click.IntRange(min=0, max=O.JAVA_LONG_MAX),
+    help="The message whose record starts at this CommitLog offset.",
 )
 @click.option(
     "--begin",
@@ -599,7 +618,7 @@ def _by_time(s: MessageStore, topics: list[str], begin: int, end: int | None, ma
 @click.option(
     "--max",
     "max_count",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=O.JAVA_LONG_MAX),
     default=32,
     show_default=True,
     help="With --key or a time range: at most this many.",

@@ -19,9 +19,26 @@ from . import output as O
 from .inspect_store import inspect_store
 
 
+BROKEN_PIPE_STATUS = 128 + 13  # as a shell reports a tool killed by SIGPIPE (`yes | head -1`)
+
+
 def fail(message: str) -> None:
+    if isinstance(sys.exc_info()[1], BrokenPipeError):  # stdout's reader left (`| head`): not an error
+        end_quietly()
     click.echo(f"rocketstore: error: {message}", err=True)
     sys.exit(1)
+
+
+def end_quietly() -> None:
+    """stdout's reader closed the pipe: stop without a word, as other Unix tools do. What Python still holds
+    for stdout goes to /dev/null (else its flush at exit would complain)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    sys.exit(BROKEN_PIPE_STATUS)
 
 
 def load_config(conf: str | None) -> StoreConfig:
@@ -89,6 +106,9 @@ class _Cli(click.Group):
         kwargs["standalone_mode"] = False
         try:
             rv = super().main(*args, **kwargs)
+            sys.stdout.flush()
+        except BrokenPipeError:  # wherever it comes from: a table, JSON Lines, a body
+            end_quietly()
         except click.exceptions.Abort:
             click.echo("rocketstore: aborted", err=True)
             sys.exit(1)
@@ -101,6 +121,12 @@ class _Cli(click.Group):
             sys.exit(e.exit_code)
         sys.exit(rv if isinstance(rv, int) else 0)
 
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:  # before click's main turns it into exit status 1
+            end_quietly()
+
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="rocketstore", message=f"%(prog)s %(version)s, engine: {engine.describe()}")
@@ -111,8 +137,8 @@ def cli():
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--kind", type=click.Choice(D.KINDS), help="The file's kind, when its place does not say it.")
-@click.option("--limit", type=click.IntRange(min=0), default=None, help="At most this many rows.")
-@click.option("--skip", type=click.IntRange(min=0), default=0, help="Skip this many rows first.")
+@click.option("--limit", type=click.IntRange(min=0, max=O.JAVA_LONG_MAX), default=None, help="At most this many rows.")
+@click.option("--skip", type=click.IntRange(min=0, max=O.JAVA_LONG_MAX), default=0, help="Skip this many rows first.")
 @click.option(
     "--wide",
     is_flag=True,
@@ -129,7 +155,7 @@ def cli():
 )
 @click.option(
     "--hash-slots",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=O.JAVA_LONG_MAX),
     default=None,
     help="maxHashSlotNum of an index file "
     "(default: from broker.conf, else inferred when maxIndexNum = 4 x maxHashSlotNum).",
@@ -163,7 +189,8 @@ def dump(file, kind, limit, skip, wide, bodies, hash_slots, conf, as_json):
             rows = D.commitlog_rows(file, bodies=bodies)
         else:
             rows = getattr(D, f"{kind}_rows")(file)
-        rows = itertools.islice(rows, skip, None if limit is None else skip + limit)
+        stop = None if limit is None else skip + limit  # beyond sys.maxsize (islice's bound): no file has as many
+        rows = itertools.islice(rows, skip, None if stop is None or stop > sys.maxsize else stop)
         if as_json:
             if header is not None:
                 O.echo_json({"header": header})
