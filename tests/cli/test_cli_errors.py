@@ -265,3 +265,13 @@ def test_a_closed_stdout_pipe_ends_quietly(big_store, argv):
     assert first  # it did print
     assert err == ""  # no "[Errno 32] Broken pipe", no traceback
     assert code in (0, 141)  # 141: as a shell reports a tool ended by SIGPIPE
+
+
+# ---------------------------------------------------------------- a malformed msgId
+@pytest.mark.parametrize(
+    "msg_id, problem",
+    [("x", "not an offset msgId (1 character,"), ("7F00000100002A9F000000000000000G", "not hexadecimal: 'G'")],
+)
+def test_query_by_a_malformed_msg_id_says_what_is_wrong(store, msg_id, problem):
+    err = one_error_line(1, "query", store, "--msg-id", msg_id)
+    assert f"id {msg_id}: no such message" in err and problem in err

@@ -17,7 +17,7 @@ import time
 import click
 
 from .. import Message, MessageStore
-from ..errors import RocketStoreError, StoreLockedError
+from ..errors import InvalidMessageIdError, RocketStoreError, StoreLockedError
 from ..formats import properties as P
 from ..topics import queue_type
 from ..validation import group_problem, topic_problem
@@ -559,11 +559,20 @@ def _by_id(s: MessageStore, topics: list[str], msg_id: str) -> list:
     what 4.x clients print as msgId) searched across the topics."""
     try:
         m = s.by_msg_id(msg_id)
-    except ValueError:
+    except InvalidMessageIdError:  # not an offset msgId; maybe a producer's id
         m = None
     if m is not None and (len(topics) != 1 or m.topic == topics[0]):
         return [m]
     return _by_unique_key(s, topics, msg_id)
+
+
+def _not_an_offset_msg_id(s: MessageStore, msg_id: str) -> str:
+    """Why msg_id is no offset msgId ("" when it is a well-formed one)."""
+    try:
+        s.by_msg_id(msg_id)
+    except InvalidMessageIdError as e:
+        return f": not an offset msgId ({e.problem})"
+    return ""
 
 
 def _by_time(s: MessageStore, topics: list[str], begin: int, end: int | None, max_count: int) -> list:
@@ -656,7 +665,7 @@ def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as
             if not found:
                 M.fail(
                     f"id {msg_id}: no such message in {s.root} (neither an offset msgId nor a "
-                    f"producer's id{where or ' in any topic'})"
+                    f"producer's id{where or ' in any topic'}){_not_an_offset_msg_id(s, msg_id)}"
                 )
         elif phys is not None:
             lo, hi = s.min_physical_offset, s.max_physical_offset
