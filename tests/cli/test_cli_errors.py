@@ -275,3 +275,35 @@ def test_a_closed_stdout_pipe_ends_quietly(big_store, argv):
 def test_query_by_a_malformed_msg_id_says_what_is_wrong(store, msg_id, problem):
     err = one_error_line(1, "query", store, "--msg-id", msg_id)
     assert f"id {msg_id}: no such message" in err and problem in err
+
+
+# ---------------------------------------------------------------- a body over maxMessageSize
+def test_produce_of_a_body_over_max_message_size_names_the_limit(store, tmp_path):
+    body = tmp_path / "five.bin"
+    body.write_bytes(b"\0" * (5 * 1024 * 1024))  # 5 MiB, over RocketMQ's maxMessageSize of 1024 * 1024 * 4
+    err = one_error_line(1, "produce", store, "Orders", "--file", str(body), "--queue", "0")
+    assert "MESSAGE_ILLEGAL" in err
+    assert "5242880 bytes" in err and "maxMessageSize (4194304 bytes)" in err
+    assert "-c broker.conf with maxMessageSize=5242880" in err
+    conf = tmp_path / "big.conf"
+    conf.write_text("maxMessageSize=6291456\n")  # 6 MiB: the body fits (the 1 MiB segments do not: a new store)
+    code, out, err = run("produce", str(tmp_path / "new"), "Orders", "--file", str(body), "--create", "-c", str(conf))
+    assert code == 0, err
+
+
+# ---------------------------------------------------------------- reserved property names
+@pytest.mark.parametrize("name", ["UNIQ_KEY", "KEYS", "TAGS", "DELAY", "TRAN_MSG", "__RMQ.TRANSIENT.x"])
+def test_produce_refuses_a_system_property(store, name):
+    before = listing(store), os.path.getsize(os.path.join(store, "checkpoint"))
+    err = one_error_line(2, "produce", store, "Orders", "x", "--property", f"{name}=forged")
+    assert "--property" in err and repr(name) in err
+    code, out, _ = run("consume", store, "Orders", "--json")
+    assert '"consumed": 3' in out  # nothing was put
+    assert before[0] == listing(store)
+
+
+def test_produce_takes_user_properties_and_sets_its_own_unique_key(store):
+    code, out, err = run("produce", store, "Orders", "x", "--property", "color=red", "--queue", "0", "--json")
+    assert code == 0, err
+    row = json.loads(out)["rows"][0]
+    assert len(row["uniqKey"]) == 32 and row["uniqKey"] != "forged"

@@ -20,7 +20,7 @@ from .. import Message, MessageStore
 from ..errors import InvalidMessageIdError, RocketStoreError, StoreLockedError
 from ..formats import properties as P
 from ..topics import queue_type
-from ..validation import group_problem, topic_problem
+from ..validation import group_problem, property_name_problem, topic_problem
 from . import main as M
 from . import output as O
 
@@ -116,10 +116,24 @@ def _parse_properties(items) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             M.fail(f"--property {item!r}: expected KEY=VALUE")
+        problem = property_name_problem(key, " (use --tags / --keys)")
+        if problem:  # UNIQ_KEY, KEYS, TAGS, DELAY...: set by the store or other options, never forged
+            raise click.BadParameter(problem, param_hint="--property")
         if any(c in key + value for c in (P.NAME_VALUE_SEPARATOR, P.PROPERTY_SEPARATOR)):
             M.fail(f"--property {item!r}: contains a control character RocketMQ uses as a separator")
         props[key] = value
     return props
+
+
+def _refusal(r, body: bytes, max_message_size: int) -> str:
+    """Why a put was refused (the store's reason) and, for a body over maxMessageSize, how to allow it."""
+    text = f": {r.reason}" if r.reason else ""
+    if len(body) > max_message_size:
+        text += (
+            f"; to allow it, give -c broker.conf with maxMessageSize={len(body)} or more "
+            f"(RocketMQ's default is {4 * 1024 * 1024}, 4 MiB; the broker and clients must allow it too)"
+        )
+    return text
 
 
 def _write_queues(store: MessageStore, topic: str) -> list[int]:
@@ -138,7 +152,13 @@ def _write_queues(store: MessageStore, topic: str) -> list[int]:
 @click.option("--stdin", "from_stdin", is_flag=True, help="One message per line of standard input.")
 @click.option("--tags", help="The messages' tag.")
 @click.option("--keys", help='The messages\' keys, space-separated ("k1 k2"), for query --key.')
-@click.option("--property", "props", multiple=True, metavar="K=V", help="A user property (repeatable).")
+@click.option(
+    "--property",
+    "props",
+    multiple=True,
+    metavar="K=V",
+    help="A user property (repeatable); RocketMQ's system properties (UNIQ_KEY, KEYS, TAGS, DELAY, ...) are refused.",
+)
 @click.option("--queue", type=int, default=None, help="Put every message in this queue (default: round robin).")
 @click.option("--create", is_flag=True, help="Make the store directory when it does not exist.")
 @_conf_opt
@@ -176,7 +196,7 @@ def produce(store, topic, bodies, file_, from_stdin, tags, keys, props, queue, c
             msg_props.setdefault(P.UNIQ_KEY, new_unique_key())
             r = s.put(Message(topic, body, tags=tags or None, keys=keys or None, properties=msg_props), q)
             if not r.ok:
-                M.fail(f"put into {topic}/{q} failed: {r.status.name}")
+                M.fail(f"put into {topic}/{q} failed: {r.status.name}" + _refusal(r, body, s.config.max_message_size))
             per_queue[q] = per_queue.get(q, 0) + 1
             rows.append(
                 {
