@@ -307,3 +307,27 @@ def test_produce_takes_user_properties_and_sets_its_own_unique_key(store):
     assert code == 0, err
     row = json.loads(out)["rows"][0]
     assert len(row["uniqKey"]) == 32 and row["uniqKey"] != "forged"
+
+
+# ---------------------------------------------------------------- broker.conf typos warn
+def test_a_typo_in_broker_conf_warns_once_per_key_naming_the_closest(store, tmp_path):
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=0\nnamesrvAddr=127.0.0.1:9876\n"
+        "listenPort=10911\nmaxMesageSize=8388608\nfileReserveTime=48\n"
+    )
+    code, out, err = run("topics", store, "-c", str(conf))
+    assert code == 0, err
+    assert err.splitlines() == [
+        f"rocketstore: warning: {conf}: unknown key maxMesageSize (ignored); did you mean maxMessageSize?",
+        f"rocketstore: warning: {conf}: unknown key fileReserveTime (ignored); did you mean fileReservedTime?",
+    ]
+    code, out, err = run("verify", store, "-c", str(conf))
+    assert code == 0 and err.count("rocketstore: warning:") == 2, err
+
+
+def test_a_broker_conf_of_known_keys_is_quiet(store, tmp_path):
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=broker-a\nnamesrvAddr=127.0.0.1:9876\nlistenPort=10911\nmaxMessageSize=8388608\n")
+    code, out, err = run("topics", store, "-c", str(conf))
+    assert code == 0 and err == "", err

@@ -12,6 +12,7 @@ import click
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from .. import MessageStore, StoreConfig, engine
+from ..config import unknown_keys
 from ..errors import CorruptDataError, RocketStoreError
 from ..formats import index as IX
 from . import dump as D
@@ -43,9 +44,29 @@ def end_quietly() -> None:
 
 def load_config(conf: str | None) -> StoreConfig:
     try:
-        return StoreConfig.from_properties(conf) if conf else StoreConfig()
+        cfg = StoreConfig.from_properties(conf) if conf else StoreConfig()
     except (OSError, ValueError) as e:
         fail(f"{conf}: {e}")
+    warn_unknown_keys(conf)
+    return cfg
+
+
+_warned_confs: set = set()
+
+
+def warn_unknown_keys(conf: str | None) -> None:
+    """One warning line on stderr per broker.conf key that nothing knows (a typo: it would be ignored), with the
+    closest known name; keys of RocketMQ's broker, proxy and store settings are not warned about. Once per file."""
+    if not conf or conf in _warned_confs:
+        return
+    _warned_confs.add(conf)
+    try:
+        unknown = unknown_keys(conf)
+    except (OSError, ValueError):  # loading the file says what is wrong
+        return
+    for key, close in unknown:
+        hint = f"; did you mean {close}?" if close else ""
+        click.echo(f"rocketstore: warning: {conf}: unknown key {key} (ignored){hint}", err=True)
 
 
 def open_store(path: str, cfg: StoreConfig, read_only: bool = False, check_commitlog: bool = True) -> MessageStore:
@@ -272,6 +293,7 @@ def verify(store, conf, as_json):
         cfg = StoreConfig.from_properties(conf) if conf else StoreConfig()
     except (OSError, ValueError) as e:
         raise click.BadParameter(str(e), param_hint="-c/--conf") from None
+    warn_unknown_keys(conf)
     try:
         report = _verify_with_progress(V, store, cfg)
     except (OSError, RocketStoreError) as e:

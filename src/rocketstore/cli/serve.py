@@ -171,6 +171,7 @@ def serve(
     _check_store_dir(store)
     try:
         cfg = StoreConfig.from_properties(conf) if conf else StoreConfig()
+        _warn_unknown_keys(conf)
         keys = _access_keys(access_keys, secret_keys, access_keys_file)
         from ..serve.auth import keys_from_broker_conf
 
@@ -197,6 +198,12 @@ def serve(
     except (OSError, RocketStoreError, RuntimeError) as e:
         click.echo(f"rocketstore: error: {e}", err=True)
         sys.exit(1)
+
+
+def _warn_unknown_keys(conf) -> None:
+    from . import main as M
+
+    M.warn_unknown_keys(conf)
 
 
 def _check_store_dir(store: str) -> None:
