@@ -269,7 +269,7 @@ _type_opt = click.option(
 @_queues_opt
 @click.option("--batch-cq", is_flag=True, help="A batch ConsumeQueue topic (queue.type=BatchCQ, RIP-26).")
 @_type_opt
-@click.option("--create", is_flag=True, help="Make the store directory when it does not exist.")
+@click.option("--create", is_flag=True, help="Make a store when the directory does not exist or is empty.")
 @_conf_opt
 @_json_opt
 def create_topic(store, name, queues, batch_cq, message_type, create, conf, as_json):

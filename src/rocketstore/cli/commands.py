@@ -160,7 +160,7 @@ def _write_queues(store: MessageStore, topic: str) -> list[int]:
     help="A user property (repeatable); RocketMQ's system properties (UNIQ_KEY, KEYS, TAGS, DELAY, ...) are refused.",
 )
 @click.option("--queue", type=int, default=None, help="Put every message in this queue (default: round robin).")
-@click.option("--create", is_flag=True, help="Make the store directory when it does not exist.")
+@click.option("--create", is_flag=True, help="Make a store when the directory does not exist or is empty.")
 @_conf_opt
 @_json_opt
 def produce(store, topic, bodies, file_, from_stdin, tags, keys, props, queue, create, conf, as_json):
