@@ -96,3 +96,13 @@ def test_every_key_serve_reads_is_known():
     read |= {"transactionTimeOut", "transactionCheckInterval", "transactionCheckMax", "maxDelayTimeMills"}
     read |= {"authenticationEnabled", "initAuthenticationUser", "aclEnable", "brokerIP1"}
     assert unknown_keys({n: "1" for n in read}) == []
+
+
+def test_a_real_rocketmq_config_dump_has_no_unknown_key():
+    # the golden stores' manifests hold RocketMQ 5.x's MessageStoreConfig as its getters gave it
+    from tests.golden import goldens as G
+
+    G.require("store-v1-basic")
+    config_all = G.manifest("store-v1-basic")["config_all"]
+    assert len(config_all) > 100
+    assert unknown_keys(config_all) == []
