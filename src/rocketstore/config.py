@@ -159,11 +159,29 @@ class StoreConfig:
             kwargs.setdefault("extra", {}).update(extra)
         return cls(**kwargs)
 
+    def with_small_files(self) -> "StoreConfig":
+        """The file sizes this config leaves open set to SMALL_FILE_SIZES: for a new store that should not
+        reserve RocketMQ's 1 GiB CommitLog segment and 400 MiB index file up front. A store's later opens
+        keep these sizes without being told (they are read from the files, file_sizes.resolve_file_sizes)."""
+        small = {ALIASES.get(k) or _snake(k): v for k, v in SMALL_FILE_SIZES.items()}
+        return dataclasses.replace(self, **{k: v for k, v in small.items() if getattr(self, k) is None})
+
     def delay_levels(self):
         from .formats.record import parse_delay_levels
 
         return parse_delay_levels(self.message_delay_level)
 
+
+# A small store's file sizes (broker.conf names): a CommitLog segment holds a message of maxMessageSize
+# (4 MiB) and more; queue files of 6,000 units; index files of 5,000 slots and 20,000 entries (RocketMQ's ratio).
+SMALL_FILE_SIZES = {
+    "mappedFileSizeCommitLog": 16 * 1024 * 1024,
+    "mappedFileSizeConsumeQueue": 6_000 * 20,
+    "mapperFileSizeBatchConsumeQueue": 6_000 * 46,
+    "mappedFileSizeConsumeQueueExt": 1024 * 1024,
+    "maxHashSlotNum": 5_000,
+    "maxIndexNum": 20_000,
+}
 
 _OPTIONAL_INTS = ("total_physical_memory", "max_hash_slot_num", "max_index_num")
 

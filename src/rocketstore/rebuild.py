@@ -34,6 +34,7 @@ import numpy as np
 from . import engine
 from . import topics as TC
 from .config import StoreConfig
+from .deleted_topics import DeletedTopics
 from .formats import checkpoint as CP
 from .layout import BATCH_CONSUMEQUEUE, StoreLayout
 from .log.batch_consume_queue import BatchConsumeQueue
@@ -328,11 +329,21 @@ class QueueWritten:
     last_store_ts: int = 0
 
 
-def write_queue(root: str, topic: str, queue_id: int, batch: bool, file_size: int, cols: dict) -> QueueWritten:
+def write_queue(
+    root: str, topic: str, queue_id: int, batch: bool, file_size: int, cols: dict, below: int = -1
+) -> QueueWritten:
     """One queue's ConsumeQueue (or batch ConsumeQueue) files from its units' columns (phys, size,
     tags_code, queue_offset, store_ts, and for a batch queue base, batch_size), in any order: written in
-    CommitLog order through the classes reput uses, so the bytes are reput's."""
-    order = np.argsort(np.asarray(cols["phys"], dtype=np.int64), kind="stable")
+    CommitLog order through the classes reput uses, so the bytes are reput's. Units of records below
+    `below` are left out (the topic was deleted when the CommitLog ended there: deleted_topics.py)."""
+    phys = np.asarray(cols["phys"], dtype=np.int64)
+    if below >= 0:
+        kept = np.flatnonzero(phys >= below)
+        if not len(kept):
+            return QueueWritten(topic, queue_id, 0)
+        cols = {k: np.asarray(v)[kept] for k, v in cols.items()}
+        phys = phys[kept]
+    order = np.argsort(phys, kind="stable")
     c = {
         k: np.asarray(cols[k])[order].astype(np.int64)
         for k in ("phys", "size", "tags_code", "queue_offset", "store_ts")
@@ -505,6 +516,7 @@ class RebuildRun:
         self.root = self._stage.root
         self.config = self._stage.config
         self.batch_topics: set[str] = set()
+        self.deleted = DeletedTopics(self.root, writable=False)
         self.checkpoint = CP.Checkpoint()
         self.started = time.perf_counter()
 
@@ -540,6 +552,7 @@ class RebuildRun:
             # a batch ConsumeQueue on disk makes its topic a batch topic for the store too
             self.batch_topics |= set(StoreLayout(self.root).topic_names(BATCH_CONSUMEQUEUE))
             self.checkpoint = self._read_checkpoint()
+            self.deleted.load()
         except BaseException as e:
             self._stage.__exit__(type(e), e, e.__traceback__)
             raise
@@ -625,7 +638,15 @@ def rebuild_serial(root: str, config: StoreConfig | None = None) -> dict:
         last = check_segments([s.summary() for s in segments]) if segments else -1
         segments = segments[: last + 1]
         queues = [
-            write_queue(run.target, t, q, t in run.batch_topics, run.queue_dir_size(t in run.batch_topics), cols)
+            write_queue(
+                run.target,
+                t,
+                q,
+                t in run.batch_topics,
+                run.queue_dir_size(t in run.batch_topics),
+                cols,
+                run.deleted.below(t),
+            )
             for (t, q), cols in sorted(queue_groups(segments).items())
         ]
         files = []

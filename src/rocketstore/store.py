@@ -13,6 +13,7 @@ from . import rebuild_swap
 from . import topics as TC
 from .config import SYNC_FLUSH, StoreConfig
 from .consumer import Consumer, ConsumerOffsets
+from .deleted_topics import DeletedTopics
 from .errors import CorruptDataError, StoreClosedError, StoreNotWritableError, StoreOpenError
 from .file_sizes import resolve_file_sizes
 from .files.transient_pool import TransientStorePool
@@ -102,7 +103,8 @@ class MessageStore:
         self._consumer_offsets: ConsumerOffsets | None = None
         self.commitlog = CommitLog(root, config.mapped_file_size_commit_log, writable=writable)
         self.queues = QueueTable(self.layout, config, writable)
-        self.topic_table = TopicTable(self.layout, self.queues)
+        self.deleted_topics = DeletedTopics(root, writable)
+        self.topic_table = TopicTable(self.layout, self.queues, self.deleted_topics)
         self.checkpoint_file = CheckpointFile(self.layout.checkpoint, writable)
         self.checkpoint = self.checkpoint_file.data  # loaded in place: this object for the store's life
         self.index = IndexService(
@@ -118,7 +120,7 @@ class MessageStore:
         # one; dispatchers added with add_dispatcher(..., first=True) (RocketMQ's dispatcherList.addFirst, as
         # the broker adds CommitLogDispatcherCalcBitMap) run before them and may fill request.bit_map
         self.pipeline = DispatchPipeline(
-            ConsumeQueueDispatcher(self.queues, self.checkpoint),
+            ConsumeQueueDispatcher(self.queues, self.checkpoint, self.deleted_topics),
             self.index,
             config.message_index_enable,
             self.arrivals.notify,
@@ -261,6 +263,7 @@ class MessageStore:
         last_exit_ok = not os.path.exists(self.layout.abort)
         self.commitlog.load()
         self.queues.load(self.topic_table.load())
+        self.deleted_topics.load()  # before recovery: it must not give a deleted topic its queues back
         self.checkpoint_file.load()
         self.commitlog.confirm_offset = self.checkpoint.confirm_phy_offset  # loadCheckPoint: setConfirmOffset
         if not self.read_only:
@@ -281,12 +284,22 @@ class MessageStore:
         if found.confirm_offset is not None:
             self.commitlog.confirm_offset = self.checkpoint.confirm_phy_offset = found.confirm_offset
         self.writer.queue_offsets = found.queue_offsets
+        self.deleted_topics.forget_expired(self.commitlog.min_offset())
         self.index.build()
         if self.pipeline.error is not None:  # recovery's index entries found no file to go to
             raise self.pipeline.error
+        if not self.read_only and found.confirm_offset is not None:
+            cut = self.index.cut_past(found.end, self._store_time)
+            if cut:
+                log.warning("%s: %d index entries of records past the CommitLog's end went", self.root, cut)
         if not self.read_only:
             self.cleanup.checked_at_open()  # puts see a full disk from the first one (not 60 s later)
             _write_in_place(self.layout.abort, str(os.getpid()).encode())  # a clean close removes it
+
+    def _store_time(self, physical_offset: int) -> int:
+        """The store time of the record at an offset (0 when none starts there)."""
+        m = self.lookups.look(physical_offset)
+        return m.store_timestamp if m is not None else 0
 
     def flush(self) -> None:
         """Everything written so far to disk: CommitLog, ConsumeQueues, then the checkpoint."""

@@ -19,11 +19,12 @@ SHARDING_KEY = "__SHARDINGKEY"
 
 
 class TopicTable:
-    def __init__(self, layout, queues):
+    def __init__(self, layout, queues, deleted):
         """`layout`: the store's StoreLayout; `queues`: its queue table (log.queue_table.QueueTable), which
-        also keeps the set of batch topics."""
+        also keeps the set of batch topics; `deleted`: the deleted topics (deleted_topics.DeletedTopics)."""
         self.layout = layout
         self.queues = queues
+        self.deleted = deleted
         self.configs: dict[str, dict] = {}
         self._round_robin: dict[str, int] = {}
 
@@ -79,6 +80,8 @@ class TopicTable:
             queue_ids = self.queues.queue_ids(name)
             if name not in self.configs and not queue_ids:
                 return False
+            # first, durably: no later dispatch of the records it has (a reopen's) gives it queues again
+            self.deleted.add(name, writer.commitlog.max_offset())
             if name in self.configs:
                 configs = {t: c for t, c in self.configs.items() if t != name}
                 TC.write_topic_configs(self.layout.root, configs, counter=len(configs))

@@ -38,6 +38,7 @@ import numpy as np
 from . import engine
 from . import layout as L
 from .config import StoreConfig
+from .deleted_topics import DeletedTopics
 from .errors import CorruptDataError
 from .formats import batch_cq as BCQ
 from .formats import checkpoint as CP
@@ -285,6 +286,8 @@ class Verifier:
             "batchConsumeQueueUnits": 0,
             "expiredUnits": 0,
             "undispatchedRecords": 0,
+            "unindexedRecords": 0,
+            "missingIndexEntries": 0,
             "indexFiles": 0,
             "indexEntries": 0,
             "expiredIndexEntries": 0,
@@ -294,6 +297,7 @@ class Verifier:
             "extAddressedUnits": 0,
         }
         self.records = engine.native.VerifyRecords(_Record) if engine.native is not None else _Records()
+        self.deleted = DeletedTopics(self.root, writable=False)  # their old records rightly have no unit
         self.min_offset = 0
         self.max_offset = 0
 
@@ -679,6 +683,14 @@ class Verifier:
     def check_dispatch_coverage(self) -> None:
         """Records that get a queue unit and have none: corruption before the dispatched frontier, lag after."""
         frontier, lag, before = self.records.uncovered()
+        if self.deleted:
+            before = [p for p in before if not self._of_deleted_topic(p)]
+            if lag:  # every record past the frontier lacks its unit: count those that should have one
+                lag = sum(
+                    1
+                    for p in self.records.offsets()
+                    if p > frontier and gets_queue_unit(self.records.get(p).sys_flag) and not self._of_deleted_topic(p)
+                )
         for phys in before:
             r = self.records.get(phys)
             self.problem(
@@ -691,18 +703,53 @@ class Verifier:
         if lag:
             self.notes.append(
                 f"{lag} record(s) after physical offset {frontier} are not in any ConsumeQueue yet: "
-                "dispatch is behind the CommitLog (a crash image); RocketMQ's recovery "
-                "re-dispatches them, so this is not corruption"
+                "dispatch is behind the CommitLog (a crash image); the next writable open (RocketMQ's recovery, "
+                "then reput) dispatches them, so this is not corruption"
             )
+
+    def check_index_lag(self, ends: list[int]) -> None:
+        """Records past the index's frontier (the last index file's endPhyOffset: entries are added in
+        CommitLog order) that get index entries (a UNIQ_KEY or KEYS, not a rolled-back transaction) and have
+        none: the index is behind the CommitLog (the index is built after the queues, so a kill leaves it
+        further behind). Not corruption: the next writable open's recovery and reput index them."""
+        if not self.config.message_index_enable:
+            return
+        frontier = max(ends, default=-1)
+        offsets = self.records.offsets()
+        records = entries = 0
+        for phys in offsets[bisect.bisect_right(offsets, frontier) :]:
+            r = self.records.get(phys)
+            if r is None or not R.gets_index_entries(r.sys_flag):
+                continue
+            n = sum(1 for k in r.keys.split(P.KEY_SEPARATOR) if k) + (r.uniq is not None)
+            if n:
+                records += 1
+                entries += n
+        self.checked["unindexedRecords"] = records
+        self.checked["missingIndexEntries"] = entries
+        if records:
+            where = f"after physical offset {frontier}" if frontier >= 0 else "(no index entries at all)"
+            self.notes.append(
+                f"the index is {entries} entr{'y' if entries == 1 else 'ies'} behind: {records} record(s) "
+                f"{where} have keys or a UNIQ_KEY and are not in the index yet (not flushed or not dispatched "
+                "when the store stopped); the next writable open (recovery, then reput) indexes them, so this "
+                "is not corruption"
+            )
+
+    def _of_deleted_topic(self, phys: int) -> bool:
+        """A record of a topic deleted after it was written (deleted_topics.py): it has no unit on purpose."""
+        return phys < self.deleted.below(self.records.get(phys).topic)
 
     # ------------------------------------------------------------------ index
     def check_index(self) -> None:
         directory = self.layout.index
         if not os.path.isdir(directory):
+            self.check_index_lag([])
             return
         slots, num = self.config.max_hash_slot_num, self.config.max_index_num
         want = IX.file_size(slots, num)
         verify_index = getattr(self.records, "index", None)
+        ends = []  # each index file's endPhyOffset: the last record it indexed
         for n in sorted(os.listdir(directory)):
             path = os.path.join(directory, n)
             if not os.path.isfile(path) or n.startswith("."):
@@ -721,6 +768,8 @@ class Verifier:
                 self.problem(rel, 0, "index file is shorter than its header")
                 continue
             h = IX.decode_header(buf)
+            if h.index_count > 1:
+                ends.append(h.end_phy_offset)
             if h.index_count > num:
                 self.problem(rel, 36, f"indexCount {h.index_count} exceeds maxIndexNum {num}")
             count = min(h.index_count, num, max((len(buf) - IX.entry_position(slots, 0)) // IX.ENTRY_SIZE, 0))
@@ -775,6 +824,7 @@ class Verifier:
                         entry=ent,
                         physicalOffset=phys,
                     )
+        self.check_index_lag(ends)
 
     # ------------------------------------------------------------------ checkpoint
     def check_checkpoint(self) -> None:
@@ -797,6 +847,7 @@ class Verifier:
     def check_config_files(self) -> None:
         """The config files an open reads: one that neither it nor its .bak can be read from stops the store
         from opening (RocketMQ's ConfigManager.load / loadBak); a fallback to the .bak is a note."""
+        from . import deleted_topics as D
         from .config_files import read_with_backup
         from .consumer import offsets_path, parse_offsets
         from .filter.manager import FILE as FILTERS_FILE, parse_filters
@@ -806,12 +857,15 @@ class Verifier:
             (topics_path(self.root), parse_topic_configs),
             (offsets_path(self.root), parse_offsets),
             (os.path.join(self.root, FILTERS_FILE), parse_filters),
+            (D.path_of(self.root), D.parse),
         ):
             value, problems = read_with_backup(path, parse)
             if value is None and problems:
                 self.problem(self.rel(path), 0, "neither the file nor its .bak can be read: " + "; ".join(problems))
             elif problems:
                 self.notes.append(f"{problems[0]}: the store reads {self.rel(path)}.bak instead")
+            if parse is D.parse and value:
+                self.deleted.below_offset = value
 
     def run(self) -> dict:
         self.check_config_files()

@@ -41,6 +41,11 @@ def one_error_line(code_expected, *args):
     return err
 
 
+def lines(out):
+    """JSON Lines (what `consume --json`, `query --json` and `dump --json` print): one object per line."""
+    return [json.loads(line) for line in out.splitlines()]
+
+
 def iso(ms):
     """An independent ISO rendering: what a table must show for a store time."""
     t = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
@@ -216,15 +221,13 @@ def test_an_id_printed_by_the_rocketmq5_client_is_found(store):
         r = s.put(Message("Other", b"from a v5 client", properties={"UNIQ_KEY": client_id}), 0)
         assert r.ok
     for args in (("--msg-id", client_id), ("--unique-key", client_id), ("--msg-id", r.msg_id)):
-        got = json.loads(ok("query", store, *args, "--json"))
-        assert [(m["uniqKey"], m["body"], m["topic"]) for m in got["rows"]] == [
-            (client_id, "from a v5 client", "Other")
-        ], args
+        got = lines(ok("query", store, *args, "--json"))
+        assert [(m["uniqKey"], m["body"], m["topic"]) for m in got] == [(client_id, "from a v5 client", "Other")], args
 
 
 # ---------------------------------------------------------------- 6: binary bodies survive --json
 def test_binary_bodies_survive_json(store):
-    rows = json.loads(ok("consume", store, "Orders", "--queue", "0", "--max", "2", "--json"))["rows"]
+    rows = lines(ok("consume", store, "Orders", "--queue", "0", "--max", "2", "--json"))
     assert (rows[0]["body"], rows[0]["bodyEncoding"]) == ("[/docs]", "utf-8")
     assert rows[1]["bodyEncoding"] == "base64" and base64.b64decode(rows[1]["body"]) == BINARY
 
@@ -258,9 +261,9 @@ def test_verify_of_a_small_store_shows_progress_in_bytes_on_a_terminal(store):
 def test_iso_times_are_shown_and_taken(store):
     table = ok("consume", store, "Orders", "--queue", "1", env={**ENV, "COLUMNS": "200"})
     assert iso(T0 + 2000 + 1000) in table  # m1 went to queue 1 at T0 + 3 s
-    since = json.loads(ok("consume", store, "Orders", "--from", iso(T0 + 5000), "--json"))["rows"]
+    since = lines(ok("consume", store, "Orders", "--from", iso(T0 + 5000), "--json"))
     assert sorted(r["body"] for r in since) == ["m3", "m4", "m5"]  # stored at T0 + 5, 6, 7 s
-    in_range = json.loads(
+    in_range = lines(
         ok(
             "query",
             store,
@@ -272,7 +275,7 @@ def test_iso_times_are_shown_and_taken(store):
             "Orders",
             "--json",
         )
-    )["rows"]
+    )
     assert [r["storeTimestamp"] for r in in_range] == [T0 + 1000, T0 + 2000, T0 + 3000]
 
 
@@ -291,9 +294,9 @@ def test_help_and_usage_errors_are_one_line(store):
 
 # ---------------------------------------------------------------- 10: one queue, offsets, last N, formats
 def test_one_queue_from_an_offset_last_n_and_formats(store):
-    q0 = json.loads(ok("consume", store, "Orders", "--queue", "0", "--offset", "2", "--json"))["rows"]
+    q0 = lines(ok("consume", store, "Orders", "--queue", "0", "--offset", "2", "--json"))
     assert [(r["queueId"], r["queueOffset"], r["body"]) for r in q0] == [(0, 2, "m0"), (0, 3, "m4")]
-    last = json.loads(ok("consume", store, "Orders", "--last", "1", "--json"))["rows"]
+    last = lines(ok("consume", store, "Orders", "--last", "1", "--json"))
     assert sorted((r["queueId"], r["body"]) for r in last) == [(0, "m4"), (1, "m5"), (2, "m2"), (3, "m3")]
     code, _, err, raw = run("consume", store, "Orders", "--queue", "0", "--body-only")
     assert code == 0, err
@@ -356,10 +359,10 @@ def test_topic_create_update_delete_write_topics_json(store):
 
 # ---------------------------------------------------------------- 13: query a time range without a key
 def test_query_by_time_range_alone_across_topics(store):
-    rows = json.loads(ok("query", store, "--begin", str(T0 + 6000), "--json"))["rows"]
+    rows = lines(ok("query", store, "--begin", str(T0 + 6000), "--json"))
     assert [(r["topic"], r["storeTimestamp"]) for r in rows] == [
         ("Orders", T0 + 6000),
         ("Orders", T0 + 7000),
         ("Other", T0 + 8000),
     ]
-    assert len(json.loads(ok("query", store, "--begin", str(T0), "--max", "2", "--json"))["rows"]) == 2
+    assert len(lines(ok("query", store, "--begin", str(T0), "--max", "2", "--json"))) == 2

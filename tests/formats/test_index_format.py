@@ -689,3 +689,48 @@ def test_index_service_equals_java_build_index(sizes, data):
         ref.flush()
         assert files_on_disk(d) == ref.file_bytes()
         svc.close()
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], max_examples=150, deadline=None)
+@given(
+    SIZES,
+    st.lists(
+        st.tuples(st.integers(1, 500), st.integers(1, 5_000), st.lists(st.integers(0, 12), min_size=1, max_size=3)),
+        min_size=2,
+        max_size=9,
+    ),
+    st.data(),
+)
+def test_cutting_the_newest_entries_leaves_the_file_putkey_wrote_before_them(sizes, records, data):
+    """Records (each at a higher offset, a later time, with 1-3 keys) go into a file; cutting it at a record's
+    offset (recovery cut the CommitLog there) leaves the very bytes Java's putKey writes for the records before
+    it alone, flushed: the slots' heads and hashSlotCount as they were, the cut entries zeroed, the header
+    ending at the last entry kept."""
+    slots, num = sizes
+    hash_pool = [0, 1, 2, 3, slots, slots + 1, 2 * slots, INT_MAX, INT_MAX - 1, 81906, 4308978, 12345, 7]
+    phy, ts, rows, time_of = 100, 10**12, [], {}
+    for gap, dt, keys in records:
+        phy, ts = phy + gap, ts + dt
+        time_of[phy] = ts
+        rows += [(hash_pool[k], phy, ts) for k in keys]
+    rows = rows[: num - 1]  # what one file holds
+    starts = sorted({p for _, p, _ in rows})
+    if len(starts) < 2:
+        return
+    cut_at = data.draw(st.sampled_from(starts[1:]))  # a record's start, keeping at least one record
+    kept = [r for r in rows if r[1] < cut_at]
+    ref = REF.RefIndexFile(slots, num)
+    for h, p, t in kept:
+        assert ref.put_hash(h, p, t)
+    ref.flush()
+    with tempfile.TemporaryDirectory() as d:
+        f = IndexFile(os.path.join(d, "x"), slots, num, writable=True, create=True)
+        f.put_entries(
+            np.array([r[0] for r in rows], dtype=np.int32),
+            np.array([r[1] for r in rows], dtype=np.int64),
+            np.array([r[2] for r in rows], dtype=np.int64),
+        )
+        assert f.cut_from(cut_at, time_of.get) == len(rows) - len(kept)
+        assert disk(f.path) == bytes(ref.buf)
+        assert f.cut_from(cut_at, time_of.get) == 0  # nothing past it any more
+        f.close()

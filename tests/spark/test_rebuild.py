@@ -43,14 +43,16 @@ def broker_conf(tmp_path, name):
 
 def cleaned_store(tmp_path):
     """Several topics and queues, tags, keys, transactions, a delay topic, a batch-CQ topic, several
-    CommitLog segments and index files, the first segments deleted by cleanup; and a copy of it rebuilt
-    by the local engine (the reference). Returns (store, reference, config)."""
+    CommitLog segments and index files, the first segments deleted by cleanup, one topic deleted (its records
+    stay in the CommitLog); and a copy of it rebuilt by the local engine (the reference). Returns (store,
+    reference, config)."""
     root = str(tmp_path / "store")
     cfg = make_store(root, n=1500)
     with MessageStore.open(root, cfg) as s:
         for n in sorted(os.listdir(os.path.join(root, "commitlog")))[:2]:
             os.utime(os.path.join(root, "commitlog", n), (1, 1))
         assert s.delete_expired_files() >= 1 and s.min_physical_offset > 0
+        assert s.delete_topic("Pays")
     ref = str(tmp_path / "ref")
     shutil.copytree(root, ref)
     rebuild_locally(ref, cfg)
@@ -67,6 +69,7 @@ def assert_rebuilt_as_locally(summary, root, ref, cfg):
     """The Spark rebuild of `root` wrote what the local engine wrote in `ref`, and its summary says so."""
     assert summary["segments"] > 3 and len(index_contents(root)) > 5
     assert_same_rebuild(root, ref)
+    assert not os.path.exists(os.path.join(root, "consumequeue", "Pays"))  # deleted stays deleted
     with MessageStore.open(ref, cfg, read_only=True) as s:
         assert (summary["queues"], summary["indexFiles"], summary["commitLogMaxOffset"]) == (
             len(s.queues),

@@ -17,6 +17,7 @@ from ..validation import group_problem
 from . import main as M
 from . import output as O
 from .commands import (
+    CREATE_HELP,
     _check_topic,
     _conf_opt,
     _json_opt,
@@ -24,6 +25,7 @@ from .commands import (
     _open,
     _queue_range,
     _require_topic,
+    _small_opt,
     _store_arg,
     _topic_queue_ids,
 )
@@ -64,7 +66,8 @@ def _progress_rows(s, group: str, topics: list[str]) -> list[dict]:
 @_store_arg
 @_conf_opt
 @_json_opt
-def groups(store, conf, as_json):
+@O.wide_option
+def groups(store, conf, as_json, wide):
     """Every consumer group with committed offsets (config/consumerOffset.json): its topics and total lag.
     Opens the store read-only."""
     s = _open(store, conf, read_only=True)
@@ -87,7 +90,7 @@ def groups(store, conf, as_json):
     if as_json:
         M.print_result(f"groups of {s.root}", None, rows, True)
     elif rows:
-        O.print_table(f"groups of {s.root}", rows)
+        O.print_table(f"groups of {s.root}", rows, wide=wide)
     else:
         O.console().print(f"{s.root}: no consumer groups")
 
@@ -103,7 +106,8 @@ def group():
 @click.option("--topic", "-t", default=None, help="Only this topic.")
 @_conf_opt
 @_json_opt
-def progress(store, name, topic, conf, as_json):
+@O.wide_option
+def progress(store, name, topic, conf, as_json, wide):
     """A group's progress per queue (mqadmin consumerProgress): the queue's max offset, the committed
     offset, the lag and when the last consumed message was stored; the total lag. Read-only."""
     _check_group(name)
@@ -123,7 +127,7 @@ def progress(store, name, topic, conf, as_json):
     if as_json:
         M.print_result(f"progress of {name}", {"group": name, "lag": total}, rows, True)
         return
-    O.print_table(f"progress of {name} in {s.root}", rows)
+    O.print_table(f"progress of {name} in {s.root}", rows, wide=wide)
     O.console().print(f"total lag: {total}")
 
 
@@ -149,7 +153,8 @@ def progress(store, name, topic, conf, as_json):
 @click.option("--queue", "-q", type=click.IntRange(min=0, max=O.JAVA_LONG_MAX), default=None, help="Only this queue.")
 @_conf_opt
 @_json_opt
-def reset_offset(store, name, topic, to_time, to_offset, to_earliest, to_latest, queue, conf, as_json):
+@O.wide_option
+def reset_offset(store, name, topic, to_time, to_offset, to_earliest, to_latest, queue, conf, as_json, wide):
     """Set a group's committed offsets for a topic (mqadmin resetOffsetByTime, kafka-consumer-groups
     --reset-offsets): to a time, an offset, the earliest or the latest. Takes the store's lock."""
     _check_group(name)
@@ -186,7 +191,7 @@ def reset_offset(store, name, topic, to_time, to_offset, to_earliest, to_latest,
         M.fail(_one_line(e))
     finally:
         s.close()  # idempotent
-    M.print_result(f"reset {name} on {topic}", None, rows, as_json)
+    M.print_result(f"reset {name} on {topic}", None, rows, as_json, wide)
 
 
 @group.command(name="delete")
@@ -233,11 +238,11 @@ def _attributes(batch_cq: bool, message_type: str | None, current: dict | None) 
     return attrs
 
 
-def _write_topic(store, name, conf, as_json, done: str, plan, create: bool = False) -> None:
+def _write_topic(store, name, conf, as_json, done: str, plan, create: bool = False, small: bool = False) -> None:
     """What `topic create` and `topic update` share (both mqadmin updateTopic): the store opened writable
     (its lock), `plan(store)` answers the topic's queue count and attributes (or fails), the topic is
     written to config/topics.json, and its config as written is printed ("<done> topic <name>")."""
-    s = _open(store, conf, read_only=False, create=create)
+    s = _open(store, conf, read_only=False, create=create, small=small)
     try:
         queues, attrs = plan(s)
         s.create_topic(name, queues, attrs)
@@ -269,10 +274,11 @@ _type_opt = click.option(
 @_queues_opt
 @click.option("--batch-cq", is_flag=True, help="A batch ConsumeQueue topic (queue.type=BatchCQ, RIP-26).")
 @_type_opt
-@click.option("--create", is_flag=True, help="Make a store when the directory does not exist or is empty.")
+@click.option("--create", is_flag=True, help=CREATE_HELP)
+@_small_opt
 @_conf_opt
 @_json_opt
-def create_topic(store, name, queues, batch_cq, message_type, create, conf, as_json):
+def create_topic(store, name, queues, batch_cq, message_type, create, small, conf, as_json):
     """Create a topic in config/topics.json (mqadmin updateTopic for a new topic)."""
     _check_topic(name)
 
@@ -281,7 +287,7 @@ def create_topic(store, name, queues, batch_cq, message_type, create, conf, as_j
             M.fail(f"topic {name} already exists in {s.root} (change it with `rocketstore topic update`)")
         return queues or TC.DEFAULT_QUEUE_NUMS, _attributes(batch_cq, message_type, None)
 
-    _write_topic(store, name, conf, as_json, "created", plan, create=create)
+    _write_topic(store, name, conf, as_json, "created", plan, create=create, small=small)
 
 
 @topic.command(name="update")

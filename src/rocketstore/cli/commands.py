@@ -49,6 +49,7 @@ def _open(
     create: bool = False,
     locked_hint: str = "",
     trust_queues: bool = False,
+    small: bool = False,
 ) -> MessageStore:
     if not os.path.isdir(store):
         if os.path.exists(store):
@@ -58,12 +59,35 @@ def _open(
     elif not create or os.listdir(store):  # --create makes a store where there is none, or in an empty dir
         M.require_store(store)
     cfg = M.load_config(conf)
+    if small and not _has_commitlog(store):
+        cfg = cfg.with_small_files()  # a new store; an existing one keeps the sizes of its files
     try:
         return M.open_store(store, cfg, read_only=read_only, check_commitlog=not trust_queues)
     except StoreLockedError as e:
         M.fail(_one_line(e) + locked_hint)
     except (RocketStoreError, OSError, ValueError) as e:
         M.fail(f"{store}: {_one_line(e)}")
+
+
+def _has_commitlog(store: str) -> bool:
+    try:
+        return any(not n.startswith(".") for n in os.listdir(os.path.join(store, "commitlog")))
+    except OSError:
+        return False
+
+
+CREATE_HELP = (
+    "Make a store when the directory does not exist or is empty. A new store has RocketMQ's file sizes: a 1 GiB "
+    "CommitLog segment and a 400 MiB index file, reserved on disk at once (about 1.4 GB for one message); "
+    "--small, or -c broker.conf sizes, for less."
+)
+_small_opt = click.option(
+    "--small",
+    is_flag=True,
+    help="A new store gets small files: 16 MiB CommitLog segments, 6,000-unit queue files and 5,000-slot index "
+    "files (about 17 MiB on disk for a first message) instead of RocketMQ's 1 GiB and 400 MiB. Sizes that "
+    "-c broker.conf gives win; an existing store keeps the sizes of its files (every open reads them).",
+)
 
 
 def _message_row(m, as_hex: bool = False, as_json: bool = False) -> dict:
@@ -160,10 +184,12 @@ def _write_queues(store: MessageStore, topic: str) -> list[int]:
     help="A user property (repeatable); RocketMQ's system properties (UNIQ_KEY, KEYS, TAGS, DELAY, ...) are refused.",
 )
 @click.option("--queue", type=int, default=None, help="Put every message in this queue (default: round robin).")
-@click.option("--create", is_flag=True, help="Make a store when the directory does not exist or is empty.")
+@click.option("--create", is_flag=True, help=CREATE_HELP)
+@_small_opt
 @_conf_opt
 @_json_opt
-def produce(store, topic, bodies, file_, from_stdin, tags, keys, props, queue, create, conf, as_json):
+@O.wide_option
+def produce(store, topic, bodies, file_, from_stdin, tags, keys, props, queue, create, small, conf, as_json, wide):
     """Put messages into a store: one per BODY argument, the content of --file, or one per line of --stdin.
     Each gets a UNIQ_KEY (as a RocketMQ producer assigns one). Without --queue, the messages go round robin
     over the topic's write queues (config/topics.json; a new topic gets 8, RocketMQ's defaultTopicQueueNums)."""
@@ -182,7 +208,7 @@ def produce(store, topic, bodies, file_, from_stdin, tags, keys, props, queue, c
         payloads = (line.rstrip(b"\r\n") for line in sys.stdin.buffer)
     else:
         payloads = (b.encode("utf-8", "surrogateescape") for b in bodies)
-    s = _open(store, conf, read_only=False, create=create)
+    s = _open(store, conf, read_only=False, create=create, small=small)
     rows, per_queue = [], {}
     try:
         queues = _write_queues(s, topic)
@@ -220,7 +246,10 @@ def produce(store, topic, bodies, file_, from_stdin, tags, keys, props, queue, c
         M.print_result(f"produce {topic}", header, rows, True)
     elif len(rows) <= SHOWN_PUTS:
         O.print_table(
-            f"produced {len(rows)} message(s) to {topic}", rows, ["msgId", "uniqKey", "queueId", "queueOffset"]
+            f"produced {len(rows)} message(s) to {topic}",
+            rows,
+            None if wide else ["msgId", "uniqKey", "queueId", "queueOffset"],
+            wide=wide,
         )
     else:
         header["queues"] = ", ".join(f"{q}: {n}" for q, n in sorted(per_queue.items()))
@@ -290,11 +319,11 @@ def _formatter(fmt: str):
 
 class _Printer:
     """Writes consumed messages as they come: a format string or bodies (raw bytes, for pipes), JSON Lines
-    (--follow --json), or tables page by page."""
+    (--json: one object per message), or tables page by page."""
 
-    def __init__(self, fmt: str | None, as_json: bool, as_hex: bool, title: str):
+    def __init__(self, fmt: str | None, as_json: bool, as_hex: bool, title: str, wide: bool = False):
         self.format = _formatter(fmt) if fmt is not None else None
-        self.as_json, self.as_hex, self.title = as_json, as_hex, title
+        self.as_json, self.as_hex, self.title, self.wide = as_json, as_hex, title, wide
         self.page: list[dict] = []
         self.out = O.console()
 
@@ -315,7 +344,7 @@ class _Printer:
 
     def flush(self) -> None:
         if self.page:
-            O.print_table(self.title, self.page, SHORT_COLUMNS, self.out)
+            O.print_table(self.title, self.page, None if self.wide else SHORT_COLUMNS, self.out, wide=self.wide)
             self.title, self.page = None, []
 
 
@@ -388,7 +417,13 @@ class _Printer:
 @click.option("--body-only", is_flag=True, help="Only the bodies, as they are, one per line (--format '%s\\n').")
 @click.option("--hex", "as_hex", is_flag=True, help="Bodies in hex in tables (else text when they are UTF-8).")
 @_conf_opt
-@_json_opt
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="JSON Lines: one object per message as it comes (the summary line goes to stderr).",
+)
+@O.wide_option
 def consume(
     store,
     topic,
@@ -407,6 +442,7 @@ def consume(
     as_hex,
     conf,
     as_json,
+    wide,
 ):
     """Read a topic: every queue in turn (or one, --queue), from the group's committed offsets or where
     --from, --offset or --last say, filtered by --tags or by a SQL92 expression (--sql). With --group the
@@ -448,8 +484,7 @@ def consume(
             else f"--queue {queue}: topic {topic} has no queues"
         )
     title = f"{topic}" + (f" as {group}" if group else "")
-    printer = _Printer(fmt, as_json and follow, as_hex, title)
-    rows: list[dict] = []
+    printer = _Printer(fmt, as_json, as_hex, title, wide)
     seen = 0
     try:
         c = s.consumer(
@@ -474,10 +509,7 @@ def consume(
                     got = got[: max_count - seen]
                     c.positions[got[-1].queue_id] = got[-1].queue_offset + 1
                 seen += len(got)
-                if as_json:
-                    rows.extend(_message_row(m, as_json=True) for m in got)
-                else:
-                    printer.add(got)
+                printer.add(got)
             printer.flush()
         positions = dict(c.positions)
         lag = c.lag()
@@ -489,21 +521,11 @@ def consume(
         s.close()  # idempotent
     if commit and follow:
         _commit_later(store, conf, group, topic, positions)
-    header = {
-        "group": group,
-        "topic": topic,
-        **({"sql": sql} if sql is not None else {}),
-        "consumed": seen,
-        "committed": commit,
-        "positions": {str(q): o for q, o in sorted(positions.items())},
-        "lag": {str(q): n for q, n in sorted(lag.items())},
-    }
-    if as_json and not follow:
-        M.print_result(f"consume {topic}" + (f" as {group}" if group else ""), header, rows, True)
-    elif fmt is None and not as_json:
+    if fmt is None:
+        # after a table on stdout; on stderr after a stream (--follow, JSON Lines: stdout holds messages only)
         what = "committed" if commit else "not committed" if group else "no group"
         left = sum(lag.values())
-        O.console(stderr=follow).print(f"{seen} message(s) of {title} ({what}); {left} left after them")
+        O.console(stderr=follow or as_json).print(f"{seen} message(s) of {title} ({what}); {left} left after them")
 
 
 def _check_sql(sql: str) -> None:
@@ -654,8 +676,14 @@ def _by_time(s: MessageStore, topics: list[str], begin: int, end: int | None, ma
 )
 @click.option("--hex", "as_hex", is_flag=True, help="Bodies in hex in tables (else text when they are UTF-8).")
 @_conf_opt
-@_json_opt
-def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as_hex, conf, as_json):
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="JSON Lines: one object per message found (none when nothing is found).",
+)
+@O.wide_option
+def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as_hex, conf, as_json, wide):
     """Find messages by key (--key), by id (--msg-id: an offset msgId or a producer's id), by unique key
     (--unique-key), by physical offset (--offset) or by time range (--begin/--end alone), in --topic or in
     every topic. Opens the store read-only."""
@@ -704,12 +732,13 @@ def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as
     finally:
         s.close()
     if as_json:
-        M.print_result(f"query {what}", {"found": len(rows)}, rows, True)
+        O.print_json_lines(rows)
     elif rows:
         O.print_table(
             f"query {what}: {len(rows)} found",
             rows,
-            ["topic", *SHORT_COLUMNS] if topic is None else ["physicalOffset", *SHORT_COLUMNS],
+            None if wide else ["topic", *SHORT_COLUMNS] if topic is None else ["physicalOffset", *SHORT_COLUMNS],
+            wide=wide,
         )
     else:
         O.console().print(f"query {what}: nothing found")
@@ -733,7 +762,8 @@ def _queue_range(s: MessageStore, topic: str, q: int) -> tuple[int, int, int]:
 @_store_arg
 @_conf_opt
 @_json_opt
-def topics(store, conf, as_json):
+@O.wide_option
+def topics(store, conf, as_json, wide):
     """Every topic: its queues, queue type (SimpleCQ or BatchCQ), configured queue count and messages.
     Opens the store read-only."""
     s = _open(store, conf, read_only=True)
@@ -758,7 +788,7 @@ def topics(store, conf, as_json):
     finally:
         s.close()
     if rows or as_json:
-        M.print_result(f"topics of {s.root}", None, rows, as_json)
+        M.print_result(f"topics of {s.root}", None, rows, as_json, wide)
     else:
         O.console().print(f"{s.root}: no topics")
 
@@ -768,7 +798,8 @@ def topics(store, conf, as_json):
 @click.argument("topic", required=False)
 @_conf_opt
 @_json_opt
-def queues(store, topic, conf, as_json):
+@O.wide_option
+def queues(store, topic, conf, as_json, wide):
     """Every queue (of TOPIC, or of all topics): min and max offsets, message count, and each consumer
     group's committed offset and lag. Opens the store read-only."""
     if topic is not None:
@@ -808,7 +839,7 @@ def queues(store, topic, conf, as_json):
             f[f"{g} lag"] = "-" if v["lag"] is None else v["lag"]
         flat.append(f)
     if flat:
-        M.print_result(title, None, flat, False)
+        M.print_result(title, None, flat, False, wide)
     else:
         O.console().print(f"{title}: no queues")
 

@@ -91,7 +91,6 @@ def inspect_store(store) -> dict:
             if cq.ext is not None:
                 row["extBytesWritten"] = _ext_written(cq.ext)
         queues.append(row)
-    cp = store.checkpoint
     summary = {
         "commitLogMinOffset": store.min_physical_offset,
         "commitLogMaxOffset": store.max_physical_offset,
@@ -113,11 +112,19 @@ def inspect_store(store) -> dict:
         "summary": summary,
         "files": files,
         "queues": queues,
-        "checkpoint": {
-            "physicMsgTimestamp": cp.physic_msg_timestamp,
-            "logicsMsgTimestamp": cp.logics_msg_timestamp,
-            "indexMsgTimestamp": cp.index_msg_timestamp,
-            "masterFlushedOffset": cp.master_flushed_offset,
-            "confirmPhyOffset": cp.confirm_phy_offset,
-        },
+        "checkpoint": _checkpoint_file(root),
     }
+
+
+def _checkpoint_file(root: str) -> dict:
+    """The checkpoint file's own values, decoded from its bytes (not the open store's: a read-only open
+    recovers in memory and may hold another confirmPhyOffset, which it never writes)."""
+    from . import dump as D
+
+    path = os.path.join(root, "checkpoint")
+    if not os.path.exists(path):
+        return {"file": "checkpoint", "state": "no checkpoint file"}
+    try:
+        return {"file": "checkpoint", **D.checkpoint_header(path)}
+    except (OSError, ValueError) as e:  # CorruptDataError is a ValueError
+        return {"file": "checkpoint", "state": f"unreadable: {e}"}

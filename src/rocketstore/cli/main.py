@@ -85,7 +85,7 @@ def open_store(path: str, cfg: StoreConfig, read_only: bool = False, check_commi
         )
 
 
-def print_result(title: str, header: dict | None, rows: list[dict], as_json: bool) -> None:
+def print_result(title: str, header: dict | None, rows: list[dict], as_json: bool, wide: bool = False) -> None:
     if as_json:
         O.echo_json({"title": title, "header": header, "rows": rows})
         return
@@ -94,7 +94,7 @@ def print_result(title: str, header: dict | None, rows: list[dict], as_json: boo
         O.print_header(title, header, out)
         title = None
     if rows:
-        O.print_table(title, rows, list(dict.fromkeys(k for r in rows for k in r)), out)
+        O.print_table(title, rows, list(dict.fromkeys(k for r in rows for k in r)), out, wide=wide)
     elif not header:
         out.print(f"{title}: nothing written")
 
@@ -228,7 +228,7 @@ def dump(file, kind, limit, skip, wide, bodies, hash_slots, conf, as_json):
                     title, (D.text_body(r) for r in rows), [*(columns or D.COMMITLOG_FIELDS), "body"], out
                 )
             else:
-                n = O.print_table(title, (D.text_body(r) for r in rows), columns, out)
+                n = O.print_table(title, (D.text_body(r) for r in rows), columns, out, wide=wide)
             if n == 0 and header is None:
                 out.print(f"{title}: nothing written")
     except (CorruptDataError, OSError, ValueError) as e:
@@ -254,7 +254,8 @@ def _hash_slots(path: str, cfg: StoreConfig | None) -> int:
 @click.argument("store", type=click.Path(file_okay=False))
 @click.option("-c", "--conf", type=click.Path(dir_okay=False), help="A RocketMQ broker.conf.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-def inspect(store, conf, as_json):
+@O.wide_option
+def inspect(store, conf, as_json, wide):
     """A whole store at a glance: topics and queues, files and their fill, disk use, the checkpoint, the
     abort state and how far dispatch is behind. Opens the store read-only."""
     require_store(store)
@@ -267,9 +268,9 @@ def inspect(store, conf, as_json):
         click.echo(json.dumps(report, ensure_ascii=False))
         return
     print_result(f"store {report['root']}", report["summary"], [], False)
-    print_result("files", None, report["files"], False)
-    print_result("queues", None, report["queues"], False)
-    print_result("checkpoint", report["checkpoint"], [], False)
+    print_result("files", None, report["files"], False, wide)
+    print_result("queues", None, report["queues"], False, wide)
+    print_result("checkpoint file (its own bytes, as written)", report["checkpoint"], [], False)
 
 
 @cli.command()
@@ -282,7 +283,8 @@ def inspect(store, conf, as_json):
     "(file sizes, enabledAppendPropCRC, messageDelayLevel); sizes are inferred from the files otherwise.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-def verify(store, conf, as_json):
+@O.wide_option
+def verify(store, conf, as_json, wide):
     """Check every CommitLog record (structure, CRCs, BLANK fillers), every ConsumeQueue and batch
     ConsumeQueue unit against its record, every index entry and the checkpoint. Reads the files directly,
     changing nothing. Exit status 0 when the store is sound, 1 when problems were found."""
@@ -301,7 +303,7 @@ def verify(store, conf, as_json):
     if as_json:
         click.echo(json.dumps(report, ensure_ascii=False))
     else:
-        _print_verify(report)
+        _print_verify(report, wide)
     sys.exit(0 if report["ok"] else 1)
 
 
@@ -331,7 +333,7 @@ def _verify_with_progress(V, store, cfg):
         return V.verify_store(store, cfg, progress)
 
 
-def _print_verify(report: dict) -> None:
+def _print_verify(report: dict, wide: bool = False) -> None:
     console = O.console()
     O.print_header(
         f"verify {report['root']}",
@@ -346,7 +348,7 @@ def _print_verify(report: dict) -> None:
     for n in report["notes"]:
         console.print(f"note: {n}", soft_wrap=True)
     if report["problems"]:
-        print_result("problems", None, report["problems"], False)
+        print_result("problems", None, report["problems"], False, wide)
         console.print(f"{len(report['problems'])} problem(s) found", style="bold red")
     else:
         console.print("the store is sound", style="bold green")
@@ -365,6 +367,68 @@ _register_maintenance(cli)
 from .serve import register as _register_serve  # noqa: E402  serve (gRPC, RocketMQ 5 clients)
 
 _register_serve(cli)
+
+
+# `rocketstore CMD -h` ends with examples for the commands people run first. "\b" keeps a paragraph's line
+# breaks (click rewraps every other paragraph).
+EXAMPLES = {
+    "produce": [
+        "rocketstore produce ./store Orders hi --create --small   # ~17 MiB on disk",
+        "rocketstore produce ./store Orders hi --create   # RocketMQ's sizes: 1.4 GB",
+        'rocketstore produce ./store Orders hi --tags TagA --keys "k1 k2"',
+        "seq 100 | rocketstore produce ./store Orders --stdin   # a message a line",
+    ],
+    "consume": [
+        "rocketstore consume ./store Orders   # from the earliest, commits nothing",
+        "rocketstore consume ./store Orders -g g1 --max 100   # then commits g1",
+        "rocketstore consume ./store Orders -q 0 --offset 100   # one queue",
+        "rocketstore consume ./store Orders --json | jq .body   # JSON Lines",
+    ],
+    "query": [
+        "rocketstore query ./store --key order-1 --topic Orders",
+        "rocketstore query ./store --msg-id 7F00000100002A9F0000000000000000",
+        "rocketstore query ./store --begin 2026-11-22T08:00:00Z --max 10",
+    ],
+    "inspect": [
+        "rocketstore inspect ./store",
+        "rocketstore inspect ./store --wide   # every column, long lines",
+        "rocketstore inspect ./store --json | jq .checkpoint",
+    ],
+    "verify": [
+        "rocketstore verify ./store   # exit 0: sound (notes say what is behind)",
+        "rocketstore verify ./store -c broker.conf --json",
+    ],
+    "topics": [
+        "rocketstore topics ./store",
+        "rocketstore topics ./store --json | jq -r '.rows[].topic'",
+    ],
+    "groups": [
+        "rocketstore groups ./store   # every group and its total lag",
+        "rocketstore group progress ./store g1   # the lag per queue",
+    ],
+    "serve": [
+        "rocketstore serve ./store   # gRPC 127.0.0.1:8081, 9876, 10911",
+        "rocketstore serve ./store --listen 0.0.0.0:8081 --no-remoting",
+    ],
+    "rebuild": [
+        "rocketstore rebuild ./store --dry-run   # what, and the room needed",
+        "rocketstore rebuild ./store --yes",
+        "rocketstore rebuild ./store --yes --engine spark",
+    ],
+    "clean": [
+        "rocketstore clean ./store --dry-run   # what would go, why the rest stays",
+        "rocketstore clean ./store",
+        "rocketstore clean ./store -c broker.conf   # with fileReservedTime=1 (h)",
+    ],
+}
+
+
+def _add_examples(group: click.Group) -> None:
+    for name, lines in EXAMPLES.items():
+        group.commands[name].epilog = "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+_add_examples(cli)
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ import importlib.util
 import json
 import logging
 import os
+import shutil
 import time
 
 import click
@@ -26,6 +27,7 @@ from ..errors import RocketStoreError
 from ..rebuild_swap import REBUILT, StagedRebuild
 from ..store_lock import StoreLock
 from . import main as M
+from . import output as O
 from .progress import Phases, SparkTasks
 
 _store_arg = click.argument("store", type=click.Path(file_okay=False))
@@ -112,10 +114,23 @@ def _queue_totals(s: MessageStore) -> tuple[int, int]:
     help="A Spark property for --engine spark, as spark-submit's --conf (repeatable).",
 )
 @click.option("--yes", is_flag=True, help="Do not ask before dropping the old queue and index files.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Say what would be rebuilt (queues, index files, their sizes) and the room the new files need "
+    "meanwhile, changing nothing: the store is read read-only, no lock is taken.",
+)
 @_conf_opt
 @_json_opt
-def rebuild(store, engine, master, spark_conf, yes, conf, as_json):
+def rebuild(store, engine, master, spark_conf, yes, dry_run, conf, as_json):
     """Rebuild every ConsumeQueue, batch ConsumeQueue and index file from the CommitLog."""
+    t = time.perf_counter()  # the whole command's time, reported as "seconds" (Spark's start included)
+    if dry_run:
+        M.require_store(store)
+        if not os.path.isdir(os.path.join(store, "commitlog")):
+            M.fail(f"{store}: no CommitLog here to rebuild from")
+        _rebuild_dry_run(store, conf, as_json)
+        return
     if engine != "spark" and (master is not None or spark_conf):
         M.fail("--master and --spark-conf are for --engine spark")
     spark_props = _spark_properties(spark_conf)
@@ -134,9 +149,8 @@ def rebuild(store, engine, master, spark_conf, yes, conf, as_json):
             M.fail(str(e))
         if not yes and not as_json:
             _confirm(store, [sub for sub in REBUILT if os.path.exists(os.path.join(store, sub))])
-        _rebuild_with_spark(store, conf, as_json, master or SPARK_MASTER, spark_props)
+        _rebuild_with_spark(store, conf, as_json, master or SPARK_MASTER, spark_props, started=t)
         return
-    t = time.perf_counter()
     try:
         # the lock first (nothing changes without it), the sizes read from the files in place, the new files
         # made by recovery in a staging store and swapped in only once complete (rocketstore.rebuild_swap)
@@ -173,6 +187,77 @@ def rebuild(store, engine, master, spark_conf, yes, conf, as_json):
     _report("rebuilt", summary, cuts, as_json)
 
 
+def _du(path: str) -> tuple[int, int]:
+    """(files, bytes on disk) below a directory."""
+    files = used = 0
+    for dirpath, _dirs, names in os.walk(path):
+        for n in names:
+            files += 1
+            used += os.stat(os.path.join(dirpath, n)).st_blocks * 512
+    return files, used
+
+
+def _rebuild_dry_run(store: str, conf, as_json: bool) -> None:
+    """What `rebuild` would make, from a read-only open (recovery in memory only: nothing is written, no lock
+    is taken): every queue and index file again, in .rebuild-new/ beside the old ones until the swap."""
+    from ..formats import index as IX
+
+    M.require_store(store)
+    cfg = M.load_config(conf)
+    try:
+        with MessageStore.open(store, cfg, read_only=True) as s:
+            c = s.config
+            index_size = IX.file_size(c.max_hash_slot_num, c.max_index_num)
+            rows, queue_bytes = [], 0
+            for cq in sorted(s.queues, key=lambda q: (q.topic, q.queue_id)):
+                size = c.mapped_file_size_batch_consume_queue if cq.is_batch else c.mapped_file_size_consume_queue
+                files = max(len(cq.files.files), 1)
+                queue_bytes += files * size
+                rows.append(
+                    {
+                        "topic": cq.topic,
+                        "queueId": cq.queue_id,
+                        "type": cq.cq_type,
+                        "messages": max(cq.max_offset - max(cq.min_offset, 0), 0),
+                        "files": files,
+                        "fileSize": size,
+                    }
+                )
+            index_files = len(s.index.files)
+            summary = {
+                "store": s.root,
+                "dryRun": True,
+                "commitLogBytes": max(s.max_physical_offset - s.min_physical_offset, 0),
+                "queues": len(rows),
+                "messages": sum(r["messages"] for r in rows),
+                "queueFileSize": c.mapped_file_size_consume_queue,
+                "indexFiles": index_files,
+                "indexFileSize": index_size,
+            }
+    except RocketStoreError as e:
+        M.fail(str(e))
+    present = [sub for sub in REBUILT if os.path.isdir(os.path.join(store, sub))]
+    in_place = sum(_du(os.path.join(store, sub))[1] for sub in present)
+    needed = queue_bytes + index_files * index_size
+    free = shutil.disk_usage(store).free
+    summary.update(
+        {
+            "replaces": " ".join(present) or "nothing (none of them exist)",
+            "bytesInPlace": in_place,
+            "bytesNeeded": needed,
+            "bytesFree": free,
+            "enoughRoom": free >= needed,
+            "what": f"rebuild would write {len(rows)} queue(s) and {index_files} index file(s) "
+            f"(about {O.human_size(needed)}, reserved on disk) in .rebuild-new/ beside the old files "
+            f"({O.human_size(in_place)}), then swap them in; nothing was changed",
+        }
+    )
+    if as_json:
+        click.echo(json.dumps({**summary, "rows": rows}, ensure_ascii=False))
+        return
+    M.print_result("rebuild --dry-run (nothing changed)", summary, rows, False)
+
+
 def _confirm(store: str, present: list[str]) -> None:
     click.confirm(
         f"drop {', '.join(present or REBUILT)} under {store} and rebuild them from the CommitLog?", abort=True
@@ -207,7 +292,9 @@ def _spark_properties(pairs: tuple[str, ...]) -> dict[str, str]:
     return props
 
 
-def _rebuild_with_spark(store: str, conf, as_json: bool, master: str, spark_props: dict[str, str]) -> None:
+def _rebuild_with_spark(
+    store: str, conf, as_json: bool, master: str, spark_props: dict[str, str], started: float
+) -> None:
     """The Spark job (rocketstore.spark.rebuild), local mode unless a master is given; the same report as the
     local engine. What it is doing is said from the start, before Spark's seconds of starting up. The paths
     go to the executors absolute: on a cluster they must name the same files there."""
@@ -238,7 +325,11 @@ def _rebuild_with_spark(store: str, conf, as_json: bool, master: str, spark_prop
             if spark is not None:
                 shown.phase("stopping Spark")
                 spark.stop()
-    _report("rebuilt", {k: summary[k] for k in SUMMARY_KEYS}, cuts.lines, as_json)
+    report = {k: summary[k] for k in SUMMARY_KEYS}
+    # the whole command's wall time, from its start (`started`, time.perf_counter() when rebuild began):
+    # Spark's start and stop included, not only the job's own phases
+    report["seconds"] = round(time.perf_counter() - started, 3)
+    _report("rebuilt", report, cuts.lines, as_json)
 
 
 def _count(n: int, what: str) -> str:
@@ -266,29 +357,149 @@ def _spark_phases(shown: Phases):
     return progress
 
 
+MANUAL_PASSES = 20  # RocketMQ's manual trigger: this many passes (MAX_MANUAL_DELETE_FILE_TIMES)
+HOUR_MS = 3600 * 1000
+
+
+def _segments(store: str) -> list[tuple[str, int, int]]:
+    """The CommitLog segments on disk, oldest first: (name, bytes, mtime in ms: the age cleanup goes by)."""
+    directory = os.path.join(store, "commitlog")
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.isdigit() and len(n) == 20)
+    except OSError:
+        return []
+    out = []
+    for n in names:
+        st = os.stat(os.path.join(directory, n))
+        out.append((n, st.st_size, st.st_mtime_ns // 1_000_000))
+    return out
+
+
+def _clean_plan(segments, cfg, now_ms: int) -> tuple[list[tuple[str, int, int]], str]:
+    """What the manual trigger deletes by age (deleteExpiredFileByTime, pass after pass): from the oldest
+    segment on, those last modified fileReservedTime hours or more ago, never the last (current) one,
+    stopping at the first that has not expired; and why the first one kept stays."""
+    kept_h = cfg.file_reserved_time
+    limit = MANUAL_PASSES * max(cfg.delete_file_batch_max, 1)
+    going = []
+    for i, (name, _size, mtime) in enumerate(segments):
+        age_h = (now_ms - mtime) / HOUR_MS
+        if i == len(segments) - 1:
+            why = f"commitlog/{name} is the last (current) CommitLog file, which cleanup never deletes"
+            if i == 0:
+                why = f"commitlog/{name} is the only CommitLog file: the last (current) one is never deleted"
+            return going, why
+        if age_h < kept_h:
+            which = "the oldest CommitLog file" if i == 0 else f"the next CommitLog file, commitlog/{name},"
+            return going, (
+                f"{which} is {age_h:.1f} h old, files are kept {kept_h} h (fileReservedTime; "
+                "cleanup stops at the first file that has not expired)"
+            )
+        if len(going) == limit:
+            return (
+                going,
+                f"one manual trigger deletes at most {limit} files ({MANUAL_PASSES} passes of deleteFileBatchMax)",
+            )
+        going.append(segments[i])
+    return going, "there are no CommitLog files"
+
+
+# the periodic cleanup's other rule, which the manual trigger does not wait for
+NOT_DELETE_WHEN = "deleteWhen ({}) times only the periodic cleanup, not this manual trigger"
+
+
+def _disk_note(store: str, cfg) -> str | None:
+    """A disk fuller than diskSpaceCleanForciblyRatio: cleanup then deletes files whatever their age."""
+    try:
+        usage = shutil.disk_usage(store)
+    except OSError:
+        return None
+    percent = 100 * usage.used / max(usage.total, 1)
+    if percent >= cfg.disk_space_clean_forcibly_ratio and cfg.clean_file_forcibly_enable:
+        return (
+            f"the disk is {percent:.0f}% full (diskSpaceCleanForciblyRatio {cfg.disk_space_clean_forcibly_ratio}%): "
+            "cleanup may delete files that have not expired too"
+        )
+    return None
+
+
 @click.command()
 @_store_arg
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Say which CommitLog files would be deleted (and why the others stay), changing nothing: the store "
+    "is not opened, no byte or file date changes.",
+)
 @_conf_opt
 @_json_opt
-def clean(store, conf, as_json):
-    """Run the expired-file cleanup now (RocketMQ's manual delete trigger): expired CommitLog files, then the
-    queue and index files in step with the new minimum."""
+def clean(store, dry_run, conf, as_json):
+    """Run the expired-file cleanup now (RocketMQ's manual delete trigger): CommitLog files older than
+    fileReservedTime (72 h by default; their age is their last modification), oldest first, never the last
+    (current) one; then the queue and index files in step with the new minimum. Says why files stay."""
+    if dry_run:
+        _clean_dry_run(store, conf, as_json)
+        return
     s, cuts = _open_with_progress(store, conf)
     try:
         with s:
             before = s.min_physical_offset
             deleted = s.delete_expired_files()
+            cfg = s.config
+            going, why = _clean_plan(_segments(s.root), cfg, cfg.clock())  # what stays, and why
             summary = {
                 "store": s.root,
                 "commitLogFilesDeleted": deleted,
                 "commitLogMinOffsetBefore": before,
                 "commitLogMinOffset": s.min_physical_offset,
+                "fileReservedTimeHours": cfg.file_reserved_time,
+                "why": _why(deleted, why, cfg, s.root),
             }
     except RocketStoreError as e:
         M.fail(str(e))
     except OSError as e:
         M.fail(os_problem(e, store))
     _report("cleaned", summary, cuts, as_json)
+
+
+def _why(deleted: int, why: str, cfg, store: str) -> str:
+    head = f"{deleted} file(s) deleted" if deleted else "0 files deleted"
+    notes = [why, NOT_DELETE_WHEN.format(cfg.delete_when)]
+    disk = _disk_note(store, cfg)
+    if disk:
+        notes.append(disk)
+    return f"{head}; the rest stay: " + "; ".join(notes) if deleted else f"{head}: " + "; ".join(notes)
+
+
+def _clean_dry_run(store: str, conf, as_json: bool) -> None:
+    M.require_store(store)
+    cfg = M.load_config(conf)
+    segments = _segments(store)
+    now = cfg.clock()
+    going, why = _clean_plan(segments, cfg, now)
+    rows = [
+        {"file": f"commitlog/{name}", "bytes": size, "ageHours": round((now - mtime) / HOUR_MS, 1)}
+        for name, size, mtime in going
+    ]
+    new_min = int(segments[len(going)][0]) if len(going) < len(segments) else None
+    summary = {
+        "store": os.path.abspath(store),
+        "dryRun": True,
+        "commitLogFilesToDelete": len(going),
+        "bytesToFree": sum(size for _n, size, _m in going),
+        "commitLogMinOffsetAfter": new_min,
+        "fileReservedTimeHours": cfg.file_reserved_time,
+        "why": (f"{len(going)} file(s) would be deleted" if going else "0 files would be deleted")
+        + (", then the queue and index files wholly below the new minimum offset" if going else "")
+        + f"; the rest stay: {why}; {NOT_DELETE_WHEN.format(cfg.delete_when)}",
+    }
+    disk = _disk_note(store, cfg)
+    if disk:
+        summary["why"] += f"; {disk}"
+    if as_json:
+        click.echo(json.dumps({**summary, "files": rows}, ensure_ascii=False))
+        return
+    M.print_result("clean --dry-run (nothing changed)", summary, rows, False)
 
 
 @click.command()

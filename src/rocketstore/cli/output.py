@@ -22,6 +22,10 @@ from rich.table import Table
 from rich.text import Text
 
 PAGE_ROWS = 50  # a table is printed every this many rows, so the first rows show at once
+TEXT_MIN_WIDTH = 10  # a text column squeezed to fit 80 columns folds down to this width, no narrower
+# columns never dropped nor cut in a table: ids and names (a cut msgId finds nothing; the README's promise),
+# and the lag, which is what `groups` is run for. A table may name more (print_table's keep).
+KEEP_COLUMNS = {"msgId", "uniqKey", "offsetMsgId", "topic", "group", "lag", "file", "directory"}
 
 # table columns holding ms since the epoch, and byte counts: shown as ISO times and human sizes
 TIME_SUFFIXES = ("Timestamp", "Time")
@@ -48,6 +52,7 @@ TEXT_COLUMNS = {
     "ext",
     "bitmap",
     "groups",
+    "topics",
 }
 SIZE_COLUMNS = {
     "bytesOnDisk",
@@ -57,6 +62,14 @@ SIZE_COLUMNS = {
     "dispatchBehindBytes",
     "bodyLength",
     "fileSize",
+    "bytes",
+    "bytesToFree",
+    "bytesInPlace",
+    "bytesNeeded",
+    "bytesFree",
+    "commitLogBytes",
+    "queueFileSize",
+    "indexFileSize",
 }
 
 
@@ -168,16 +181,66 @@ def body_text(body: bytes, as_hex: bool = False) -> str:
 
 
 # ---------------------------------------------------------------- printing
+wide_option = click.option(
+    "--wide",
+    is_flag=True,
+    help="Every field as a column, each value whole on one line (lines as long as they need; by default a "
+    "table fits the terminal: ids, names and the lag whole, the other columns folded or left out).",
+)
+
+
 def echo_json(obj) -> None:
     click.echo(json.dumps(obj, ensure_ascii=False))
 
 
-def _table(columns: list[str]) -> Table:
+def _table(columns: list[str], widths: dict[str, int] | None = None, keep_whole: bool = True) -> Table:
+    """A table of these columns. `widths` (from _fit): each column's room; a column that has its whole width
+    stays on one line, the others (text: topics, tags, keys, bodies) fold. Nothing is ever cropped: a value
+    wider than its column goes on the next line, never loses characters."""
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
     for c in columns:
-        # numbers, times and ids stay on one line; text (topics, tags, keys, bodies) folds
-        t.add_column(Text(SHORT_HEADERS.get(c, c)), overflow="fold", no_wrap=c not in TEXT_COLUMNS)
+        whole = widths is not None and keep_whole and c in widths
+        t.add_column(
+            Text(SHORT_HEADERS.get(c, c)),
+            overflow="fold",
+            no_wrap=whole,
+            min_width=widths[c] if whole else None,
+        )
     return t
+
+
+def _natural_width(header: str, cells: list[str]) -> int:
+    return max([len(header), *(max((len(line) for line in v.split("\n")), default=0) for v in cells)])
+
+
+def _fit(out: Console, columns: list[str], cells: dict[str, list[str]], keep: set[str]) -> tuple[list[str], dict]:
+    """The columns a table at the console's width shows, and the room each gets. Columns in `keep` (ids and
+    names: msgId, uniqKey, topic, group; a command's point, as groups' lag) are never dropped and get their
+    whole width; numbers and times too while they fit; text columns may fold down to TEXT_MIN_WIDTH. When the
+    whole does not fit, the other columns go, the last first. Returns (columns shown, {column: whole width}
+    for those that stay on one line)."""
+    natural = {c: _natural_width(SHORT_HEADERS.get(c, c), cells[c]) for c in columns}
+    keep = set(keep) | {c for c in columns if c.endswith(" lag")}  # `queues`: each group's lag ("<group> lag")
+
+    def least(c: str) -> int:
+        if c in TEXT_COLUMNS and c not in keep:
+            return min(natural[c], TEXT_MIN_WIDTH)
+        return natural[c]
+
+    shown_cols = list(columns)
+    room = out.width
+    # each column costs 2 more characters (the divider or edge, and its padding)
+    while sum(least(c) + 2 for c in shown_cols) > room:
+        droppable = [c for c in shown_cols if c not in keep]
+        if not droppable:
+            break
+        shown_cols.remove(droppable[-1])
+    whole = {c: natural[c] for c in shown_cols if c not in TEXT_COLUMNS or c in keep}
+    while whole and sum(whole.get(c, min(natural[c], TEXT_MIN_WIDTH)) + 2 for c in shown_cols) > room:
+        # the essential values alone are wider than the screen: the widest folds (every character kept, on
+        # more lines), never cut; the short ones (a lag) stay on one line
+        del whole[max(whole, key=whole.get)]
+    return shown_cols, whole
 
 
 def print_records(title: str | None, rows, columns: list[str], out: Console | None = None) -> int:
@@ -212,30 +275,60 @@ def print_header(title: str, header: dict, out: Console | None = None) -> None:
 
 
 def print_table(
-    title: str | None, rows, columns: list[str] | None = None, out: Console | None = None, page: int = PAGE_ROWS
+    title: str | None,
+    rows,
+    columns: list[str] | None = None,
+    out: Console | None = None,
+    page: int = PAGE_ROWS,
+    keep=(),
+    wide: bool = False,
 ) -> int:
     """Rows (dicts) as tables of `page` rows each, each printed as soon as it is full, so a long dump starts
-    at once and holds one page in memory. Columns: the given ones, else the first row's. Returns the count."""
+    at once and holds one page in memory. Columns: the given ones, else the first row's. At the console's
+    width the columns in KEEP_COLUMNS and `keep` are shown whole and the others give way (_fit); `wide`:
+    every column whole, lines as long as they need. Returns the count."""
     out = out or console()
+    keep = KEEP_COLUMNS | set(keep)
     n = 0
     buf: list[dict] = []
     for row in rows:
         buf.append(row)
         n += 1
         if len(buf) >= page:
-            _flush(out, title, columns or list(dict.fromkeys(k for r in buf for k in r)), buf)
+            _flush(
+                out, title, columns or list(dict.fromkeys(k for r in buf for k in r)), buf, keep, wide, n == len(buf)
+            )
             title, buf = None, []
     if buf:
-        _flush(out, title, columns or list(dict.fromkeys(k for r in buf for k in r)), buf)
+        _flush(out, title, columns or list(dict.fromkeys(k for r in buf for k in r)), buf, keep, wide, n == len(buf))
     return n
 
 
-def _flush(out: Console, title, columns, rows) -> None:
+def _flush(
+    out: Console, title, columns, rows, keep=frozenset(KEEP_COLUMNS), wide: bool = False, first: bool = True
+) -> None:
     print_title(title, out)
-    t = _table(columns)
-    for r in rows:
-        t.add_row(*(Text(shown(c, r.get(c))) for c in columns))
-    out.print(t)
+    cells = {c: [shown(c, r.get(c)) for r in rows] for c in columns}
+    if wide:
+        widths = {c: _natural_width(SHORT_HEADERS.get(c, c), cells[c]) for c in columns}
+        shown_cols, width = columns, max(out.width, sum(w + 2 for w in widths.values()))
+    else:
+        (shown_cols, widths), width = _fit(out, columns, cells, keep), None
+    t = _table(shown_cols, widths)
+    for i in range(len(rows)):
+        t.add_row(*(Text(cells[c][i]) for c in shown_cols))
+    if width is None:
+        out.print(t)
+    else:  # --wide: the console as wide as the table (rich renders no wider than its console)
+        before = out.width
+        out.width = width
+        try:
+            out.print(t, crop=False)
+        finally:
+            out.width = before
+    left_out = [SHORT_HEADERS.get(c, c) for c in columns if c not in shown_cols]
+    if left_out and first:  # said under the first page, not under each
+        out.print(f"(left out to fit {out.width} columns: {', '.join(left_out)}; --wide shows every field)")
     out.file.flush()
 
 

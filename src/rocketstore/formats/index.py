@@ -201,6 +201,28 @@ def place_entries(slot_table: np.ndarray, index_count: int, hashes: np.ndarray, 
     )
 
 
+@dataclass
+class Unplacement:
+    """What taking a file's newest entries out again changes (place_entries undone)."""
+
+    slot_ids: np.ndarray  # every slot one of them was in ...
+    slot_heads: np.ndarray  # ... gets back the head it had before them (INVALID: empty again)
+    freed_slots: int  # slots that are empty again (hashSlotCount shrinks by this)
+
+
+def unplace_entries(hashes: np.ndarray, prevs: np.ndarray, hash_slot_num: int) -> Unplacement:
+    """The slots once a file's newest entries (their hashes and prevIndexNo, in entry order) are taken out:
+    each slot they were in points again at what the oldest of them in that slot pointed at, the head the
+    slot had before them (an entry's prev is the slot's earlier head, see place_entries)."""
+    slots = hashes.astype(np.int64) % hash_slot_num
+    order = np.argsort(slots, kind="stable")  # entry order kept within a slot: its first is its oldest
+    s_sorted = slots[order]
+    first = np.ones(len(s_sorted), dtype=bool)
+    first[1:] = s_sorted[1:] != s_sorted[:-1]
+    heads = prevs.astype(np.int64)[order][first]
+    return Unplacement(s_sorted[first], heads, int(np.count_nonzero(heads == INVALID)))
+
+
 def time_diffs(timestamps: np.ndarray, begin_timestamp: int) -> np.ndarray:
     """time_diff over an array of store timestamps against one begin timestamp."""
     if begin_timestamp <= 0:

@@ -140,6 +140,33 @@ class IndexFile:
         self.mf.buf[: I.HEADER_SIZE] = h.encode()
         return k
 
+    def cut_from(self, end: int, store_time_of) -> int:
+        """Take out the entries of records at or past CommitLog offset `end` (a tail recovery cut): they are
+        the file's newest, entries going in in CommitLog order. The header then ends at the last entry kept,
+        whose record's store time `store_time_of(offset)` gives. Returns how many went."""
+        h = self.header
+        count = min(h.index_count, self.index_num)
+        if count <= 1:
+            return 0
+        phys = self.entries["phy"][1:count]
+        past = np.flatnonzero(phys >= end)
+        if not len(past):
+            return 0
+        first = 1 + int(past[0])
+        if len(past) != count - first:  # entries out of CommitLog order: not a tail to cut
+            return 0
+        cut = self.entries[first:count]
+        undone = I.unplace_entries(cut["hash"], cut["prev"], self.hash_slot_num)
+        self.slots[undone.slot_ids] = undone.slot_heads
+        self.entries[first:count] = np.zeros(count - first, dtype=I.ENTRY_DTYPE)
+        h.hash_slot_count = max(h.hash_slot_count - undone.freed_slots, 0)
+        h.index_count = first
+        if first > 1:
+            h.end_phy_offset = int(self.entries["phy"][first - 1])
+            h.end_timestamp = store_time_of(h.end_phy_offset) or h.end_timestamp
+        self.mf.buf[: I.HEADER_SIZE] = h.encode()
+        return count - first
+
     # -- reading
     def select(self, out: list, key_hash: int, max_num: int, begin: int, end: int, accept=None) -> None:
         """IndexFile.selectPhyOffset: follow the key's chain from the newest entry, adding the physical

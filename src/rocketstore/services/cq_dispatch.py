@@ -1,7 +1,9 @@
 """The ConsumeQueue dispatcher (CommitLogDispatcherBuildConsumeQueue): each record that gets a queue unit
 (formats.record.gets_queue_unit) gets one in its queue, through the queue protocol (log/queue.py): a
 ConsumeQueue unit (with its ext unit when the ext is on) or a batch ConsumeQueue unit. It writes a run's
-units a queue at a time, and has the put path's entry points (`put`, `put_batch`)."""
+units a queue at a time, and has the put path's entry points (`put`, `put_batch`). A record of a deleted
+topic that lies below the CommitLog's end at its deletion gets no unit (deleted_topics.py): the put path
+never meets one (what it writes lies past that end), reput and recovery may."""
 
 from __future__ import annotations
 
@@ -15,12 +17,14 @@ log = logging.getLogger("rocketstore")
 class ConsumeQueueDispatcher:
     bulk_capable = True
 
-    def __init__(self, queues, checkpoint):
+    def __init__(self, queues, checkpoint, deleted):
         """`queues`: the store's queue table (log.queue_table.QueueTable); `checkpoint`: the
-        formats.checkpoint.Checkpoint whose logics time follows the units written."""
+        formats.checkpoint.Checkpoint whose logics time follows the units written; `deleted`: the deleted
+        topics (deleted_topics.DeletedTopics)."""
         self.queues = queues
         self.lookup = queues.get_by_key  # (topic, queue id) -> queue or None: once per record
         self.checkpoint = checkpoint
+        self.deleted = deleted
 
     def queue(self, topic: str, queue_id: int):
         """The queue, created (and added to the table) if it is new."""
@@ -35,7 +39,7 @@ class ConsumeQueueDispatcher:
 
     # ---------------------------------------------------------------- one record
     def dispatch(self, req) -> None:
-        if gets_queue_unit(req.sys_flag):
+        if gets_queue_unit(req.sys_flag) and req.commit_log_offset >= self.deleted.below(req.topic):
             self.put_position(
                 req.topic,
                 req.queue_id,
@@ -77,6 +81,8 @@ class ConsumeQueueDispatcher:
         """Each queue's units of the run, a queue at a time (the queue writes them in one go when it can:
         put_units)."""
         by_queue = cols.by_queue
+        if by_queue and self.deleted:
+            by_queue = self._not_deleted(by_queue, cols.phys)
         if not by_queue:
             return
         phys, sizes, codes, qoffs, stamps = cols.phys, cols.size, cols.tags_code, cols.queue_offset, cols.store_ts
@@ -98,6 +104,17 @@ class ConsumeQueueDispatcher:
             self.written(cq, ok, stamps[members[-1]])
         # the checkpoint's logics time is the last record's, whichever queue wrote last
         self.checkpoint.logics_msg_timestamp = stamps[max(m[-1] for m in by_queue.values())]
+
+    def _not_deleted(self, by_queue: dict, phys) -> dict:
+        """The run's rows by queue less those of deleted topics below their deletion."""
+        out = {}
+        for key, members in by_queue.items():
+            below = self.deleted.below(key[0])
+            if below >= 0:
+                members = [i for i in members if phys[i] >= below]
+            if members:
+                out[key] = members
+        return out
 
     # ---------------------------------------------------------------- the put path
     def put(self, topic, queue_id, phys, size, tags_code, store_ts, queue_offset, sys_flag, batch_size=1) -> None:

@@ -103,6 +103,23 @@ class IndexService:
             self.files.append(f)
             self._last_name = name
 
+    def cut_past(self, end: int, store_time_of) -> int:
+        """Recovery cut the CommitLog at `end`: the entries of the records it cut go (RocketMQ leaves them,
+        and since a record below the last entry's offset is taken as indexed already, the records written
+        next at those offsets would never be indexed). Files left with no entry, or beginning past `end`,
+        are deleted; the next record opens a new one. Returns how many entries went."""
+        removed = 0
+        with self.lock:
+            while self.files:
+                f = self.files[-1]
+                n = f.cut_from(end, store_time_of)
+                removed += n
+                if f.header.index_count > 1 or (n == 0 and f.header.begin_phy_offset < end):
+                    break
+                log.info("deleting index file %s: its entries all lie past the CommitLog's end %d", f.path, end)
+                self.files.pop().destroy()
+        return removed
+
     # ---------------------------------------------------------------- dispatch
     def add(self, topic: str, phy: int, store_timestamp: int, sys_flag: int, uniq_key, keys) -> None:
         """One dispatched record (CommitLogDispatcherBuildIndex.dispatch)."""

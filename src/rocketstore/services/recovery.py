@@ -141,7 +141,9 @@ def _data_end(mfs: list, file_size: int) -> int:
     at, floor = end, max(end - ZERO_SCAN, 0)
     while at > floor:
         a = max(at - ZERO_CHUNK, floor)
-        nonzero = np.flatnonzero(np.frombuffer(last.buf[a:at], dtype=np.uint8))
+        # a copy: another process may be writing this segment (a read-only open of a live store), and numpy
+        # counts the non-zero bytes before it collects them, failing if they change in between
+        nonzero = np.flatnonzero(np.frombuffer(bytes(last.buf[a:at]), dtype=np.uint8))
         if len(nonzero):
             return last.file_from_offset + a + int(nonzero[-1]) + 1
         at = a

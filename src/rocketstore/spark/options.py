@@ -32,6 +32,7 @@ READ_OPTIONS = (
     "maxRecordsPerBatch",
     "sinkId",
     "sql",
+    "small",
 )
 
 
@@ -100,7 +101,17 @@ def store_config(options, root: str | None = None) -> StoreConfig:
         config = StoreConfig.from_properties(props)
     except (TypeError, ValueError) as e:
         raise OptionError(f"store setting: {e}") from None
+    if root and boolean(options, "small", False) and not _has_commitlog(root):
+        # a new store with small files (StoreConfig.with_small_files); an existing one keeps its files' sizes
+        config = config.with_small_files()
     return resolve_file_sizes(root, config) if root else config
+
+
+def _has_commitlog(root: str) -> bool:
+    try:
+        return any(not n.startswith(".") for n in os.listdir(os.path.join(root, "commitlog")))
+    except OSError:
+        return False
 
 
 def integer(options, name: str, default: int | None, minimum: int | None = None) -> int | None:

@@ -127,7 +127,12 @@ def _write_files(
         work += [("i", f) for f in range(plan.files_with_entries)]
     work += [("q", g) for g in sorted(queues_in)]
     write_queues = _queue_writer(
-        target, queues_in, frozenset(run.batch_topics), run.queue_dir_size(False), run.queue_dir_size(True)
+        target,
+        queues_in,
+        frozenset(run.batch_topics),
+        run.queue_dir_size(False),
+        run.queue_dir_size(True),
+        dict(run.deleted.below_offset),
     )
     write_index = _index_writer(target, summaries, plan, cfg.max_hash_slot_num, cfg.max_index_num) if plan else None
 
@@ -154,7 +159,12 @@ def _write_files(
     return queues, [written[i] for i in range(len(plan.names))], plan.total_entries
 
 
-def _queue_writer(target: str, queues_in: dict, batch_topics: frozenset, cq_size: int, bcq_size: int):
+def _queue_writer(
+    target: str, queues_in: dict, batch_topics: frozenset, cq_size: int, bcq_size: int, deleted: dict[str, int]
+):
+    """`deleted`: topic -> the CommitLog offset its deletion left (deleted_topics.py), whose units below it
+    are left out."""
+
     def write(group):
         queues = queues_in[group]
         bases = sorted({b for segs in queues.values() for b in segs})
@@ -167,7 +177,8 @@ def _queue_writer(target: str, queues_in: dict, batch_topics: frozenset, cq_size
         for (topic, queue_id), got in sorted(chunks.items()):
             cols = {k: np.concatenate([ch[k] for ch in got]) for k in got[0]}
             batch = topic in batch_topics
-            done.append(RB.write_queue(target, topic, queue_id, batch, bcq_size if batch else cq_size, cols))
+            size = bcq_size if batch else cq_size
+            done.append(RB.write_queue(target, topic, queue_id, batch, size, cols, deleted.get(topic, -1)))
         return done
 
     return write
