@@ -191,7 +191,7 @@ def test_numbers_beyond_a_java_long_are_usage_errors(store, argv, option):
 def test_the_largest_java_long_is_still_a_time_and_a_count(store):
     code, out, err = run("consume", store, "Orders", "--from", str(LONG_MAX), "--json")
     assert code == 0, err
-    assert '"consumed": 0' in out  # nothing stored at or after the end of time
+    assert out == ""  # JSON Lines, one a message: nothing stored at or after the end of time
     seg = os.path.join(store, "commitlog", "0" * 20)
     code, out, err = run("dump", seg, "--json", "--skip", "1", "--limit", str(LONG_MAX))
     assert code == 0, err
@@ -204,11 +204,11 @@ def test_a_time_that_looks_like_seconds_warns_naming_both_readings(store):
     seconds = 1795812000  # 2026-11-27T20:40:00Z as seconds; as ms, 20 days after the epoch
     code, out, err = run("consume", store, "Orders", "--from", str(seconds), "--json")
     assert code == 0, err
-    lines = err.splitlines()
+    lines = [line for line in err.splitlines() if line.startswith("rocketstore: warning:")]
     assert len(lines) == 1 and lines[0].startswith("rocketstore: warning: --from 1795812000"), err
     assert "1970-01-21T18:50:12.000Z" in err  # 1795812000 ms = 20 d 18 h 50 min 12 s
     assert "2026-11-27T20:40:00.000Z" in err
-    assert '"consumed": 3' in out  # read as ms (before every message), as it always was
+    assert len(out.splitlines()) == 3  # read as ms (before every message), as it always was
     for argv in (
         ["query", store, "--begin", str(seconds), "--end", str(seconds)],
         ["group", "reset-offset", store, "g1", "-t", "Orders", "--to-time", str(seconds)],
@@ -221,7 +221,7 @@ def test_a_time_that_looks_like_seconds_warns_naming_both_readings(store):
 @pytest.mark.parametrize("value", [str(T0), "2026-11-22T08:00:00Z", "0", "99999999"])
 def test_ms_and_iso_times_do_not_warn(store, value):
     code, out, err = run("consume", store, "Orders", "--from", value, "--json")
-    assert code == 0 and err == "", err
+    assert code == 0 and "warning" not in err, err
 
 
 # ---------------------------------------------------------------- a closed stdout pipe ends quietly
@@ -301,7 +301,7 @@ def test_produce_refuses_a_system_property(store, name):
     err = one_error_line(2, "produce", store, "Orders", "x", "--property", f"{name}=forged")
     assert "--property" in err and repr(name) in err
     code, out, _ = run("consume", store, "Orders", "--json")
-    assert '"consumed": 3' in out  # nothing was put
+    assert len(out.splitlines()) == 3  # nothing was put (JSON Lines, one a message)
     assert before[0] == listing(store)
 
 
