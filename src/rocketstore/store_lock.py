@@ -31,6 +31,31 @@ def store_identity(root: str) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
+def written_by_another(root: str) -> bool:
+    """Does another process hold the store's lock (is it open for writing elsewhere: rocketstore or RocketMQ)?
+    Asked with a shared lock taken and given back at once; never for a store this process writes (closing
+    the lock file here would drop that lock), which counts as written."""
+    path = os.path.join(root, "lock")
+    try:
+        key = store_identity(root)
+    except StoreOpenError:
+        return False
+    with _GUARD:
+        if key in _HELD:
+            return True
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return False  # no lock file: nobody ever opened it for writing
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, 1, 0)
+        except OSError:
+            return True
+        finally:
+            os.close(fd)  # (closing drops the probe's lock)
+        return False
+
+
 class StoreLock:
     """A held lock on one store root; `release()` gives it up (idempotent). Only the holder has one: a
     refused second writer never gets one, so it cannot release anything."""

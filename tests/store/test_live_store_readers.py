@@ -2,6 +2,7 @@
 none fails because the files changed under it. The writer is a real second process putting as fast as it can;
 the readers are the installed command and read-only opens in this process."""
 
+import json
 import os
 import subprocess
 import sys
@@ -9,7 +10,8 @@ import textwrap
 
 import pytest
 
-from rocketstore import MessageStore, StoreConfig
+from rocketstore import Message, MessageStore, StoreConfig
+from rocketstore.store_lock import written_by_another
 
 TOPIC = "Live"
 # small CommitLog segments (1 MiB) so that segments are created and filled while the readers look
@@ -86,3 +88,23 @@ def test_read_only_opens_of_a_live_store(live_store):
                 got = s.get("g", TOPIC, q, offset=0, max_count=8)
                 assert end > 0 and len(got.messages) == 8
                 assert [m.queue_offset for m in got.messages] == list(range(8))
+
+
+def test_verify_of_a_live_store_reports_no_corruption(live_store):
+    """Issue #25, point 11: units and index entries the writer adds while verify walks are not corruption;
+    verify says the store is live and what it skipped."""
+    for _ in range(6):
+        code, out, err = cli("verify", live_store, "--json")
+        report = json.loads(out)
+        assert code == 0 and report["problems"] == [], (err, report["problems"][:3])
+        assert report["live"] is True and "open for writing by another process" in report["notes"][0]
+
+
+def test_a_closed_store_is_not_live(tmp_path):
+    root = str(tmp_path / "store")
+    with MessageStore.open(root, StoreConfig(**CFG)) as s:
+        assert s.put(Message(TOPIC, b"x"), queue_id=0).ok
+        assert written_by_another(root)  # this process writes it
+    assert not written_by_another(root)
+    code, out, err = cli("verify", root, "--json")
+    assert code == 0 and json.loads(out)["live"] is False

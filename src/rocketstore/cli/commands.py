@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
+import signal
 import struct
 import sys
 import time
@@ -17,7 +18,9 @@ import time
 import click
 
 from .. import Message, MessageStore
+from ..consumer import ConsumerOffsets
 from ..errors import InvalidMessageIdError, RocketStoreError, StoreLockedError
+from ..store_lock import StoreLock
 from ..formats import properties as P
 from ..topics import queue_type
 from ..validation import group_problem, property_name_problem, topic_problem
@@ -26,6 +29,7 @@ from . import output as O
 
 SHOWN_PUTS = 20  # produce prints one row per message up to this many, else a summary
 FOLLOW_WAIT_MS = 1000  # --follow: long-poll this long, then look at the store again
+COMMIT_EVERY_S = 5.0  # --follow commits this often while it moves (a RocketMQ client's persistConsumerOffsetInterval)
 
 _store_arg = click.argument("store", type=click.Path(file_okay=False))
 _conf_opt = click.option("-c", "--conf", type=click.Path(dir_okay=False), help="A RocketMQ broker.conf.")
@@ -499,7 +503,8 @@ def consume(
             start = "earliest"
         _start_positions(s, c, start, offset, last)
         if follow:
-            s, c, seen = _follow(store, conf, s, c, tags, max_count, printer, sql)
+            committer = _Committer(store, group, topic) if commit else None
+            s, c, seen = _follow(store, conf, s, c, tags, max_count, printer, sql, committer)
         else:
             while max_count is None or seen < max_count:
                 got = c.poll(max_count=32 if max_count is None else min(32, max_count - seen))
@@ -520,7 +525,7 @@ def consume(
     finally:
         s.close()  # idempotent
     if commit and follow:
-        _commit_later(store, conf, group, topic, positions)
+        _commit_later(store, group, topic, positions)
     if fmt is None:
         # after a table on stdout; on stderr after a stream (--follow, JSON Lines: stdout holds messages only)
         what = "committed" if commit else "not committed" if group else "no group"
@@ -538,13 +543,18 @@ def _check_sql(sql: str) -> None:
         M.fail(f"--sql {sql!r}: line {e.line}, column {e.column}: {_one_line(e.reason)}")
 
 
-def _follow(store, conf, s, c, tags, max_count, printer, sql=None):
-    """Print messages as they come until Ctrl-C or --max. A read-only store sees only what was there when
-    it was opened, so when a long poll finds nothing the store is opened again (positions kept), trusting
-    its ConsumeQueues: no CommitLog recovery, so a look costs the queues' loading, not a scan of the log."""
+def _follow(store, conf, s, c, tags, max_count, printer, sql=None, committer=None):
+    """Print messages as they come until Ctrl-C, SIGTERM (systemd, docker stop) or --max, committing every
+    COMMIT_EVERY_S seconds on the way when `committer` is given. A read-only store sees only what was there
+    when it was opened, so when a long poll finds nothing the store is opened again (positions kept),
+    trusting its ConsumeQueues: no CommitLog recovery, so a look costs the queues' loading, not a scan of
+    the log."""
     seen = 0
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         while max_count is None or seen < max_count:
+            if committer is not None:
+                committer.maybe(c.positions)
             got = c.poll(max_count=32, wait_ms=FOLLOW_WAIT_MS)
             if not got:
                 printer.flush()
@@ -559,16 +569,52 @@ def _follow(store, conf, s, c, tags, max_count, printer, sql=None):
             seen += len(got)
     except KeyboardInterrupt:
         pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     printer.flush()
     return s, c, seen
 
 
-def _commit_later(store, conf, group, topic, positions) -> None:
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt  # SIGTERM ends a follow as Ctrl-C does: its offsets are committed
+
+
+class _Committer:
+    """A follow's commits on the way: the positions, when they moved, every COMMIT_EVERY_S seconds, under the
+    store's lock taken for the write alone (a store someone else has open for writing is left for the next
+    round; the commit at the end says so if it still cannot)."""
+
+    def __init__(self, store: str, group: str, topic: str):
+        self.store, self.group, self.topic = store, group, topic
+        self.done: dict[int, int] = {}
+        self.at = time.monotonic()
+
+    def maybe(self, positions: dict[int, int]) -> None:
+        if time.monotonic() - self.at < COMMIT_EVERY_S or positions == self.done:
+            return
+        self.at = time.monotonic()
+        try:
+            commit_offsets(self.store, self.group, self.topic, positions)
+            self.done = dict(positions)
+        except StoreLockedError:
+            pass
+
+
+def commit_offsets(store: str, group: str, topic: str, positions: dict[int, int]) -> None:
+    """config/consumerOffset.json updated under the store's lock, without opening the store (no recovery,
+    nothing else written): what MessageStore's consumer_offsets.commit writes."""
+    lock = StoreLock.take(store)
+    try:
+        ConsumerOffsets(store, writable=True).commit(group, topic, positions)
+    finally:
+        lock.release()
+
+
+def _commit_later(store, group, topic, positions) -> None:
     if not positions:
         return
     try:
-        with M.open_store(store, M.load_config(conf)) as w:
-            w.consumer_offsets.commit(group, topic, positions)
+        commit_offsets(store, group, topic, positions)
     except StoreLockedError as e:
         M.fail(f"{_one_line(e)}: the offsets were not committed ({positions})")
     except (RocketStoreError, OSError) as e:

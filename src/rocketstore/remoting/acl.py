@@ -11,7 +11,8 @@ globalWhiteRemoteAddresses, or its account's whiteRemoteAddress; else the Access
 signature must match, and the account must hold the permission each resource of the request needs
 (PlainAccessResource.parse: sends need PUB on the topic, SUB on a %RETRY% topic; pulls, heartbeats, offset
 updates, consumer lists, unregistering and send-back need SUB on the group (its %RETRY% topic) and topics;
-Permission.ADMIN_CODE requests need an admin account; every other request only a valid signature). A resource
+Permission.ADMIN_CODE requests need an admin account, and so do the name server's requests that change its state,
+NAMESRV_ADMIN_CODES, from any address but a global white one; every other request only a valid signature). A resource
 not listed in topicPerms/groupPerms gets defaultTopicPerm/defaultGroupPerm (DENY when not given).
 
 A refused request is answered as RocketMQ's broker answers an AclException thrown by its RPC hook: SYSTEM_ERROR
@@ -75,6 +76,26 @@ ADMIN_CODES = frozenset(
         52,
     }
 )
+# the name server's requests that change its state (routes, broker registrations, KV and server config):
+# RocketMQ's name server checks nothing, but with an ACL on, rocketstore's promises these to admin accounts
+# only, as a broker's topic changes are (a non-admin could otherwise unregister the broker, wipe its write
+# permission or register it at another address); an account's white address spares the signature, not this
+NAMESRV_ADMIN_CODES = frozenset(
+    {
+        RequestCode.PUT_KV_CONFIG,
+        RequestCode.DELETE_KV_CONFIG,
+        RequestCode.REGISTER_BROKER,
+        RequestCode.UNREGISTER_BROKER,
+        RequestCode.BROKER_HEARTBEAT,
+        RequestCode.QUERY_DATA_VERSION,  # also refreshes the broker's liveness, as a heartbeat does
+        RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+        RequestCode.ADD_WRITE_PERM_OF_BROKER,
+        RequestCode.DELETE_TOPIC_IN_NAMESRV,
+        RequestCode.REGISTER_TOPIC_IN_NAMESRV,
+        RequestCode.UPDATE_NAMESRV_CONFIG,
+    }
+)
+ADMIN_CODES = ADMIN_CODES | NAMESRV_ADMIN_CODES
 
 
 class AclError(Exception):
@@ -315,6 +336,8 @@ class PlainAcl:
         if account is None:
             raise AclError(f"No acl config for {access_key}")
         if account.white_address(host):
+            if cmd.code in NAMESRV_ADMIN_CODES:
+                account.check(cmd, need)
             return
         expected = sign(signed_content(ext, cmd.body, cmd.version), account.secret_key)
         given = (ext.get(SIGNATURE) or "").encode("utf-8", "replace")

@@ -12,7 +12,12 @@ write; the reader stops reading while its connection's unsent bytes are above th
 Oneway requests (flag bit 1) never get an answer. Unknown codes get REQUEST_CODE_NOT_SUPPORTED with RocketMQ's
 remark, a handler's HeaderError or exception SYSTEM_ERROR. Limits: `max_connections` (more are closed at once) and
 `max_in_flight` requests over all connections (more get SYSTEM_BUSY "[OVERLOAD]..." as RocketMQ answers when its
-executor rejects a task). `before_request(cmd, conn)` may refuse a request (the ACL): the response it returns
+executor rejects a task). Connections idle for `idle_timeout_s` (no whole frame read, no answer written: a silent
+socket or one that stopped half-way through a frame) are closed, as NettyRemotingServer's IdleStateHandler closes a
+channel idle for serverChannelMaxIdleTimeSeconds (120 s); one client address holds at most
+`max_connections_per_address` connections (rocketstore's own limit, well below `max_connections`), so no one
+address can take every slot. Requests waiting in a handler that parks them (a held pull: `Connection.park()`) do
+not count against `max_in_flight`. `before_request(cmd, conn)` may refuse a request (the ACL): the response it returns
 is sent instead of the handler's (it must not raise). Responses that clients send to requests of this server (`Connection.request`, e.g. a
 broker asking a producer about a transaction) are matched by opaque."""
 
@@ -48,6 +53,8 @@ class Connection:
         self.writer = writer
         peer = writer.get_extra_info("peername")
         self.remote = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.host = peer[0] if isinstance(peer, tuple) else str(peer)
+        self.last_active = asyncio.get_running_loop().time()  # the last whole frame read or answer written
         self._write_lock = asyncio.Lock()
         self._pending: dict[int, asyncio.Future] = {}
         self._opaques = itertools.count(1)
@@ -62,6 +69,7 @@ class Connection:
                 return
             self.flush()
             self.writer.write(data)
+            self.last_active = asyncio.get_running_loop().time()
             await self.writer.drain()
 
     def write_soon(self, data: bytes) -> None:
@@ -78,6 +86,12 @@ class Connection:
         queued, self._queued, self._queued_bytes = self._queued, [], 0
         if queued and not self.closed:
             self.writer.write(queued[0] if len(queued) == 1 else b"".join(queued))
+            self.last_active = asyncio.get_running_loop().time()
+
+    def park(self) -> "_Parked":
+        """`with conn.park():` around a wait that is no work (a held pull): the request leaves the server's
+        in-flight count meanwhile, so parked requests never make others SYSTEM_BUSY."""
+        return _Parked(self.server)
 
     def backlog(self) -> int:
         """Bytes answered but not yet sent: queued here and in the transport's buffer."""
@@ -118,7 +132,23 @@ class Connection:
                 fut.set_exception(ConnectionError("connection closed"))
 
 
+class _Parked:
+    def __init__(self, server: "RemotingServer"):
+        self.server = server
+
+    def __enter__(self):
+        self.server.in_flight -= 1
+        self.server.parked += 1
+
+    def __exit__(self, *exc):
+        self.server.parked -= 1
+        self.server.in_flight += 1
+
+
 Handler = Callable[[RemotingCommand, Connection], Awaitable[RemotingCommand | None]]
+
+IDLE_TIMEOUT_S = 120.0  # NettyServerConfig.serverChannelMaxIdleTimeSeconds
+MAX_CONNECTIONS_PER_ADDRESS = 128
 
 
 class RemotingServer:
@@ -131,6 +161,8 @@ class RemotingServer:
         max_frame: int = frame.DEFAULT_MAX_FRAME,
         max_connections: int = 1024,
         max_in_flight: int = 4096,
+        idle_timeout_s: float | None = IDLE_TIMEOUT_S,
+        max_connections_per_address: int = MAX_CONNECTIONS_PER_ADDRESS,
         on_close: Callable[[Connection], None] | None = None,
         on_request: Callable[[RemotingCommand, Connection], None] | None = None,
         before_request: Callable[[RemotingCommand, Connection], RemotingCommand | None] | None = None,
@@ -141,6 +173,11 @@ class RemotingServer:
         self.max_frame = max_frame
         self.max_connections = max_connections
         self.max_in_flight = max_in_flight
+        self.idle_timeout_s = idle_timeout_s if idle_timeout_s and idle_timeout_s > 0 else None
+        self.max_connections_per_address = max_connections_per_address
+        self._per_address: dict[str, int] = {}
+        self.parked = 0  # requests parked (held pulls), outside in_flight
+        self._sweeper: asyncio.Task | None = None
         self.on_close = on_close
         self.on_request = on_request
         self.before_request = before_request
@@ -160,7 +197,20 @@ class RemotingServer:
     async def start(self, host: str, port: int) -> int:
         self._server = await asyncio.start_server(self._serve, host, port)
         self.port = self._server.sockets[0].getsockname()[1]
+        if self.idle_timeout_s is not None and self._sweeper is None:
+            self._sweeper = asyncio.ensure_future(self._close_idle())
         return self.port
+
+    async def _close_idle(self) -> None:
+        """Every quarter of the idle timeout (5 s at most): connections idle longer than it are closed."""
+        loop = asyncio.get_running_loop()
+        every = min(self.idle_timeout_s / 4, 5.0)
+        while True:
+            await asyncio.sleep(every)
+            limit = loop.time() - self.idle_timeout_s
+            for conn in [c for c in self.connections.values() if c.last_active < limit]:
+                log.info("%s: closing %s, idle for %.0f s", self.name, conn.remote, self.idle_timeout_s)
+                conn.writer.transport.abort()
 
     async def listen_also(self, host: str, port: int) -> int:
         """One more address serving the same requests (a broker's fast, "VIP" channel: its port - 2)."""
@@ -170,6 +220,9 @@ class RemotingServer:
 
     async def close(self) -> None:
         self._closing = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         if self._server is not None:
             self._server.close()
         for server in self._more_servers:
@@ -194,6 +247,12 @@ class RemotingServer:
             log.warning("%s: %s refused, %d connections already", self.name, conn.remote, len(self.connections))
             writer.close()
             return
+        same = self._per_address.get(conn.host, 0)
+        if same >= self.max_connections_per_address:
+            log.warning("%s: %s refused, %d connections from that address already", self.name, conn.remote, same)
+            writer.close()
+            return
+        self._per_address[conn.host] = same + 1
         self.connections[conn.id] = conn
         me = asyncio.current_task()
         self._readers.add(me)
@@ -210,6 +269,11 @@ class RemotingServer:
             conn.flush()  # the answers already made go out before the close
             conn.closed = True
             del self.connections[conn.id]
+            left = self._per_address[conn.host] - 1
+            if left:
+                self._per_address[conn.host] = left
+            else:
+                del self._per_address[conn.host]
             conn.fail_pending()
             writer.close()
             if self.on_close is not None:
@@ -218,9 +282,11 @@ class RemotingServer:
     async def _read_loop(self, conn: Connection) -> None:
         # the transport's high-water mark: above it the answers are not being read, so neither are more requests
         limit = conn.writer.transport.get_write_buffer_limits()[1]
+        loop = asyncio.get_running_loop()
         while True:
             length = frame.frame_length(await conn.reader.readexactly(4), self.max_frame)
             cmd = frame.decode(await conn.reader.readexactly(length))
+            conn.last_active = loop.time()
             if cmd.is_response:
                 conn.on_response(cmd)
                 continue

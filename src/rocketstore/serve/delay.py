@@ -10,7 +10,8 @@ Instead of the timer wheel's timerlog / timerwheel files, rocketstore keeps the 
 delivered in memory, rebuilt at start from the timer topic and config/timerState.json: the lowest timer queue
 offset not yet delivered, and the delivered ones above it (written atomically after each delivery). A
 message already delivered when the server stopped is not delivered again; one due while the server was down
-is delivered at start."""
+is delivered at start. One that cannot be delivered holds up no other (deliver(): another queue of its topic,
+or skipped and logged, as TimerMessageStore.doPut moves on past PUT_NO_RETRY)."""
 
 from __future__ import annotations
 
@@ -23,10 +24,12 @@ import threading
 import time
 
 from ..config_files import read_with_backup, write_atomically
-from ..message import GetStatus, Message, PutResult
+from ..message import GetStatus, Message, PutResult, PutStatus
 from ..services.service_thread import ServiceThread
+from ..validation import topic_problem
 from .protocol import definition_pb2 as pb
 from . import convert as C
+from .rules import is_client_send_forbidden
 
 log = logging.getLogger("rocketstore.serve")
 
@@ -42,6 +45,57 @@ SYS_GROUP = "CID_SYS_RMQ_TIMER"
 
 def _now() -> int:
     return int(time.time() * 1000)
+
+
+# what a due delayed message's delivery came to (deliver()): in its topic, skipped for good, or to be tried again
+DELIVERED, SKIPPED, RETRY = "delivered", "skipped", "retry"
+# statuses of a put that stored the message (a sync flush that timed out stored it all the same)
+_STORED = (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT, PutStatus.SLAVE_NOT_AVAILABLE)
+# statuses no retry changes (TimerMessageStore.doPut's PUT_NO_RETRY)
+_PERMANENT = (PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED)
+
+
+def existing_queue(store, topic: str, queue_id: int) -> int:
+    """The queue a due message goes to: its own, or, when its topic has a config and the queue lies beyond it
+    (the topic shrank while the message waited: updateTopic 4 -> 2 queues), queue_id modulo the topic's write
+    queues, so it still reaches the topic's consumers."""
+    cfg = store.topic_configs.get(topic)
+    if not cfg:
+        return queue_id
+    write = int(cfg.get("writeQueueNums") or 0)
+    limit = max(write, int(cfg.get("readQueueNums") or 0))
+    if 0 <= queue_id < limit:
+        return queue_id
+    n = write or limit
+    return queue_id % n if n > 0 else queue_id
+
+
+def deliver(store, msg: Message, queue_id: int, where: str) -> tuple[str, PutResult | None]:
+    """Put a due delayed message (remoting delay levels: schedule.py; the timer: DelayService) into its real
+    topic, with what it came to. One message never holds up the others, as RocketMQ's TimerMessageStore moves
+    on past a put that fails for good (doPut: MESSAGE_ILLEGAL, PROPERTIES_SIZE_EXCEEDED are PUT_NO_RETRY):
+    - a queue beyond its topic's queues: delivered to an existing one (existing_queue);
+    - a real topic that is no topic, or one no client may send to (rules.is_client_send_forbidden: a forged
+      REAL_TOPIC of RMQ_SYS_TRANS_OP_HALF_TOPIC, say), or a put refused for good: SKIPPED and logged; the
+      message stays readable where it waited (SCHEDULE_TOPIC_XXXX / rmq_sys_wheel_timer) until the store's
+      retention removes it;
+    - a put the store refuses for now (disk full, not writable, busy): RETRY, the caller tries again later."""
+    topic = msg.topic
+    if not isinstance(topic, str) or topic_problem(topic) or is_client_send_forbidden(topic):
+        log.error("%s: real topic %r is no topic a client may send to: the message is skipped", where, topic)
+        return SKIPPED, None
+    q = existing_queue(store, topic, queue_id)
+    if q != queue_id:
+        log.warning("%s: queue %d of %s no longer exists: delivered to queue %d", where, queue_id, topic, q)
+    r = store.put(msg, q)
+    if r.status in _STORED:
+        return DELIVERED, r
+    if r.status in _PERMANENT:
+        log.error("%s: delivery to %s queue %d refused for good (%s): the message is skipped", where, topic, q,
+                  r.status.name)  # fmt: skip
+        return SKIPPED, r
+    log.warning("%s: delivery to %s queue %d refused (%s): tried again later", where, topic, q, r.status.name)
+    return RETRY, r
 
 
 def deliver_ms(props: dict) -> int | None:
@@ -135,34 +189,47 @@ class DelayService(ServiceThread):
             return len(self._heap)
 
     def do_round(self) -> float:
-        """What is due delivered; then a pause until the next one's time (a second at most)."""
+        """What is due delivered; then a pause until the next one's time (a second at most; a second after a
+        delivery the store refused for now)."""
+        self._refused = False
         self.deliver_due()
+        if self._refused:
+            return 1.0
         with self._lock:
             left = (self._heap[0][0] - _now()) / 1000.0 if self._heap else 1.0
         return min(max(left, 0.001), 1.0)
 
+    _refused = False
+
     def deliver_due(self, now: int | None = None) -> int:
-        """Deliver every timer message whose time has come; how many were."""
+        """Deliver every timer message whose time has come (deliver(): one that can never be delivered is
+        skipped, one the store refuses for now stops the round and waits for the next); how many were taken
+        off the timer. What was taken is recorded even when a later one fails, so nothing is delivered twice."""
         now = _now() if now is None else now
         done = 0
         with self._lock:
-            while self._heap and self._heap[0][0] <= now and not self.stopped:
-                due, off, phys = self._heap[0]
-                m = self.store.look(phys)
-                if m is not None and m.topic == TIMER_TOPIC:
-                    r = self.store.put(_real(m), _int(m.properties.get(REAL_QID), 0))
-                    if not r.ok:
-                        raise OSError(f"delay delivery of timer offset {off} failed: {r.status.name}")
-                heapq.heappop(self._heap)
-                self.delivered.add(off)
-                done += 1
-            if done:
-                while self.low in self.delivered:
-                    self.delivered.discard(self.low)
-                    self.low += 1
-                write_atomically(
-                    self.path, json.dumps({"version": 1, "offset": self.low, "delivered": sorted(self.delivered)})
-                )
+            try:
+                while self._heap and self._heap[0][0] <= now and not self.stopped:
+                    due, off, phys = self._heap[0]
+                    m = self.store.look(phys)
+                    if m is not None and m.topic == TIMER_TOPIC:
+                        what, _r = deliver(
+                            self.store, _real(m), _int(m.properties.get(REAL_QID), 0), f"timer offset {off}"
+                        )
+                        if what == RETRY:
+                            self._refused = True
+                            break
+                    heapq.heappop(self._heap)
+                    self.delivered.add(off)
+                    done += 1
+            finally:
+                if done:
+                    while self.low in self.delivered:
+                        self.delivered.discard(self.low)
+                        self.low += 1
+                    write_atomically(
+                        self.path, json.dumps({"version": 1, "offset": self.low, "delivered": sorted(self.delivered)})
+                    )
         return done
 
 

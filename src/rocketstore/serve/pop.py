@@ -23,6 +23,7 @@ import time
 
 from ..errors import RocketStoreError
 from ..message import GetStatus
+from ..services.service_thread import ServiceThread
 from .journal import JournaledState
 
 STATE_FILE = "popState.json"
@@ -37,6 +38,24 @@ _MOVE_ON = (
     GetStatus.OFFSET_FOUND_NULL,
 )  # the broker's flushConsumerOffsetInterval
 NORMAL_TOPIC = "0"
+
+
+class OffsetFlush(ServiceThread):
+    """ConsumerOffsetManager's persist task: every flushConsumerOffsetInterval (5 s) the pop groups' offsets
+    are written, so `rocketstore groups` and the remoting side see the acks of a running server."""
+
+    name = "pop-offsets"
+    wakeable = False
+
+    def __init__(self, pop: "PopState", interval_s: float = OFFSETS_EVERY_S):
+        super().__init__()
+        self.pop = pop
+        self.interval_s = max(interval_s, 0.01)
+        self.initial_delay_s = self.interval_s
+
+    def do_round(self) -> float:
+        self.pop.flush_offsets()
+        return self.interval_s
 
 
 def now_ms() -> int:
@@ -171,6 +190,13 @@ class PopState:
                     self._committed[key] = low
         if self._offsets_due and time.monotonic() - self._offsets_written >= OFFSETS_EVERY_S:
             self._write_offsets()
+
+    def flush_offsets(self) -> None:
+        """The offsets not yet written go to consumerOffset.json now (OffsetFlush calls it every
+        flushConsumerOffsetInterval: without it the last acks waited for the next change, or the close)."""
+        with self._lock:
+            if self._offsets_due:
+                self._write_offsets()
 
     def _write_offsets(self) -> None:
         due, self._offsets_due = self._offsets_due, {}

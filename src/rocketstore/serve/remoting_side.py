@@ -44,18 +44,31 @@ class RemotingSide:
         if self.acl is not None and self.acl.paths:
             self._acl_watch = asyncio.ensure_future(watch_files(self.acl))
 
+        options = self.server_options()
         if self.namesrv_listen is not None:
-            self.namesrv = NameServer(acl=self.acl)
+            self.namesrv = NameServer(acl=self.acl, **options)
             self.namesrv_port = await self.namesrv.start(*self.namesrv_listen)
         if self.remoting_listen is not None:
             host, port = self.remoting_listen
             ip, adv_port = self.broker_address()
             settings = BrokerSettings.from_extra(self.store_config.extra, brokerIP1=ip, listenPort=adv_port)
             routes = self.namesrv.routes if self.namesrv is not None else None
-            self.broker = Broker(self.store, settings, routes=routes, acl=self.acl)
+            self.broker = Broker(self.store, settings, routes=routes, acl=self.acl, **options)
             # RocketMQ's fast channel, listenPort - 2 (BrokerController's fastRemotingServer), for a fixed port
             fast = port - 2 if port > 2 else None
             self.broker_port = await self.broker.start(host, port, fast_port=fast)
+
+    def server_options(self) -> dict:
+        """The connection limits of both servers (remoting/server.py) from broker.conf: NettyServerConfig's
+        serverChannelMaxIdleTimeSeconds (120; a fraction of a second allowed), rocketstore's own
+        serverMaxConnectionsPerAddress (128)."""
+        extra = self.store_config.extra or {}
+        options = {}
+        if extra.get("serverChannelMaxIdleTimeSeconds") not in (None, ""):
+            options["idle_timeout_s"] = float(extra["serverChannelMaxIdleTimeSeconds"])
+        if extra.get("serverMaxConnectionsPerAddress") not in (None, ""):
+            options["max_connections_per_address"] = int(extra["serverMaxConnectionsPerAddress"])
+        return options
 
     def broker_address(self) -> tuple[str, int]:
         """The address the broker is advertised at (brokerIP1:listenPort): --remoting-advertise, else broker.conf's

@@ -5,8 +5,9 @@ Topics: every topic a request names (route, send, receive, ack, change invisible
 assignment, dead-lettering, a producer's Telemetry settings) must be a legal name and not a system topic:
 TopicValidator.SYSTEM_TOPIC_SET or a name starting with `rmq_sys_` (so the half and op queues of transactions,
 the timer topic rmq_sys_wheel_timer, SCHEDULE_TOPIC_XXXX, TBW102 ...), answered ILLEGAL_TOPIC "cannot access
-system topic" as GrpcValidator.validateTopic answers. NOT_ALLOWED_SEND_TOPIC_SET (the broker's own refusal of
-sends) lies inside that set; it is kept for callers that check sends alone. Retry (%RETRY%) and dead-letter
+system topic" as GrpcValidator.validateTopic answers. What a client's send may not name on either protocol is
+is_client_send_forbidden (NOT_ALLOWED_SEND_TOPIC_SET, the broker's own refusal, and every `rmq_sys_` topic): the
+remoting broker answers it NO_PERMISSION, the delay deliveries never write it, and this set holds it. Retry (%RETRY%) and dead-letter
 (%DLQ%) topics are not system topics: a dead-letter queue stays readable, so failed messages can be
 reprocessed. Consumer groups named CID_RMQ_SYS_... are refused (ILLEGAL_CONSUMER_GROUP), as MixAll.isSysConsumerGroup.
 
@@ -71,12 +72,24 @@ def is_not_allowed_send_topic(topic: str) -> bool:
     return topic in NOT_ALLOWED_SEND_TOPICS
 
 
+def is_client_send_forbidden(topic: str) -> bool:
+    """The one rule of both protocols for what a client's send may not name (the gRPC side refuses every
+    system topic before this, so it holds there too): TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET, as
+    AbstractSendMessageProcessor.msgCheck refuses it, and every `rmq_sys_` topic (the broker's own: the timer
+    topic rmq_sys_wheel_timer, whose REAL_TOPIC / REAL_QID / TIMER_OUT_MS the delay service trusts; RocketMQ's
+    msgCheck lets those through). The other system topics stay writable as in RocketMQ, since the broker reads
+    nothing from them: TBW102, BenchmarkTest, RMQ_SYS_TRACE_TOPIC (clients' message traces),
+    CHECKPOINT_TOPIC; so do %RETRY% (send.py routes it as handleRetryAndDLQ does) and %DLQ% topics. The broker's
+    own writes to its topics (delay levels, the timer, transactions) go to the store, never through a send."""
+    return topic in NOT_ALLOWED_SEND_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+
 def topic_refusal(topic: str) -> tuple[int, str] | None:
     """GrpcValidator.validateTopic: (ILLEGAL_TOPIC, why) for a bad name or a system topic, else None."""
     problem = topic_problem(topic)
     if problem:
         return Code.ILLEGAL_TOPIC, problem
-    if is_system_topic(topic) or is_not_allowed_send_topic(topic):
+    if is_system_topic(topic) or is_client_send_forbidden(topic):
         return Code.ILLEGAL_TOPIC, f"cannot access system topic {topic!r}"
     return None
 

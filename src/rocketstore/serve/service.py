@@ -21,7 +21,7 @@ from ..errors import RocketStoreError
 from ..filter import FilterSyntaxError
 from . import convert as C
 from . import rules
-from .pop import HandleError, Handle, PopState, now_ms
+from .pop import HandleError, Handle, OffsetFlush, PopState, now_ms
 from . import assignment as _assignment
 from .retry import RetryManager
 from .renew import RenewManager
@@ -81,6 +81,7 @@ class ServeConfig:
     invisible_ms_when_clear: int = 1_000  # invisibleTimeMillisWhenClear
     max_renew_retry_times: int = 3  # maxRenewRetryTimes
     channel_expired_ms: int = 120_000  # channelExpiredTimeout
+    flush_consumer_offset_ms: int = 5_000  # flushConsumerOffsetInterval: pop groups' offsets to the file
 
     KEYS = {
         "brokerName": "broker_name",
@@ -112,6 +113,7 @@ class ServeConfig:
         "invisibleTimeMillisWhenClear": "invisible_ms_when_clear",
         "maxRenewRetryTimes": "max_renew_retry_times",
         "channelExpiredTimeout": "channel_expired_ms",
+        "flushConsumerOffsetInterval": "flush_consumer_offset_ms",
     }
 
     @classmethod
@@ -185,6 +187,9 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             config,
         )
         self.renew.start()
+        # the pop groups' offsets to consumerOffset.json on the broker's schedule (and at close: PopState.close)
+        self.offset_flush = OffsetFlush(self.pop, config.flush_consumer_offset_ms / 1000.0)
+        self.offset_flush.start()
 
     def _client_alive(self, client_id: str) -> bool:
         """The consumer manager's view: registered and heard of within channelExpiredTimeout."""
@@ -673,6 +678,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
     def stop(self) -> None:
         self.stopping.set()
         self.renew.stop()  # the renewal thread; in-flight auto-renew messages cleared (come back soon)
+        self.offset_flush.stop()
         if self._tx_checker is not None:  # once: the shared state counts its users
             self.tx.remove_checker(self._tx_checker)
             self._tx_checker = None

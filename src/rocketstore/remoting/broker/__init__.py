@@ -68,6 +68,8 @@ class BrokerSettings:
     enablePropertyFilter: bool = False
     rejectTransactionMessage: bool = False
     autoCreateSubscriptionGroup: bool = True
+    flushConsumerOffsetInterval: int = 5000  # ms between writes of the consumer offsets (and at close)
+    maxHeldPulls: int = 16384  # rocketstore's own: pulls long polling at once (hold.py); more answer SYSTEM_BUSY
 
     @property
     def address(self) -> str:
@@ -99,7 +101,7 @@ class Broker:
         self.topics = BrokerTopics(store, self.settings, on_change=self.register)
         self.clients = Clients(self)
         self.offsets = Offsets(self)
-        self.hold = PullHold(store)
+        self.hold = PullHold(store, self.settings.maxHeldPulls)
         self.schedule = ScheduleService(store, self.arrived)
         self.locks = QueueLocks()
         self.transactions = None  # the store's shared pending state (serve/transaction.py), from start()
@@ -137,7 +139,7 @@ class Broker:
             self.settings.listenPort = port
         self.hold.start()
         self.schedule.start()
-        self.spawn(self.offsets.flush_loop())
+        self.spawn(self.offsets.flush_loop(self.settings.flushConsumerOffsetInterval / 1000))
         self.spawn(self._housekeeping())
         self.register()
         if self.store.config.store_host != self.settings.address:  # what the C++ core sends failed messages back to
@@ -170,9 +172,10 @@ class Broker:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def arrived(self) -> None:
-        """A put went through: held pulls look again (callable from any thread)."""
-        self.hold.arrived_threadsafe()
+    def arrived(self, topic: str | None = None, queue_id: int | None = None, put=None) -> None:
+        """A put went through, to topic's queue queue_id (or somewhere: None; `put`: its PutResult): the pulls
+        held on it look again (callable from any thread)."""
+        self.hold.arrived_threadsafe(topic, queue_id, put)
 
     def random_queue(self, count: int) -> int:
         return self._rand.randrange(max(count, 1))

@@ -2,8 +2,8 @@
 UPDATE_CONSUMER_OFFSET, GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP, GET_EARLIEST_MSG_STORETIME.
 
 Committed offsets are the store's (config/consumerOffset.json, the table the gRPC side commits to as well).
-Commits are kept in memory first and written together every second (RocketMQ persists its offset table every
-flushConsumerOffsetInterval, 5 s) and at close; a query sees the newest commit at once."""
+Commits are kept in memory first and written together every flushConsumerOffsetInterval (broker.conf, 5 s, as
+RocketMQ persists its offset table) and at close; a query sees the newest commit at once."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ class Offsets:
                     for q, o in offsets.items():
                         newer.setdefault(q, o)
 
-    async def flush_loop(self, interval_s: float = 1.0) -> None:
+    async def flush_loop(self, interval_s: float = 5.0) -> None:
         while True:
             await asyncio.sleep(interval_s)
             if self._pending:

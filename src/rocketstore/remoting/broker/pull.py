@@ -119,7 +119,10 @@ class PullProcessor:
         if response.code != ResponseCode.PULL_NOT_FOUND or not h["sysFlag"] & FLAG_SUSPEND:
             return response
         polling_ms = h["suspendTimeoutMillis"] if settings.longPollingEnable else SHORT_POLLING_MS
-        await self.broker.hold.wait(topic, q, h["queueOffset"], max(polling_ms, 0) / 1000)
+        held = await self.broker.hold.wait(topic, q, h["queueOffset"], max(polling_ms, 0) / 1000, conn)
+        if held is None:  # maxHeldPulls are held already: a client backs off from SYSTEM_BUSY (3 s for Java's)
+            remark = f"[HOLD_FULL] {self.broker.hold.max_held} pulls are held already (maxHeldPulls), try again later"
+            return response_to(cmd, ResponseCode.SYSTEM_BUSY, remark)
         return await self._look(cmd, h, sub)
 
     async def _look(self, cmd, h, sub):

@@ -3,7 +3,9 @@ queue n-1 (send.py puts it there with REAL_TOPIC and REAL_QID); the store's disp
 time (store time + level n's delay, messageDelayLevel) as its tagsCode. This thread delivers, queue by queue in
 order, each message whose time has come to its real topic and queue (messageTimeUp: DELAY and the timer
 properties cleared, the rest kept) and records how far each level got in config/delayOffset.json
-({"offsetTable":{level:offset}}, RocketMQ's file), so delivery carries on across restarts."""
+({"offsetTable":{level:offset}}, RocketMQ's file), so delivery carries on across restarts. A message that cannot
+be delivered never stalls its level (serve.delay.deliver, the timer's rule: a queue the topic no longer has is
+replaced by one it has; a put refused for good, or a real topic no client may send to, is skipped and logged)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import time
 from ...config_files import read_with_backup, write_atomically
 from ...formats import properties as P
 from ...message import Message
+from ...serve.delay import DELIVERED, RETRY, deliver
 from ...services.service_thread import ServiceThread
 from .properties import to_string
 from .topics import SCHEDULE_QUEUES, SCHEDULE_TOPIC
@@ -69,32 +72,36 @@ class ScheduleService(ServiceThread):
         return pause
 
     def deliver_due(self, now: int) -> int:
+        """Deliver what is due, level by level in queue order (serve.delay.deliver: a message that can never be
+        delivered is skipped, as RocketMQ moves on past it; one the store refuses for now stops its level until
+        the next round); each level's progress is recorded even when a later delivery fails or raises."""
         done = 0
         changed = False
-        for q in range(SCHEDULE_QUEUES):
-            level = q + 1
-            start = off = max(self.offsets.get(level, 0), self.store.min_offset(SCHEDULE_TOPIC, q))
-            while not self.stopped:
-                unit = self.store.queue_unit(SCHEDULE_TOPIC, q, off)
-                if unit is None or unit[2] > now:
-                    break
-                m = self.store.look(unit[0])
-                if m is not None and m.topic == SCHEDULE_TOPIC:
-                    msg, real_q = time_up(m)
-                    r = self.store.put(msg, real_q)
-                    if not r.ok:
-                        log.warning(
-                            "delay level %d offset %d: delivery refused (%s), retried", level, off, r.status.name
-                        )
-                        break
-                    done += 1
-                off += 1
-                changed = True
-            if off != start:
-                self.offsets[level] = off
-        if changed:
-            entries = ",".join(f"{k}:{v}" for k, v in sorted(self.offsets.items()))
-            write_atomically(self.path, '{"offsetTable":{' + entries + "}}")
-            if done and self.on_delivered is not None:
-                self.on_delivered()
+        try:
+            for q in range(SCHEDULE_QUEUES):
+                level = q + 1
+                start = off = max(self.offsets.get(level, 0), self.store.min_offset(SCHEDULE_TOPIC, q))
+                try:
+                    while not self.stopped:
+                        unit = self.store.queue_unit(SCHEDULE_TOPIC, q, off)
+                        if unit is None or unit[2] > now:
+                            break
+                        m = self.store.look(unit[0])
+                        if m is not None and m.topic == SCHEDULE_TOPIC:
+                            msg, real_q = time_up(m)
+                            what, _r = deliver(self.store, msg, real_q, f"delay level {level} offset {off}")
+                            if what == RETRY:
+                                break
+                            done += what == DELIVERED
+                        off += 1
+                finally:
+                    if off != start:
+                        self.offsets[level] = off
+                        changed = True
+        finally:
+            if changed:
+                entries = ",".join(f"{k}:{v}" for k, v in sorted(self.offsets.items()))
+                write_atomically(self.path, '{"offsetTable":{' + entries + "}}")
+                if done and self.on_delivered is not None:
+                    self.on_delivered()
         return done

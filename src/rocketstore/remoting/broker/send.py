@@ -187,9 +187,10 @@ class SendProcessor:
             level = schedule_queue + 1
         msg = _message(cmd, conn, h, topic, raw_properties=BP.to_string(props))
         # the answer names the queue asked for (a delayed message's queue offset is its schedule queue's)
-        r = await self._put(self.store.put, msg, level - 1 if level > 0 else put_queue)
+        put_queue = level - 1 if level > 0 else put_queue
+        r = await self._put(self.store.put, msg, put_queue)
         if r.ok:
-            self.broker.arrived()
+            self.broker.arrived(msg.topic, put_queue, r)
         return self._answer(cmd, r.status, r.msg_id, queue_id, r.queue_offset, uniq)
 
     async def _prepare(self, cmd, conn, h, queue_id, props, uniq):
@@ -230,7 +231,7 @@ class SendProcessor:
         r = await self._put(self.store.put_batch, msgs, queue_id)
         if not r.ok:
             return self._answer(cmd, r.status, None, queue_id, None, None)
-        self.broker.arrived()
+        self.broker.arrived(topic, queue_id, r)
         uniq = BP.parse(h["properties"]).get(P.UNIQ_KEY)
         return self._answer(cmd, r.status, ",".join(r.msg_ids), queue_id, r.queue_offset, uniq)
 

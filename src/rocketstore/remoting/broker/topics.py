@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 
-from ...serve.rules import is_not_allowed_send_topic
+from ...serve.rules import is_client_send_forbidden
 from ...validation import topic_problem
 from ..namesrv.routes import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig
 
@@ -115,10 +115,11 @@ class BrokerTopics:
 
 
 def send_refusal(topic: str) -> tuple[str, str] | None:
-    """msgCheck's topic checks: ("INVALID_PARAMETER" | "NO_PERMISSION", remark) or None."""
+    """msgCheck's topic checks: ("INVALID_PARAMETER" | "NO_PERMISSION", remark) or None (rules.is_client_send_forbidden:
+    the one rule of both protocols)."""
     problem = topic_problem(topic, allow_long=False)
     if problem:
         return "INVALID_PARAMETER", problem
-    if is_not_allowed_send_topic(topic):
+    if is_client_send_forbidden(topic):
         return "NO_PERMISSION", f"Sending message to topic[{topic}] is forbidden."
     return None
