@@ -168,4 +168,13 @@ ROCKETMQ_NAMES = frozenset(
 
 # read by `rocketstore serve` from broker.conf under names RocketMQ's classes above do not have
 # (SubscriptionGroupConfig.retryMaxTimes as a broker-wide default; rocketstore's own capacity settings)
-SERVE_NAMES = frozenset(["retryMaxTimes", "maxTelemetryStreams", "longPollingThreadPoolNums", "renewSliceTimeMillis"])
+SERVE_NAMES = frozenset(
+    [
+        "retryMaxTimes",
+        "maxTelemetryStreams",
+        "longPollingThreadPoolNums",
+        "renewSliceTimeMillis",
+        "maxHeldPulls",
+        "serverMaxConnectionsPerAddress",
+    ]
+)

@@ -95,6 +95,7 @@ def test_every_key_serve_reads_is_known():
     # read straight from StoreConfig.extra by serve/ and remoting/ (transactions, delays, auth, ACL)
     read |= {"transactionTimeOut", "transactionCheckInterval", "transactionCheckMax", "maxDelayTimeMills"}
     read |= {"authenticationEnabled", "initAuthenticationUser", "aclEnable", "brokerIP1"}
+    read |= {"serverChannelMaxIdleTimeSeconds", "serverMaxConnectionsPerAddress"}
     assert unknown_keys({n: "1" for n in read}) == []
 
 
