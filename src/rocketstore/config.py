@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import re
 import time
@@ -215,4 +216,34 @@ def read_properties_file(path) -> dict[str, str]:
             m = re.match(r"([^=:\s]+)\s*[=:\s]?\s*(.*)$", s)
             if m:
                 out[m.group(1)] = m.group(2)
+    return out
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+def store_names() -> frozenset[str]:
+    """The broker.conf names StoreConfig takes (camelCase, RocketMQ's spellings included)."""
+    fields = (f.name for f in dataclasses.fields(StoreConfig) if f.name not in ("clock", "extra"))
+    return frozenset(_camel(n) for n in fields) | frozenset(ALIASES)
+
+
+def unknown_keys(source: Mapping[str, object] | str | os.PathLike) -> list[tuple[str, str | None]]:
+    """The keys of a broker.conf (a mapping, or its path) that neither StoreConfig nor RocketMQ's broker, proxy
+    and store settings know (broker_conf_names), in file order, each with the closest known name or None:
+    most likely typos, which from_properties keeps in `extra` and nothing reads."""
+    from .broker_conf_names import ROCKETMQ_NAMES, SERVE_NAMES
+
+    if isinstance(source, (str, os.PathLike)):
+        source = read_properties_file(source)
+    fields = {f.name for f in dataclasses.fields(StoreConfig)} - {"clock", "extra"}
+    known = store_names() | ROCKETMQ_NAMES | SERVE_NAMES
+    out = []
+    for key in source:
+        if key in known or (ALIASES.get(key) or _snake(key)) in fields:  # what from_properties takes
+            continue
+        close = difflib.get_close_matches(key, sorted(known), n=1)
+        out.append((key, close[0] if close else None))
     return out

@@ -34,6 +34,11 @@ else:
     try:
         from . import _native as native
 
+        if getattr(native, "__file__", None) is None:
+            # the folder of C sources (src/rocketstore/_native/) in an unbuilt checkout imports as an empty
+            # namespace package: that is not the extension
+            native = None
+            raise ImportError("the extension was not built: only its C sources are here")
         REASON = ""
         built, here = getattr(native, "SOURCE_HASH", ""), sources_hash(Path(__file__).with_name("_native"))
         if built and here is not None and built != here:  # sources changed since the build: its functions may not match

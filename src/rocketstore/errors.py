@@ -28,6 +28,16 @@ class CorruptDataError(RocketStoreError, ValueError):
         return CorruptDataError(self.reason, off, file)
 
 
+class InvalidMessageIdError(RocketStoreError, ValueError):
+    """A msgId that is not one: not 32 (IPv4) or 56 (IPv6) hexadecimal characters. Names the id and what is
+    wrong with it. (A well-formed id that names no message is answered with None, not raised.)"""
+
+    def __init__(self, msg_id: str, problem: str):
+        self.msg_id = msg_id
+        self.problem = problem
+        super().__init__(f"msgId {msg_id!r}: {problem}")
+
+
 class StoreOpenError(RocketStoreError):
     """A store directory that cannot be opened (missing, wrong file sizes, locked by another writer...)."""
 

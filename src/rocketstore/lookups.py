@@ -4,13 +4,14 @@ by key through the index (queryMessage), every index hit re-checked against its 
 from __future__ import annotations
 
 from . import engine
-from .errors import CorruptDataError
+from .errors import CorruptDataError, InvalidMessageIdError
 from .formats import record as R
 from .formats.record import decode_record
 from .message import QueryResult
 from .services.index_service import LONG_MAX
 
 _native = engine.native  # None: query_py alone
+HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 
 
 def verify_prop_crc(buf, pos: int) -> None:
@@ -110,7 +111,20 @@ class Lookups:
         return QueryResult((found[p] for p in sorted(offsets) if p in found), last_ts, last_phy)
 
     def by_msg_id(self, msg_id: str):
-        """The message an offset msgId names (store host + physical offset), or None."""
+        """The message an offset msgId names (store host + physical offset), or None; a malformed msgId raises
+        InvalidMessageIdError."""
+        if not isinstance(msg_id, str):
+            raise TypeError(f"by_msg_id takes a msgId as a string, not {type(msg_id).__name__}")
+        if len(msg_id) not in (32, 56):
+            n = len(msg_id)
+            raise InvalidMessageIdError(
+                msg_id,
+                f"{n} character{'' if n == 1 else 's'}, where a msgId has 32 hex characters (IPv4 store host) "
+                "or 56 (IPv6)",
+            )
+        bad = sorted({c for c in msg_id if c not in HEX_DIGITS})
+        if bad:
+            raise InvalidMessageIdError(msg_id, f"not hexadecimal: {''.join(bad)!r}")
         host, offset = R.parse_msg_id(msg_id)
         m = self.look(offset)
         if m is None or m.physical_offset != offset or m.store_host != host:

@@ -112,9 +112,21 @@ class Message:
 
 class PutResult:
     """The answer to one put: status, where the record went (queue id, queue offset, physical offset) and
-    its msgId. queue_id is -1 when nothing was put."""
+    its msgId. queue_id is -1 when nothing was put. `reason`: for a refusal, why, in words (the body over
+    maxMessageSize, the properties too long, a bad topic or queue id...); None for PUT_OK. The status is
+    RocketMQ's; the reason is rocketstore's."""
 
-    __slots__ = ("status", "physical_offset", "size", "queue_offset", "store_timestamp", "msg_num", "_host", "queue_id")
+    __slots__ = (
+        "status",
+        "physical_offset",
+        "size",
+        "queue_offset",
+        "store_timestamp",
+        "msg_num",
+        "_host",
+        "queue_id",
+        "_reason",
+    )
 
     def __init__(
         self,
@@ -125,6 +137,7 @@ class PutResult:
         store_host: bytes | None = None,
         store_timestamp: int = 0,
         msg_num: int = 1,
+        reason: str | None = None,
     ):
         self.status = status
         self.physical_offset = physical_offset
@@ -134,10 +147,17 @@ class PutResult:
         self.msg_num = msg_num
         self._host = store_host
         self.queue_id = -1  # set by the store, which knows the queue it chose
+        if reason is not None:  # left unset on PUT_OK (the put lane's C makes those without __init__)
+            self._reason = reason
 
     @property
     def ok(self) -> bool:
         return self.status is PutStatus.PUT_OK
+
+    @property
+    def reason(self) -> str | None:
+        """Why the put was refused, in words; None for PUT_OK."""
+        return getattr(self, "_reason", None)
 
     @property
     def msg_id(self) -> str | None:
@@ -147,7 +167,8 @@ class PutResult:
     def __repr__(self) -> str:
         return (
             f"PutResult({self.status.name}, physical_offset={self.physical_offset}, size={self.size}, "
-            f"queue_id={self.queue_id}, queue_offset={self.queue_offset}, msg_id={self.msg_id}, store_timestamp={self.store_timestamp})"
+            f"queue_id={self.queue_id}, queue_offset={self.queue_offset}, msg_id={self.msg_id}, store_timestamp={self.store_timestamp}"
+            + (f", reason={self.reason!r})" if self.reason is not None else ")")
         )
 
 
@@ -164,8 +185,10 @@ class PutBatchResult:
         queue_offset: int = -1,
         store_host: bytes | None = None,
         store_timestamp: int = 0,
+        reason: str | None = None,
     ):
         self.status = status
+        self.reason = reason  # why the batch was refused, in words (as PutResult.reason); None for PUT_OK
         self.physical_offset = physical_offset
         self.size = size
         self.queue_offset = queue_offset

@@ -61,6 +61,28 @@ def _fields_fit(msg: Message) -> bool:
     )
 
 
+def _fields_problem(msg: Message) -> str:
+    """What _fields_fit finds wrong, in words (for a refusal's reason)."""
+    for name, lo, hi, java in (
+        ("flag", _I32_MIN, _I32_MAX, "int"),
+        ("reconsume_times", _I32_MIN, _I32_MAX, "int"),
+        ("sys_flag", _I32_MIN, _I32_MAX, "int"),
+        ("prepared_transaction_offset", _I64_MIN, _I64_MAX, "long"),
+        ("born_timestamp", _I64_MIN, _I64_MAX, "long"),
+    ):
+        v = getattr(msg, name)
+        if v is None and name == "born_timestamp":
+            continue
+        if type(v) is not int or not lo <= v <= hi:
+            return f"{name} {v!r} does not fit the record's field (a Java {java})"
+    return "a field does not fit the record"
+
+
+def _illegal(reason: str) -> PutResult:
+    """MESSAGE_ILLEGAL, with why."""
+    return PutResult(PutStatus.MESSAGE_ILLEGAL, reason=reason)
+
+
 def _flags_fit(flags: list) -> bool:
     """Every message of a batch has an int32 FLAG (the other fixed fields come from the first message)."""
     return set(map(type, flags)) == {int} and _I32_MIN <= min(flags) and max(flags) <= _I32_MAX
@@ -130,6 +152,7 @@ class MessageWriter:
         # the plain-message fast path writes IPv4 store hosts and no appended CRC
         self._fast_ok = len(self.store_host) == 8 and not self.append_crc
         self._fixed_v4 = R.fixed_part(8, 8)
+        self.append_problem = ""  # why append last answered a status (under the put lock)
 
     def append(self, size: int, make) -> int | PutStatus:
         """CommitLog.append under the put lock: the record's offset, or the status a failure answers
@@ -138,9 +161,11 @@ class MessageWriter:
             return self.commitlog.append(size, make)
         except DoesNotFit as e:
             log.warning("put refused: %s", e)
+            self.append_problem = str(e)
             return PutStatus.MESSAGE_ILLEGAL
         except OSError as e:
             log.error("put failed: %s", e)
+            self.append_problem = f"cannot create the next CommitLog segment: {e}"
             return PutStatus.CREATE_MAPPED_FILE_FAILED
 
     def forget_topic(self, topic: str) -> None:
@@ -165,6 +190,43 @@ class MessageWriter:
             if len(self._topics) < 100_000:
                 self._topics[topic] = t
         return t
+
+    def topic_refused(self, topic) -> str:
+        """Why _topic answered None."""
+        return topic_problem(topic, self.config.auto_message_version_on_topic_len) or f"topic {topic!r} is refused"
+
+    def queue_refused(self, t: TopicInfo, queue_id) -> str:
+        return f"queue id {queue_id!r} is not one of topic {t.name}'s queues (0..{t.queues - 1})"
+
+    def body_refused(self, body) -> str:
+        if body is None:
+            return "the message has no body"
+        if not isinstance(body, _BYTES):
+            return f"the body must be bytes, not {type(body).__name__}"
+        return f"the body is {len(body)} bytes, over maxMessageSize ({self.max_body} bytes)"
+
+    def record_refused(self, size: int) -> str:
+        return (
+            f"the record would be {size} bytes, over maxMessageSize + 64 KiB ({self.max_record} bytes: "
+            "the body with its topic and properties)"
+        )
+
+    @staticmethod
+    def properties_refused(plen: int) -> str:
+        return f"the properties take {plen} bytes, over {MAX_PROPERTIES} (their length is a Java short)"
+
+    @staticmethod
+    def text_refused(msg: Message) -> str:
+        return msg.text_problem() or "a tag, key or property cannot be stored"
+
+    def hosts_refused(self, msg: Message) -> str:
+        try:
+            for h in (msg.born_host, msg.store_host):
+                if h:
+                    R.host_to_bytes(h)
+        except ValueError as e:
+            return str(e)
+        return "a host cannot be stored"
 
     def hosts(self, msg: Message) -> tuple[bytes, int, bytes] | None:
         try:
@@ -245,7 +307,7 @@ class MessageWriter:
         ):
             if not msg.properties and not msg.keys:
                 if not _fields_fit(msg):
-                    return PutResult(PutStatus.MESSAGE_ILLEGAL)
+                    return _illegal(_fields_problem(msg))
                 return self._put_plain(msg, queue_id, t)
             if _native is not None:
                 return self._put_keyed(msg, queue_id, t)
@@ -253,8 +315,10 @@ class MessageWriter:
 
     def _put_checked(self, msg: Message, queue_id: int) -> PutResult:
         """The general path, after the checks of put that it does not make itself."""
-        if not isinstance(msg.body, _BYTES) or not _fields_fit(msg):
-            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        if not isinstance(msg.body, _BYTES):
+            return _illegal(self.body_refused(msg.body))
+        if not _fields_fit(msg):
+            return _illegal(_fields_problem(msg))
         return self._put(msg, queue_id)
 
     def _put_plain(self, msg: Message, queue_id: int, t: TopicInfo) -> PutResult:
@@ -262,17 +326,17 @@ class MessageWriter:
         cache already knows; the same bytes as _put writes."""
         body = msg.body
         if body is None or len(body) > self.max_body:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+            return _illegal(self.body_refused(body))
         got = t.tag_tail(msg.tags)
         if got is None:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, reason=self.text_refused(msg))
         tail, tail_len, code, props, info = got
         if len(props) > MAX_PROPERTIES:
-            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
+            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, reason=self.properties_refused(len(props)))
         blen = len(body)
         size = 88 + blen + tail_len
         if size > self.max_record:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+            return _illegal(self.record_refused(size))
         return self._write_plain(msg, queue_id, t, body, blen, size, tail, code, props, info)
 
     def _put_keyed(self, msg: Message, queue_id: int, t: TopicInfo) -> PutResult:
@@ -387,7 +451,7 @@ class MessageWriter:
                     ),
                 )
                 if type(phys) is PutStatus:
-                    return PutResult(phys)
+                    return PutResult(phys, reason=self.append_problem)
             self.last_physical_offset = phys
             self.commitlog.files.files[-1].store_timestamp = store_ts
             self.queue_offsets[key] = qoff + 1
@@ -398,32 +462,36 @@ class MessageWriter:
     def _put(self, msg: Message, queue_id: int) -> PutResult:
         t = self._topic(msg.topic)
         body = msg.body
-        if t is None or not self._queue_ok(t, queue_id) or body is None or len(body) > self.max_body:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        if t is None:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, reason=self.topic_refused(msg.topic))
+        if not self._queue_ok(t, queue_id):
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, reason=self.queue_refused(t, queue_id))
+        if body is None or len(body) > self.max_body:
+            return _illegal(self.body_refused(body))
         if self.is_batch_topic(t.name):
             return put_batch_topic.put(self, msg, queue_id, t)
         sys_flag = msg.sys_flag
-        if sys_flag & R.INNER_BATCH_FLAG:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL)  # inner batches need a BatchCQ topic
+        if sys_flag & R.INNER_BATCH_FLAG:  # inner batches need a BatchCQ topic
+            return _illegal(f"sysFlag has INNER_BATCH_FLAG, but topic {t.name} is no batch ConsumeQueue topic")
         props = self._props(msg, self.append_crc)
         if props is None:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL)
-        if b"INNER_NUM\x01" in props and P.INNER_NUM in P.parse_properties(props):
-            return PutResult(PutStatus.MESSAGE_ILLEGAL)  # RocketMQ: INNER_NUM without INNER_BATCH_FLAG
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, reason=self.text_refused(msg))
+        if b"INNER_NUM\x01" in props and P.INNER_NUM in P.parse_properties(props):  # RocketMQ's rule
+            return _illegal("property INNER_NUM without INNER_BATCH_FLAG in sysFlag")
         stored = R.encode_properties(props, self.append_crc, single=True) if self.append_crc else props
         plen = len(stored)
         if plen > MAX_PROPERTIES:
-            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
+            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, reason=self.properties_refused(plen))
         hosts = self.hosts(msg)
         if hosts is None:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, reason=self.hosts_refused(msg))
         born, hflags, store_host = hosts
         sys_flag = R.with_host_flags(sys_flag, hflags)
         born_ts = msg.born_timestamp if msg.born_timestamp is not None else self.config.clock()
         blen = len(body)
         size = 72 + len(born) + len(store_host) + blen + len(t.tail) + 2 + plen
         if size > self.max_record:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+            return _illegal(self.record_refused(size))
         crc = _crc32(body) & 0x7FFFFFFF
         fixed = R.fixed_part(len(born), len(store_host))
         tail = t.tail + R.U16.pack(plen) + stored
@@ -461,7 +529,7 @@ class MessageWriter:
 
             phys = self.append(size, make)
             if type(phys) is PutStatus:
-                return PutResult(phys)
+                return PutResult(phys, reason=self.append_problem)
             self.last_physical_offset = phys
             self.commitlog.files.files[-1].store_timestamp = store_ts
             if counts:
@@ -489,11 +557,13 @@ class MessageWriter:
         map(), properties once per distinct value, the fixed fields of every record with numpy, and the
         records joined into one write."""
         if not msgs:
-            return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
+            return PutBatchResult(PutStatus.MESSAGE_ILLEGAL, reason="the batch is empty")
         first = msgs[0]
         t = self._topic(first.topic)
-        if t is None or not self._queue_ok(t, queue_id):
-            return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
+        if t is None:
+            return PutBatchResult(PutStatus.MESSAGE_ILLEGAL, reason=self.topic_refused(first.topic))
+        if not self._queue_ok(t, queue_id):
+            return PutBatchResult(PutStatus.MESSAGE_ILLEGAL, reason=self.queue_refused(t, queue_id))
         if self.is_batch_topic(t.name):
             return put_batch_topic.put_batch(self, msgs, queue_id, t)
         if R.transaction_type(first.sys_flag) != R.TRANSACTION_NOT_TYPE or first.sys_flag & R.INNER_BATCH_FLAG:
@@ -524,7 +594,10 @@ class MessageWriter:
                 return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)  # no body, a body not bytes, a field out of range
             blens = list(map(len, bodies))
         if max(blens) > self.max_body:
-            return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
+            return PutBatchResult(
+                PutStatus.MESSAGE_ILLEGAL,
+                reason=f"a body is {max(blens)} bytes, over maxMessageSize ({self.max_body} bytes)",
+            )
         codes = None
         if _native is not None:
             props_list, infos, uniform, careful, codes = _native.batch_props(msgs, append_crc)
@@ -545,9 +618,15 @@ class MessageWriter:
                 return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)  # RocketMQ refuses delayed batches
         plens = list(map(len, props_list))
         if max(plens) + reserve > MAX_PROPERTIES:
-            return PutBatchResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
-        if 22 * n + sum(blens) + sum(plens) > self.max_body:
-            return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)  # the encoded batch is one "body" to RocketMQ
+            return PutBatchResult(
+                PutStatus.PROPERTIES_SIZE_EXCEEDED, reason=self.properties_refused(max(plens) + reserve)
+            )
+        if 22 * n + sum(blens) + sum(plens) > self.max_body:  # the encoded batch is one "body" to RocketMQ
+            return PutBatchResult(
+                PutStatus.MESSAGE_ILLEGAL,
+                reason=f"the encoded batch is {22 * n + sum(blens) + sum(plens)} bytes, over maxMessageSize "
+                f"({self.max_body} bytes)",
+            )
         fixed_len = R.fixed_dtype(len(born), len(store_host)).itemsize
         sizes = np.array(blens, dtype=np.int64) + (
             np.array(plens, dtype=np.int64) + (fixed_len + len(t.tail) + 2 + reserve)

@@ -660,7 +660,8 @@ class MessageStore:
         return self.lookups.query(topic, key, max_count, begin_ms, end_ms)
 
     def by_msg_id(self, msg_id: str):
-        """The message an offset msgId names (store host + physical offset), or None."""
+        """The message an offset msgId names (store host + physical offset), or None; a malformed msgId (not
+        32 or 56 hex characters) raises InvalidMessageIdError, a RocketStoreError naming it."""
         self._check_open()
         return self.lookups.by_msg_id(msg_id)
 

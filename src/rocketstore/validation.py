@@ -1,4 +1,5 @@
-"""Names a user gives, checked as RocketMQ's TopicValidator checks them (so none can leave the store dir)."""
+"""Names a user gives, checked as RocketMQ's TopicValidator checks them (so none can leave the store dir), and
+the property names a user may not set (RocketMQ's system properties)."""
 
 import string
 
@@ -28,4 +29,41 @@ def group_problem(group) -> str | None:
         return f"group {group!r} contains illegal characters; allowed: ^[%|a-zA-Z0-9_-]+$"
     if len(group) > 120:
         return f"group {group!r} is longer than 120 characters"
+    return None
+
+
+# MessageConst.STRING_HASH_SET (RocketMQ 5.x): names a producer may not set, plus those the store itself
+# reads (INNER_*, the appended CRC) and the Spark sink's marker (a forged one would mislead its replay check).
+# __SHARDINGKEY is allowed: it picks the queue. The rule of the user-facing entry points (the CLI's
+# --property, the Spark sink); MessageStore.put takes any property, as a broker takes a client library's
+# (which sets UNIQ_KEY, KEYS, TAGS... itself).
+RESERVED_PROPERTIES = frozenset(
+    """
+    TRACE_ON MSG_REGION KEYS TAGS WAIT DELAY RETRY_TOPIC REAL_TOPIC REAL_QID TRAN_MSG PGROUP MIN_OFFSET
+    MAX_OFFSET BUYER_ID ORIGIN_MESSAGE_ID TRANSFER_FLAG CORRECTION_FLAG MQ2_FLAG RECONSUME_TIME UNIQ_KEY
+    MAX_RECONSUME_TIMES CONSUME_START_TIME POP_CK POP_CK_OFFSET 1ST_POP_TIME TRAN_PREPARED_QUEUE_OFFSET
+    DUP_INFO EXTEND_UNIQ_INFO INSTANCE_ID CORRELATION_ID REPLY_TO_CLIENT TTL ARRIVE_TIME PUSH_REPLY_TIME
+    CLUSTER MSG_TYPE INNER_MULTI_QUEUE_OFFSET TIMER_DELAY_MS TIMER_DELAY_SEC TIMER_DELIVER_MS
+    TIMER_ENQUEUE_MS TIMER_DEQUEUE_MS TIMER_ROLL_TIMES TIMER_OUT_MS TIMER_DEL_UNIQKEY TIMER_DELAY_LEVEL
+    __BORNHOST BORN_TIMESTAMP DLQ_ORIGIN_TOPIC DLQ_ORIGIN_MESSAGE_ID INNER_NUM INNER_BASE __CRC32#
+    __SPARK_SINK""".split()
+)
+TRANSIENT_PREFIX = "__RMQ.TRANSIENT."  # never stored by a broker
+SHARDING_KEY = "__SHARDINGKEY"
+
+
+def property_name_problem(name, tags_keys_hint: str = " (set the message's tags / keys)") -> str | None:
+    """None for a property name a user may set, else what is wrong with it (reserved by RocketMQ, transient,
+    empty, holding a separator). `tags_keys_hint`: how the entry point sets TAGS and KEYS instead."""
+    if not isinstance(name, str) or not name:
+        return "a property name is empty"
+    if name == "__SPARK_SINK":
+        return f"property {name!r} is reserved by rocketstore's Spark sink (it marks the batch a message came from)"
+    if name in RESERVED_PROPERTIES:
+        hint = tags_keys_hint if name in ("TAGS", "KEYS") else ""
+        return f"property {name!r} is reserved by RocketMQ{hint}"
+    if name.startswith(TRANSIENT_PREFIX):
+        return f"property {name!r}: names starting {TRANSIENT_PREFIX!r} are transient, never stored"
+    if "\x01" in name or "\x02" in name:
+        return f"property name {name!r} contains \\x01 or \\x02 (RocketMQ's property separators)"
     return None

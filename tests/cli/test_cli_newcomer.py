@@ -287,7 +287,7 @@ def test_help_and_usage_errors_are_one_line(store):
     assert "--nope" in one_error_line(2, "topics", store, "--nope")
     assert "Missing argument" in one_error_line(2, "topics")
     # serve takes the store as an argument like every command (a bad --listen fails before it opens it)
-    err = one_error_line(1, "serve", store, "--listen", "no-port-here")
+    err = one_error_line(2, "serve", store, "--listen", "no-port-here")  # a usage error, as the README says
     assert "listen" in err.lower() or "port" in err.lower()
     assert "once" in one_error_line(2, "serve", store, "--store", store)
 

@@ -119,3 +119,27 @@ def test_extension_built_from_other_sources_is_not_used(native, tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "True pure Python (the compiled extension was built from other sources than these)"
     assert r.stderr.count("rebuild it (`make setup`") == 1
+
+
+def test_unbuilt_checkout_runs_pure_python(tmp_path):
+    # a source checkout where the extension was never built: src/rocketstore/_native/ (the C sources) would
+    # import as an empty namespace package; that is "not built", not the extension
+    src = tmp_path / "src"
+    shutil.copytree(SRC, src, ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__"))
+    assert (src / "rocketstore" / "_native").is_dir() and not list(src.rglob("*.so"))
+    r = _run(
+        f"""
+        from rocketstore import MessageStore, Message, StoreConfig, engine
+        cfg = StoreConfig(mapped_file_size_commit_log=1 << 20, mapped_file_size_consume_queue=20 * 100,
+                          message_index_enable=False)
+        with MessageStore.open({str(tmp_path / "s")!r}, cfg) as s:
+            r = s.put(Message(topic="T", body=b"hello", properties={{"a": "b"}}), 0)
+            got = s.get("g", "T", 0, 0, 4)
+            print(r.status.name, got.messages[0].body, engine.native is None)
+        """,
+        PYTHONPATH=str(src),
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "PUT_OK b'hello' True"
+    assert r.stderr.count("rocketstore runs in pure Python") == 1
+    assert "the compiled extension is not available" in r.stderr

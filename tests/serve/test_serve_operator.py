@@ -112,7 +112,9 @@ def test_wildcard_listen_without_advertise_routes_to_a_reachable_address(tmp_pat
 @pytest.mark.parametrize("bad", ["0.0.0.0:8081", "[::]:8081", "127.0.0.5:0", "127.0.0.5"])
 def test_advertise_must_be_an_address_to_connect_to(tmp_path, bad):
     r = _cli(str(tmp_path / "store"), "--advertise", bad)
-    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "--advertise" in r.stderr
+    # a usage error (exit status 2, with the pointer to -h), as the README promises for a bad option value
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--advertise" in r.stderr
+    assert "(see 'rocketstore serve -h')" in r.stderr
     assert not (tmp_path / "store").exists()
 
 

@@ -143,11 +143,14 @@ def progress(store, name, topic, conf, as_json, wide):
     "(ms or ISO, e.g. 2026-11-22T08:00:00Z; 'now' for the end), as mqadmin resetOffsetByTime.",
 )
 @click.option(
-    "--to-offset", type=click.IntRange(min=0), default=None, help="This queue offset (clamped to each queue's range)."
+    "--to-offset",
+    type=click.IntRange(min=0, max=O.JAVA_LONG_MAX),
+    default=None,
+    help="This queue offset (clamped to each queue's range).",
 )
 @click.option("--to-earliest", is_flag=True, help="Each queue's first offset.")
 @click.option("--to-latest", is_flag=True, help="Each queue's end (skip everything stored so far).")
-@click.option("--queue", "-q", type=click.IntRange(min=0), default=None, help="Only this queue.")
+@click.option("--queue", "-q", type=click.IntRange(min=0, max=O.JAVA_LONG_MAX), default=None, help="Only this queue.")
 @_conf_opt
 @_json_opt
 @O.wide_option

@@ -19,11 +19,11 @@ import click
 
 from .. import Message, MessageStore
 from ..consumer import ConsumerOffsets
-from ..errors import RocketStoreError, StoreLockedError
+from ..errors import InvalidMessageIdError, RocketStoreError, StoreLockedError
 from ..store_lock import StoreLock
 from ..formats import properties as P
 from ..topics import queue_type
-from ..validation import group_problem, topic_problem
+from ..validation import group_problem, property_name_problem, topic_problem
 from . import main as M
 from . import output as O
 
@@ -60,7 +60,7 @@ def _open(
             M.fail(f"{store}: not a directory")
         if not create:
             M.fail(f"{store}: no store directory here" + ("" if read_only else " (give --create to make one)"))
-    elif not create:
+    elif not create or os.listdir(store):  # --create makes a store where there is none, or in an empty dir
         M.require_store(store)
     cfg = M.load_config(conf)
     if small and not _has_commitlog(store):
@@ -81,7 +81,7 @@ def _has_commitlog(store: str) -> bool:
 
 
 CREATE_HELP = (
-    "Make the store directory when it does not exist. A new store has RocketMQ's file sizes: a 1 GiB "
+    "Make a store when the directory does not exist or is empty. A new store has RocketMQ's file sizes: a 1 GiB "
     "CommitLog segment and a 400 MiB index file, reserved on disk at once (about 1.4 GB for one message); "
     "--small, or -c broker.conf sizes, for less."
 )
@@ -144,10 +144,24 @@ def _parse_properties(items) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             M.fail(f"--property {item!r}: expected KEY=VALUE")
+        problem = property_name_problem(key, " (use --tags / --keys)")
+        if problem:  # UNIQ_KEY, KEYS, TAGS, DELAY...: set by the store or other options, never forged
+            raise click.BadParameter(problem, param_hint="--property")
         if any(c in key + value for c in (P.NAME_VALUE_SEPARATOR, P.PROPERTY_SEPARATOR)):
             M.fail(f"--property {item!r}: contains a control character RocketMQ uses as a separator")
         props[key] = value
     return props
+
+
+def _refusal(r, body: bytes, max_message_size: int) -> str:
+    """Why a put was refused (the store's reason) and, for a body over maxMessageSize, how to allow it."""
+    text = f": {r.reason}" if r.reason else ""
+    if len(body) > max_message_size:
+        text += (
+            f"; to allow it, give -c broker.conf with maxMessageSize={len(body)} or more "
+            f"(RocketMQ's default is {4 * 1024 * 1024}, 4 MiB; the broker and clients must allow it too)"
+        )
+    return text
 
 
 def _write_queues(store: MessageStore, topic: str) -> list[int]:
@@ -166,7 +180,13 @@ def _write_queues(store: MessageStore, topic: str) -> list[int]:
 @click.option("--stdin", "from_stdin", is_flag=True, help="One message per line of standard input.")
 @click.option("--tags", help="The messages' tag.")
 @click.option("--keys", help='The messages\' keys, space-separated ("k1 k2"), for query --key.')
-@click.option("--property", "props", multiple=True, metavar="K=V", help="A user property (repeatable).")
+@click.option(
+    "--property",
+    "props",
+    multiple=True,
+    metavar="K=V",
+    help="A user property (repeatable); RocketMQ's system properties (UNIQ_KEY, KEYS, TAGS, DELAY, ...) are refused.",
+)
 @click.option("--queue", type=int, default=None, help="Put every message in this queue (default: round robin).")
 @click.option("--create", is_flag=True, help=CREATE_HELP)
 @_small_opt
@@ -206,7 +226,7 @@ def produce(store, topic, bodies, file_, from_stdin, tags, keys, props, queue, c
             msg_props.setdefault(P.UNIQ_KEY, new_unique_key())
             r = s.put(Message(topic, body, tags=tags or None, keys=keys or None, properties=msg_props), q)
             if not r.ok:
-                M.fail(f"put into {topic}/{q} failed: {r.status.name}")
+                M.fail(f"put into {topic}/{q} failed: {r.status.name}" + _refusal(r, body, s.config.max_message_size))
             per_queue[q] = per_queue.get(q, 0) + 1
             rows.append(
                 {
@@ -356,17 +376,33 @@ class _Printer:
     "earliest), the earliest or latest offsets, or the first message stored at or after a time "
     "(ms since the epoch or ISO, e.g. 2026-11-22T08:00:00Z).",
 )
-@click.option("--queue", "-q", "queue", type=click.IntRange(min=0), default=None, help="Only this queue (kcat -p).")
+@click.option(
+    "--queue",
+    "-q",
+    "queue",
+    type=click.IntRange(min=0, max=O.JAVA_LONG_MAX),
+    default=None,
+    help="Only this queue (kcat -p).",
+)
 @click.option(
     "--offset",
-    type=click.IntRange(min=0),
+    type=click.IntRange(min=0, max=O.JAVA_LONG_MAX),
     default=None,
     help="Start at this queue offset (kcat -o N), in --queue or in every queue.",
 )
 @click.option(
-    "--last", type=click.IntRange(min=1), default=None, help="The last N messages of each queue (kcat -o -N)."
+    "--last",
+    type=click.IntRange(min=1, max=O.JAVA_LONG_MAX),
+    default=None,
+    help="The last N messages of each queue (kcat -o -N).",
 )
-@click.option("--max", "max_count", type=click.IntRange(min=1), default=None, help="Stop after this many messages.")
+@click.option(
+    "--max",
+    "max_count",
+    type=click.IntRange(min=1, max=O.JAVA_LONG_MAX),
+    default=None,
+    help="Stop after this many messages.",
+)
 @click.option("--follow", is_flag=True, help="Wait for new messages until Ctrl-C (long polling).")
 @click.option(
     "--commit/--no-commit",
@@ -611,11 +647,20 @@ def _by_id(s: MessageStore, topics: list[str], msg_id: str) -> list:
     what 4.x clients print as msgId) searched across the topics."""
     try:
         m = s.by_msg_id(msg_id)
-    except ValueError:
+    except InvalidMessageIdError:  # not an offset msgId; maybe a producer's id
         m = None
     if m is not None and (len(topics) != 1 or m.topic == topics[0]):
         return [m]
     return _by_unique_key(s, topics, msg_id)
+
+
+def _not_an_offset_msg_id(s: MessageStore, msg_id: str) -> str:
+    """Why msg_id is no offset msgId ("" when it is a well-formed one)."""
+    try:
+        s.by_msg_id(msg_id)
+    except InvalidMessageIdError as e:
+        return f": not an offset msgId ({e.problem})"
+    return ""
 
 
 def _by_time(s: MessageStore, topics: list[str], begin: int, end: int | None, max_count: int) -> list:
@@ -654,7 +699,10 @@ def _by_time(s: MessageStore, topics: list[str], begin: int, end: int | None, ma
 )
 @click.option("--unique-key", help="The message with this UNIQ_KEY (the id its producer assigned).")
 @click.option(
-    "--offset", "phys", type=click.IntRange(min=0), help="The message whose record starts at this CommitLog offset."
+    "--offset",
+    "phys",
+    type=click.IntRange(min=0, max=O.JAVA_LONG_MAX),
+    help="The message whose record starts at this CommitLog offset.",
 )
 @click.option(
     "--begin",
@@ -667,7 +715,7 @@ def _by_time(s: MessageStore, topics: list[str], begin: int, end: int | None, ma
 @click.option(
     "--max",
     "max_count",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=O.JAVA_LONG_MAX),
     default=32,
     show_default=True,
     help="With --key or a time range: at most this many.",
@@ -711,7 +759,7 @@ def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as
             if not found:
                 M.fail(
                     f"id {msg_id}: no such message in {s.root} (neither an offset msgId nor a "
-                    f"producer's id{where or ' in any topic'})"
+                    f"producer's id{where or ' in any topic'}){_not_an_offset_msg_id(s, msg_id)}"
                 )
         elif phys is not None:
             lo, hi = s.min_physical_offset, s.max_physical_offset

@@ -12,6 +12,7 @@ import click
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from .. import MessageStore, StoreConfig, engine
+from ..config import unknown_keys
 from ..errors import CorruptDataError, RocketStoreError
 from ..formats import index as IX
 from . import dump as D
@@ -19,16 +20,53 @@ from . import output as O
 from .inspect_store import inspect_store
 
 
+BROKEN_PIPE_STATUS = 128 + 13  # as a shell reports a tool killed by SIGPIPE (`yes | head -1`)
+
+
 def fail(message: str) -> None:
+    if isinstance(sys.exc_info()[1], BrokenPipeError):  # stdout's reader left (`| head`): not an error
+        end_quietly()
     click.echo(f"rocketstore: error: {message}", err=True)
     sys.exit(1)
 
 
+def end_quietly() -> None:
+    """stdout's reader closed the pipe: stop without a word, as other Unix tools do. What Python still holds
+    for stdout goes to /dev/null (else its flush at exit would complain)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    sys.exit(BROKEN_PIPE_STATUS)
+
+
 def load_config(conf: str | None) -> StoreConfig:
     try:
-        return StoreConfig.from_properties(conf) if conf else StoreConfig()
+        cfg = StoreConfig.from_properties(conf) if conf else StoreConfig()
     except (OSError, ValueError) as e:
         fail(f"{conf}: {e}")
+    warn_unknown_keys(conf)
+    return cfg
+
+
+_warned_confs: set = set()
+
+
+def warn_unknown_keys(conf: str | None) -> None:
+    """One warning line on stderr per broker.conf key that nothing knows (a typo: it would be ignored), with the
+    closest known name; keys of RocketMQ's broker, proxy and store settings are not warned about. Once per file."""
+    if not conf or conf in _warned_confs:
+        return
+    _warned_confs.add(conf)
+    try:
+        unknown = unknown_keys(conf)
+    except (OSError, ValueError):  # loading the file says what is wrong
+        return
+    for key, close in unknown:
+        hint = f"; did you mean {close}?" if close else ""
+        click.echo(f"rocketstore: warning: {conf}: unknown key {key} (ignored){hint}", err=True)
 
 
 def open_store(path: str, cfg: StoreConfig, read_only: bool = False, check_commitlog: bool = True) -> MessageStore:
@@ -64,12 +102,17 @@ def print_result(title: str, header: dict | None, rows: list[dict], as_json: boo
 STORE_ENTRIES = ("commitlog", "consumequeue", "batchconsumequeue", "index", "checkpoint", "config")
 
 
+def is_store(path: str) -> bool:
+    """A directory holding at least one of a store's files."""
+    return any(os.path.exists(os.path.join(path, e)) for e in STORE_ENTRIES)
+
+
 def require_store(path: str) -> None:
     """A directory holding none of a store's files is not a store: say so, naming what a store has, rather
     than answer "no topics" or "the store is sound" about /etc."""
     if not os.path.isdir(path):
         fail(f"{path}: " + ("not a directory" if os.path.exists(path) else "no store directory here"))
-    if not any(os.path.exists(os.path.join(path, e)) for e in STORE_ENTRIES):
+    if not is_store(path):
         fail(
             f"{path}: not a RocketMQ store: it has none of commitlog/, consumequeue/, batchconsumequeue/, "
             "index/, config/ or checkpoint"
@@ -84,6 +127,9 @@ class _Cli(click.Group):
         kwargs["standalone_mode"] = False
         try:
             rv = super().main(*args, **kwargs)
+            sys.stdout.flush()
+        except BrokenPipeError:  # wherever it comes from: a table, JSON Lines, a body
+            end_quietly()
         except click.exceptions.Abort:
             click.echo("rocketstore: aborted", err=True)
             sys.exit(1)
@@ -96,6 +142,12 @@ class _Cli(click.Group):
             sys.exit(e.exit_code)
         sys.exit(rv if isinstance(rv, int) else 0)
 
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:  # before click's main turns it into exit status 1
+            end_quietly()
+
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="rocketstore", message=f"%(prog)s %(version)s, engine: {engine.describe()}")
@@ -106,8 +158,8 @@ def cli():
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--kind", type=click.Choice(D.KINDS), help="The file's kind, when its place does not say it.")
-@click.option("--limit", type=click.IntRange(min=0), default=None, help="At most this many rows.")
-@click.option("--skip", type=click.IntRange(min=0), default=0, help="Skip this many rows first.")
+@click.option("--limit", type=click.IntRange(min=0, max=O.JAVA_LONG_MAX), default=None, help="At most this many rows.")
+@click.option("--skip", type=click.IntRange(min=0, max=O.JAVA_LONG_MAX), default=0, help="Skip this many rows first.")
 @click.option(
     "--wide",
     is_flag=True,
@@ -124,7 +176,7 @@ def cli():
 )
 @click.option(
     "--hash-slots",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=O.JAVA_LONG_MAX),
     default=None,
     help="maxHashSlotNum of an index file "
     "(default: from broker.conf, else inferred when maxIndexNum = 4 x maxHashSlotNum).",
@@ -158,7 +210,8 @@ def dump(file, kind, limit, skip, wide, bodies, hash_slots, conf, as_json):
             rows = D.commitlog_rows(file, bodies=bodies)
         else:
             rows = getattr(D, f"{kind}_rows")(file)
-        rows = itertools.islice(rows, skip, None if limit is None else skip + limit)
+        stop = None if limit is None else skip + limit  # beyond sys.maxsize (islice's bound): no file has as many
+        rows = itertools.islice(rows, skip, None if stop is None or stop > sys.maxsize else stop)
         if as_json:
             if header is not None:
                 O.echo_json({"header": header})
@@ -242,6 +295,7 @@ def verify(store, conf, as_json, wide):
         cfg = StoreConfig.from_properties(conf) if conf else StoreConfig()
     except (OSError, ValueError) as e:
         raise click.BadParameter(str(e), param_hint="-c/--conf") from None
+    warn_unknown_keys(conf)
     try:
         report = _verify_with_progress(V, store, cfg)
     except (OSError, RocketStoreError) as e:

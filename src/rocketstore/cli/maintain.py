@@ -49,8 +49,8 @@ class _Cuts(logging.Handler):
 def _open_with_progress(store: str, conf, config=None, shown: Phases | None = None) -> tuple[MessageStore, list[str]]:
     """Open (and so recover) the store for writing, with a bar over the bytes recovery checks (on `shown`, or
     a bar of its own); also what recovery says it cut. `config` (already resolved) instead of -c's."""
-    if not os.path.isdir(store):
-        M.fail(f"{store}: no store directory here")
+    if config is None:  # the store itself (a staging store is made by the rebuild, not found)
+        M.require_store(store)
     cfg = config or M.load_config(conf)
     cuts = _Cuts()
     logger = logging.getLogger("rocketstore")
@@ -63,8 +63,18 @@ def _open_with_progress(store: str, conf, config=None, shown: Phases | None = No
             return MessageStore.open(store, cfg, progress=own.bytes), cuts.lines
     except RocketStoreError as e:
         M.fail(str(e))
+    except OSError as e:
+        M.fail(os_problem(e, store))
     finally:
         logger.removeHandler(cuts)
+
+
+def os_problem(e: OSError, path: str) -> str:
+    """An OSError as one line naming the path and the problem ("/s/lock: Read-only file system")."""
+    where = e.filename if e.filename is not None else path
+    if e.filename2 is not None:
+        where = f"{where} -> {e.filename2}"
+    return f"{where}: {e.strerror or e}"
 
 
 def _report(title: str, summary: dict, cuts: list[str], as_json: bool) -> None:
@@ -116,6 +126,7 @@ def rebuild(store, engine, master, spark_conf, yes, dry_run, conf, as_json):
     """Rebuild every ConsumeQueue, batch ConsumeQueue and index file from the CommitLog."""
     t = time.perf_counter()  # the whole command's time, reported as "seconds" (Spark's start included)
     if dry_run:
+        M.require_store(store)
         if not os.path.isdir(os.path.join(store, "commitlog")):
             M.fail(f"{store}: no CommitLog here to rebuild from")
         _rebuild_dry_run(store, conf, as_json)
@@ -123,6 +134,7 @@ def rebuild(store, engine, master, spark_conf, yes, dry_run, conf, as_json):
     if engine != "spark" and (master is not None or spark_conf):
         M.fail("--master and --spark-conf are for --engine spark")
     spark_props = _spark_properties(spark_conf)
+    M.require_store(store)
     if not os.path.isdir(os.path.join(store, "commitlog")):
         M.fail(f"{store}: no CommitLog here to rebuild from")
     cfg = M.load_config(conf)
@@ -169,6 +181,8 @@ def rebuild(store, engine, master, spark_conf, yes, dry_run, conf, as_json):
         cuts = [c.replace(stage.staging, stage.root) for c in cuts]  # recovery saw the CommitLog through the stage
     except RocketStoreError as e:
         M.fail(str(e))
+    except OSError as e:  # a read-only or full file system, a permission: one line, nothing half-swapped
+        M.fail(os_problem(e, store))
     summary["seconds"] = round(time.perf_counter() - t, 3)
     _report("rebuilt", summary, cuts, as_json)
 
@@ -302,7 +316,9 @@ def _rebuild_with_spark(
                 summary = rebuild_job.rebuild(os.path.abspath(store), spark, progress=_spark_phases(shown), **options)
         except ImportError as e:
             M.fail(f"the Spark engine needs pyspark ({e}); use --engine local")
-        except (RocketStoreError, ValueError, OSError) as e:
+        except OSError as e:
+            M.fail(os_problem(e, store))
+        except (RocketStoreError, ValueError) as e:
             M.fail(str(e))
         finally:
             logger.removeHandler(cuts)
@@ -425,19 +441,24 @@ def clean(store, dry_run, conf, as_json):
         _clean_dry_run(store, conf, as_json)
         return
     s, cuts = _open_with_progress(store, conf)
-    with s:
-        before = s.min_physical_offset
-        deleted = s.delete_expired_files()
-        cfg = s.config
-        going, why = _clean_plan(_segments(s.root), cfg, cfg.clock())  # what stays, and why
-        summary = {
-            "store": s.root,
-            "commitLogFilesDeleted": deleted,
-            "commitLogMinOffsetBefore": before,
-            "commitLogMinOffset": s.min_physical_offset,
-            "fileReservedTimeHours": cfg.file_reserved_time,
-            "why": _why(deleted, why, cfg, s.root),
-        }
+    try:
+        with s:
+            before = s.min_physical_offset
+            deleted = s.delete_expired_files()
+            cfg = s.config
+            going, why = _clean_plan(_segments(s.root), cfg, cfg.clock())  # what stays, and why
+            summary = {
+                "store": s.root,
+                "commitLogFilesDeleted": deleted,
+                "commitLogMinOffsetBefore": before,
+                "commitLogMinOffset": s.min_physical_offset,
+                "fileReservedTimeHours": cfg.file_reserved_time,
+                "why": _why(deleted, why, cfg, s.root),
+            }
+    except RocketStoreError as e:
+        M.fail(str(e))
+    except OSError as e:
+        M.fail(os_problem(e, store))
     _report("cleaned", summary, cuts, as_json)
 
 
@@ -490,18 +511,23 @@ def recover(store, conf, as_json):
     dispatched again), report what was cut, and close it cleanly."""
     crashed = os.path.exists(os.path.join(store, "abort"))
     s, cuts = _open_with_progress(store, conf)
-    with s:
-        s.wait_dispatched(timeout_s=3600)
-        queues, messages = _queue_totals(s)
-        summary = {
-            "store": s.root,
-            "lastShutdown": "crash (abort file)" if crashed else "clean",
-            "commitLogMinOffset": s.min_physical_offset,
-            "commitLogMaxOffset": s.max_physical_offset,
-            "confirmPhyOffset": s.checkpoint.confirm_phy_offset,
-            "queues": queues,
-            "messages": messages,
-        }
+    try:
+        with s:
+            s.wait_dispatched(timeout_s=3600)
+            queues, messages = _queue_totals(s)
+            summary = {
+                "store": s.root,
+                "lastShutdown": "crash (abort file)" if crashed else "clean",
+                "commitLogMinOffset": s.min_physical_offset,
+                "commitLogMaxOffset": s.max_physical_offset,
+                "confirmPhyOffset": s.checkpoint.confirm_phy_offset,
+                "queues": queues,
+                "messages": messages,
+            }
+    except RocketStoreError as e:
+        M.fail(str(e))
+    except OSError as e:
+        M.fail(os_problem(e, store))
     _report("recovered", summary, cuts, as_json)
 
 

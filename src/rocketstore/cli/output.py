@@ -73,9 +73,17 @@ SIZE_COLUMNS = {
 }
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """stdout's reader left: BrokenPipeError goes on to the command group, which ends quietly as for any
+        other output (rich's own answer is exit status 1)."""
+        self.quiet = True
+        raise BrokenPipeError(32, "Broken pipe")
+
+
 def console(stderr: bool = False) -> Console:
     """A console that prints text as it is: no markup, no highlighting of numbers or paths."""
-    return Console(stderr=stderr, markup=False, highlight=False, emoji=False)
+    return _Console(stderr=stderr, markup=False, highlight=False, emoji=False)
 
 
 def iso_time(ms: int) -> str:
@@ -98,12 +106,30 @@ def human_size(n: int) -> str:
     return str(n)
 
 
+JAVA_LONG_MAX = (1 << 63) - 1  # a store time is a Java long of ms
+SECONDS_LIKE = (10**8, 10**11)  # as ms: 1970-01-02 .. 1973-03-03; as seconds: 1973-03-03 .. 5138-11-16
+_warned: set = set()
+
+
 def parse_time(text: str, what: str) -> int:
     """ms since the epoch from ms or an ISO date-time (UTC unless it says otherwise), as the Spark options
-    take them; a bad value is a usage error naming the option."""
+    take them; a bad value is a usage error naming the option. A number that looks like seconds (a date
+    within days of 1970 as ms, a later one as seconds) is taken as ms with a warning on stderr, once."""
     text = text.strip()
     if re.fullmatch(r"\d+", text):
-        return int(text)
+        ms = int(text)
+        if ms > JAVA_LONG_MAX:
+            raise click.BadParameter(
+                f"{text} ms is beyond any time a store holds (at most {JAVA_LONG_MAX}, Java's long)", param_hint=what
+            )
+        if SECONDS_LIKE[0] <= ms < SECONDS_LIKE[1] and (what, text) not in _warned:
+            _warned.add((what, text))
+            click.echo(
+                f"rocketstore: warning: {what} {text} is read as milliseconds since the epoch, {iso_time(ms)}; "
+                f"as seconds it would be {iso_time(ms * 1000)} (for that, give {ms * 1000} or an ISO time)",
+                err=True,
+            )
+        return ms
     try:
         t = datetime.datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
     except ValueError:

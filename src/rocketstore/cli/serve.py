@@ -18,7 +18,7 @@ from ..errors import RocketStoreError
     "--store",
     "store",
     type=click.Path(file_okay=False),
-    help="The store directory (created if missing), opened for writing; or give it as STORE.",
+    help="The store directory (created if missing or empty), opened for writing; or give it as STORE.",
 )
 @click.option(
     "--listen",
@@ -155,15 +155,23 @@ def serve(
         sys.exit(1)
     if no_grpc and no_remoting and no_namesrv:
         raise click.UsageError("--no-grpc, --no-remoting and --no-namesrv together leave nothing to serve")
-    try:
+    try:  # a bad address is a usage error (exit status 2, with the pointer to -h), as the README says
         parse_listen(listen)
         if advertise:
             parse_advertise(advertise)
         parse_host_port(namesrv, "--namesrv")
         parse_host_port(remoting, "--remoting")
         if remoting_advertise:
-            parse_advertise(remoting_advertise)
+            try:
+                parse_advertise(remoting_advertise)
+            except ValueError as e:
+                raise ValueError(str(e).replace("--advertise", "--remoting-advertise", 1)) from None
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    _check_store_dir(store)
+    try:
         cfg = StoreConfig.from_properties(conf) if conf else StoreConfig()
+        _warn_unknown_keys(conf)
         keys = _access_keys(access_keys, secret_keys, access_keys_file)
         from ..serve.auth import keys_from_broker_conf
 
@@ -190,6 +198,21 @@ def serve(
     except (OSError, RocketStoreError, RuntimeError) as e:
         click.echo(f"rocketstore: error: {e}", err=True)
         sys.exit(1)
+
+
+def _warn_unknown_keys(conf) -> None:
+    from . import main as M
+
+    M.warn_unknown_keys(conf)
+
+
+def _check_store_dir(store: str) -> None:
+    """serve makes a store where there is none (a missing or empty directory); a directory holding other
+    files than a store's is refused rather than filled with one."""
+    from . import main as M
+
+    if os.path.exists(store) and not (os.path.isdir(store) and not os.listdir(store)):
+        M.require_store(store)
 
 
 def _logging(level: str) -> None:

@@ -9,6 +9,7 @@ import dataclasses
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import validation as V
 from .errors import PipelineError
 
 MARKER = "__SPARK_SINK"  # the property naming the sink, batch and put a message came from
@@ -17,21 +18,10 @@ RECORD_OVERHEAD = 160  # a record's fixed fields, hosts (IPv6 at most) and lengt
 MAX_PROPERTIES = 32767
 KEY_SEPARATOR = " "
 
-# MessageConst.STRING_HASH_SET (RocketMQ 5.x): names a producer may not set, plus those the store itself
-# reads (INNER_*, the appended CRC) and the sink's marker. __SHARDINGKEY is allowed: it picks the queue.
-RESERVED_PROPERTIES = frozenset(
-    """
-    TRACE_ON MSG_REGION KEYS TAGS WAIT DELAY RETRY_TOPIC REAL_TOPIC REAL_QID TRAN_MSG PGROUP MIN_OFFSET
-    MAX_OFFSET BUYER_ID ORIGIN_MESSAGE_ID TRANSFER_FLAG CORRECTION_FLAG MQ2_FLAG RECONSUME_TIME UNIQ_KEY
-    MAX_RECONSUME_TIMES CONSUME_START_TIME POP_CK POP_CK_OFFSET 1ST_POP_TIME TRAN_PREPARED_QUEUE_OFFSET
-    DUP_INFO EXTEND_UNIQ_INFO INSTANCE_ID CORRELATION_ID REPLY_TO_CLIENT TTL ARRIVE_TIME PUSH_REPLY_TIME
-    CLUSTER MSG_TYPE INNER_MULTI_QUEUE_OFFSET TIMER_DELAY_MS TIMER_DELAY_SEC TIMER_DELIVER_MS
-    TIMER_ENQUEUE_MS TIMER_DEQUEUE_MS TIMER_ROLL_TIMES TIMER_OUT_MS TIMER_DEL_UNIQKEY TIMER_DELAY_LEVEL
-    __BORNHOST BORN_TIMESTAMP DLQ_ORIGIN_TOPIC DLQ_ORIGIN_MESSAGE_ID INNER_NUM INNER_BASE __CRC32#
-    __SPARK_SINK""".split()
-)
-TRANSIENT_PREFIX = "__RMQ.TRANSIENT."  # never stored by a broker
-SHARDING_KEY = "__SHARDINGKEY"
+# the reserved property names are the library's rule, shared with the CLI (rocketstore.validation)
+RESERVED_PROPERTIES = V.RESERVED_PROPERTIES
+TRANSIENT_PREFIX = V.TRANSIENT_PREFIX
+SHARDING_KEY = V.SHARDING_KEY
 
 COLUMNS = ("topic", "body", "tags", "keys", "properties", "queueId")
 
@@ -252,16 +242,7 @@ def _keys(keys, rows: _Rows):
 
 
 def property_name_problem(name: str) -> str | None:
-    if not name:
-        return "a property name is empty"
-    if name in RESERVED_PROPERTIES:
-        hint = " (use the tags / keys columns)" if name in ("TAGS", "KEYS") else ""
-        return f"property {name!r} is reserved by RocketMQ{hint}"
-    if name.startswith(TRANSIENT_PREFIX):
-        return f"property {name!r}: names starting {TRANSIENT_PREFIX!r} are transient, never stored"
-    if "\x01" in name or "\x02" in name:
-        return f"property name {name!r} contains \\x01 or \\x02 (RocketMQ's property separators)"
-    return None
+    return V.property_name_problem(name, " (use the tags / keys columns)")
 
 
 def _user_properties(column, rows: _Rows):
