@@ -32,12 +32,9 @@ def group_problem(group) -> str | None:
     return None
 
 
-# MessageConst.STRING_HASH_SET (RocketMQ 5.x): names a producer may not set, plus those the store itself
-# reads (INNER_*, the appended CRC) and the Spark sink's marker (a forged one would mislead its replay check).
-# __SHARDINGKEY is allowed: it picks the queue. The rule of the user-facing entry points (the CLI's
-# --property, the Spark sink); MessageStore.put takes any property, as a broker takes a client library's
-# (which sets UNIQ_KEY, KEYS, TAGS... itself).
-RESERVED_PROPERTIES = frozenset(
+# MessageConst.STRING_HASH_SET (RocketMQ 5.x): property names a producer may not set (the gRPC side refuses them
+# and never hands them back as user properties). __SHARDINGKEY is not one: it picks the queue.
+STRING_HASH_SET = frozenset(
     """
     TRACE_ON MSG_REGION KEYS TAGS WAIT DELAY RETRY_TOPIC REAL_TOPIC REAL_QID TRAN_MSG PGROUP MIN_OFFSET
     MAX_OFFSET BUYER_ID ORIGIN_MESSAGE_ID TRANSFER_FLAG CORRECTION_FLAG MQ2_FLAG RECONSUME_TIME UNIQ_KEY
@@ -45,9 +42,13 @@ RESERVED_PROPERTIES = frozenset(
     DUP_INFO EXTEND_UNIQ_INFO INSTANCE_ID CORRELATION_ID REPLY_TO_CLIENT TTL ARRIVE_TIME PUSH_REPLY_TIME
     CLUSTER MSG_TYPE INNER_MULTI_QUEUE_OFFSET TIMER_DELAY_MS TIMER_DELAY_SEC TIMER_DELIVER_MS
     TIMER_ENQUEUE_MS TIMER_DEQUEUE_MS TIMER_ROLL_TIMES TIMER_OUT_MS TIMER_DEL_UNIQKEY TIMER_DELAY_LEVEL
-    __BORNHOST BORN_TIMESTAMP DLQ_ORIGIN_TOPIC DLQ_ORIGIN_MESSAGE_ID INNER_NUM INNER_BASE __CRC32#
-    __SPARK_SINK""".split()
+    __BORNHOST BORN_TIMESTAMP DLQ_ORIGIN_TOPIC DLQ_ORIGIN_MESSAGE_ID __CRC32#""".split()
 )
+# The rule of the user-facing entry points (the CLI's --property, the Spark sink): those, plus what the store
+# itself reads (INNER_* of a batch ConsumeQueue record) and the Spark sink's marker (a forged one would mislead
+# its replay check). MessageStore.put takes any property, as a broker takes a client library's (which sets
+# UNIQ_KEY, KEYS, TAGS... itself).
+RESERVED_PROPERTIES = STRING_HASH_SET | {"INNER_NUM", "INNER_BASE", "__SPARK_SINK"}
 TRANSIENT_PREFIX = "__RMQ.TRANSIENT."  # never stored by a broker
 SHARDING_KEY = "__SHARDINGKEY"
 

@@ -11,6 +11,7 @@ from .protocol import definition_pb2 as pb
 from ..errors import RocketStoreError
 from ..formats import properties as P
 from ..message import Message
+from ..validation import STRING_HASH_SET
 from . import rules as R
 
 UNIQ_KEY = P.UNIQ_KEY
@@ -34,61 +35,7 @@ TRANSACTION_PREPARED_TYPE = 0x4  # MessageSysFlag
 CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 
 # MessageConst.STRING_HASH_SET: property names a user may not set, and that never come back as user properties
-SYSTEM_PROPERTIES = frozenset(
-    [
-        "1ST_POP_TIME",
-        "ARRIVE_TIME",
-        "BORN_TIMESTAMP",
-        "BUYER_ID",
-        "CLUSTER",
-        "CONSUME_START_TIME",
-        "CORRECTION_FLAG",
-        "CORRELATION_ID",
-        "DELAY",
-        "DLQ_ORIGIN_MESSAGE_ID",
-        "DLQ_ORIGIN_TOPIC",
-        "EXTEND_UNIQ_INFO",
-        "INNER_MULTI_QUEUE_OFFSET",
-        "INSTANCE_ID",
-        "KEYS",
-        "MAX_OFFSET",
-        "MAX_RECONSUME_TIMES",
-        "MIN_OFFSET",
-        "MQ2_FLAG",
-        "MSG_REGION",
-        "MSG_TYPE",
-        "ORIGIN_MESSAGE_ID",
-        "PGROUP",
-        "POP_CK",
-        "POP_CK_OFFSET",
-        "PUSH_REPLY_TIME",
-        "REAL_QID",
-        "REAL_TOPIC",
-        "RECONSUME_TIME",
-        "REPLY_TO_CLIENT",
-        "RETRY_TOPIC",
-        "TAGS",
-        "TIMER_DELAY_LEVEL",
-        "TIMER_DELAY_MS",
-        "TIMER_DELAY_SEC",
-        "TIMER_DELIVER_MS",
-        "TIMER_DEL_UNIQKEY",
-        "TIMER_DEQUEUE_MS",
-        "TIMER_ENQUEUE_MS",
-        "TIMER_OUT_MS",
-        "TIMER_ROLL_TIMES",
-        "TRACE_ON",
-        "TRANSFER_FLAG",
-        "TRAN_MSG",
-        "TRAN_PREPARED_QUEUE_OFFSET",
-        "TTL",
-        "UNIQ_KEY",
-        "WAIT",
-        "__BORNHOST",
-        "__CRC32#",
-        "DUP_INFO",
-    ]
-)
+SYSTEM_PROPERTIES = STRING_HASH_SET
 
 
 class ConvertError(RocketStoreError):
