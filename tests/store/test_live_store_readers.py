@@ -93,10 +93,10 @@ def test_read_only_opens_of_a_live_store(live_store):
 def test_verify_of_a_live_store_reports_no_corruption(live_store):
     """Issue #25, point 11: units and index entries the writer adds while verify walks are not corruption;
     verify says the store is live and what it skipped."""
-    for _ in range(6):
+    for _ in range(3):  # (before the fix most runs reported corruption)
         code, out, err = cli("verify", live_store, "--json")
         report = json.loads(out)
-        assert code == 0 and report["problems"] == [], (err, report["problems"][:3])
+        assert code == 0 and report["problems"] == [], (code, err, report["problems"][:3], report["notes"])
         assert report["live"] is True and "open for writing by another process" in report["notes"][0]
 
 
