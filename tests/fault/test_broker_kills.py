@@ -51,7 +51,7 @@ DELAY_WINDOW_S = 10.0  # RocketMQ's flushDelayOffsetInterval
 # the C++ client commits its consumed offsets every 5 s (persistConsumerOffsetInterval), the broker writes them
 # every flushConsumerOffsetInterval
 CPP_WINDOW_S = 5.0 + BW.FLUSH_OFFSETS_MS / 1000 + GRACE_S
-KILLS = 4
+KILLS = 5
 SETTLE_S = 60  # the bound on waiting for due deliveries and checks after the last restart
 SEED = int(os.environ.get("ROCKETSTORE_FAULT_SEED", "2511"))  # another seed explores other instants
 
@@ -91,12 +91,23 @@ class Proc:
         return [x.rstrip("\n") for x in self.lines if x.endswith("\n")]
 
 
-def start_serve(root: str, conf: str, namesrv_port: int, port: int) -> Proc:
+def start_serve(root: str, conf: str, namesrv_port: int, port: int, wait: bool = True) -> Proc:
     args = [sys.executable, "-m", "rocketstore.cli", "serve", "--store", root, "-c", conf, "--no-grpc",
             "--namesrv", f"127.0.0.1:{namesrv_port}", "--remoting", f"127.0.0.1:{port}"]  # fmt: skip
     serve = Proc(args, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    serve.wait_line("rocketstore serve: store")
+    if wait:
+        serve.wait_line("rocketstore serve: store")
     return serve
+
+
+def kill_while_starting(root: str, conf: str, rng: random.Random) -> int:
+    """SIGKILL of serve at a random instant of its start (recovery, the transaction state's rebuild, the first
+    delivery rounds of due delayed messages); the kill's wall-clock time."""
+    serve = start_serve(root, conf, free_port(), free_port(), wait=False)
+    time.sleep(rng.uniform(0.05, 1.5))
+    wall = int(time.time() * 1000)
+    serve.kill()
+    return wall
 
 
 def start_clients(port: int, seed: int, mode: str) -> Proc:
@@ -120,6 +131,7 @@ class Record:
         self.cpp: dict[tuple[int, int], list[tuple[int, float]]] = defaultdict(list)  # (q, offset) -> [(round, t)]
         self.cpp_keys: set[str] = set()
         self.redelivered = 0
+        self.floors = 0  # restarts whose offset had a commit older than the window to keep
 
     def add(self, lines: list[str], rnd: int) -> dict:
         """Files one round's lines; returns that round's offsets: (group, q) -> restored, commits [(o, t)], wants."""
@@ -172,6 +184,7 @@ def check_offsets(before: dict, after: dict, t_kill: float, rec: Record) -> None
                 f"{group}/{q}: offset {now} after the restart, but {floor} was committed and acknowledged more than "
                 f"{OFFSET_WINDOW_S} s before the kill"
             )
+            rec.floors += floor > max(start, 0)
             acked_before = max([o for o, _t in b["commits"]] + [start])
             rec.redelivered += max(acked_before - max(now, 0), 0)
 
@@ -342,8 +355,10 @@ def test_kills_of_serve_lose_nothing_the_remoting_clients_were_told(tmp_path, cp
     rec = Record()
     previous = None
     for rnd in range(1, KILLS + 1):
+        if rnd > 1 and rng.random() < 0.5:
+            rec.kills_wall_ms.append(kill_while_starting(root, conf, rng))
         r = Round(root, conf, cpp_python, home, SEED * 100 + rnd, "work")
-        time.sleep(rng.uniform(1.5, 5.0))
+        time.sleep(rng.uniform(0.3, 5.0))
         t_kill, wall = r.crash()
         rec.kills_mono.append(t_kill)
         rec.kills_wall_ms.append(wall)
@@ -384,6 +399,7 @@ def test_kills_of_serve_lose_nothing_the_remoting_clients_were_told(tmp_path, cp
     assert v.returncode == 0, v.stdout[-3000:] + v.stderr[-2000:]
     print(
         f"{len(rec.acked)} sends, {len(rec.delays)} delayed, {len(rec.halves)} transactions acknowledged; "
-        f"{rec.redelivered} messages within the offsets' window pulled again; transactions {tx}; "
+        f"{rec.redelivered} messages within the offsets' window pulled again, {rec.floors} offsets held to a "
+        f"commit acknowledged before the window; transactions {tx}; "
         f"{delays_twice} delayed delivered twice; {cpp_again} delivered again to the C++ push consumer"
     )
