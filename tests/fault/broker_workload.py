@@ -21,6 +21,9 @@ with store times, time.time() in ms.
   commit GROUP QUEUE OFFSET T          the commit answered (UPDATE_CONSUMER_OFFSET SUCCESS, or the pull that carried
                                        it with FLAG_COMMIT_OFFSET answered), T its monotonic time
 
+  ready                                every client connected (a consumer: its restored offsets reported)
+  disconnected                         a client's connection closed (the server was killed); it waits for its own kill
+
 MODE `work` runs every client; `drain` only answers transaction checks and reports the restored offsets."""
 
 import asyncio
@@ -165,6 +168,7 @@ async def producer(port: int, seed: int, rng: random.Random) -> None:
     from rocketstore.remoting.codes import RequestCode as RC
 
     conn = await Conn.connect(port)
+    started()
     for n in itertools.count():
         q = rng.randrange(QUEUES)
         if rng.random() < 0.3:
@@ -189,6 +193,7 @@ async def delayed(port: int, seed: int, rng: random.Random) -> None:
     from rocketstore.remoting.codes import RequestCode as RC
 
     conn = await Conn.connect(port)
+    started()
     for n in itertools.count():
         key, level = f"d{seed}-{n}", rng.randint(1, len(DELAY_LEVELS_S))
         props = f"DELAY\x01{level}\x02KEYS\x01{key}\x02UNIQ_KEY\x01{key}\x02"
@@ -225,6 +230,7 @@ async def transactions(port: int, seed: int, rng: random.Random, work: bool = Tr
     conn = await Conn.connect(port, on_request=answer_check)
     r = await conn.heartbeat(f"127.0.0.1@tx{seed}", producer=PRODUCER_GROUP)
     assert r.code == 0, r.remark
+    started()
     if not work:
         await asyncio.Event().wait()
     for n in itertools.count():
@@ -247,6 +253,16 @@ async def transactions(port: int, seed: int, rng: random.Random, work: bool = Tr
         r = await conn.call(RC.END_TRANSACTION, end)
         if r.code == 0:
             _say(f"end {key} {intent}")
+
+
+STARTED: list[asyncio.Future] = []  # one per client, done once it is connected (and a consumer's offsets reported)
+
+
+def started() -> None:
+    for fut in STARTED:
+        if not fut.done():
+            fut.set_result(None)
+            return
 
 
 async def restored(conn: Conn, group: str) -> dict[int, int]:
@@ -287,6 +303,7 @@ async def pull_consumer(port: int, seed: int, rng: random.Random) -> None:
     conn = await Conn.connect(port)
     await conn.heartbeat(f"127.0.0.1@pull{seed}", consumer=PULL_GROUP)
     offsets = {q: max(o, 0) for q, o in (await restored(conn, PULL_GROUP)).items()}
+    started()
     while True:
         for q in range(QUEUES):
             r = await conn.call(RC.PULL_MESSAGE, pull_ext(PULL_GROUP, q, offsets[q], FLAG_SUBSCRIPTION))
@@ -311,6 +328,7 @@ async def push_consumer(port: int, seed: int, rng: random.Random) -> None:
     conn = await Conn.connect(port)
     await conn.heartbeat(f"127.0.0.1@push{seed}", consumer=PUSH_GROUP)
     start = await restored(conn, PUSH_GROUP)
+    started()
 
     async def one_queue(q: int) -> None:
         consumed = max(start[q], 0)
@@ -341,21 +359,27 @@ async def until_killed(client) -> None:
 async def main() -> None:
     port, seed, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     rng = random.Random(seed)
+    loop = asyncio.get_running_loop()
     if mode == "drain":
         conn = await Conn.connect(port)
         for g in GROUPS:
             await restored(conn, g)
+        STARTED.append(loop.create_future())
+        task = asyncio.ensure_future(until_killed(transactions(port, seed, rng, work=False)))
+        await asyncio.wait([STARTED[0], task], return_when=asyncio.FIRST_COMPLETED)
         _say("ready")
-        await until_killed(transactions(port, seed, rng, work=False))
+        await task
         return
+    clients = (producer, delayed, transactions, pull_consumer, push_consumer)
+    STARTED.extend(loop.create_future() for _ in clients)
     # the producer goes first so the topic exists before the consumers pull it
     tasks = [asyncio.ensure_future(until_killed(producer(port, seed, random.Random(rng.random()))))]
     await asyncio.sleep(0.2)
-    tasks += [
-        asyncio.ensure_future(until_killed(f(port, seed, random.Random(rng.random()))))
-        for f in (delayed, transactions, pull_consumer, push_consumer)
-    ]
-    _say("ready")
+    tasks += [asyncio.ensure_future(until_killed(f(port, seed, random.Random(rng.random())))) for f in clients[1:]]
+    all_started = asyncio.gather(*STARTED)
+    done, _ = await asyncio.wait([all_started, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    if all_started in done:
+        _say("ready")  # every client connected, the consumers' restored offsets reported
     done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
     for t in done:  # a client failed while the server was up: the parent sees it on stderr
         t.result()
