@@ -1,9 +1,13 @@
-"""SIGKILL of `rocketstore serve` (a real process; its remoting broker and name server on loopback ports) at
-random instants (seeded) while remoting clients (broker_workload.py, a process of its own) send singly and in
-batches, a pull consumer commits with UPDATE_CONSUMER_OFFSET, a push-style consumer long-polls with its consumed
-offset on each pull, a transaction producer ends half messages (commits, rollbacks, some left for the check-back)
-and DELAY-level messages wait. Serve restarts on the same store (new ports) after each kill; what the clients
-recorded as acknowledged before each kill is checked against the store and the restarted broker:
+"""SIGKILL of `rocketstore serve` (a real process; its remoting broker and name server on loopback ports) at random
+instants (seeded) while remoting clients (broker_workload.py, a process of its own) send singly and in batches, a
+pull consumer commits with UPDATE_CONSUMER_OFFSET, a push-style consumer long-polls with its consumed offset on
+each pull, a transaction producer ends half messages (commits, rollbacks, some left for the check-back) and
+DELAY-level messages wait, and the C++ client's push consumer (`rocketmq` 0.4.4, cpp_push_consumer.py) consumes the
+delayed topic. Some kills fall during serve's start instead (recovery, the transaction state's rebuild, the first
+delivery rounds). Serve restarts on the same store (new ports) after each kill, and the clients start again, as
+applications do when their broker went away (the C++ consumer too: 0.4.4, kept running, reconnected and rebalanced
+here but never pulled again; a reconnection problem reported as rocketmq-client-cpp#204). What the clients recorded
+as acknowledged before each kill is checked against the store and the restarted broker:
 
 - every send answered SUCCESS is in the store at its queue offset with its body (a read-only open of the killed
   store, before the restart, and again at the end); pulls serve the acknowledged bodies;
@@ -21,7 +25,12 @@ recorded as acknowledged before each kill is checked against the store and the r
   born time, once; twice only when its first delivery was stored in the DELAY_WINDOW_S before a kill and the
   second after the restart (RocketMQ writes delayOffset.json every 10 s, flushDelayOffsetInterval; rocketstore
   after each delivery round, well inside that);
-- `rocketstore verify` finds the store sound after the last restart's recovery and a clean stop."""
+- the C++ push consumer is given a message again after a restart only if it consumed it in the CPP_WINDOW_S
+  before the kill (the client commits its offsets every 5 s, persistConsumerOffsetInterval; then the broker's
+  flush and GRACE_S), never twice within one process;
+- `rocketstore verify` finds the store sound after the last restart's recovery and a clean stop.
+
+ROCKETSTORE_FAULT_SEED=N explores other instants; the default seed is what the suite runs."""
 
 import os
 import random
