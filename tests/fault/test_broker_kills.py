@@ -74,8 +74,11 @@ def free_port() -> int:
 class Proc:
     """A child process whose stdout lines are collected by a thread."""
 
+    live: list["Proc"] = []  # every child started, for the fixture that kills what a failing test left running
+
     def __init__(self, args, env=None):
         self.p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        Proc.live.append(self)
         self.lines: list[str] = []
         self.reader = threading.Thread(target=lambda: self.lines.extend(iter(self.p.stdout.readline, "")))
         self.reader.start()
@@ -304,6 +307,16 @@ def check_cpp_deliveries(rec: Record) -> int:
             )
             again += 1
     return again
+
+
+@pytest.fixture(autouse=True)
+def no_child_left():
+    """A failed assertion leaves no serve or client process of this test running."""
+    yield
+    while Proc.live:
+        p = Proc.live.pop()
+        if p.p.poll() is None:
+            p.kill()
 
 
 @pytest.fixture(scope="module")
