@@ -4,10 +4,11 @@ pull consumer commits with UPDATE_CONSUMER_OFFSET, a push-style consumer long-po
 each pull, a transaction producer ends half messages (commits, rollbacks, some left for the check-back) and
 DELAY-level messages wait, and the C++ client's push consumer (`rocketmq` 0.4.4, cpp_push_consumer.py) consumes the
 delayed topic. Some kills fall during serve's start instead (recovery, the transaction state's rebuild, the first
-delivery rounds). Serve restarts on the same store (new ports) after each kill, and the clients start again, as
-applications do when their broker went away (the C++ consumer too: 0.4.4, kept running, reconnected and rebalanced
-here but never pulled again; a reconnection problem reported as rocketmq-client-cpp#204). What the clients recorded
-as acknowledged before each kill is checked against the store and the restarted broker:
+delivery rounds). Serve restarts on the same store after each kill (on the same ports or new ones, at random), and
+the clients start again, as applications do when their broker went away (the C++ consumer too: 0.4.4, kept running,
+reconnected and rebalanced here but never pulled again; a reconnection problem reported as
+rocketmq-client-cpp#204). What the clients recorded as acknowledged before each kill is checked against the store
+and the restarted broker:
 
 - every send answered SUCCESS is in the store at its queue offset with its body (a read-only open of the killed
   store, before the restart, and again at the end); pulls serve the acknowledged bodies;
@@ -337,11 +338,12 @@ def cpp_python():
 
 
 class Round:
-    """One life of serve: serve, the Python clients, the C++ push consumer."""
+    """One life of serve: serve, the Python clients, the C++ push consumer; on the name server and broker ports
+    given (those of the serve killed before it), else on free ones."""
 
-    def __init__(self, root: str, conf: str, cpp_python: str, home: str, seed: int, mode: str):
-        namesrv = free_port()
-        self.port = free_port()
+    def __init__(self, root, conf, cpp_python, home, seed: int, mode: str, ports: tuple[int, int] | None = None):
+        namesrv, self.port = ports or (free_port(), free_port())
+        self.ports = (namesrv, self.port)
         self.serve = start_serve(root, conf, namesrv, self.port)
         self.clients = start_clients(self.port, seed, mode)
         args = [cpp_python, CPP_CHILD, f"127.0.0.1:{namesrv}", CPP_GROUP, BW.DELAY_TOPIC]
@@ -375,11 +377,13 @@ def test_kills_of_serve_lose_nothing_the_remoting_clients_were_told(tmp_path, cp
     os.mkdir(home)
     rng = random.Random(SEED)
     rec = Record()
-    previous = None
+    previous, ports, reused = None, None, 0
     for rnd in range(1, KILLS + 1):
         if rnd > 1 and rng.random() < 0.5:
             rec.kills_wall_ms.append(kill_while_starting(root, conf, rng))
-        r = Round(root, conf, cpp_python, home, SEED * 100 + rnd, "work")
+        same_ports = ports if rng.random() < 0.5 else None  # the clients come back to the same address, or not
+        r = Round(root, conf, cpp_python, home, SEED * 100 + rnd, "work", same_ports)
+        ports, reused = r.ports, reused + (same_ports is not None)
         time.sleep(rng.uniform(0.3, 5.0))
         t_kill, wall = r.crash()
         rec.kills_mono.append(t_kill)
@@ -397,7 +401,7 @@ def test_kills_of_serve_lose_nothing_the_remoting_clients_were_told(tmp_path, cp
 
     # the last restart: checks come back to a producer of the group, delayed messages fall due and reach the C++
     # push consumer
-    r = Round(root, conf, cpp_python, home, SEED * 100 + KILLS + 1, "drain")
+    r = Round(root, conf, cpp_python, home, SEED * 100 + KILLS + 1, "drain", ports)
     try:
         deadline = time.monotonic() + SETTLE_S
         while not settled(root, rec, r.cpp):
@@ -423,5 +427,6 @@ def test_kills_of_serve_lose_nothing_the_remoting_clients_were_told(tmp_path, cp
         f"{len(rec.acked)} sends, {len(rec.delays)} delayed, {len(rec.halves)} transactions acknowledged; "
         f"{rec.redelivered} messages within the offsets' window pulled again, {rec.floors} offsets held to a "
         f"commit acknowledged before the window; transactions {tx}; "
-        f"{delays_twice} delayed delivered twice; {cpp_again} delivered again to the C++ push consumer"
+        f"{delays_twice} delayed delivered twice; {cpp_again} delivered again to the C++ push consumer; "
+        f"{reused} restarts on the same ports"
     )
