@@ -19,6 +19,7 @@ from rocketstore.formats.inner_batch import encode_messages
 from rocketstore.remoting.broker.schedule import ScheduleService
 from rocketstore.remoting.codes import RequestCode as RC
 from rocketstore.remoting.codes import ResponseCode as R
+from _refusing import RefusingStore
 
 
 # ---------------------------------------------------------------- 1. system topics
@@ -114,23 +115,6 @@ def test_delay_level_to_a_removed_queue_blocks_nothing(tmp_path):
     store.close()
 
 
-class _Refusing:
-    """The store, refusing puts to one topic for now (a full disk, say), to check that progress is recorded."""
-
-    def __init__(self, store, topic, status):
-        self._store, self._topic, self._status = store, topic, status
-
-    def __getattr__(self, name):
-        return getattr(self._store, name)
-
-    def put(self, msg, queue_id=None):
-        from rocketstore.message import PutResult
-
-        if msg.topic == self._topic:
-            return PutResult(self._status)
-        return self._store.put(msg, queue_id)
-
-
 @pytest.mark.parametrize("status", ["SERVICE_NOT_AVAILABLE", "MESSAGE_ILLEGAL"])
 def test_delay_level_progress_is_recorded_when_a_delivery_fails(tmp_path, status):
     from rocketstore.message import PutStatus
@@ -139,7 +123,7 @@ def test_delay_level_progress_is_recorded_when_a_delivery_fails(tmp_path, status
     for topic in ("A", "B", "C"):
         _forge(store, "SCHEDULE_TOPIC_XXXX", 0, REAL_TOPIC=topic, REAL_QID=0, DELAY=1)
     store.wait_dispatched(10)
-    s = ScheduleService(_Refusing(store, "B", PutStatus[status]))
+    s = ScheduleService(RefusingStore(store, "B", PutStatus[status]))
     now = int(time.time() * 1000) + 60_000
     if status == "MESSAGE_ILLEGAL":  # refused for good: skipped, the level goes on (TimerMessageStore's PUT_NO_RETRY)
         assert s.deliver_due(now) == 2

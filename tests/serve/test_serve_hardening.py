@@ -8,8 +8,8 @@ import time
 
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.consumer import parse_offsets
-from rocketstore.message import PutResult
 from rocketstore.serve.delay import DelayService
+from _refusing import RefusingStore
 
 
 def open_store(tmp_path):
@@ -22,21 +22,6 @@ def open_store(tmp_path):
 def _forge(store, topic, queue_id, **props):
     """A record as an older rocketstore let a remoting client write it (straight into the store here)."""
     return store.put(Message(topic, b"forged", properties={k: str(v) for k, v in props.items()}), queue_id)
-
-
-class _Refusing:
-    """The store, refusing puts to one topic for now (a full disk, say)."""
-
-    def __init__(self, store, topic, status):
-        self._store, self._topic, self._status = store, topic, status
-
-    def __getattr__(self, name):
-        return getattr(self._store, name)
-
-    def put(self, msg, queue_id=None):
-        if msg.topic == self._topic:
-            return PutResult(self._status)
-        return self._store.put(msg, queue_id)
 
 
 def test_a_forged_timer_record_never_reaches_a_system_topic(tmp_path):
@@ -89,7 +74,7 @@ def test_timer_progress_is_recorded_when_a_delivery_fails(tmp_path):
         props = {"TIMER_DELIVER_MS": str(at + i)}
         assert d.put(Message(topic, topic.encode(), properties=props), 0).ok
     store.wait_dispatched(10)
-    refusing = DelayService(_Refusing(store, "B", PutStatus.SERVICE_NOT_AVAILABLE))
+    refusing = DelayService(RefusingStore(store, "B", PutStatus.SERVICE_NOT_AVAILABLE))
     assert refusing.deliver_due(at + 10) == 1  # A delivered; B refused for now, C after it
     state = json.load(open(store.root + "/config/timerState.json"))
     assert state["offset"] == 1
