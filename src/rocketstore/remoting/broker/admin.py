@@ -21,7 +21,13 @@ from . import admin_bodies as bodies
 VERSION_DESC = Version.V5_3_3.name  # MQVersion.getVersionDesc(CURRENT_VERSION)
 CONFIG_BLACK_LIST = frozenset(["brokerConfigPath", "rocketmqHome", "configBlackList"])
 # what UPDATE_BROKER_CONFIG may change on the running broker: the settings read at each request
-RUNTIME_KEYS = ("brokerPermission", "longPollingEnable", "notifyConsumerIdsChangedEnable", "enablePropertyFilter")
+RUNTIME_KEYS = (
+    "brokerPermission",
+    "longPollingEnable",
+    "notifyConsumerIdsChangedEnable",
+    "enablePropertyFilter",
+    "litePullMessageEnable",
+)
 CONSUMER_CALL_TIMEOUT_S = 5.0
 MIN_CLIENT_VERSION = Version.V3_1_8  # MQVersion.Version.V3_1_8_SNAPSHOT's ordinal
 
