@@ -175,6 +175,10 @@ def java_run(java_program, tmp_path_factory):
         resumed = run_java(java_program, home, serve.namesrv, "resume")
     finally:
         serve.stop()
+    # mqadmin queryMsgById writes each body to /tmp/rocketmq/msgbodys/ (a fixed path in RocketMQ 5.3.3): removed
+    for e in first:
+        for path in re.findall(r"^Message Body Path:\s+(/tmp/rocketmq/msgbodys/\w+)$", e.get("stdout", ""), re.M):
+            Path(path).unlink(missing_ok=True)
     after_second = read_store(root / "store", serve.broker)
     (root / "serve.log").write_text("".join(serve.lines))
     return first, resumed, after_first, after_second, "".join(serve.lines)
@@ -431,7 +435,7 @@ def test_mqadmin(java_run):
 
 
 def test_every_request_served(java_run):
-    # the server's log (INFO): no request code the clients or mqadmin sent went unanswered, no traceback
-    log = java_run[4]
-    assert not re.findall(r"unsupported request code \d+", log), log
-    assert "Traceback" not in log and " ERROR " not in log, log
+    # the server's log (INFO): no request code the clients or mqadmin sent went unanswered, no error, no traceback
+    lines = java_run[4].splitlines()
+    bad = [i for i, line in enumerate(lines) if re.search(r"unsupported request code|Traceback| ERROR ", line)]
+    assert not bad, "\n".join("\n".join(lines[i : i + 15]) for i in bad[:5])
