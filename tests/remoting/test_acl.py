@@ -102,6 +102,7 @@ HEARTBEAT = json.dumps(
         (cmd(RC.SEND_BATCH_MESSAGE, {"b": "T"}), {"T": 4}),
         (cmd(RC.CONSUMER_SEND_MSG_BACK, {"group": "g"}), {"%RETRY%g": 8}),
         (cmd(RC.PULL_MESSAGE, {"topic": "T", "consumerGroup": "g"}), {"T": 8, "%RETRY%g": 8}),
+        (cmd(RC.LITE_PULL_MESSAGE, {"topic": "T", "consumerGroup": "g"}), {"T": 8, "%RETRY%g": 8}),
         (cmd(RC.QUERY_MESSAGE, {"topic": "T"}), {"T": 8}),
         (cmd(RC.HEART_BEAT, {}, HEARTBEAT), {"%RETRY%cg": 8, "T1": 8}),
         (cmd(RC.UNREGISTER_CLIENT, {"clientID": "c", "consumerGroup": "g"}), {"%RETRY%g": 8}),
@@ -188,6 +189,8 @@ PULL = {"consumerGroup": "g", "topic": "T", "queueId": "0", "queueOffset": "0", 
         (signed(RC.PULL_MESSAGE, dict(PULL, consumerGroup="h"), ak="consumer1"), "No permission for group:h"),
         (signed(RC.PULL_MESSAGE, dict(PULL, consumerGroup="x"), ak="consumer1"), "No default permission for group:x"),
         (signed(RC.PULL_MESSAGE, PULL, ak="producer1"), "No permission for topic:T"),
+        (signed(RC.LITE_PULL_MESSAGE, PULL, ak="producer1"), "No permission for topic:T"),  # rocketstore's rule
+        (signed(RC.LITE_PULL_MESSAGE, PULL, ak="consumer1"), None),
         (signed(RC.HEART_BEAT, {}, HEARTBEAT, ak="consumer1"), "No default permission for group:cg"),
         (signed(RC.GET_MAX_OFFSET, {"topic": "Off", "queueId": "0"}, ak="consumer1"), None),  # signature only
         (signed(RC.UPDATE_AND_CREATE_TOPIC, {"topic": "N"}, ak="consumer1"),

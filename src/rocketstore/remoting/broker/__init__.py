@@ -1,6 +1,6 @@
 """RocketMQ's broker over the remoting protocol (default port 10911), serving one MessageStore to RocketMQ 4.x
 clients (Java DefaultMQProducer / DefaultMQPushConsumer, the C++ core and the clients built on it):
-send (send.py), pull with long polling (pull.py, hold.py), consumer offsets and queue offsets (offsets.py),
+send (send.py), pull and lite pull with long polling (pull.py, hold.py), consumer offsets and queue offsets (offsets.py),
 heartbeats and consumer lists (clients.py), delay levels (schedule.py), transactions (half messages,
 END_TRANSACTION and the check-back to producers: transaction.py, over the store's pending state that the gRPC side
 shares), and the topic table it registers with a name server (topics.py). The built-in name server's route table
@@ -66,6 +66,7 @@ class BrokerSettings:
     longPollingEnable: bool = True
     notifyConsumerIdsChangedEnable: bool = True
     enablePropertyFilter: bool = False
+    litePullMessageEnable: bool = True  # LITE_PULL_MESSAGE served (DefaultLitePullConsumer)
     rejectTransactionMessage: bool = False
     autoCreateSubscriptionGroup: bool = True
     flushConsumerOffsetInterval: int = 5000  # ms between writes of the consumer offsets (and at close)
@@ -114,7 +115,8 @@ class Broker:
                      self.send_back, self.subscription_groups, self.topic_admin, BrokerAdmin(self),
                      Lookups(self)):  # fmt: skip
             handlers.update(part.handlers())
-        handlers[RequestCode.PULL_MESSAGE] = self.stats.count_pull(handlers[RequestCode.PULL_MESSAGE])
+        for code in (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE):
+            handlers[code] = self.stats.count_pull(handlers[code])
         if acl is not None:
             server_options["before_request"] = remoting_hook(acl)
         self.server = RemotingServer(handlers, name="broker", on_close=self.clients.connection_closed, **server_options)

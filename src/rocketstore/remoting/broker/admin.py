@@ -1,8 +1,9 @@
 """The broker's runtime and client admin requests, as RocketMQ's AdminBrokerProcessor answers mqadmin:
 GET_BROKER_RUNTIME_INFO (28, the KVTable `mqadmin brokerStatus` prints and `clusterList` reads), GET_BROKER_CONFIG
 (26), UPDATE_BROKER_CONFIG (25, the keys this broker can change while running), GET_CONSUMER_CONNECTION_LIST (203),
-GET_PRODUCER_CONNECTION_LIST (204), GET_CONSUME_STATS (208, `consumerProgress`) and GET_CONSUMER_RUNNING_INFO
-(307, handed to the consumer as the broker does)."""
+GET_PRODUCER_CONNECTION_LIST (204), GET_CONSUME_STATS (208, `consumerProgress`), GET_CONSUMER_RUNNING_INFO
+(307, handed to the consumer as the broker does) and QUERY_TOPIC_CONSUME_BY_WHO (300, the groups consuming a topic:
+the message track of `queryMsgById` asks it)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import shutil
 import time
 from dataclasses import fields
 
+from ...formats.properties import java_hashmap_order
 from .. import fastjson, headers
 from ..codes import RequestCode, ResponseCode, Version
 from ..command import RemotingCommand, response_to
@@ -21,7 +23,13 @@ from . import admin_bodies as bodies
 VERSION_DESC = Version.V5_3_3.name  # MQVersion.getVersionDesc(CURRENT_VERSION)
 CONFIG_BLACK_LIST = frozenset(["brokerConfigPath", "rocketmqHome", "configBlackList"])
 # what UPDATE_BROKER_CONFIG may change on the running broker: the settings read at each request
-RUNTIME_KEYS = ("brokerPermission", "longPollingEnable", "notifyConsumerIdsChangedEnable", "enablePropertyFilter")
+RUNTIME_KEYS = (
+    "brokerPermission",
+    "longPollingEnable",
+    "notifyConsumerIdsChangedEnable",
+    "enablePropertyFilter",
+    "litePullMessageEnable",
+)
 CONSUMER_CALL_TIMEOUT_S = 5.0
 MIN_CLIENT_VERSION = Version.V3_1_8  # MQVersion.Version.V3_1_8_SNAPSHOT's ordinal
 
@@ -50,7 +58,8 @@ class BrokerAdmin:
                 RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
                 RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
                 RequestCode.GET_CONSUME_STATS: self.consume_stats,
-                RequestCode.GET_CONSUMER_RUNNING_INFO: self.consumer_running_info}  # fmt: skip
+                RequestCode.GET_CONSUMER_RUNNING_INFO: self.consumer_running_info,
+                RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.topic_consumed_by}  # fmt: skip
 
     # ------------------------------------------------------------------ runtime info
     async def runtime_info(self, cmd, conn):
@@ -167,6 +176,15 @@ class BrokerAdmin:
         return response_to(cmd, ResponseCode.SUCCESS)
 
     # ------------------------------------------------------------------ clients
+    async def topic_consumed_by(self, cmd, conn):
+        """queryTopicConsumeByWho: the groups whose heartbeats subscribed the topic (ConsumerManager's
+        topicGroupTable), then those with offsets for it (whichGroupByTopic), as a GroupList in HashSet order."""
+        topic = headers.read(cmd, {"topic": "str"})["topic"]
+        groups = self.broker.clients.groups_of(topic)
+        groups += [g for g in await asyncio.to_thread(self.broker.offsets.groups_of, topic) if g not in groups]
+        body = fastjson.dumpb(fastjson.Bean(groupList=java_hashmap_order(groups)))
+        return response_to(cmd, ResponseCode.SUCCESS, None, None, body)
+
     async def consumer_connections(self, cmd, conn):
         group = headers.read(cmd, {"consumerGroup": "str"})["consumerGroup"]
         g = self.broker.clients.consumers.get(group)

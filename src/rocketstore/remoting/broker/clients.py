@@ -58,6 +58,9 @@ class Clients:
         self.broker = broker
         self.consumers: dict[str, ConsumerGroup] = {}
         self.producers: dict[str, dict[int, ClientChannel]] = {}
+        # topicGroupTable: topic -> the groups whose heartbeats subscribed it; a group stays until it has no
+        # client left, under the topics it subscribes then (registerConsumer, clearTopicGroupTable)
+        self.topic_groups: dict[str, dict[str, None]] = {}
 
     def handlers(self) -> dict:
         return {RequestCode.HEART_BEAT: self.heart_beat, RequestCode.UNREGISTER_CLIENT: self.unregister,
@@ -83,6 +86,8 @@ class Clients:
             g.consume_type, g.message_model = cd.get("consumeType"), cd.get("messageModel")
             g.consume_from_where = cd.get("consumeFromWhere")
             subs = {s.get("topic"): s for s in cd.get("subscriptionDataSet") or () if s.get("topic")}
+            for topic in subs:
+                self.topic_groups.setdefault(topic, {})[group] = None
             changed_subs = _expressions(subs) != _expressions(g.subscriptions)
             g.subscriptions = subs
             new = conn.id not in g.channels
@@ -119,6 +124,10 @@ class Clients:
         return response_to(cmd, ResponseCode.SUCCESS, None, body=body)
 
     # ------------------------------------------------------------------ membership
+    def groups_of(self, topic: str) -> list[str]:
+        """queryTopicConsumeByWho: the groups the topic's subscribers belong to."""
+        return list(self.topic_groups.get(topic, ()))
+
     def subscription(self, group: str, topic: str) -> dict | None:
         g = self.consumers.get(group)
         return None if g is None else g.subscriptions.get(topic)
@@ -136,6 +145,12 @@ class Clients:
         log.info("a consumer left group %s", group)
         if not g.channels:
             del self.consumers[group]
+            for topic in g.subscriptions:
+                groups = self.topic_groups.get(topic)
+                if groups is not None:
+                    groups.pop(group, None)
+                    if not groups:
+                        del self.topic_groups[topic]
         else:
             self._notify(group)
 

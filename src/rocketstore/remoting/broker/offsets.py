@@ -48,6 +48,13 @@ class Offsets:
             pending = {t for g, t in self._pending if g == group}
         return sorted(pending | set(self.store.consumer_offsets.groups().get(group, ())))
 
+    def groups_of(self, topic: str) -> list[str]:
+        """whichGroupByTopic: the groups with offsets for the topic, committed or pending."""
+        with self._lock:
+            pending = {g for g, t in self._pending if t == topic}
+        committed = {g for g, topics in self.store.consumer_offsets.groups().items() if topic in topics}
+        return sorted(pending | committed)
+
     def forget_topic(self, topic: str) -> None:
         """Pending commits for a topic being deleted are dropped (the flush would write them back)."""
         with self._lock:

@@ -6,7 +6,13 @@ code (PULL_NOT_FOUND, PULL_OFFSET_MOVED, PULL_RETRY_IMMEDIATELY, with GetMessage
 header (nextBeginOffset, minOffset, maxOffset, suggestWhichBrokerId, topicSysFlag, groupSysFlag), and the body:
 the found records' bytes as the CommitLog holds them, one after the other. A pull with FLAG_SUSPEND that finds
 nothing is held (hold.py) for suspendTimeoutMillis, then answered after one more look. FLAG_COMMIT_OFFSET commits
-commitOffset first."""
+commitOffset first.
+
+LITE_PULL_MESSAGE (361), what RocketMQ 5.x's DefaultLitePullConsumer pulls with (PullSysFlag's lite pull flag), is
+served by the same processor, as RocketMQ's broker registers it: the same header, checks, long polling (a lite pull
+sets FLAG_SUSPEND with brokerSuspendMaxTimeMillis, 20 s) and answer, refused with NO_PERMISSION when broker.conf sets
+`litePullMessageEnable=false`. A lite pull commits no offset (no FLAG_COMMIT_OFFSET): its consumer sends
+UPDATE_CONSUMER_OFFSET (offsets.py)."""
 
 from __future__ import annotations
 
@@ -53,7 +59,7 @@ class PullProcessor:
         self.store = broker.store
 
     def handlers(self) -> dict:
-        return {RequestCode.PULL_MESSAGE: self.pull}
+        return {RequestCode.PULL_MESSAGE: self.pull, RequestCode.LITE_PULL_MESSAGE: self.pull}
 
     def _subscription(self, cmd, h):
         """(expression type, expression) or the refusal."""
@@ -96,6 +102,9 @@ class PullProcessor:
             return response_to(
                 cmd, ResponseCode.NO_PERMISSION, f"the broker[{settings.brokerIP1}] pulling message is forbidden"
             )
+        if cmd.code == RequestCode.LITE_PULL_MESSAGE and not settings.litePullMessageEnable:
+            remark = f"the broker[{settings.brokerIP1}] for lite pull consumer is forbidden"
+            return response_to(cmd, ResponseCode.NO_PERMISSION, remark)
         group, topic, q = h["consumerGroup"], h["topic"], h["queueId"]
         refused = self.broker.subscription_groups.pull_refusal(cmd, group)  # found or auto-created
         if refused is not None:

@@ -88,7 +88,7 @@ class BrokerStats:
         return max(self.queue_total() - self._put_at_boot, 0)
 
     def count_pull(self, handler):
-        """Wrap the PULL_MESSAGE handler: the records of each successful answer are counted."""
+        """Wrap a PULL_MESSAGE or LITE_PULL_MESSAGE handler: the records of each successful answer are counted."""
 
         async def counted(cmd, conn):
             response = await handler(cmd, conn)

@@ -1,0 +1,441 @@
+"""RocketMQ 5.3.3's own Java client and mqadmin against a real `rocketstore serve` (remoting on loopback, no gRPC).
+
+java/RocketClients.java is compiled once per session; it runs twice, as two JVMs: "first" runs every producer
+type (sync, async, oneway, batch, orderly with a selector), the push consumers (concurrent with a tag filter,
+orderly), transactions with a check-back, a delay level, a message the push consumer keeps failing (retries,
+then the DLQ), both lite pull consumers (subscribe, assign) taking part of their topics and committing, and
+mqadmin (topicList, updateTopic, topicStatus, consumerProgress, queryMsgById with its message track) in the same
+JVM; then the server restarts and "resume" runs the lite pull consumers again, which must go on from their
+committed offsets. The program prints what it did as JSON lines; each test checks one scenario against the store
+(opened read-only while the server is stopped, after each run) and against expectations computed here.
+
+Skipped, saying why, without the RocketMQ jars beside the repository (../shared/java/rocketmq-5.3.3, see its
+README) or without a JDK (javac)."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+from rocketstore import MessageStore
+
+REPO = Path(__file__).resolve().parents[2]
+JAVA_DIR = REPO.parent / "shared" / "java" / "rocketmq-5.3.3"
+SOURCE = Path(__file__).resolve().parent / "java" / "RocketClients.java"
+JVM_OPTIONS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
+BROKER_CONF = "transactionTimeOut=1000\ntransactionCheckInterval=1000\n"  # check-backs after 1 s, not 6 + 30
+TOPICS = ["JProduce", "JTagged", "JOrdered", "JTx", "JDelay", "JRetry", "JLite", "JLiteAssign", "JAdminMade",
+          "%RETRY%JRetryGroup", "%DLQ%JRetryGroup", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC"]  # fmt: skip
+BROKER_TOPICS = {"TBW102", "SELF_TEST_TOPIC", "BenchmarkTest", "OFFSET_MOVED_EVENT", "SCHEDULE_TOPIC_XXXX",
+                 "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "DefaultCluster", "rocketstore"}  # fmt: skip
+GROUPS = {"JPushTag": "JTagged", "JPushOrderly": "JOrdered", "JLiteSub": "JLite", "JLiteAssign": "JLiteAssign"}
+
+
+# ---------------------------------------------------------------------------------------------- the JVM side
+def _classpath() -> str:
+    if not JAVA_DIR.is_dir():
+        pytest.skip(f"no RocketMQ Java client here: {JAVA_DIR} is absent (a bare clone; see shared/java's README)")
+    for tool in ("java", "javac"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"no {tool} on PATH (a JDK 17: openjdk-17-jdk-headless, see {JAVA_DIR / 'README.md'})")
+    cp = subprocess.run(["bash", str(JAVA_DIR / "classpath.sh"), "client"], capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    missing = [p for p in cp.stdout.strip().split(":") if not os.path.exists(p)]
+    if missing:
+        pytest.skip(f"the Debian packages of {JAVA_DIR / 'README.md'} are not installed: {', '.join(missing[:3])} ...")
+    return cp.stdout.strip()
+
+
+@pytest.fixture(scope="session")
+def java_program(tmp_path_factory):
+    """(classpath) with RocketClients compiled into a session directory."""
+    cp = _classpath()
+    out = tmp_path_factory.mktemp("java-classes")
+    r = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-cp", cp, "-d", str(out), str(SOURCE)],
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, f"javac failed:\n{r.stderr}"
+    return f"{cp}:{out}"
+
+
+def run_java(classpath: str, home: Path, namesrv: str, phase: str) -> list[dict]:
+    r = subprocess.run(
+        ["java", *JVM_OPTIONS, f"-Duser.home={home}", f"-Djava.io.tmpdir={home}", "-cp", classpath,
+         "RocketClients", namesrv, phase],
+        capture_output=True, text=True, timeout=400, cwd=home,
+    )  # fmt: skip
+    (home / f"{phase}.stderr").write_text(r.stderr)
+    assert r.returncode == 0, f"java exited {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    events = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert events and events[-1] == {"scenario": "main", "event": "exit"}, r.stdout[-3000:]
+    return events
+
+
+# ---------------------------------------------------------------------------------------------- the server
+def _free_pair() -> int:
+    """A loopback port p with p - 2 free too (the broker's fast channel)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            p = s.getsockname()[1]
+        if p > 1026:
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", p - 2))
+                except OSError:
+                    continue
+            return p
+    raise AssertionError("no free port pair")
+
+
+class Serve:
+    def __init__(self, root: Path):
+        self.root, self.proc, self.lines = root, None, []
+        self.ns_port, self.broker_port = _free_pair(), _free_pair()
+        (root / "broker.conf").write_text(BROKER_CONF)
+
+    @property
+    def namesrv(self) -> str:
+        return f"127.0.0.1:{self.ns_port}"
+
+    @property
+    def broker(self) -> str:
+        return f"127.0.0.1:{self.broker_port}"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rocketstore.cli", "serve", str(self.root / "store"), "-c",
+             str(self.root / "broker.conf"), "--no-grpc", "--namesrv", self.namesrv, "--remoting",
+             self.broker, "--log-level", "INFO"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )  # fmt: skip
+        ready = threading.Event()
+
+        def pump(proc):
+            for line in proc.stdout:
+                self.lines.append(line)
+                if "rocketstore serve: store" in line:
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=pump, args=(self.proc,), daemon=True).start()
+        assert ready.wait(60) and self.proc.poll() is None, "".join(self.lines)
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(60) == 0, "".join(self.lines[-50:])
+
+
+def read_store(path: Path, broker: str) -> dict:
+    """What the tests compare with, read while the server is stopped: every queue's messages of TOPICS, the
+    groups' offsets, the topic configs."""
+    with MessageStore.open(str(path), read_only=True) as s:
+        messages = {}
+        for topic in TOPICS:
+            for q in range(18):
+                got, offset = [], 0
+                for _ in range(100):
+                    r = s.get("test", topic, q, offset, 64)
+                    if not r.messages:
+                        break
+                    got += r.messages
+                    offset = r.next_begin_offset
+                if got:
+                    messages[(topic, q)] = got
+        offsets = {(g, t, q): s.consumer_offsets.query(g, t, q) for g, t in GROUPS.items() for q in range(4)}
+        max_offsets = {(t, q): s.max_offset(t, q) for t in TOPICS for q in range(4)}
+        return {"messages": messages, "offsets": offsets, "max": max_offsets, "topics": dict(s.topic_configs),
+                "host": broker}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def java_run(java_program, tmp_path_factory):
+    """Both runs against one store, the server restarted in between: (events of the first run, of the resumed
+    run, the store after the first, the store after the second, the server's log)."""
+    root = tmp_path_factory.mktemp("java-serve")
+    home = root / "home"
+    home.mkdir()
+    serve = Serve(root)
+    serve.start()
+    try:
+        first = run_java(java_program, home, serve.namesrv, "first")
+    finally:
+        serve.stop()
+    after_first = read_store(root / "store", serve.broker)
+    serve.start()
+    try:
+        resumed = run_java(java_program, home, serve.namesrv, "resume")
+    finally:
+        serve.stop()
+    # mqadmin queryMsgById writes each body to /tmp/rocketmq/msgbodys/ (a fixed path in RocketMQ 5.3.3): removed
+    for e in first:
+        for path in re.findall(r"^Message Body Path:\s+(/tmp/rocketmq/msgbodys/\w+)$", e.get("stdout", ""), re.M):
+            Path(path).unlink(missing_ok=True)
+    after_second = read_store(root / "store", serve.broker)
+    (root / "serve.log").write_text("".join(serve.lines))
+    return first, resumed, after_first, after_second, "".join(serve.lines)
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def of(events, scenario, event=None):
+    out = [e for e in events if e["scenario"] == scenario and (event is None or e["event"] == event)]
+    errors = [e for e in events if e["scenario"] == scenario and e["event"] == "error"]
+    assert not errors, "\n".join(e["trace"] for e in errors)
+    return out
+
+
+def keyed(store, topic) -> dict:
+    """key -> [messages] over the topic's queues."""
+    out = defaultdict(list)
+    for (t, _), msgs in store["messages"].items():
+        if t == topic:
+            for m in msgs:
+                out[m.properties.get("KEYS")].append(m)
+    return out
+
+
+def offset_msg_id(m) -> str:
+    """MessageDecoder.createMessageId: the store host (IPv4, port) and the CommitLog offset, upper-case hex."""
+    host, _, port = m.store_host.rpartition(":")
+    ip = "".join(f"{int(x):02X}" for x in host.split("."))
+    return f"{ip}{int(port):08X}{m.physical_offset:016X}"
+
+
+def at(store, topic, q, offset):
+    return next(m for m in store["messages"][(topic, q)] if m.queue_offset == offset)
+
+
+# ---------------------------------------------------------------------------------------------- producers
+def test_producers_sync_async_oneway_batch_orderly(java_run):
+    first, _, store, *_ = java_run
+    sent = of(first, "produce", "sent")
+    modes = Counter(e["mode"] for e in sent)
+    assert modes == {"sync": 10, "async": 10, "oneway": 10, "orderly": 20, "batch": 1}
+    expected = {f"{mode}-{i}": f"{mode} body {i}" for mode in ("sync", "async", "oneway", "batch") for i in range(10)}
+    expected |= {f"orderly-{i}": f"orderly body {i}" for i in range(20)}
+    stored = keyed(store, "JProduce")
+    assert {k: [m.body.decode() for m in ms] for k, ms in stored.items()} == {k: [v] for k, v in expected.items()}
+    for e in sent:
+        if e["mode"] == "oneway":
+            continue
+        r = e["result"]
+        assert r["status"] == "SEND_OK"
+        if e["mode"] == "batch":
+            ids = r["msgId"].split(",")
+            msgs = [at(store, "JProduce", r["queueId"], r["queueOffset"] + i) for i in range(10)]
+            assert [m.properties["KEYS"] for m in msgs] == e["keys"]  # one queue, in order
+            assert [m.properties["UNIQ_KEY"] for m in msgs] == ids
+            continue
+        m = at(store, "JProduce", r["queueId"], r["queueOffset"])
+        assert m.properties["KEYS"] == e["key"] and m.properties["UNIQ_KEY"] == r["msgId"]
+        assert r["offsetMsgId"] == offset_msg_id(m)
+        assert m.store_host == store["host"]  # the broker's address (brokerIP1:listenPort), as RocketMQ's broker
+    # orderly: the selector's queue (orderId % 4 queues), in the order sent within each queue
+    orderly = [e for e in sent if e["mode"] == "orderly"]
+    assert all(e["result"]["queueId"] == e["orderId"] % 4 for e in orderly)
+    per_queue = defaultdict(list)
+    for e in orderly:
+        per_queue[e["result"]["queueId"]].append(e["result"]["queueOffset"])
+    assert all(offsets == sorted(offsets) for offsets in per_queue.values())
+
+
+# ---------------------------------------------------------------------------------------------- push consumers
+def test_push_concurrent_with_a_tag_filter(java_run):
+    first, _, store, *_ = java_run
+    sent = of(first, "push_tag", "sent")
+    assert len(sent) == 32
+    wanted = {e["key"] for e in sent if e["tags"] in ("TagA", "TagC")}
+    assert len(wanted) == 23
+    received = [e["message"] for e in of(first, "push_tag", "received")]
+    assert Counter(m["key"] for m in received) == Counter(wanted)  # each wanted message once, no TagB
+    for m in received:
+        s = at(store, "JTagged", m["queueId"], m["queueOffset"])
+        assert (s.properties["KEYS"], s.properties["TAGS"], s.body.decode()) == (m["key"], m["tags"], m["body"])
+    assert of(first, "push_tag", "done")[0]["committed"]
+    # the group's offsets: every queue consumed to its end, filtered messages included
+    assert {q: store["offsets"][("JPushTag", "JTagged", q)] for q in range(4)} == {
+        q: store["max"][("JTagged", q)] for q in range(4)
+    }
+
+
+def test_push_orderly(java_run):
+    first, _, store, *_ = java_run
+    sent = of(first, "push_orderly", "sent")
+    received = [e["message"] for e in of(first, "push_orderly", "received")]
+    assert sorted(m["key"] for m in received) == sorted(e["key"] for e in sent)
+    # each order's messages in the order sent; each queue's in offset order
+    by_order = defaultdict(list)
+    by_queue = defaultdict(list)
+    for m in received:
+        order, seq = map(int, m["body"].split(":"))
+        by_order[order].append(seq)
+        by_queue[m["queueId"]].append(m["queueOffset"])
+    assert by_order == {o: list(range(5)) for o in range(8)}
+    assert all(offsets == list(range(10)) for offsets in by_queue.values()) and len(by_queue) == 4
+    assert {q: store["offsets"][("JPushOrderly", "JOrdered", q)] for q in range(4)} == {q: 10 for q in range(4)}
+
+
+# ---------------------------------------------------------------------------------------------- transactions
+def test_transactions_with_check_back(java_run):
+    first, _, store, *_ = java_run
+    sent = of(first, "transaction", "sent")
+    assert [e["result"]["status"] for e in sent] == ["SEND_OK"] * 4
+    # tx-0 committed and tx-1 rolled back at once; tx-2 and tx-3 unknown until the check-back commits tx-2
+    checked = {e["key"] for e in of(first, "transaction", "checked")}
+    assert {"tx-2", "tx-3"} <= checked  # (tx-0 and tx-1 too if their end came after transactionTimeOut)
+    received = [e["message"]["key"] for e in of(first, "transaction", "received")]
+    assert sorted(received) == ["tx-0", "tx-2"]
+    assert sorted(keyed(store, "JTx")) == ["tx-0", "tx-2"]
+    halves = keyed(store, "RMQ_SYS_TRANS_HALF_TOPIC")
+    assert sorted(halves) == ["tx-0", "tx-1", "tx-2", "tx-3"]
+    assert all(ms[0].properties["REAL_TOPIC"] == "JTx" for ms in halves.values())
+
+
+# ---------------------------------------------------------------------------------------------- delay, retry, DLQ
+def test_delay_level(java_run):
+    first, _, store, *_ = java_run
+    (received,) = [e["message"] for e in of(first, "delay", "received")]
+    assert (received["key"], received["topic"]) == ("delay-0", "JDelay")
+    (scheduled,) = keyed(store, "SCHEDULE_TOPIC_XXXX")["delay-0"]
+    assert scheduled.queue_id == 0  # level 1's queue
+    assert (scheduled.properties["REAL_TOPIC"], scheduled.properties["DELAY"]) == ("JDelay", "1")
+    (delivered,) = keyed(store, "JDelay")["delay-0"]
+    # level 1 is 1 s (messageDelayLevel's first): delivered no sooner than 1 s after it was stored
+    assert delivered.store_timestamp >= scheduled.store_timestamp + 1000
+    assert received["storeTimestamp"] == delivered.store_timestamp
+
+
+def test_retry_then_dlq(java_run):
+    first, _, store, *_ = java_run
+    (sent,) = of(first, "retry_dlq", "sent")
+    done = of(first, "retry_dlq", "done")[0]
+    # maxReconsumeTimes 2: the first delivery and two retries, then the DLQ; never a fourth delivery
+    assert done["deliveries"] == [0, 1, 2] and done["dlq"]
+    received = [e["message"] for e in of(first, "retry_dlq", "received")]
+    assert all(m["topic"] == "JRetry" and m["body"] == "always fails" for m in received)
+    retries = keyed(store, "%RETRY%JRetryGroup")["retry-0"]
+    assert [m.reconsume_times for m in retries] == [1, 2]
+    (dead,) = keyed(store, "%DLQ%JRetryGroup")["retry-0"]
+    assert dead.body == b"always fails"
+    assert dead.properties["ORIGIN_MESSAGE_ID"] == sent["result"]["offsetMsgId"]
+    assert dead.properties["UNIQ_KEY"] == sent["result"]["msgId"]
+    assert dead.properties["RETRY_TOPIC"] == "JRetry"
+
+
+# ---------------------------------------------------------------------------------------------- lite pull
+def _polled(events, scenario):
+    return [(e["message"]["queueId"], e["message"]["queueOffset"], e["message"]["key"])
+            for e in of(events, scenario, "polled")]  # fmt: skip
+
+
+def _prefixes(polled) -> dict[int, int]:
+    """queue -> how many of its first messages were polled (checking that they are the first ones)."""
+    by_queue = defaultdict(list)
+    for q, offset, _ in polled:
+        by_queue[q].append(offset)
+    for offsets in by_queue.values():
+        assert sorted(offsets) == list(range(len(offsets)))
+    return {q: len(offsets) for q, offsets in by_queue.items()}
+
+
+def test_lite_pull_subscribe_resumes_after_a_restart(java_run):
+    first, resumed, store1, store2, _ = java_run
+    sent = {e["key"]: (e["result"]["queueId"], e["result"]["queueOffset"]) for e in of(first, "lite_subscribe", "sent")}
+    assert len(sent) == 40
+    p1, p2 = _polled(first, "lite_subscribe"), _polled(resumed, "lite_subscribe")
+    assert all(sent[k] == (q, o) for q, o, k in p1 + p2)
+    # the first run committed what it polled (commitSync); the resumed run got exactly the rest, once each
+    assert len(p1) >= 20 and Counter(k for *_, k in p1 + p2) == Counter(set(sent))
+    done = _prefixes(p1)
+    committed = {q: store1["offsets"][("JLiteSub", "JLite", q)] for q in range(4)}
+    assert {q: o for q, o in committed.items() if q in done} == done
+    assert all(committed[q] in (-1, 0) for q in range(4) if q not in done)
+    (c1,) = of(first, "lite_subscribe", "committed")
+    assert {int(q): o for q, o in c1["offsets"].items() if int(q) in done} == done  # the client's committed()
+    assert {q: store2["offsets"][("JLiteSub", "JLite", q)] for q in range(4)} == {q: 10 for q in range(4)}
+
+
+def test_lite_pull_assign_resumes_after_a_restart(java_run):
+    first, resumed, store1, store2, _ = java_run
+    sent = {e["key"]: (e["result"]["queueId"], e["result"]["queueOffset"]) for e in of(first, "lite_assign", "sent")}
+    p1, p2 = _polled(first, "lite_assign"), _polled(resumed, "lite_assign")
+    assert all(sent[k] == (q, o) for q, o, k in p1 + p2)
+    done = _prefixes(p1)
+    # the first run committed one less than it polled on each queue (commitSync(offsets, true))
+    expected_commit = {q: n - 1 for q, n in done.items()}
+    assert {q: store1["offsets"][("JLiteAssign", "JLiteAssign", q)] for q in done} == expected_commit
+    # so the resumed run starts at those offsets (the others at the first offset) and takes each queue to its end
+    by_queue = defaultdict(list)
+    for q, offset, _ in p2:
+        by_queue[q].append(offset)
+    assert {q: sorted(o) for q, o in by_queue.items()} == {
+        q: list(range(expected_commit.get(q, 0), 10)) for q in range(4) if expected_commit.get(q, 0) < 10
+    }
+    assert {q: store2["offsets"][("JLiteAssign", "JLiteAssign", q)] for q in range(4)} == {q: 10 for q in range(4)}
+
+
+# ---------------------------------------------------------------------------------------------- mqadmin
+def _mqadmin(events) -> dict:
+    ran = {e["name"]: e for e in of(events, "mqadmin", "ran")}
+    for name, e in ran.items():
+        both = e["stdout"] + e["stderr"]
+        assert "Exception" not in both and "\tat " not in both, f"mqadmin {name}:\n{both}"
+    return ran
+
+
+def _rows(text: str) -> list[list[str]]:
+    return [line.split() for line in text.splitlines() if line and not line.startswith("#") and "  " in line]
+
+
+def test_mqadmin(java_run):
+    first, _, store, *_ = java_run
+    ran = _mqadmin(first)
+    assert set(ran) == {"topicList", "updateTopic", "topicStatus", "consumerProgress", "queryMsgById.consumed",
+                        "queryMsgById.filtered"}  # fmt: skip
+    listed = set(ran["topicList"]["stdout"].split())
+    assert {"JProduce", "JTagged", "JOrdered", "JTx", "JDelay", "JRetry", "%DLQ%JRetryGroup", "TBW102"} <= listed
+    # the topics of the store, and those RocketMQ's broker makes for itself (its cluster and broker names too)
+    assert listed == (set(store["topics"]) | BROKER_TOPICS) - {"JAdminMade"}  # made after the list
+    # updateTopic: made in the store with its queues
+    assert "create topic to 127.0.0.1:" in ran["updateTopic"]["stdout"]
+    made = store["topics"]["JAdminMade"]
+    assert (made["readQueueNums"], made["writeQueueNums"], made["perm"]) == (3, 3, 6)
+    # topicStatus: each queue's min and max offset as the store has them
+    rows = _rows(ran["topicStatus"]["stdout"])
+    assert {int(r[1]): (int(r[2]), int(r[3])) for r in rows if r[0] == "rocketstore"} == {
+        q: (0, store["max"][("JProduce", q)]) for q in range(4)
+    }
+    # consumerProgress of the tag consumer, online: broker offset = consumer offset = the store's max, diff 0
+    progress = ran["consumerProgress"]["stdout"]
+    rows = [r for r in _rows(progress) if r[0] == "JTagged"]
+    assert {int(r[2]): (int(r[3]), int(r[4]), int(r[5])) for r in rows} == {
+        q: (store["max"][("JTagged", q)],) * 2 + (0,) for q in range(4)
+    }
+    assert "Consume Diff Total: 0" in progress
+    # queryMsgById: the message, then its track (QUERY_TOPIC_CONSUME_BY_WHO, the group's consume stats)
+    sent = {e["key"]: e for e in of(first, "push_tag", "sent")}
+    for name, key, track in (("queryMsgById.consumed", "tag-0", "CONSUMED"),
+                             ("queryMsgById.filtered", "tag-1", "CONSUMED_BUT_FILTERED")):  # fmt: skip
+        out = ran[name]["stdout"]
+        fields = dict(re.findall(r"^([A-Za-z ]+):\s+(.*)$", out, re.M))
+        r = sent[key]["result"]
+        assert (fields["OffsetID"], fields["Topic"], fields["Keys"]) == (r["offsetMsgId"], "JTagged", f"[{key}]")
+        assert (int(fields["Queue ID"]), int(fields["Queue Offset"])) == (r["queueId"], r["queueOffset"])
+        m = at(store, "JTagged", r["queueId"], r["queueOffset"])
+        assert int(fields["CommitLog Offset"]) == m.physical_offset and fields["Store Host"] == m.store_host
+        assert f"MessageTrack [consumerGroup=JPushTag, trackType={track}, exceptionDesc=null]" in out
+
+
+def test_every_request_served(java_run):
+    # the server's log (INFO): no request code the clients or mqadmin sent went unanswered, no error, no traceback
+    lines = java_run[4].splitlines()
+    bad = [i for i, line in enumerate(lines) if re.search(r"unsupported request code|Traceback| ERROR ", line)]
+    assert not bad, "\n".join("\n".join(lines[i : i + 15]) for i in bad[:5])
