@@ -10,8 +10,8 @@ settings.load_profile(PROFILE)
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
-# The suite in parts: (name, directories under tests/, what it covers, minutes on 2 cores). `make test` runs them
-# all; `make test-<name>` or `pytest --part <name>` one of them (README.md, "Running the tests").
+# The suite in parts: (name, directories under tests/, what it covers, minutes on 2 cores as README.md's "Running
+# the tests" measured them). `make test` runs them all; `make test-<name>` or `pytest --part <name>` one of them.
 PARTS = [
     (
         "lib",
@@ -19,11 +19,11 @@ PARTS = [
         "the library, golden RocketMQ stores",
         "5",
     ),
-    ("native", ("native",), "the C engine against the pure Python one", "4"),
+    ("native", ("native",), "the C engine against the pure Python one", "5"),
     ("cli", ("cli",), "the `rocketstore` command, run as a process", "4"),
-    ("broker", ("serve", "remoting"), "`rocketstore serve` and its clients", "7"),
+    ("broker", ("serve", "remoting"), "`rocketstore serve` and its clients", "5"),
     ("fault", ("fault",), "damaged files, SIGKILLed writers", "2"),
-    ("spark", ("spark",), "the Spark source, sink and rebuild", "6"),
+    ("spark", ("spark",), "the Spark source, sink and rebuild", "3"),
 ]
 
 
@@ -62,10 +62,11 @@ def pytest_report_header(config):
     chosen = config.getoption("--part")
     lines = [f"hypothesis profile: {PROFILE}"]
     lines.append("the suite's parts (run one with `make test-<part>`; the README says more):")
+    width = max(len(p[2]) for p in PARTS)
     for name, dirs, what, minutes in PARTS:
         mark = "*" if not chosen or name in chosen else " "
         where = f"tests/{dirs[0]}" if len(dirs) == 1 else f"tests/{{{','.join(dirs)}}}"
-        lines.append(f" {mark} {name:6s} ~{minutes:>2s} min  {what:42s} {where}")
+        lines.append(f" {mark} {name:6s} ~{minutes:>2s} min  {what:{width}s}  {where}")
     known = {d for _, dirs, _, _ in PARTS for d in dirs}
     for d in sorted(os.listdir(TESTS)):
         if os.path.isdir(os.path.join(TESTS, d)) and d not in known and not d.startswith(("_", ".")):
