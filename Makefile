@@ -4,7 +4,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run lint test bench clean
+# the suite's parts (tests/conftest.py's PARTS): `make test-lib`, ...; ARGS="..." passes more to pytest
+PARTS := lib native cli broker fault spark
+
+.PHONY: setup run lint test $(addprefix test-,$(PARTS)) bench clean
 
 setup: $(STAMP)
 
@@ -25,6 +28,9 @@ lint: setup
 
 test: lint
 	$(PY) -m pytest
+
+$(addprefix test-,$(PARTS)): setup
+	$(PY) -m pytest --part $(@:test-%=%) $(ARGS)
 
 bench: setup
 	$(PY) bench/bench_store.py
