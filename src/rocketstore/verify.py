@@ -661,8 +661,14 @@ class Verifier:
                     self.problem(rel, actual, f"file is {actual} bytes, batch ConsumeQueue files are {unit_file}")
                 if actual % BCQ.UNIT_SIZE:
                     self.problem(rel, actual - actual % BCQ.UNIT_SIZE, "file ends inside a unit")
-                arr = BCQ.units(_map(path))
-                for i, u in enumerate(arr.tolist()):
+                buf = _map(path)
+                arr = BCQ.units(buf)
+                # the units up to the last one holding any byte: a preallocated file's zero tail (most of it,
+                # 300,000 units by default) has nothing to check
+                raw = np.frombuffer(buf, dtype=np.uint8, count=len(arr) * BCQ.UNIT_SIZE).reshape(-1, BCQ.UNIT_SIZE)
+                hit = np.flatnonzero(raw.any(axis=1))
+                last = int(hit[-1]) + 1 if len(hit) else 0
+                for i, u in enumerate(arr[:last].tolist()):
                     phys, size, tags, _st, base, batch, _comp, _res = u
                     off = i * BCQ.UNIT_SIZE
                     if not BCQ.is_valid_unit(phys, size, base, batch):
