@@ -7,6 +7,7 @@ committing `consume` open the store for writing (and so take its lock file); the
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import random
@@ -29,6 +30,7 @@ from . import output as O
 
 SHOWN_PUTS = 20  # produce prints one row per message up to this many, else a summary
 FOLLOW_WAIT_MS = 1000  # --follow: long-poll this long, then look at the store again
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 COMMIT_EVERY_S = 5.0  # --follow commits this often while it moves (a RocketMQ client's persistConsumerOffsetInterval)
 
 _store_arg = click.argument("store", type=click.Path(file_okay=False))
@@ -594,10 +596,26 @@ class _Committer:
             return
         self.at = time.monotonic()
         try:
-            commit_offsets(self.store, self.group, self.topic, positions)
+            with _signals_deferred():
+                commit_offsets(self.store, self.group, self.topic, positions)
             self.done = dict(positions)
         except StoreLockedError:
             pass
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """Ctrl-C or SIGTERM during a commit waits for its end (an interrupt inside one could leave the store's
+    lock or the lock registry held, and the commit at the end would wait on it), then ends the follow."""
+    got = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: got.append(signum)) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if got:
+        raise KeyboardInterrupt
 
 
 def commit_offsets(store: str, group: str, topic: str, positions: dict[int, int]) -> None:
@@ -614,7 +632,10 @@ def _commit_later(store, group, topic, positions) -> None:
     if not positions:
         return
     try:
-        commit_offsets(store, group, topic, positions)
+        with _signals_deferred():
+            commit_offsets(store, group, topic, positions)
+    except KeyboardInterrupt:  # a second Ctrl-C came while it committed: the commit is done
+        pass
     except StoreLockedError as e:
         M.fail(f"{_one_line(e)}: the offsets were not committed ({positions})")
     except (RocketStoreError, OSError) as e:
