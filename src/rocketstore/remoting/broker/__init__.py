@@ -11,7 +11,7 @@ Queue locks for orderly consumers: locks.py. Send-back of failed messages (%RETR
 send_back.py, over the subscription groups (subscriptions.py, config/subscriptionGroup.json). Transactions: transaction.py
 over the store's shared pending state (serve/transaction.py). mqadmin's requests: topic create/update/delete and topic
 configs and stats (admin_topics.py), runtime info, broker config, connections and consume stats (admin.py, counting
-in stats.py), lookups by msgId and key (lookup.py). With `acl` (a remoting.acl.PlainAcl, RocketMQ's aclEnable with a
+in stats.py), lookups by msgId and key (lookup.py), offset resets, group offset clones and consume time spans (reset.py). With `acl` (a remoting.acl.PlainAcl, RocketMQ's aclEnable with a
 plain_acl.yml) every request is checked before its handler."""
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from .locks import QueueLocks
 from .lookup import Lookups
 from .offsets import Offsets
 from .pull import PullProcessor
+from .reset import ResetProcessor
 from .schedule import ScheduleService
 from .send import SendProcessor
 from .send_back import SendBack
@@ -113,7 +114,7 @@ class Broker:
         handlers = {}
         for part in (SendProcessor(self), PullProcessor(self), self.offsets, self.clients, self.locks, self.txp,
                      self.send_back, self.subscription_groups, self.topic_admin, BrokerAdmin(self),
-                     Lookups(self)):  # fmt: skip
+                     Lookups(self), ResetProcessor(self)):  # fmt: skip
             handlers.update(part.handlers())
         for code in (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE):
             handlers[code] = self.stats.count_pull(handlers[code])

@@ -42,6 +42,14 @@ class Offsets:
         with self._lock:
             self._pending.setdefault((group, topic), {})[queue_id] = offset
 
+    def offsets_of(self, group: str, topic: str) -> dict[int, int]:
+        """The group's offsets for a topic, committed with the pending ones over them (cloneOffset's copy)."""
+        table = self.store.consumer_offsets.table.get(f"{topic}@{group}", {})
+        out = {int(q): o for q, o in dict(table).items()}
+        with self._lock:
+            out.update(self._pending.get((group, topic), {}))
+        return out
+
     def topics_of(self, group: str) -> list[str]:
         """whichTopicByConsumer: the topics the group has offsets for, committed or pending."""
         with self._lock:
