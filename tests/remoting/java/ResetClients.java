@@ -1,0 +1,301 @@
+// mqadmin's offset resets against `rocketstore serve` (tests/remoting/test_java_reset.py), with RocketMQ 5.3.3's
+// own mqadmin commands and Java push consumer. Usage: ResetClients NAMESRV. Prints JSON lines
+// ({"scenario": ..., "event": ...}); the Python test checks them and the store's committed offsets afterwards.
+// Topic JReset (2 queues) gets 6 messages a queue, then (past a timestamp `mid` the resets aim at) 6 more.
+
+import com.alibaba.fastjson.JSON;
+import java.io.ByteArrayOutputStream;
+import java.io.OutputStream;
+import java.io.PrintStream;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.BooleanSupplier;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.TopicConfig;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.remoting.protocol.admin.ConsumeStats;
+import org.apache.rocketmq.remoting.protocol.admin.OffsetWrapper;
+import org.apache.rocketmq.remoting.protocol.body.QueueTimeSpan;
+import org.apache.rocketmq.remoting.protocol.route.BrokerData;
+import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig;
+import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
+import org.apache.rocketmq.tools.command.MQAdminStartup;
+
+public class ResetClients {
+    static final PrintStream OUT = System.out;
+    static final PrintStream ERR = System.err;
+    static final long WAIT_MS = 60_000; // every wait is bounded by this
+    static final String TOPIC = "JReset";
+    static final int PER_QUEUE = 6;
+    static String ns;
+    static String brokerAddr;
+    static DefaultMQAdminExt admin;
+
+    static void emit(String scenario, String event, Object... kv) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("scenario", scenario);
+        m.put("event", event);
+        for (int i = 0; i + 1 < kv.length; i += 2) {
+            m.put((String) kv[i], kv[i + 1]);
+        }
+        String line = JSON.toJSONString(m);
+        synchronized (OUT) {
+            OUT.println(line);
+            OUT.flush();
+        }
+    }
+
+    static boolean waitFor(BooleanSupplier done) throws InterruptedException {
+        long end = System.currentTimeMillis() + WAIT_MS;
+        while (System.currentTimeMillis() < end) {
+            if (done.getAsBoolean()) {
+                return true;
+            }
+            Thread.sleep(100);
+        }
+        return done.getAsBoolean();
+    }
+
+    /** What this thread writes goes to `mine`, what the others (the clients' background threads) write to `rest`. */
+    static PrintStream thisThread(ByteArrayOutputStream mine, PrintStream rest) {
+        Thread owner = Thread.currentThread();
+        return new PrintStream(new OutputStream() {
+            public void write(int b) {
+                if (Thread.currentThread() == owner) {
+                    mine.write(b);
+                } else {
+                    rest.write(b);
+                }
+            }
+
+            public void write(byte[] b, int off, int len) {
+                if (Thread.currentThread() == owner) {
+                    mine.write(b, off, len);
+                } else {
+                    rest.write(b, off, len);
+                }
+            }
+        }, true, StandardCharsets.UTF_8);
+    }
+
+    static void mqadmin(String name, String... args) {
+        ByteArrayOutputStream out = new ByteArrayOutputStream(), err = new ByteArrayOutputStream();
+        synchronized (ResetClients.class) {
+            System.setOut(thisThread(out, OUT));
+            System.setErr(thisThread(err, ERR));
+            try {
+                MQAdminStartup.main(args);
+            } catch (Throwable e) {
+                e.printStackTrace();
+            } finally {
+                System.out.flush();
+                System.err.flush();
+                System.setOut(OUT);
+                System.setErr(ERR);
+            }
+        }
+        emit("mqadmin", "ran", "name", name, "args", args, "stdout", out.toString(StandardCharsets.UTF_8),
+            "stderr", err.toString(StandardCharsets.UTF_8));
+    }
+
+    static String trace(Throwable e) {
+        StringWriter w = new StringWriter();
+        e.printStackTrace(new PrintWriter(w));
+        return w.toString();
+    }
+
+    static Map<String, Long> committed(String group) {
+        Map<String, Long> out = new LinkedHashMap<>();
+        try {
+            ConsumeStats cs = admin.examineConsumeStats(group);
+            for (Map.Entry<MessageQueue, OffsetWrapper> e : cs.getOffsetTable().entrySet()) {
+                if (e.getKey().getTopic().equals(TOPIC)) {
+                    out.put(Integer.toString(e.getKey().getQueueId()), e.getValue().getConsumerOffset());
+                }
+            }
+        } catch (Exception e) {
+            // not there yet
+        }
+        return out;
+    }
+
+    static boolean allAt(String group, long offset) {
+        Map<String, Long> c = committed(group);
+        return c.size() == 2 && c.get("0") == offset && c.get("1") == offset;
+    }
+
+    static void setup() throws Exception {
+        for (BrokerData bd : admin.examineBrokerClusterInfo().getBrokerAddrTable().values()) {
+            brokerAddr = bd.selectBrokerAddr();
+        }
+        admin.createAndUpdateTopicConfig(brokerAddr, new TopicConfig(TOPIC, 2, 2));
+        // cloneGroupOffset finds the brokers by the source group's retry topic (a consumer's heartbeat makes it)
+        admin.createAndUpdateTopicConfig(brokerAddr, new TopicConfig("%RETRY%GOld", 1, 1));
+        waitFor(() -> {
+            try {
+                return admin.examineTopicRouteInfo(TOPIC).getQueueDatas().size() > 0;
+            } catch (Exception e) {
+                return false;
+            }
+        });
+        String brokerName = admin.examineTopicRouteInfo(TOPIC).getQueueDatas().get(0).getBrokerName();
+        DefaultMQProducer p = new DefaultMQProducer("PReset");
+        p.setNamesrvAddr(ns);
+        p.setSendMsgTimeout(10_000);
+        p.start();
+        try {
+            for (String batch : new String[] {"a", "b"}) {
+                if (batch.equals("b")) {
+                    Thread.sleep(1500);
+                    mid = System.currentTimeMillis();
+                    emit("setup", "mid", "mid", mid);
+                    Thread.sleep(1500);
+                }
+                for (int q = 0; q < 2; q++) {
+                    for (int i = 0; i < PER_QUEUE; i++) {
+                        String key = batch + "-" + q + "-" + i;
+                        Message m = new Message(TOPIC, "t", key, key.getBytes(StandardCharsets.UTF_8));
+                        SendResult r = p.send(m, new MessageQueue(TOPIC, brokerName, q));
+                        emit("setup", "sent", "key", key, "queueId", q, "queueOffset", r.getQueueOffset());
+                    }
+                }
+            }
+        } finally {
+            p.shutdown();
+        }
+        // offline groups with committed offsets (none of them has a consumer online)
+        Map<String, Long> start = new LinkedHashMap<>();
+        start.put("GOld", 12L);
+        start.put("GOldKeep", 2L);
+        start.put("GOldForce", 2L);
+        start.put("GNow", 0L);
+        start.put("GMinus", 0L);
+        start.put("GSkip", 0L);
+        start.put("GClone", 1L);
+        for (Map.Entry<String, Long> e : start.entrySet()) {
+            SubscriptionGroupConfig sg = new SubscriptionGroupConfig();
+            sg.setGroupName(e.getKey());
+            admin.createAndUpdateSubscriptionGroupConfig(brokerAddr, sg);
+            for (int q = 0; q < 2; q++) {
+                admin.updateConsumeOffset(brokerAddr, e.getKey(), new MessageQueue(TOPIC, brokerName, q), e.getValue());
+            }
+        }
+        emit("setup", "done", "brokerName", brokerName);
+    }
+
+    static void offline(long mid) {
+        String m = Long.toString(mid);
+        mqadmin("resetOffsetByTime.offline", "resetOffsetByTime", "-n", ns, "-g", "GOld", "-t", TOPIC, "-s", m);
+        // resetOffsetByTimeOld is no sub command of 5.3.3's mqadmin: its code is what resetOffsetByTime falls back to
+        mqadmin("resetOffsetByTime.keep", "resetOffsetByTime", "-n", ns, "-g", "GOldKeep", "-t", TOPIC, "-s", m,
+            "-f", "false");
+        mqadmin("resetOffsetByTime.force", "resetOffsetByTime", "-n", ns, "-g", "GOldForce", "-t", TOPIC, "-s", m,
+            "-f", "true");
+        mqadmin("resetOffsetByTime.now", "resetOffsetByTime", "-n", ns, "-g", "GNow", "-t", TOPIC, "-s", "now");
+        mqadmin("resetOffsetByTime.minus1", "resetOffsetByTime", "-n", ns, "-g", "GMinus", "-t", TOPIC, "-s", "-1");
+        mqadmin("skipAccumulatedMessage", "skipAccumulatedMessage", "-n", ns, "-g", "GSkip", "-t", TOPIC);
+        mqadmin("cloneGroupOffset", "cloneGroupOffset", "-n", ns, "-s", "GOld", "-d", "GClone", "-t", TOPIC);
+    }
+
+    static void timeSpan() throws Exception {
+        List<Map<String, Object>> spans = new ArrayList<>();
+        for (QueueTimeSpan s : admin.queryConsumeTimeSpan(TOPIC, "GOld")) {
+            Map<String, Object> m = new LinkedHashMap<>();
+            m.put("queueId", s.getMessageQueue().getQueueId());
+            m.put("brokerName", s.getMessageQueue().getBrokerName());
+            m.put("min", s.getMinTimeStamp());
+            m.put("max", s.getMaxTimeStamp());
+            m.put("consume", s.getConsumeTimeStamp());
+            m.put("delay", s.getDelayTime());
+            spans.add(m);
+        }
+        emit("time_span", "spans", "spans", spans);
+    }
+
+    static int keys(List<Map<String, Object>> got) {
+        java.util.Set<Object> keys = new java.util.HashSet<>();
+        for (Map<String, Object> m : got) {
+            keys.add(m.get("key"));
+        }
+        return keys.size();
+    }
+
+    static void live(long mid) throws Exception {
+        String s = "live";
+        List<Map<String, Object>> before = new CopyOnWriteArrayList<>(), after = new CopyOnWriteArrayList<>();
+        final List<Map<String, Object>>[] into = new List[] {before};
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer("GLive");
+        c.setNamesrvAddr(ns);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.setPersistConsumerOffsetInterval(1000);
+        c.subscribe(TOPIC, "*");
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                Map<String, Object> r = new LinkedHashMap<>();
+                r.put("key", m.getKeys());
+                r.put("queueId", m.getQueueId());
+                r.put("queueOffset", m.getQueueOffset());
+                into[0].add(r);
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        try {
+            boolean all = waitFor(() -> keys(before) >= 2 * 2 * PER_QUEUE && allAt("GLive", 2 * PER_QUEUE));
+            emit(s, "consumed", "received", before.size(), "all", all, "committed", committed("GLive"));
+            into[0] = after;
+            mqadmin("resetOffsetByTime.live", "resetOffsetByTime", "-n", ns, "-g", "GLive", "-t", TOPIC, "-s",
+                Long.toString(mid));
+            // the consumer takes the reset, consumes the second half again and commits up to the end once more
+            boolean again = waitFor(() -> keys(after) >= 2 * PER_QUEUE && allAt("GLive", 2 * PER_QUEUE));
+            emit(s, "after_reset", "again", again, "received", new ArrayList<>(after), "committed",
+                committed("GLive"));
+        } finally {
+            c.shutdown();
+        }
+    }
+
+    interface Scenario {
+        void run() throws Exception;
+    }
+
+    static void run(String name, Scenario scenario) {
+        long t0 = System.currentTimeMillis();
+        try {
+            scenario.run();
+        } catch (Throwable e) {
+            emit(name, "error", "trace", trace(e));
+        }
+        emit(name, "finished", "ms", System.currentTimeMillis() - t0);
+    }
+
+    static long mid; // between the two halves: the resets' timestamp
+
+    public static void main(String[] args) throws Exception {
+        ns = args[0];
+        admin = new DefaultMQAdminExt();
+        admin.setNamesrvAddr(ns);
+        admin.setInstanceName("ResetClientsAdmin");
+        admin.start();
+        run("setup", ResetClients::setup);
+        run("offline", () -> offline(mid));
+        run("time_span", ResetClients::timeSpan);
+        run("live", () -> live(mid));
+        admin.shutdown();
+        emit("main", "exit");
+        System.exit(0);
+    }
+}

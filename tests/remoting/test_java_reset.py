@@ -1,0 +1,167 @@
+"""mqadmin's offset resets with RocketMQ 5.3.3's own tools and Java push consumer against a real `rocketstore serve`
+(remoting on loopback): java/ResetClients.java puts 6 messages in each of JReset's 2 queues, then past a timestamp
+`mid` 6 more, commits offsets for groups with no consumer online and runs resetOffsetByTime (which falls back to
+the old reset, resetOffsetByTimestampOld: no consumer online) with -f false and true, the `-s now` and
+`-s -1` forms, skipAccumulatedMessage, cloneGroupOffset and queryConsumeTimeSpan; then a push consumer reads the
+whole topic and, while it runs, resetOffsetByTime to `mid` is served by INVOKE_BROKER_TO_RESET_OFFSET, which tells
+the consumer (RESET_CONSUMER_CLIENT_OFFSET): it must consume the second half again, from the reset offsets.
+
+The expected offsets are computed here from the messages' store times (read from the store, read-only, while the
+server is stopped). Skipped as test_java_client.py is without the RocketMQ jars or a JDK."""
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from test_java_client import JVM_OPTIONS, Serve, _classpath
+
+from rocketstore import MessageStore
+
+SOURCE = Path(__file__).resolve().parent / "java" / "ResetClients.java"
+TOPIC = "JReset"
+PER_QUEUE = 6
+GROUPS = ["GOld", "GOldKeep", "GOldForce", "GNow", "GMinus", "GSkip", "GClone", "GLive"]
+
+
+@pytest.fixture(scope="module")
+def reset_run(tmp_path_factory):
+    """(events, store times by queue, committed offsets by group, server log)"""
+    cp = _classpath()
+    root = tmp_path_factory.mktemp("java-reset")
+    classes = root / "classes"
+    r = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-cp", cp, "-d", str(classes), str(SOURCE)],
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, f"javac failed:\n{r.stderr}"
+    home = root / "home"
+    home.mkdir()
+    serve = Serve(root)
+    serve.start()
+    try:
+        r = subprocess.run(
+            ["java", *JVM_OPTIONS, f"-Duser.home={home}", f"-Djava.io.tmpdir={home}", "-cp", f"{cp}:{classes}",
+             "ResetClients", serve.namesrv],
+            capture_output=True, text=True, timeout=400, cwd=home,
+        )  # fmt: skip
+    finally:
+        serve.stop()
+    log = "".join(serve.lines)
+    (root / "serve.log").write_text(log)
+    (root / "java.stderr").write_text(r.stderr)
+    assert r.returncode == 0, f"java exited {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    events = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert events and events[-1] == {"scenario": "main", "event": "exit"}, r.stdout[-3000:]
+    with MessageStore.open(str(root / "store"), read_only=True) as s:
+        times = {}
+        for q in range(2):
+            got = s.get("test", TOPIC, q, 0, 64).messages
+            times[q] = [m.store_timestamp for m in got]
+        committed = {g: {q: s.consumer_offsets.query(g, TOPIC, q) for q in range(2)} for g in GROUPS}
+    return events, times, committed, log
+
+
+def of(events, scenario, event=None):
+    errors = [e for e in events if e["scenario"] == scenario and e["event"] == "error"]
+    assert not errors, "\n".join(e["trace"] for e in errors)
+    return [e for e in events if e["scenario"] == scenario and (event is None or e["event"] == event)]
+
+
+def mqadmin_out(events, name) -> str:
+    runs = [e for e in of(events, "mqadmin") if e["name"] == name]
+    assert len(runs) == 1, name
+    assert "Exception" not in runs[0]["stderr"] and "failed" not in runs[0]["stdout"], runs[0]
+    return runs[0]["stdout"]
+
+
+def mid_of(events) -> int:
+    return of(events, "setup", "mid")[0]["mid"]
+
+
+def by_time(times: list[int], ts: int) -> int:
+    """The first queue offset stored at or after ts (the queue's end when none is): computed from the store times,
+    apart from the store's offset_by_time."""
+    return next((i for i, t in enumerate(times) if t >= ts), len(times))
+
+
+def test_setup_put_two_halves_around_mid(reset_run):
+    events, times, _, _ = reset_run
+    of(events, "setup", "done")
+    mid = mid_of(events)
+    for q in range(2):
+        assert len(times[q]) == 2 * PER_QUEUE
+        assert by_time(times[q], mid) == PER_QUEUE  # the first half before mid, the second after
+
+
+def test_reset_by_time_without_a_consumer_falls_back_to_the_old_reset(reset_run):
+    """222 answers CONSUMER_NOT_ONLINE; mqadmin resets through GET_CONSUME_STATS, SEARCH_OFFSET_BY_TIMESTAMP and
+    UPDATE_CONSUMER_OFFSET; the group moves back from the end to mid's offsets."""
+    events, times, committed, log = reset_run
+    mid = mid_of(events)
+    out = mqadmin_out(events, "resetOffsetByTime.offline")
+    assert "#resetOffset" in out  # the old command's table (ResetOffsetByTimeOldCommand.resetOffset)
+    assert committed["GOld"] == {q: by_time(times[q], mid) for q in range(2)}
+    assert "Consumer not online, so can not reset offset" not in out
+
+
+def test_reset_old_keeps_an_offset_behind_the_time_unless_forced(reset_run):
+    """resetOffsetByTimestampOld (5.3.3's mqadmin has no resetOffsetByTimeOld sub command: it is reached through
+    resetOffsetByTime's fallback) moves a group forward only with force."""
+    events, times, committed, _ = reset_run
+    mid = mid_of(events)
+    assert "#resetOffset" in mqadmin_out(events, "resetOffsetByTime.keep")
+    assert "#resetOffset" in mqadmin_out(events, "resetOffsetByTime.force")
+    assert committed["GOldKeep"] == {0: 2, 1: 2}  # -f false: mid's offset (6) is ahead of 2, kept
+    assert committed["GOldForce"] == {q: by_time(times[q], mid) for q in range(2)}
+
+
+def test_now_minus_one_and_skip_go_to_the_end(reset_run):
+    events, times, committed, _ = reset_run
+    for name in ("resetOffsetByTime.now", "resetOffsetByTime.minus1", "skipAccumulatedMessage"):
+        mqadmin_out(events, name)
+    end = {q: len(times[q]) for q in range(2)}
+    assert committed["GNow"] == end
+    assert committed["GMinus"] == end
+    assert committed["GSkip"] == end
+
+
+def test_clone_group_offset(reset_run):
+    events, times, committed, _ = reset_run
+    out = mqadmin_out(events, "cloneGroupOffset")
+    assert "clone group offset success" in out
+    assert committed["GClone"] == committed["GOld"]
+
+
+def test_query_consume_time_span(reset_run):
+    events, times, committed, _ = reset_run
+    spans = sorted(of(events, "time_span", "spans")[0]["spans"], key=lambda s: s["queueId"])
+    assert [s["queueId"] for s in spans] == [0, 1]
+    for s in spans:
+        q = s["queueId"]
+        assert s["brokerName"] == "rocketstore"
+        assert s["min"] == times[q][0]
+        assert s["max"] == times[q][-1]
+        # GOld's offset (mid's) - 1: the last message it consumed
+        assert s["consume"] == times[q][committed["GOld"][q] - 1]
+        assert s["delay"] >= 0
+
+
+def test_reset_with_a_live_consumer_is_told_to_it(reset_run):
+    events, times, committed, log = reset_run
+    mid = mid_of(events)
+    consumed = of(events, "live", "consumed")[0]
+    assert consumed["all"], consumed
+    out = mqadmin_out(events, "resetOffsetByTime.live")
+    expected = {q: by_time(times[q], mid) for q in range(2)}
+    # the ResetOffsetBody mqadmin prints: brokerName, queueId, offset
+    rows = {int(q): int(o) for q, o in re.findall(r"^rocketstore\s+(\d+)\s+(\d+)\s*$", out, re.M)}
+    assert rows == expected, out
+    assert "#resetOffset" not in out  # served by 222, not the fallback
+    after = of(events, "live", "after_reset")[0]
+    assert after["again"], after
+    for q in range(2):
+        got = sorted({m["queueOffset"] for m in after["received"] if m["queueId"] == q})
+        assert got[0] == expected[q]
+        assert got == list(range(expected[q], 2 * PER_QUEUE))
+    assert committed["GLive"] == {q: len(times[q]) for q in range(2)}  # consumed to the end once more
+    assert "[reset-offset] reset offset success. topic=JReset, group=GLive" in log
