@@ -1,0 +1,172 @@
+"""Offset resets over the wire: INVOKE_BROKER_TO_RESET_OFFSET (222; ResetOffsetRequestHeader: topic, group,
+timestamp, isForce), the RESET_CONSUMER_CLIENT_OFFSET it hands to the group's consumers (ResetOffsetRequestHeader
+again, a ResetOffsetBody or, for a C++ admin, a ResetOffsetBodyForC), CLONE_GROUP_OFFSET (314;
+CloneGroupOffsetRequestHeader: srcGroup, destGroup, topic, offline) and QUERY_CONSUME_TIME_SPAN (303;
+QueryConsumeTimeSpanRequestHeader: topic, group; QueryConsumeTimeSpanBody of QueueTimeSpan). Expected bodies are
+written out by hand from the Java beans (fastjson: fields sorted by name, a MessageQueue map key as its object)."""
+
+import json
+import time
+
+from broker_fixtures import with_broker
+from remoting_client import Client
+from test_broker_admin_runtime import QUIET, admin_port, heartbeat
+
+from rocketstore import Message
+from rocketstore.remoting.broker.reset import java_date
+from rocketstore.remoting.codes import LanguageCode
+from rocketstore.remoting.codes import RequestCode as RC
+from rocketstore.remoting.codes import ResponseCode as R
+
+
+def fill(store, queues=2, per_queue=6) -> dict[int, list[int]]:
+    """Messages in topic T; the store times of each queue's messages, read back."""
+    store.create_topic("T", queues)
+    for q in range(queues):
+        for i in range(per_queue):
+            assert store.put(Message("T", f"{q}-{i}".encode()), q).ok
+    return {q: [m.store_timestamp for m in store.get("g", "T", q, 0, 64).messages] for q in range(queues)}
+
+
+def by_time(times: list[int], ts: int) -> int:
+    return next((i for i, t in enumerate(times) if t >= ts), len(times))
+
+
+def mq(q: int) -> str:
+    return f'{{"brokerName":"rocketstore","queueId":{q},"topic":"T"}}'
+
+
+def reset_ext(group="g", timestamp=0, force=True) -> dict:
+    return {"group": group, "topic": "T", "timestamp": str(timestamp), "isForce": "true" if force else "false"}
+
+
+def test_reset_tells_the_consumers_and_answers_the_offset_table(tmp_path):
+    async def scenario(broker, admin, store):
+        times = fill(store)
+        ts = times[0][3]
+        for q in range(2):
+            broker.offsets.commit("g", "T", q, 6 if q == 0 else 0)
+        consumer = await Client.connect(admin_port(admin))
+        try:
+            assert (await consumer.call(RC.HEART_BEAT, body=heartbeat(producer=None), version=479)).code == 0
+            forced = await admin.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, reset_ext(timestamp=ts, force=True))
+            told = await consumer.read()
+            committed = {q: broker.offsets.query("g", "T", q) for q in range(2)}
+            for q in range(2):  # back where they were
+                broker.offsets.commit("g", "T", q, 6 if q == 0 else 0)
+            kept = await admin.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, reset_ext(timestamp=ts, force=False))
+            told_kept = await consumer.read()
+            latest = await admin.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, reset_ext(timestamp=-1, force=False))
+            await consumer.read()
+            for_c = await admin.call(
+                RC.INVOKE_BROKER_TO_RESET_OFFSET, reset_ext(timestamp=-1, force=True), language=LanguageCode.CPP
+            )
+            told_c = await consumer.read()
+            return times, ts, forced, told, committed, kept, told_kept, latest, for_c, told_c
+        finally:
+            await consumer.close()
+
+    (times, ts, forced, told, committed, kept, told_kept, latest, for_c, told_c), store = with_broker(
+        tmp_path, scenario, QUIET
+    )
+    target = {q: by_time(times[q], ts) for q in range(2)}
+    assert target[0] <= 3  # times[0][3] is that of offset 3 (or of earlier ones stored in the same ms)
+    assert forced.code == R.SUCCESS and forced.remark is None
+    body = f'{{"offsetTable":{{{mq(0)}:{target[0]},{mq(1)}:{target[1]}}}}}'.encode()
+    assert forced.body == body
+    assert told.code == RC.RESET_CONSUMER_CLIENT_OFFSET and told.is_oneway and not told.is_response
+    assert told.ext_fields == {"topic": "T", "group": "g", "timestamp": str(ts), "isForce": "false"}
+    assert told.body == body
+    assert committed == target
+    # without force an offset only moves back: queue 0 (the end, 6) moves, queue 1 (0) stays
+    keep_body = f'{{"offsetTable":{{{mq(0)}:{target[0]},{mq(1)}:0}}}}'.encode()
+    assert kept.code == R.SUCCESS and kept.body == told_kept.body == keep_body
+    # -1: the end, which is ahead of every committed offset: kept without force
+    assert latest.body == keep_body
+    assert for_c.body == f'{{"offsetTable":{{{mq(0)}:6,{mq(1)}:6}}}}'.encode()
+    assert json.loads(told_c.body) == {
+        "offsetTable": [
+            {"brokerName": "rocketstore", "offset": 6, "queueId": 0, "topic": "T"},
+            {"brokerName": "rocketstore", "offset": 6, "queueId": 1, "topic": "T"},
+        ]
+    }
+    assert list(json.loads(told_c.body)["offsetTable"][0]) == ["brokerName", "offset", "queueId", "topic"]
+    store.close()
+
+
+def test_reset_refusals(tmp_path):
+    async def scenario(broker, admin, store):
+        fill(store)
+        no_topic = await admin.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, {**reset_ext(), "topic": "Nope"})
+        no_offsets = await admin.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, reset_ext())
+        for q in range(2):
+            broker.offsets.commit("g", "T", q, 4)
+        offline = await admin.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, reset_ext(timestamp=123))
+        return no_topic, no_offsets, offline, {q: broker.offsets.query("g", "T", q) for q in range(2)}
+
+    (no_topic, no_offsets, offline, after), store = with_broker(tmp_path, scenario, QUIET)
+    assert (no_topic.code, no_topic.remark) == (
+        R.TOPIC_NOT_EXIST,
+        "[reset-offset] reset offset failed, no topic in this broker. topic=Nope",
+    )
+    assert (no_offsets.code, no_offsets.remark) == (R.SYSTEM_ERROR, "THe consumer group <g> not exist")
+    assert (offline.code, offline.remark) == (
+        R.CONSUMER_NOT_ONLINE,
+        "Consumer not online, so can not reset offset, Group: g Topic: T Timestamp: 123",
+    )
+    assert after == {0: 4, 1: 4}  # nothing committed: mqadmin's fallback does it
+    store.close()
+
+
+def test_clone_group_offset(tmp_path):
+    async def scenario(broker, admin, store):
+        fill(store)
+        broker.offsets.commit("src", "T", 0, 3)
+        broker.offsets.commit("src", "T", 1, 5)
+        broker.offsets.flush()
+        broker.offsets.commit("src", "T", 1, 6)  # pending: the in-memory table is what is cloned
+        ext = {"srcGroup": "src", "destGroup": "dst", "topic": "T", "offline": "false"}
+        cloned = await admin.call(RC.CLONE_GROUP_OFFSET, ext)
+        no_topic = await admin.call(RC.CLONE_GROUP_OFFSET, {"srcGroup": "src", "destGroup": "none"})
+        return cloned, no_topic, broker.offsets.offsets_of("dst", "T"), broker.offsets.topics_of("none")
+
+    (cloned, no_topic, dst, none), store = with_broker(tmp_path, scenario, QUIET)
+    assert (cloned.code, cloned.remark) == (R.SUCCESS, None)
+    assert dst == {0: 3, 1: 6}
+    assert no_topic.code == R.SUCCESS and none == []  # RocketMQ clones "null@src" then: nothing
+    store.close()
+
+
+def test_query_consume_time_span(tmp_path):
+    async def scenario(broker, admin, store):
+        times = fill(store, queues=2, per_queue=4)
+        broker.offsets.commit("g", "T", 0, 2)
+        broker.offsets.commit("g", "T", 1, 4)
+        before = int(time.time() * 1000)
+        resp = await admin.call(RC.QUERY_CONSUME_TIME_SPAN, {"topic": "T", "group": "g"})
+        after = int(time.time() * 1000)
+        missing = await admin.call(RC.QUERY_CONSUME_TIME_SPAN, {"topic": "Nope", "group": "g"})
+        return times, resp, missing, before, after
+
+    (times, resp, missing, before, after), store = with_broker(tmp_path, scenario, QUIET)
+    assert resp.code == R.SUCCESS
+    doc = json.loads(resp.body)
+    assert list(doc) == ["consumeTimeSpanSet"]
+    spans = doc["consumeTimeSpanSet"]
+    fields = ["consumeTimeStamp", "consumeTimeStampStr", "delayTime", "maxTimeStamp", "maxTimeStampStr",
+              "messageQueue", "minTimeStamp", "minTimeStampStr"]  # fmt: skip
+    assert [list(s) for s in spans] == [fields, fields]
+    s0, s1 = spans
+    assert s0["messageQueue"] == {"brokerName": "rocketstore", "queueId": 0, "topic": "T"}
+    assert (s0["minTimeStamp"], s0["maxTimeStamp"], s0["consumeTimeStamp"]) == (times[0][0], times[0][3], times[0][1])
+    assert before - times[0][2] <= s0["delayTime"] <= after - times[0][2]  # now - the next message's store time
+    assert (s1["consumeTimeStamp"], s1["delayTime"]) == (times[1][3], 0)  # consumed to the end: no delay
+    assert s0["minTimeStampStr"] == java_date(times[0][0])
+    assert len(java_date(times[0][0])) == len("2026-01-02 03:04:05,678")
+    assert (missing.code, missing.remark) == (R.TOPIC_NOT_EXIST, "topic[Nope] not exist")
+    store.close()
+
+
+def test_java_date():
+    ms = int(time.mktime((2021, 3, 4, 5, 6, 7, 0, 0, -1))) * 1000 + 9
+    assert java_date(ms) == "2021-03-04 05:06:07,009"
