@@ -118,6 +118,44 @@ def test_reset_refusals(tmp_path):
     store.close()
 
 
+def test_reset_of_one_queue(tmp_path):
+    """queueId (and offset) in the header: the server-side reset of that queue (resetOffsetInner)."""
+
+    async def scenario(broker, admin, store):
+        times = fill(store)
+        broker.subscription_groups.find("g")  # auto-created, as a consumer's heartbeat would
+        for q in range(2):
+            broker.offsets.commit("g", "T", q, 6)
+        consumer = await Client.connect(admin_port(admin))
+        try:
+            assert (await consumer.call(RC.HEART_BEAT, body=heartbeat(producer=None), version=479)).code == 0
+            ext = {**reset_ext(timestamp=0, force=False), "queueId": "1", "offset": "2"}
+            given = await admin.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, ext)
+            told = await consumer.read()
+            by_ts = await admin.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, {**reset_ext(timestamp=times[0][4]),
+                                                                         "queueId": "0"})  # fmt: skip
+            await consumer.read()
+            out_of_range = await admin.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, {**ext, "offset": "8"})
+            no_group = await admin.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, {**ext, "group": "nope"})
+            offsets = {q: broker.offsets.query("g", "T", q) for q in range(2)}
+            return times, given, told, by_ts, out_of_range, no_group, offsets
+        finally:
+            await consumer.close()
+
+    (times, given, told, by_ts, out_of_range, no_group, offsets), store = with_broker(tmp_path, scenario, QUIET)
+    assert given.code == R.SUCCESS and given.body == f'{{"offsetTable":{{{mq(1)}:2}}}}'.encode()
+    assert told.code == RC.RESET_CONSUMER_CLIENT_OFFSET and told.body == given.body
+    target = by_time(times[0], times[0][4])
+    assert by_ts.body == f'{{"offsetTable":{{{mq(0)}:{target}}}}}'.encode()
+    assert offsets == {0: target, 1: 2}
+    assert (out_of_range.code, out_of_range.remark) == (
+        R.SYSTEM_ERROR,
+        "Target offset 8 not in consume queue range [0-6]",
+    )
+    assert (no_group.code, no_group.remark) == (R.SUBSCRIPTION_GROUP_NOT_EXIST, "Group nope does not exist")
+    store.close()
+
+
 def test_clone_group_offset(tmp_path):
     async def scenario(broker, admin, store):
         fill(store)

@@ -1,9 +1,9 @@
 """mqadmin's offset resets with RocketMQ 5.3.3's own tools and Java push consumer against a real `rocketstore serve`
 (remoting on loopback): java/ResetClients.java puts 6 messages in each of JReset's 2 queues, then past a timestamp
 `mid` 6 more, commits offsets for groups with no consumer online and runs resetOffsetByTime (which falls back to
-the old reset, resetOffsetByTimestampOld: no consumer online) with -f false and true, the `-s now` and
-`-s -1` forms, skipAccumulatedMessage, cloneGroupOffset and queryConsumeTimeSpan; then a push consumer reads the
-whole topic and, while it runs, resetOffsetByTime to `mid` is served by INVOKE_BROKER_TO_RESET_OFFSET, which tells
+the old reset, resetOffsetByTimestampOld: no consumer online) with -f false and true, the `-s now` and `-s -1`
+forms and one queue's (-b -q), skipAccumulatedMessage, cloneGroupOffset and queryConsumeTimeSpan; then a push
+consumer reads the whole topic and, while it runs, resetOffsetByTime to `mid` is served by INVOKE_BROKER_TO_RESET_OFFSET, which tells
 the consumer (RESET_CONSUMER_CLIENT_OFFSET): it must consume the second half again, from the reset offsets.
 
 The expected offsets are computed here from the messages' store times (read from the store, read-only, while the
@@ -22,7 +22,7 @@ from rocketstore import MessageStore
 SOURCE = Path(__file__).resolve().parent / "java" / "ResetClients.java"
 TOPIC = "JReset"
 PER_QUEUE = 6
-GROUPS = ["GOld", "GOldKeep", "GOldForce", "GNow", "GMinus", "GSkip", "GClone", "GLive"]
+GROUPS = ["GOld", "GOldKeep", "GOldForce", "GNow", "GMinus", "GSkip", "GClone", "GQueue", "GLive"]
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +123,15 @@ def test_now_minus_one_and_skip_go_to_the_end(reset_run):
     assert committed["GNow"] == end
     assert committed["GMinus"] == end
     assert committed["GSkip"] == end
+
+
+def test_reset_of_one_queue(reset_run):
+    """-b -q: mqadmin searches the offset, commits it and sends 222 naming the queue; the other queue stays."""
+    events, times, committed, _ = reset_run
+    out = mqadmin_out(events, "resetOffsetByTime.queue")
+    target = by_time(times[1], mid_of(events))
+    assert f"reset consumer offset to {target}" in out
+    assert committed["GQueue"] == {0: len(times[0]), 1: target}
 
 
 def test_clone_group_offset(reset_run):

@@ -185,6 +185,7 @@ public class ResetClients {
         start.put("GMinus", 0L);
         start.put("GSkip", 0L);
         start.put("GClone", 1L);
+        start.put("GQueue", 12L);
         for (Map.Entry<String, Long> e : start.entrySet()) {
             SubscriptionGroupConfig sg = new SubscriptionGroupConfig();
             sg.setGroupName(e.getKey());
@@ -207,6 +208,9 @@ public class ResetClients {
         mqadmin("resetOffsetByTime.now", "resetOffsetByTime", "-n", ns, "-g", "GNow", "-t", TOPIC, "-s", "now");
         mqadmin("resetOffsetByTime.minus1", "resetOffsetByTime", "-n", ns, "-g", "GMinus", "-t", TOPIC, "-s", "-1");
         mqadmin("skipAccumulatedMessage", "skipAccumulatedMessage", "-n", ns, "-g", "GSkip", "-t", TOPIC);
+        // one queue: UPDATE_CONSUMER_OFFSET, then 222 naming the queue and its offset
+        mqadmin("resetOffsetByTime.queue", "resetOffsetByTime", "-n", ns, "-g", "GQueue", "-t", TOPIC, "-s", m,
+            "-b", brokerAddr, "-q", "1");
         mqadmin("cloneGroupOffset", "cloneGroupOffset", "-n", ns, "-s", "GOld", "-d", "GClone", "-t", TOPIC);
     }
 

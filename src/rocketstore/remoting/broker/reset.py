@@ -14,7 +14,8 @@ committed here at once (as the server-side reset's assignResetOffset does): the 
 they take the request, and a client that never does leaves the group's committed offsets right all the same.
 
 RocketMQ 5.3.3 defaults to useServerSideResetOffset=true, where the broker commits and answers the next pull of
-each queue with OFFSET_MOVED; rocketstore does not hold such pending resets."""
+each queue with OFFSET_MOVED; rocketstore does not hold such pending resets. A request naming one queue (queueId,
+with an offset or not: mqadmin resetOffsetByTime -b -q) is answered as that server-side reset answers it."""
 
 from __future__ import annotations
 
@@ -98,8 +99,11 @@ class ResetProcessor:
         return table
 
     async def reset_offset(self, cmd, conn):
-        h = headers.read(cmd, {"group": "str", "topic": "str", "timestamp": "long", "isForce": "bool"})
-        group, topic, timestamp, force = h["group"], h["topic"], h["timestamp"], h["isForce"]
+        h = headers.read(cmd, {"group": "str", "topic": "str", "timestamp": "long"},
+                         {"isForce": "bool", "queueId": "int", "offset": "long"})  # fmt: skip
+        group, topic, timestamp, force = h["group"], h["topic"], h["timestamp"], bool(h["isForce"])
+        if h["queueId"] is not None and h["queueId"] >= 0:
+            return await self._reset_queue(cmd, group, topic, h["queueId"], timestamp, h["offset"])
         log.info("[reset-offset] reset offset started by %s. topic=%s, group=%s, timestamp=%s, isForce=%s",
                  conn.remote, topic, group, timestamp, force)  # fmt: skip
         tc = self.broker.topics.get(topic)
@@ -130,7 +134,12 @@ class ResetProcessor:
             )
         for q, offset in table.items():
             self.broker.offsets.commit(group, topic, q, offset)
-        if cmd.language in (LanguageCode.CPP, LanguageCode.CPP.name):
+        self._tell_all(channels, group, topic, timestamp, table, cmd.language in (LanguageCode.CPP, "CPP"))
+        return response_to(cmd, ResponseCode.SUCCESS, None, None, reset_offset_body(topic, broker_name, table))
+
+    def _tell_all(self, channels, group: str, topic: str, timestamp: int, table: dict[int, int], for_c: bool):
+        broker_name = self.broker.settings.brokerName
+        if for_c:
             client_body = reset_offset_body_for_c(topic, broker_name, table)
         else:
             client_body = reset_offset_body(topic, broker_name, table)
@@ -138,7 +147,35 @@ class ResetProcessor:
         for ch in channels:
             req = RemotingCommand(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, ext_fields=dict(fields), body=client_body)
             self.broker.spawn(self._tell(ch, req, topic, group))
-        return response_to(cmd, ResponseCode.SUCCESS, None, None, reset_offset_body(topic, broker_name, table))
+
+    async def _reset_queue(self, cmd, group: str, topic: str, queue_id: int, timestamp: int, offset: int | None):
+        """One queue's reset (mqadmin resetOffsetByTime -b -q, DefaultMQAdminExt.resetOffsetByQueueId): answered as
+        RocketMQ's server-side reset (resetOffsetInner) answers it: the offset given (checked against the queue's
+        range) or the timestamp's, committed; the group's live consumers are told of that queue as above (RocketMQ
+        hands it to their next pull instead)."""
+        if self.broker.topics.get(topic) is None:
+            return response_to(cmd, ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} does not exist")
+        if group not in self.broker.subscription_groups:
+            return response_to(cmd, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {group} does not exist")
+        store = self.store
+        if offset is not None and offset != -1:
+            lo = await asyncio.to_thread(store.min_offset, topic, queue_id)
+            hi = await asyncio.to_thread(store.max_offset, topic, queue_id)
+            if (lo >= 0 and offset < lo) or offset > hi + 1:
+                return response_to(
+                    cmd, ResponseCode.SYSTEM_ERROR, f"Target offset {offset} not in consume queue range [{lo}-{hi}]"
+                )
+        elif timestamp < 0:
+            offset = await asyncio.to_thread(store.max_offset, topic, queue_id)
+        else:
+            offset = await asyncio.to_thread(store.offset_by_time, topic, queue_id, timestamp)
+        self.broker.offsets.commit(group, topic, queue_id, offset)
+        table = {queue_id: offset}
+        g = self.broker.clients.consumers.get(group)
+        if g is not None:
+            self._tell_all(list(g.channels.values()), group, topic, timestamp, table, False)
+        body = reset_offset_body(topic, self.broker.settings.brokerName, table)
+        return response_to(cmd, ResponseCode.SUCCESS, None, None, body)
 
     @staticmethod
     async def _tell(ch, req, topic: str, group: str) -> None:
