@@ -24,6 +24,8 @@ import time
 from collections import deque
 
 WINDOWS_S = (10, 60, 600)  # StoreStatsService's putTps / getTransferredTps: the last 10 s, 1 min and 10 min
+SNAPSHOT_WINDOWS_S = (60, 3600, 86400)  # StatsItem's statsDataInMinute, InHour, InDay
+MAX_SAMPLES = 4096  # per stats item: a monitor asking every 20 s keeps a day of samples
 
 
 class Rate:
@@ -72,6 +74,12 @@ class BrokerStats:
         self._put_at_boot = self.queue_total()
         self.got_total = 0
         self.got: dict[tuple[str, str], int] = {}  # (group, topic) -> messages pulled
+        self.got_times: dict[tuple[str, str], int] = {}  # (group, topic) -> pulls that returned messages
+        self._boot_mono = time.monotonic()
+        self._topic_at_boot: dict[str, int] = {}
+        for cq in list(store.queues):
+            self._topic_at_boot[cq.topic] = self._topic_at_boot.get(cq.topic, 0) + max(cq.max_offset, 0)
+        self._items: dict[object, Rate] = {}
         self._rates: dict[object, Rate] = {}
         self._day = datetime.date.today()
         self.morning = {"put_today": 0, "put_yesterday": 0, "get_today": 0, "get_yesterday": 0}
@@ -99,6 +107,7 @@ class BrokerStats:
                 with self._lock:
                     self.got_total += n
                     self.got[key] = self.got.get(key, 0) + n
+                    self.got_times[key] = self.got_times.get(key, 0) + 1
             return response
 
         return counted
@@ -122,6 +131,42 @@ class BrokerStats:
         with self._lock:
             value = self.got.get((group, topic), 0)
         return self.rates(("group", group, topic), value, (60,))[0]
+
+    # ------------------------------------------------------------------ BrokerStatsManager's items
+    def topic_put_item(self, topic: str) -> tuple[int, int] | None:
+        """TOPIC_PUT_NUMS <topic>: (messages put since boot, put calls: unknown here, 0), None while none came
+        (RocketMQ makes the item at the first put)."""
+        n = self.queue_total(topic) - self._topic_at_boot.get(topic, 0)
+        return (n, 0) if n > 0 else None
+
+    def group_get_item(self, topic: str, group: str) -> tuple[int, int] | None:
+        """GROUP_GET_NUMS <topic@group>: (messages pulled, pulls that returned some), None before the first."""
+        with self._lock:
+            key = (group, topic)
+            return (self.got[key], self.got_times[key]) if key in self.got else None
+
+    def snapshots(self, key, value: int, times: int) -> list[tuple[int, float, float]]:
+        """StatsItem's minute, hour and day snapshots (sum, tps, avgpt) of a counter since boot: the change
+        from the newest sample at least the window old (else boot, where the counter was 0) to now."""
+        now = time.monotonic()
+        out = []
+        with self._lock:
+            samples = self._items.setdefault(key, Rate(SNAPSHOT_WINDOWS_S[-1]))
+            if not samples.samples:
+                samples.samples.append((self._boot_mono, (0, 0)))
+            samples.add((value, times), now)
+            while len(samples.samples) > MAX_SAMPLES:
+                samples.samples.popleft()
+            for window in SNAPSHOT_WINDOWS_S:
+                base_t, (base_v, base_n) = samples.samples[0]
+                for t, v in samples.samples:
+                    if t > now - window:
+                        break
+                    base_t, (base_v, base_n) = t, v
+                total, calls = max(value - base_v, 0), max(times - base_n, 0)
+                span = now - base_t
+                out.append((total, total / span if span > 0 else 0.0, total / calls if calls > 0 else 0.0))
+        return out
 
     # ------------------------------------------------------------------ daily snapshots
     def roll_day(self, today: datetime.date | None = None) -> None:

@@ -215,6 +215,14 @@ class SubscriptionGroups:
             self._next_version()
         self.persist()
 
+    def update_all(self, configs: list[SubscriptionGroupConfig]) -> None:
+        """updateSubscriptionGroupConfigList: each put (a data version each), one persist."""
+        with self.lock:
+            for cfg in configs:
+                self.table[cfg.groupName] = cfg
+                self._next_version()
+        self.persist()
+
     def delete(self, group: str) -> bool:
         with self.lock:
             old = self.table.pop(group, None)
