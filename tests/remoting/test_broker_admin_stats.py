@@ -2,20 +2,25 @@
 ViewBrokerStatsDataRequestHeader: statsName, statsKey; a BrokerStatsData of statsMinute / statsHour / statsDay
 BrokerStatsItems: sum, tps, avgpt), GET_BROKER_CONSUME_STATS (317; GetConsumeStatsInBrokerHeader: isOrder; a
 ConsumeStatsList: brokerAddr, consumeStatsList [{group: [ConsumeStats]}], totalDiff, totalInflightDiff) and
-UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST (225; a SubscriptionGroupList: groupConfigList). Expected bodies are
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST (225; a SubscriptionGroupList: groupConfigList) and
+INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223; GetConsumerStatusRequestHeader: topic, group, clientAddr), which asks the
+consumers GET_CONSUMER_STATUS_FROM_CLIENT (221) and gathers their GetConsumerStatusBody's messageQueueTable. Expected bodies are
 written out by hand from the Java beans (fastjson: fields sorted by name, a MessageQueue map key as its object)."""
 
+import asyncio
 import json
 import time
 
 from broker_fixtures import with_broker
-from test_broker_admin_runtime import QUIET, pull_ext
+from remoting_client import Client
+from test_broker_admin_runtime import QUIET, admin_port, heartbeat, pull_ext
 
 from rocketstore import Message
 from rocketstore.formats.properties import java_hashmap_order
 from rocketstore.remoting import fastjson
 from rocketstore.remoting.codes import RequestCode as RC
 from rocketstore.remoting.codes import ResponseCode as R
+from rocketstore.remoting.command import RESPONSE_FLAG, RemotingCommand
 
 
 def stats_ext(name, key) -> dict:
@@ -119,3 +124,47 @@ def test_broker_consume_stats_and_the_group_list(tmp_path):
     assert stats.body == body.encode()  # diffs 2 + 6; inflight: pullOffset 0 less the consumer offsets 4 + 0
     body = f'{{"brokerAddr":"{addr}","consumeStatsList":[{expected("")}],"totalDiff":0,"totalInflightDiff":0}}'
     assert ordered.body == body.encode()
+
+
+def test_consumer_status_gathers_the_consumers_offset_tables(tmp_path):
+    mq_table = '{{"brokerName":"rocketstore","queueId":0,"topic":"T"}:5,{"brokerName":"rocketstore","queueId":1,"topic":"T"}:7}'
+
+    async def scenario(broker, admin, store):
+        offline = await admin.call(RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, {"topic": "T", "group": "g"})
+        push, lite = await Client.connect(admin_port(admin)), await Client.connect(admin_port(admin))
+        try:
+            for c, cid in ((push, "push-cid"), (lite, "lite-cid")):
+                hb = await c.call(RC.HEART_BEAT, body=heartbeat(client_id=cid, producer=None), language=0, version=479)
+                assert hb.code == R.SUCCESS
+            asked = asyncio.ensure_future(
+                admin.call(RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, {"topic": "T", "group": "g"})
+            )
+            questions = []
+            for c, body in ((push, f'{{"consumerTable":{{}},"messageQueueTable":{mq_table}}}'),
+                            (lite, '{"consumerTable":{},"messageQueueTable":{}}')):  # fmt: skip
+                q = await c.read()
+                questions.append(q)
+                await c.send(RemotingCommand(0, opaque=q.opaque, flag=RESPONSE_FLAG, body=body.encode()))
+            both = await asked
+            one = asyncio.ensure_future(
+                admin.call(
+                    RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, {"topic": "T", "group": "g", "clientAddr": "lite-cid"}
+                )
+            )
+            q = await lite.read()
+            await lite.send(RemotingCommand(0, opaque=q.opaque, flag=RESPONSE_FLAG, body=b'{"messageQueueTable":{}}'))
+            return offline, questions, both, await one
+        finally:
+            await push.close()
+            await lite.close()
+
+    (offline, questions, both, one), _ = with_broker(tmp_path, scenario, QUIET)
+    assert (offline.code, offline.remark) == (R.SYSTEM_ERROR, "No Any Consumer online in the consumer group: [g]")
+    for q in questions:
+        assert q.code == RC.GET_CONSUMER_STATUS_FROM_CLIENT and not q.is_response and not q.is_oneway
+        assert q.ext_fields == {"topic": "T", "group": "g"}
+    assert both.code == R.SUCCESS
+    tables = {"lite-cid": "{}", "push-cid": mq_table}
+    inner = ",".join(f'"{c}":{tables[c]}' for c in java_hashmap_order(list(tables)))
+    assert both.body == f'{{"consumerTable":{{{inner}}},"messageQueueTable":{{}}}}'.encode()
+    assert one.body == b'{"consumerTable":{"lite-cid":{}},"messageQueueTable":{}}'

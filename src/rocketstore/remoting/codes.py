@@ -15,6 +15,7 @@ class SerializeType(IntEnum):
 class Version(IntEnum):
     """Ordinals of RocketMQ's MQVersion.Version that change the protocol (a command's `version` field)."""
 
+    V3_0_7 = 29  # from here a consumer answers GET_CONSUMER_STATUS_FROM_CLIENT
     V3_0_11 = 37  # from here a broker registers a RegisterBrokerBody, before a bare TopicConfigSerializeWrapper
     V3_1_8 = 63  # what the C++ core in the `rocketmq` 0.4.4 wheel sends
     V3_4_9 = 121  # from here a send-back's (and a retry send's) maxReconsumeTimes header field counts

@@ -1,7 +1,9 @@
 """The broker's statistics and bulk admin requests, as RocketMQ's AdminBrokerProcessor answers them:
 VIEW_BROKER_STATS_DATA (315, `mqadmin statsAll` asks TOPIC_PUT_NUMS <topic> and GROUP_GET_NUMS <topic@group>),
-GET_BROKER_CONSUME_STATS (317, `mqadmin brokerConsumeStats`) and UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST (225,
-`mqadmin updateSubGroupList`).
+GET_BROKER_CONSUME_STATS (317, `mqadmin brokerConsumeStats`), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST (225,
+`mqadmin updateSubGroupList`) and INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223, `mqadmin getConsumerStatus`: the
+broker asks each of the group's consumers GET_CONSUMER_STATUS_FROM_CLIENT, 221, and gathers their offset tables;
+a Java lite pull or push-less consumer answers an empty one, as it does to a RocketMQ broker).
 
 The stats items rocketstore keeps (stats.BrokerStats) are TOPIC_PUT_NUMS and GROUP_GET_NUMS; any other item, and
 these before their first message, get RocketMQ's answer for an item it does not have: SYSTEM_ERROR "The stats
@@ -15,8 +17,8 @@ import logging
 
 from ...formats.properties import java_hashmap_order
 from .. import fastjson, headers
-from ..codes import RequestCode, ResponseCode
-from ..command import response_to
+from ..codes import RequestCode, ResponseCode, Version
+from ..command import RemotingCommand, response_to
 from ..errors import RemotingProtocolError
 from . import admin_bodies as bodies
 from .admin_bodies import java_double
@@ -26,6 +28,47 @@ log = logging.getLogger(__name__)
 
 TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"  # BrokerStatsManager.Stats
 GROUP_GET_NUMS = "GROUP_GET_NUMS"
+CLIENT_CALL_TIMEOUT_S = 5.0  # Broker2Client.getConsumeStatus's invokeSync timeout
+
+
+def version_desc(version: int) -> str:
+    """MQVersion.getVersionDesc for the versions named in codes.Version (the ordinal otherwise)."""
+    try:
+        return Version(version).name + "_SNAPSHOT"
+    except ValueError:
+        return str(version)
+
+
+def top_level_raw(text: str, name: str) -> str | None:
+    """The raw JSON text of a top-level field of a fastjson object (whose maps may have object keys, which a
+    JSON parser refuses); None without it."""
+    depth, i, n = 0, 0, len(text)
+    key_start = value_start = None
+    key = None
+    while i < n:
+        ch = text[i]
+        if ch == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            if depth == 1 and value_start is None:
+                key_start, key = i, text[i + 1 : j]
+            i = j + 1
+            continue
+        if ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0 and value_start is not None:
+                return text[value_start:i].strip() if key == name else None
+        elif ch == ":" and depth == 1 and key_start is not None and value_start is None:
+            value_start = i + 1
+        elif ch == "," and depth == 1:
+            if value_start is not None and key == name:
+                return text[value_start:i].strip()
+            key_start = value_start = key = None
+        i += 1
+    return None
 
 
 def stats_item_json(sum_: int, tps: float, avgpt: float) -> str:
@@ -50,7 +93,8 @@ class StatsAdmin:
     def handlers(self) -> dict:
         return {RequestCode.VIEW_BROKER_STATS_DATA: self.view_stats,
                 RequestCode.GET_BROKER_CONSUME_STATS: self.broker_consume_stats,
-                RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST: self.update_group_list}  # fmt: skip
+                RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST: self.update_group_list,
+                RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: self.consumer_status}  # fmt: skip
 
     # ------------------------------------------------------------------ VIEW_BROKER_STATS_DATA
     async def view_stats(self, cmd, conn):
@@ -139,3 +183,41 @@ class StatsAdmin:
             log.info("create or update subscription groups %s", ";".join(c.groupName for c in parsed))
             await asyncio.to_thread(groups.update_all, parsed)
         return response_to(cmd, ResponseCode.SUCCESS)
+
+    # ------------------------------------------------------------------ INVOKE_BROKER_TO_GET_CONSUMER_STATUS
+    async def consumer_status(self, cmd, conn):
+        """Broker2Client.getConsumeStatus: GET_CONSUMER_STATUS_FROM_CLIENT to each consumer of the group (or the one
+        named by clientAddr, which is a client id), the answers' messageQueueTable gathered by client id in a
+        GetConsumerStatusBody; a consumer that fails or does not answer in 5 s is left out, as RocketMQ leaves it.
+        (A group without consumers: RocketMQ 5.3.3 fails on a null and answers SYSTEM_ERROR
+        "java.lang.NullPointerException"; here the remark says why.)"""
+        h = headers.read(cmd, {"topic": "str", "group": "str"}, {"clientAddr": "str"})
+        topic, group, origin = h["topic"], h["group"], (h["clientAddr"] or "").strip()
+        g = self.broker.clients.consumers.get(group)
+        channels = list(g.channels.values()) if g is not None else []
+        if not channels:
+            remark = f"No Any Consumer online in the consumer group: [{group}]"
+            return response_to(cmd, ResponseCode.SYSTEM_ERROR, remark)
+        tables: dict[str, str] = {}
+        for channel in channels:
+            if channel.version < Version.V3_0_7:
+                remark = f"the client does not support this feature. version={version_desc(channel.version)}"
+                return response_to(cmd, ResponseCode.SYSTEM_ERROR, remark)
+            if origin and origin != channel.client_id:
+                continue
+            ask = RemotingCommand(
+                RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, ext_fields={"topic": topic, "group": group}
+            )
+            try:
+                answer = await channel.connection.request(ask, CLIENT_CALL_TIMEOUT_S)
+            except (asyncio.TimeoutError, ConnectionError) as e:
+                log.warning("[get-consumer-status] %s of %s: %r", channel.client_id, group, e)
+                answer = None
+            if answer is not None and answer.code == ResponseCode.SUCCESS and answer.body:
+                raw = top_level_raw(answer.body.decode("utf-8", "replace"), "messageQueueTable")
+                tables[channel.client_id] = raw if raw and raw != "null" else "{}"
+            if origin:
+                break
+        inner = ",".join(f"{fastjson.dumps(c)}:{tables[c]}" for c in java_hashmap_order(list(tables)))
+        body = f'{{"consumerTable":{{{inner}}},"messageQueueTable":{{}}}}'.encode()
+        return response_to(cmd, ResponseCode.SUCCESS, None, None, body)
