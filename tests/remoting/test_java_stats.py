@@ -1,0 +1,106 @@
+"""mqadmin's statistics commands with RocketMQ 5.3.3's own tools and Java lite pull consumer against a real
+`rocketstore serve` (remoting on loopback): java/StatsClients.java creates two groups with updateSubGroupList
+(UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST), puts 10 messages in JStats, reads them with a DefaultLitePullConsumer
+(GStatsLite) that commits them, asks consumerConnection (GET_CONSUMER_CONNECTION_LIST) and, as 5.3.3's mqadmin
+does not register its getConsumerStatus command, DefaultMQAdminExt.getConsumeStatus (INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
+which the broker hands to the consumer) about it, then runs statsAll
+(VIEW_BROKER_STATS_DATA) and brokerConsumeStats (GET_BROKER_CONSUME_STATS). One JVM. Skipped as
+test_java_client.py is without the RocketMQ jars or a JDK."""
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from test_java_client import JVM_OPTIONS, Serve, _classpath
+
+SOURCE = Path(__file__).resolve().parent / "java" / "StatsClients.java"
+TOPIC = "JStats"
+GROUPS = [{"groupName": "GStatsA", "retryMaxTimes": 3}, {"groupName": "GStatsLite"}]
+
+
+@pytest.fixture(scope="module")
+def stats_run(tmp_path_factory):
+    """(events, server log)"""
+    cp = _classpath()
+    root = tmp_path_factory.mktemp("java-stats")
+    classes = root / "classes"
+    r = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-cp", cp, "-d", str(classes), str(SOURCE)],
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, f"javac failed:\n{r.stderr}"
+    home = root / "home"
+    home.mkdir()
+    group_file = root / "groups.json"
+    group_file.write_text(json.dumps(GROUPS))
+    serve = Serve(root)
+    serve.start()
+    try:
+        r = subprocess.run(
+            ["java", *JVM_OPTIONS, f"-Duser.home={home}", f"-Djava.io.tmpdir={home}", "-cp", f"{cp}:{classes}",
+             "StatsClients", serve.namesrv, str(group_file)],
+            capture_output=True, text=True, timeout=400, cwd=home,
+        )  # fmt: skip
+    finally:
+        serve.stop()
+    log = "".join(serve.lines)
+    (root / "serve.log").write_text(log)
+    (root / "java.stderr").write_text(r.stderr)
+    assert r.returncode == 0, f"java exited {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    events = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert events and events[-1] == {"scenario": "main", "event": "exit"}, r.stdout[-3000:]
+    return events, log
+
+
+def of(events, scenario, event=None):
+    errors = [e for e in events if e["scenario"] == scenario and e["event"] == "error"]
+    assert not errors, "\n".join(e["trace"] for e in errors)
+    return [e for e in events if e["scenario"] == scenario and (event is None or e["event"] == event)]
+
+
+def mqadmin_out(events, name) -> str:
+    runs = [e for e in of(events, "mqadmin") if e["name"] == name]
+    assert len(runs) == 1, name
+    assert "Exception" not in runs[0]["stderr"] and "failed" not in runs[0]["stdout"], runs[0]
+    return runs[0]["stdout"]
+
+
+def test_update_sub_group_list_creates_the_groups(stats_run):
+    events, _ = stats_run
+    out = mqadmin_out(events, "updateSubGroupList")
+    addr = of(events, "setup", "broker")[0]["addr"]
+    assert f"submit batch of group config to {addr} success" in out
+    groups = {e["name"]: e for e in of(events, "setup", "group")}
+    assert groups["GStatsA"]["retryMaxTimes"] == 3 and groups["GStatsA"]["consumeEnable"] is True
+    assert groups["GStatsLite"]["retryMaxTimes"] == 16  # the default
+    of(events, "setup", "done")
+
+
+def test_lite_pull_group_connection_and_status(stats_run):
+    events, _ = stats_run
+    consumed = of(events, "lite", "consumed")[0]
+    assert consumed["got"] == 10 and consumed["committed"], consumed
+    out = mqadmin_out(events, "consumerConnection")
+    assert re.search(r"^\S+@\S+\s+127\.0\.0\.1:\d+\s+JAVA\s+V5_3_3\s*$", out, re.M), out
+    assert re.search(r"^JStats\s+\*\s*$", out, re.M), out  # the subscription table
+    assert "CONSUME_ACTIVELY" in out and "CLUSTERING" in out, out
+    # one client, whose (lite pull) consumer answers an empty offset table, as it does to RocketMQ's broker
+    (status,) = of(events, "lite", "status")
+    assert list(status["clients"].values()) == [0], status
+    assert re.search(rf"^{re.escape(next(iter(status['clients'])))}\s+127\.0\.0\.1:", out, re.M), out
+
+
+def test_stats_all_and_broker_consume_stats(stats_run):
+    events, _ = stats_run
+    out = mqadmin_out(events, "statsAll")
+    row = re.search(r"^JStats\s+GStatsLite\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+(\d+)\s*$", out, re.M)
+    assert row, out
+    accumulation, in_tps, out_tps, in_24h, out_24h = row.groups()
+    assert (int(accumulation), int(in_24h), int(out_24h)) == (0, 10, 10), out
+    assert float(in_tps) > 0 and float(out_tps) > 0
+    out = mqadmin_out(events, "brokerConsumeStats")
+    rows = re.findall(r"^JStats\s+GStatsLite\s+rocketstore\s+(\d)\s+(\d+)\s+(\d+)\s+(-?\d+)\s+\S+ \S+\s*$", out, re.M)
+    # the producer's round robin put 5 in each queue; all consumed: broker offset == consumer offset, diff 0
+    assert sorted(int(q) for q, *_ in rows) == [0, 1], out
+    assert sum(int(b) for _, b, _, _ in rows) == 10 and all(b == c and d == "0" for _, b, c, d in rows), out
+    assert "Diff Total: 0" in out
