@@ -4,7 +4,9 @@ BrokerStatsItems: sum, tps, avgpt), GET_BROKER_CONSUME_STATS (317; GetConsumeSta
 ConsumeStatsList: brokerAddr, consumeStatsList [{group: [ConsumeStats]}], totalDiff, totalInflightDiff) and
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST (225; a SubscriptionGroupList: groupConfigList) and
 INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223; GetConsumerStatusRequestHeader: topic, group, clientAddr), which asks the
-consumers GET_CONSUMER_STATUS_FROM_CLIENT (221) and gathers their GetConsumerStatusBody's messageQueueTable. Expected bodies are
+consumers GET_CONSUMER_STATUS_FROM_CLIENT (221) and gathers their GetConsumerStatusBody's messageQueueTable; and
+two requests answered as RocketMQ answers them with the feature off: GET_BROKER_EPOCH_CACHE (1007, no controller
+mode) and RESET_MASTER_FLUSH_OFFSET (908, ResetMasterFlushOffsetHeader: masterFlushOffset; a master). Expected bodies are
 written out by hand from the Java beans (fastjson: fields sorted by name, a MessageQueue map key as its object)."""
 
 import asyncio
@@ -168,3 +170,14 @@ def test_consumer_status_gathers_the_consumers_offset_tables(tmp_path):
     inner = ",".join(f'"{c}":{tables[c]}' for c in java_hashmap_order(list(tables)))
     assert both.body == f'{{"consumerTable":{{{inner}}},"messageQueueTable":{{}}}}'.encode()
     assert one.body == b'{"consumerTable":{"lite-cid":{}},"messageQueueTable":{}}'
+
+
+def test_feature_off_answers(tmp_path):
+    async def scenario(broker, admin, store):
+        epoch = await admin.call(RC.GET_BROKER_EPOCH_CACHE)
+        flush = await admin.call(RC.RESET_MASTER_FLUSH_OFFSET, {"masterFlushOffset": "123"})
+        return epoch, flush
+
+    (epoch, flush), _ = with_broker(tmp_path, scenario, QUIET)
+    assert (epoch.code, epoch.remark, epoch.body) == (R.SYSTEM_ERROR, "this request only for controllerMode ", b"")
+    assert (flush.code, flush.remark) == (R.SUCCESS, None)

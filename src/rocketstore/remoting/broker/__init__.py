@@ -29,6 +29,7 @@ from ..namesrv.routes import DataVersion
 from ..server import RemotingServer
 from .admin import BrokerAdmin
 from .admin_stats import StatsAdmin
+from .feature_off import FeatureOff
 from .admin_topics import TopicAdmin
 from .clients import Clients
 from .hold import PullHold
@@ -115,7 +116,7 @@ class Broker:
         handlers = {}
         for part in (SendProcessor(self), PullProcessor(self), self.offsets, self.clients, self.locks, self.txp,
                      self.send_back, self.subscription_groups, self.topic_admin, BrokerAdmin(self),
-                     Lookups(self), ResetProcessor(self), StatsAdmin(self)):  # fmt: skip
+                     Lookups(self), ResetProcessor(self), StatsAdmin(self), FeatureOff(self)):  # fmt: skip
             handlers.update(part.handlers())
         for code in (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE):
             handlers[code] = self.stats.count_pull(handlers[code])
