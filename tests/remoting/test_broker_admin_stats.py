@@ -172,6 +172,20 @@ def test_consumer_status_gathers_the_consumers_offset_tables(tmp_path):
     assert one.body == b'{"consumerTable":{"lite-cid":{}},"messageQueueTable":{}}'
 
 
+def test_system_topic_list_from_broker(tmp_path):
+    async def scenario(broker, admin, store):
+        return await admin.call(RC.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)
+
+    answer, _ = with_broker(tmp_path, scenario, QUIET)
+    topics = json.loads(answer.body)["topicList"]
+    assert answer.code == R.SUCCESS and list(json.loads(answer.body)) == ["topicList"]
+    assert set(topics) == {"TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC",
+                           "RMQ_SYS_TRACE_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC",
+                           "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "CHECKPOINT_TOPIC", "DefaultCluster",
+                           "rocketstore"}  # fmt: skip
+    assert topics == java_hashmap_order(topics)
+
+
 def test_feature_off_answers(tmp_path):
     async def scenario(broker, admin, store):
         epoch = await admin.call(RC.GET_BROKER_EPOCH_CACHE)

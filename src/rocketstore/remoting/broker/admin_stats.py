@@ -3,7 +3,8 @@ VIEW_BROKER_STATS_DATA (315, `mqadmin statsAll` asks TOPIC_PUT_NUMS <topic> and 
 GET_BROKER_CONSUME_STATS (317, `mqadmin brokerConsumeStats`), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST (225,
 `mqadmin updateSubGroupList`) and INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223, `mqadmin getConsumerStatus`: the
 broker asks each of the group's consumers GET_CONSUMER_STATUS_FROM_CLIENT, 221, and gathers their offset tables;
-a Java lite pull or push-less consumer answers an empty one, as it does to a RocketMQ broker).
+a Java lite pull or push-less consumer answers an empty one, as it does to a RocketMQ broker) and
+GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305, which `mqadmin exportMetadata` and `exportMetrics` ask first).
 
 The stats items rocketstore keeps (stats.BrokerStats) are TOPIC_PUT_NUMS and GROUP_GET_NUMS; any other item, and
 these before their first message, get RocketMQ's answer for an item it does not have: SYSTEM_ERROR "The stats
@@ -28,6 +29,10 @@ log = logging.getLogger(__name__)
 
 TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"  # BrokerStatsManager.Stats
 GROUP_GET_NUMS = "GROUP_GET_NUMS"
+# TopicValidator's SYSTEM_TOPIC_SET as its static block fills it
+STATIC_SYSTEM_TOPICS = ("TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC",
+                        "RMQ_SYS_TRACE_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC",
+                        "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "CHECKPOINT_TOPIC")  # fmt: skip
 CLIENT_CALL_TIMEOUT_S = 5.0  # Broker2Client.getConsumeStatus's invokeSync timeout
 
 
@@ -94,7 +99,16 @@ class StatsAdmin:
         return {RequestCode.VIEW_BROKER_STATS_DATA: self.view_stats,
                 RequestCode.GET_BROKER_CONSUME_STATS: self.broker_consume_stats,
                 RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST: self.update_group_list,
-                RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: self.consumer_status}  # fmt: skip
+                RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: self.consumer_status,
+                RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self.system_topics}  # fmt: skip
+
+    # ------------------------------------------------------------------ GET_SYSTEM_TOPIC_LIST_FROM_BROKER
+    async def system_topics(self, cmd, conn):
+        """TopicValidator.getSystemTopicSet(): the static set and the system topics TopicConfigManager adds (those
+        this broker creates: its cluster's and its own name among them), a TopicList in HashSet order."""
+        topics = set(STATIC_SYSTEM_TOPICS) | set(self.broker.topics.system)
+        body = fastjson.dumpb(fastjson.Bean(topicList=java_hashmap_order(list(topics))))
+        return response_to(cmd, ResponseCode.SUCCESS, None, None, body)
 
     # ------------------------------------------------------------------ VIEW_BROKER_STATS_DATA
     async def view_stats(self, cmd, conn):
