@@ -1,8 +1,8 @@
 """The broker's statistics and bulk admin requests, as RocketMQ's AdminBrokerProcessor answers them:
 VIEW_BROKER_STATS_DATA (315, `mqadmin statsAll` asks TOPIC_PUT_NUMS <topic> and GROUP_GET_NUMS <topic@group>),
 GET_BROKER_CONSUME_STATS (317, `mqadmin brokerConsumeStats`), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST (225,
-`mqadmin updateSubGroupList`) and INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223, `mqadmin getConsumerStatus`: the
-broker asks each of the group's consumers GET_CONSUMER_STATUS_FROM_CLIENT, 221, and gathers their offset tables;
+`mqadmin updateSubGroupList`), INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223, DefaultMQAdminExt.getConsumeStatus; 5.3.3's
+mqadmin does not register its getConsumerStatus command: the broker asks each of the group's consumers GET_CONSUMER_STATUS_FROM_CLIENT, 221, and gathers their offset tables;
 a Java lite pull or push-less consumer answers an empty one, as it does to a RocketMQ broker) and
 GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305, which `mqadmin exportMetadata` and `exportMetrics` ask first).
 
