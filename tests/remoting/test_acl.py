@@ -196,6 +196,8 @@ PULL = {"consumerGroup": "g", "topic": "T", "queueId": "0", "queueOffset": "0", 
         (signed(RC.UPDATE_AND_CREATE_TOPIC, {"topic": "N"}, ak="consumer1"),
          "Need admin permission for request code=17, but accessKey=consumer1 is not"),
         (signed(RC.UPDATE_AND_CREATE_TOPIC, {"topic": "N"}, ak="rocketmq2"), None),
+        (signed(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST, {}, ak="consumer1"),
+         "Need admin permission for request code=225, but accessKey=consumer1 is not"),  # as 200, one at a time
         (signed(RC.PULL_MESSAGE, dict(PULL, topic="Off"), ak="rocketmq2"), None),  # admins may do anything
         (signed(RC.SEND_MESSAGE_V2, SEND_T, ak="trusted1", secret="not-its-secret"),
          "Check signature failed for accessKey=trusted1"),  # 127.0.0.1 is not among its addresses

@@ -70,6 +70,9 @@ ADMIN_CODES = frozenset(
         RequestCode.DELETE_TOPIC_IN_BROKER,
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
         RequestCode.DELETE_SUBSCRIPTIONGROUP,
+        # (not in RocketMQ's plain ACL list, which predates it) it creates groups as request 200 does: a
+        # non-admin account must not do through the list what it may not do one group at a time
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST,
         RequestCode.UPDATE_AND_CREATE_STATIC_TOPIC,
         50,
         51,
