@@ -83,3 +83,12 @@ def cpp_client(cpp_python, tmp_path):
     home = tmp_path / "cpp-home"
     home.mkdir()
     return lambda scenario, namesrv, args, timeout=90: run_cpp(cpp_python, home, scenario, namesrv, args, timeout)
+
+
+@pytest.fixture(scope="session")
+def java_classpath(tmp_path_factory):
+    """The RocketMQ jars' classpath with every java/*.java compiled into a session directory, once (skips without
+    the jars or a JDK)."""
+    from serve_harness import compile_programs
+
+    return compile_programs(tmp_path_factory.mktemp("java-classes"))

@@ -12,27 +12,15 @@ committed offsets. The program prints what it did as JSON lines; each test check
 Skipped, saying why, without the RocketMQ jars beside the repository (../shared/java/rocketmq-5.3.3, see its
 README) or without a JDK (javac)."""
 
-import json
-import os
 import re
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import threading
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
+from serve_harness import Serve, events_of, of, run_java
 
 from rocketstore import MessageStore
 
-REPO = Path(__file__).resolve().parents[2]
-JAVA_DIR = REPO.parent / "shared" / "java" / "rocketmq-5.3.3"
-SOURCE = Path(__file__).resolve().parent / "java" / "RocketClients.java"
-JVM_OPTIONS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
-BROKER_CONF = "transactionTimeOut=1000\ntransactionCheckInterval=1000\n"  # check-backs after 1 s, not 6 + 30
 TOPICS = ["JProduce", "JTagged", "JOrdered", "JTx", "JDelay", "JRetry", "JLite", "JLiteAssign", "JAdminMade",
           "%RETRY%JRetryGroup", "%DLQ%JRetryGroup", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC"]  # fmt: skip
 BROKER_TOPICS = {"TBW102", "SELF_TEST_TOPIC", "BenchmarkTest", "OFFSET_MOVED_EVENT", "SCHEDULE_TOPIC_XXXX",
@@ -40,98 +28,10 @@ BROKER_TOPICS = {"TBW102", "SELF_TEST_TOPIC", "BenchmarkTest", "OFFSET_MOVED_EVE
 GROUPS = {"JPushTag": "JTagged", "JPushOrderly": "JOrdered", "JLiteSub": "JLite", "JLiteAssign": "JLiteAssign"}
 
 
-# ---------------------------------------------------------------------------------------------- the JVM side
-def _classpath() -> str:
-    if not JAVA_DIR.is_dir():
-        pytest.skip(f"no RocketMQ Java client here: {JAVA_DIR} is absent (a bare clone; see shared/java's README)")
-    for tool in ("java", "javac"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"no {tool} on PATH (a JDK 17: openjdk-17-jdk-headless, see {JAVA_DIR / 'README.md'})")
-    cp = subprocess.run(["bash", str(JAVA_DIR / "classpath.sh"), "client"], capture_output=True, text=True, timeout=60)
-    assert cp.returncode == 0, cp.stderr
-    missing = [p for p in cp.stdout.strip().split(":") if not os.path.exists(p)]
-    if missing:
-        pytest.skip(f"the Debian packages of {JAVA_DIR / 'README.md'} are not installed: {', '.join(missing[:3])} ...")
-    return cp.stdout.strip()
-
-
-@pytest.fixture(scope="session")
-def java_program(tmp_path_factory):
-    """(classpath) with RocketClients compiled into a session directory."""
-    cp = _classpath()
-    out = tmp_path_factory.mktemp("java-classes")
-    r = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-cp", cp, "-d", str(out), str(SOURCE)],
-                       capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert r.returncode == 0, f"javac failed:\n{r.stderr}"
-    return f"{cp}:{out}"
-
-
-def run_java(classpath: str, home: Path, namesrv: str, phase: str) -> list[dict]:
-    r = subprocess.run(
-        ["java", *JVM_OPTIONS, f"-Duser.home={home}", f"-Djava.io.tmpdir={home}", "-cp", classpath,
-         "RocketClients", namesrv, phase],
-        capture_output=True, text=True, timeout=400, cwd=home,
-    )  # fmt: skip
+def run_phase(classpath: str, home: Path, namesrv: str, phase: str) -> list[dict]:
+    r = run_java(classpath, home, "RocketClients", namesrv, phase)
     (home / f"{phase}.stderr").write_text(r.stderr)
-    assert r.returncode == 0, f"java exited {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-    events = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
-    assert events and events[-1] == {"scenario": "main", "event": "exit"}, r.stdout[-3000:]
-    return events
-
-
-# ---------------------------------------------------------------------------------------------- the server
-def _free_pair() -> int:
-    """A loopback port p with p - 2 free too (the broker's fast channel)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            p = s.getsockname()[1]
-        if p > 1026:
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", p - 2))
-                except OSError:
-                    continue
-            return p
-    raise AssertionError("no free port pair")
-
-
-class Serve:
-    def __init__(self, root: Path):
-        self.root, self.proc, self.lines = root, None, []
-        self.ns_port, self.broker_port = _free_pair(), _free_pair()
-        (root / "broker.conf").write_text(BROKER_CONF)
-
-    @property
-    def namesrv(self) -> str:
-        return f"127.0.0.1:{self.ns_port}"
-
-    @property
-    def broker(self) -> str:
-        return f"127.0.0.1:{self.broker_port}"
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rocketstore.cli", "serve", str(self.root / "store"), "-c",
-             str(self.root / "broker.conf"), "--no-grpc", "--namesrv", self.namesrv, "--remoting",
-             self.broker, "--log-level", "INFO"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"),
-        )  # fmt: skip
-        ready = threading.Event()
-
-        def pump(proc):
-            for line in proc.stdout:
-                self.lines.append(line)
-                if "rocketstore serve: store" in line:
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=pump, args=(self.proc,), daemon=True).start()
-        assert ready.wait(60) and self.proc.poll() is None, "".join(self.lines)
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        assert self.proc.wait(60) == 0, "".join(self.lines[-50:])
+    return events_of(r)
 
 
 def read_store(path: Path, broker: str) -> dict:
@@ -157,7 +57,7 @@ def read_store(path: Path, broker: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def java_run(java_program, tmp_path_factory):
+def java_run(java_classpath, tmp_path_factory):
     """Both runs against one store, the server restarted in between: (events of the first run, of the resumed
     run, the store after the first, the store after the second, the server's log)."""
     root = tmp_path_factory.mktemp("java-serve")
@@ -166,13 +66,13 @@ def java_run(java_program, tmp_path_factory):
     serve = Serve(root)
     serve.start()
     try:
-        first = run_java(java_program, home, serve.namesrv, "first")
+        first = run_phase(java_classpath, home, serve.namesrv, "first")
     finally:
         serve.stop()
     after_first = read_store(root / "store", serve.broker)
     serve.start()
     try:
-        resumed = run_java(java_program, home, serve.namesrv, "resume")
+        resumed = run_phase(java_classpath, home, serve.namesrv, "resume")
     finally:
         serve.stop()
     # mqadmin queryMsgById writes each body to /tmp/rocketmq/msgbodys/ (a fixed path in RocketMQ 5.3.3): removed
@@ -185,13 +85,6 @@ def java_run(java_program, tmp_path_factory):
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-def of(events, scenario, event=None):
-    out = [e for e in events if e["scenario"] == scenario and (event is None or e["event"] == event)]
-    errors = [e for e in events if e["scenario"] == scenario and e["event"] == "error"]
-    assert not errors, "\n".join(e["trace"] for e in errors)
-    return out
-
-
 def keyed(store, topic) -> dict:
     """key -> [messages] over the topic's queues."""
     out = defaultdict(list)

@@ -9,49 +9,23 @@ the consumer (RESET_CONSUMER_CLIENT_OFFSET): it must consume the second half aga
 The expected offsets are computed here from the messages' store times (read from the store, read-only, while the
 server is stopped). Skipped as test_java_client.py is without the RocketMQ jars or a JDK."""
 
-import json
 import re
-import subprocess
-from pathlib import Path
 
 import pytest
-from test_java_client import JVM_OPTIONS, Serve, _classpath
+from serve_harness import mqadmin_out, of, run_once
 
 from rocketstore import MessageStore
 
-SOURCE = Path(__file__).resolve().parent / "java" / "ResetClients.java"
 TOPIC = "JReset"
 PER_QUEUE = 6
 GROUPS = ["GOld", "GOldKeep", "GOldForce", "GNow", "GMinus", "GSkip", "GClone", "GQueue", "GLive"]
 
 
 @pytest.fixture(scope="module")
-def reset_run(tmp_path_factory):
+def reset_run(java_classpath, tmp_path_factory):
     """(events, store times by queue, committed offsets by group, server log)"""
-    cp = _classpath()
     root = tmp_path_factory.mktemp("java-reset")
-    classes = root / "classes"
-    r = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-cp", cp, "-d", str(classes), str(SOURCE)],
-                       capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert r.returncode == 0, f"javac failed:\n{r.stderr}"
-    home = root / "home"
-    home.mkdir()
-    serve = Serve(root)
-    serve.start()
-    try:
-        r = subprocess.run(
-            ["java", *JVM_OPTIONS, f"-Duser.home={home}", f"-Djava.io.tmpdir={home}", "-cp", f"{cp}:{classes}",
-             "ResetClients", serve.namesrv],
-            capture_output=True, text=True, timeout=400, cwd=home,
-        )  # fmt: skip
-    finally:
-        serve.stop()
-    log = "".join(serve.lines)
-    (root / "serve.log").write_text(log)
-    (root / "java.stderr").write_text(r.stderr)
-    assert r.returncode == 0, f"java exited {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-    events = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
-    assert events and events[-1] == {"scenario": "main", "event": "exit"}, r.stdout[-3000:]
+    events, log = run_once(root, java_classpath, "ResetClients")
     with MessageStore.open(str(root / "store"), read_only=True) as s:
         times = {}
         for q in range(2):
@@ -59,19 +33,6 @@ def reset_run(tmp_path_factory):
             times[q] = [m.store_timestamp for m in got]
         committed = {g: {q: s.consumer_offsets.query(g, TOPIC, q) for q in range(2)} for g in GROUPS}
     return events, times, committed, log
-
-
-def of(events, scenario, event=None):
-    errors = [e for e in events if e["scenario"] == scenario and e["event"] == "error"]
-    assert not errors, "\n".join(e["trace"] for e in errors)
-    return [e for e in events if e["scenario"] == scenario and (event is None or e["event"] == event)]
-
-
-def mqadmin_out(events, name) -> str:
-    runs = [e for e in of(events, "mqadmin") if e["name"] == name]
-    assert len(runs) == 1, name
-    assert "Exception" not in runs[0]["stderr"] and "failed" not in runs[0]["stdout"], runs[0]
-    return runs[0]["stdout"]
 
 
 def mid_of(events) -> int:

@@ -9,60 +9,21 @@ test_java_client.py is without the RocketMQ jars or a JDK."""
 
 import json
 import re
-import subprocess
-from pathlib import Path
 
 import pytest
-from test_java_client import JVM_OPTIONS, Serve, _classpath
+from serve_harness import mqadmin_out, of, run_once
 
-SOURCE = Path(__file__).resolve().parent / "java" / "StatsClients.java"
 TOPIC = "JStats"
 GROUPS = [{"groupName": "GStatsA", "retryMaxTimes": 3}, {"groupName": "GStatsLite"}]
 
 
 @pytest.fixture(scope="module")
-def stats_run(tmp_path_factory):
+def stats_run(java_classpath, tmp_path_factory):
     """(events, server log)"""
-    cp = _classpath()
     root = tmp_path_factory.mktemp("java-stats")
-    classes = root / "classes"
-    r = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-cp", cp, "-d", str(classes), str(SOURCE)],
-                       capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert r.returncode == 0, f"javac failed:\n{r.stderr}"
-    home = root / "home"
-    home.mkdir()
     group_file = root / "groups.json"
     group_file.write_text(json.dumps(GROUPS))
-    serve = Serve(root)
-    serve.start()
-    try:
-        r = subprocess.run(
-            ["java", *JVM_OPTIONS, f"-Duser.home={home}", f"-Djava.io.tmpdir={home}", "-cp", f"{cp}:{classes}",
-             "StatsClients", serve.namesrv, str(group_file)],
-            capture_output=True, text=True, timeout=400, cwd=home,
-        )  # fmt: skip
-    finally:
-        serve.stop()
-    log = "".join(serve.lines)
-    (root / "serve.log").write_text(log)
-    (root / "java.stderr").write_text(r.stderr)
-    assert r.returncode == 0, f"java exited {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-    events = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
-    assert events and events[-1] == {"scenario": "main", "event": "exit"}, r.stdout[-3000:]
-    return events, log
-
-
-def of(events, scenario, event=None):
-    errors = [e for e in events if e["scenario"] == scenario and e["event"] == "error"]
-    assert not errors, "\n".join(e["trace"] for e in errors)
-    return [e for e in events if e["scenario"] == scenario and (event is None or e["event"] == event)]
-
-
-def mqadmin_out(events, name) -> str:
-    runs = [e for e in of(events, "mqadmin") if e["name"] == name]
-    assert len(runs) == 1, name
-    assert "Exception" not in runs[0]["stderr"] and "failed" not in runs[0]["stdout"], runs[0]
-    return runs[0]["stdout"]
+    return run_once(root, java_classpath, "StatsClients", str(group_file))
 
 
 def test_update_sub_group_list_creates_the_groups(stats_run):

@@ -1,0 +1,154 @@
+"""A real `rocketstore serve` (remoting on loopback ports, no gRPC) and RocketMQ 5.3.3's Java test programs
+(java/*.java) run against it: what test_java_client.py, test_java_reset.py and
+test_java_stats.py share. The programs are compiled once per session (conftest.py's java_classpath); each prints
+JSON lines ({"scenario": ..., "event": ...}), read here into events.
+
+Skipped, saying why, without the RocketMQ jars beside the repository (../shared/java/rocketmq-5.3.3, see its
+README) or without a JDK (javac)."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+JAVA_DIR = REPO.parent / "shared" / "java" / "rocketmq-5.3.3"
+SOURCES = Path(__file__).resolve().parent / "java"
+JVM_OPTIONS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
+BROKER_CONF = "transactionTimeOut=1000\ntransactionCheckInterval=1000\n"  # check-backs after 1 s, not 6 + 30
+
+
+# ---------------------------------------------------------------------------------------------- the JVM side
+def classpath() -> str:
+    """The RocketMQ client's and tools' jars (skips when they or a JDK are not here)."""
+    if not JAVA_DIR.is_dir():
+        pytest.skip(f"no RocketMQ Java client here: {JAVA_DIR} is absent (a bare clone; see shared/java's README)")
+    for tool in ("java", "javac"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"no {tool} on PATH (a JDK 17: openjdk-17-jdk-headless, see {JAVA_DIR / 'README.md'})")
+    cp = subprocess.run(["bash", str(JAVA_DIR / "classpath.sh"), "client"], capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    missing = [p for p in cp.stdout.strip().split(":") if not os.path.exists(p)]
+    if missing:
+        pytest.skip(f"the Debian packages of {JAVA_DIR / 'README.md'} are not installed: {', '.join(missing[:3])} ...")
+    return cp.stdout.strip()
+
+
+def compile_programs(out: Path) -> str:
+    """Every java/*.java compiled into `out`: the classpath to run them with."""
+    cp = classpath()
+    sources = sorted(str(p) for p in SOURCES.glob("*.java"))
+    r = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-cp", cp, "-d", str(out), *sources],
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, f"javac failed:\n{r.stderr}"
+    return f"{cp}:{out}"
+
+
+def run_java(classpath: str, home: Path, main: str, *args: str) -> subprocess.CompletedProcess:
+    """One JVM running `main` with args, its user.home, tmpdir and working directory `home`."""
+    return subprocess.run(
+        ["java", *JVM_OPTIONS, f"-Duser.home={home}", f"-Djava.io.tmpdir={home}", "-cp", classpath, main, *args],
+        capture_output=True, text=True, timeout=400, cwd=home,
+    )  # fmt: skip
+
+
+def events_of(r: subprocess.CompletedProcess) -> list[dict]:
+    """The JSON lines of a program that exited 0 and printed its last line, {"scenario": "main", "event": "exit"}."""
+    assert r.returncode == 0, f"java exited {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    events = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert events and events[-1] == {"scenario": "main", "event": "exit"}, r.stdout[-3000:]
+    return events
+
+
+def of(events, scenario, event=None):
+    """The scenario's events (of one kind), none of its events an error."""
+    errors = [e for e in events if e["scenario"] == scenario and e["event"] == "error"]
+    assert not errors, "\n".join(e["trace"] for e in errors)
+    return [e for e in events if e["scenario"] == scenario and (event is None or e["event"] == event)]
+
+
+def mqadmin_out(events, name) -> str:
+    """The stdout of the one mqadmin run named `name`, which printed no exception and no failure."""
+    runs = [e for e in of(events, "mqadmin") if e["name"] == name]
+    assert len(runs) == 1, name
+    assert "Exception" not in runs[0]["stderr"] and "failed" not in runs[0]["stdout"], runs[0]
+    return runs[0]["stdout"]
+
+
+# ---------------------------------------------------------------------------------------------- the server
+def free_pair() -> int:
+    """A loopback port p with p - 2 free too (the broker's fast channel)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            p = s.getsockname()[1]
+        if p > 1026:
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", p - 2))
+                except OSError:
+                    continue
+            return p
+    raise AssertionError("no free port pair")
+
+
+class Serve:
+    def __init__(self, root: Path):
+        self.root, self.proc, self.lines = root, None, []
+        self.ns_port, self.broker_port = free_pair(), free_pair()
+        (root / "broker.conf").write_text(BROKER_CONF)
+
+    @property
+    def namesrv(self) -> str:
+        return f"127.0.0.1:{self.ns_port}"
+
+    @property
+    def broker(self) -> str:
+        return f"127.0.0.1:{self.broker_port}"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rocketstore.cli", "serve", str(self.root / "store"), "-c",
+             str(self.root / "broker.conf"), "--no-grpc", "--namesrv", self.namesrv, "--remoting",
+             self.broker, "--log-level", "INFO"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )  # fmt: skip
+        ready = threading.Event()
+
+        def pump(proc):
+            for line in proc.stdout:
+                self.lines.append(line)
+                if "rocketstore serve: store" in line:
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=pump, args=(self.proc,), daemon=True).start()
+        assert ready.wait(60) and self.proc.poll() is None, "".join(self.lines)
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(60) == 0, "".join(self.lines[-50:])
+
+
+def run_once(root: Path, classpath: str, main: str, *args: str) -> tuple[list[dict], str]:
+    """`main` run once (NAMESRV, then args) against a server on root/store, stopped afterwards: (its events, the
+    server's log). The log goes to root/serve.log, the JVM's stderr to root/java.stderr."""
+    home = root / "home"
+    home.mkdir()
+    serve = Serve(root)
+    serve.start()
+    try:
+        r = run_java(classpath, home, main, serve.namesrv, *args)
+    finally:
+        serve.stop()
+    log = "".join(serve.lines)
+    (root / "serve.log").write_text(log)
+    (root / "java.stderr").write_text(r.stderr)
+    return events_of(r), log
