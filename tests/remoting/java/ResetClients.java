@@ -3,26 +3,18 @@
 // ({"scenario": ..., "event": ...}); the Python test checks them and the store's committed offsets afterwards.
 // Topic JReset (2 queues) gets 6 messages a queue, then (past a timestamp `mid` the resets aim at) 6 more.
 
-import com.alibaba.fastjson.JSON;
-import java.io.ByteArrayOutputStream;
-import java.io.OutputStream;
-import java.io.PrintStream;
-import java.io.PrintWriter;
-import java.io.StringWriter;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.function.BooleanSupplier;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.common.TopicConfig;
-import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
@@ -31,91 +23,11 @@ import org.apache.rocketmq.remoting.protocol.admin.OffsetWrapper;
 import org.apache.rocketmq.remoting.protocol.body.QueueTimeSpan;
 import org.apache.rocketmq.remoting.protocol.route.BrokerData;
 import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig;
-import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
-import org.apache.rocketmq.tools.command.MQAdminStartup;
 
-public class ResetClients {
-    static final PrintStream OUT = System.out;
-    static final PrintStream ERR = System.err;
-    static final long WAIT_MS = 60_000; // every wait is bounded by this
+public class ResetClients extends Harness {
     static final String TOPIC = "JReset";
     static final int PER_QUEUE = 6;
-    static String ns;
     static String brokerAddr;
-    static DefaultMQAdminExt admin;
-
-    static void emit(String scenario, String event, Object... kv) {
-        Map<String, Object> m = new LinkedHashMap<>();
-        m.put("scenario", scenario);
-        m.put("event", event);
-        for (int i = 0; i + 1 < kv.length; i += 2) {
-            m.put((String) kv[i], kv[i + 1]);
-        }
-        String line = JSON.toJSONString(m);
-        synchronized (OUT) {
-            OUT.println(line);
-            OUT.flush();
-        }
-    }
-
-    static boolean waitFor(BooleanSupplier done) throws InterruptedException {
-        long end = System.currentTimeMillis() + WAIT_MS;
-        while (System.currentTimeMillis() < end) {
-            if (done.getAsBoolean()) {
-                return true;
-            }
-            Thread.sleep(100);
-        }
-        return done.getAsBoolean();
-    }
-
-    /** What this thread writes goes to `mine`, what the others (the clients' background threads) write to `rest`. */
-    static PrintStream thisThread(ByteArrayOutputStream mine, PrintStream rest) {
-        Thread owner = Thread.currentThread();
-        return new PrintStream(new OutputStream() {
-            public void write(int b) {
-                if (Thread.currentThread() == owner) {
-                    mine.write(b);
-                } else {
-                    rest.write(b);
-                }
-            }
-
-            public void write(byte[] b, int off, int len) {
-                if (Thread.currentThread() == owner) {
-                    mine.write(b, off, len);
-                } else {
-                    rest.write(b, off, len);
-                }
-            }
-        }, true, StandardCharsets.UTF_8);
-    }
-
-    static void mqadmin(String name, String... args) {
-        ByteArrayOutputStream out = new ByteArrayOutputStream(), err = new ByteArrayOutputStream();
-        synchronized (ResetClients.class) {
-            System.setOut(thisThread(out, OUT));
-            System.setErr(thisThread(err, ERR));
-            try {
-                MQAdminStartup.main(args);
-            } catch (Throwable e) {
-                e.printStackTrace();
-            } finally {
-                System.out.flush();
-                System.err.flush();
-                System.setOut(OUT);
-                System.setErr(ERR);
-            }
-        }
-        emit("mqadmin", "ran", "name", name, "args", args, "stdout", out.toString(StandardCharsets.UTF_8),
-            "stderr", err.toString(StandardCharsets.UTF_8));
-    }
-
-    static String trace(Throwable e) {
-        StringWriter w = new StringWriter();
-        e.printStackTrace(new PrintWriter(w));
-        return w.toString();
-    }
 
     static Map<String, Long> committed(String group) {
         Map<String, Long> out = new LinkedHashMap<>();
@@ -144,18 +56,9 @@ public class ResetClients {
         admin.createAndUpdateTopicConfig(brokerAddr, new TopicConfig(TOPIC, 2, 2));
         // cloneGroupOffset finds the brokers by the source group's retry topic (a consumer's heartbeat makes it)
         admin.createAndUpdateTopicConfig(brokerAddr, new TopicConfig("%RETRY%GOld", 1, 1));
-        waitFor(() -> {
-            try {
-                return admin.examineTopicRouteInfo(TOPIC).getQueueDatas().size() > 0;
-            } catch (Exception e) {
-                return false;
-            }
-        });
+        waitForRoute(TOPIC);
         String brokerName = admin.examineTopicRouteInfo(TOPIC).getQueueDatas().get(0).getBrokerName();
-        DefaultMQProducer p = new DefaultMQProducer("PReset");
-        p.setNamesrvAddr(ns);
-        p.setSendMsgTimeout(10_000);
-        p.start();
+        DefaultMQProducer p = producer("PReset");
         try {
             for (String batch : new String[] {"a", "b"}) {
                 if (batch.equals("b")) {
@@ -241,10 +144,7 @@ public class ResetClients {
         String s = "live";
         List<Map<String, Object>> before = new CopyOnWriteArrayList<>(), after = new CopyOnWriteArrayList<>();
         final List<Map<String, Object>>[] into = new List[] {before};
-        DefaultMQPushConsumer c = new DefaultMQPushConsumer("GLive");
-        c.setNamesrvAddr(ns);
-        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-        c.setPersistConsumerOffsetInterval(1000);
+        DefaultMQPushConsumer c = pushConsumer("GLive");
         c.subscribe(TOPIC, "*");
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             for (MessageExt m : msgs) {
@@ -272,34 +172,14 @@ public class ResetClients {
         }
     }
 
-    interface Scenario {
-        void run() throws Exception;
-    }
-
-    static void run(String name, Scenario scenario) {
-        long t0 = System.currentTimeMillis();
-        try {
-            scenario.run();
-        } catch (Throwable e) {
-            emit(name, "error", "trace", trace(e));
-        }
-        emit(name, "finished", "ms", System.currentTimeMillis() - t0);
-    }
-
     static long mid; // between the two halves: the resets' timestamp
 
     public static void main(String[] args) throws Exception {
-        ns = args[0];
-        admin = new DefaultMQAdminExt();
-        admin.setNamesrvAddr(ns);
-        admin.setInstanceName("ResetClientsAdmin");
-        admin.start();
+        start(args[0], "ResetClientsAdmin");
         run("setup", ResetClients::setup);
         run("offline", () -> offline(mid));
         run("time_span", ResetClients::timeSpan);
         run("live", () -> live(mid));
-        admin.shutdown();
-        emit("main", "exit");
-        System.exit(0);
+        exit();
     }
 }

@@ -4,12 +4,6 @@
 // JSON lines ({"scenario": ..., "event": ...}) of what it did; the Python test checks them against the store.
 // A scenario that throws prints {"scenario": ..., "event": "error", "trace": ...} and the others still run.
 
-import com.alibaba.fastjson.JSON;
-import java.io.ByteArrayOutputStream;
-import java.io.OutputStream;
-import java.io.PrintStream;
-import java.io.PrintWriter;
-import java.io.StringWriter;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -23,7 +17,6 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
@@ -45,40 +38,8 @@ import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.remoting.protocol.admin.ConsumeStats;
 import org.apache.rocketmq.remoting.protocol.admin.TopicStatsTable;
 import org.apache.rocketmq.remoting.protocol.route.BrokerData;
-import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
-import org.apache.rocketmq.tools.command.MQAdminStartup;
 
-public class RocketClients {
-    static final PrintStream OUT = System.out;
-    static final PrintStream ERR = System.err;
-    static final long WAIT_MS = 60_000; // every wait is bounded by this
-    static String ns;
-    static DefaultMQAdminExt admin;
-
-    static void emit(String scenario, String event, Object... kv) {
-        Map<String, Object> m = new LinkedHashMap<>();
-        m.put("scenario", scenario);
-        m.put("event", event);
-        for (int i = 0; i + 1 < kv.length; i += 2) {
-            m.put((String) kv[i], kv[i + 1]);
-        }
-        String line = JSON.toJSONString(m);
-        synchronized (OUT) {
-            OUT.println(line);
-            OUT.flush();
-        }
-    }
-
-    static boolean waitFor(BooleanSupplier done) throws InterruptedException {
-        long end = System.currentTimeMillis() + WAIT_MS;
-        while (System.currentTimeMillis() < end) {
-            if (done.getAsBoolean()) {
-                return true;
-            }
-            Thread.sleep(100);
-        }
-        return done.getAsBoolean();
-    }
+public class RocketClients extends Harness {
 
     static byte[] utf8(String s) {
         return s.getBytes(StandardCharsets.UTF_8);
@@ -110,34 +71,12 @@ public class RocketClients {
         return r;
     }
 
-    static DefaultMQProducer producer(String group) throws Exception {
-        DefaultMQProducer p = new DefaultMQProducer(group);
-        p.setNamesrvAddr(ns);
-        p.setSendMsgTimeout(10_000);
-        p.start();
-        return p;
-    }
-
-    static DefaultMQPushConsumer pushConsumer(String group) {
-        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
-        c.setNamesrvAddr(ns);
-        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-        c.setPersistConsumerOffsetInterval(1000);
-        return c;
-    }
-
     static void createTopic(String topic, int queues) throws Exception {
         for (BrokerData bd : admin.examineBrokerClusterInfo().getBrokerAddrTable().values()) {
             admin.createAndUpdateTopicConfig(bd.selectBrokerAddr(), new TopicConfig(topic, queues, queues));
         }
         // the route is there once the name server gives it
-        waitFor(() -> {
-            try {
-                return admin.examineTopicRouteInfo(topic).getQueueDatas().size() > 0;
-            } catch (Exception e) {
-                return false;
-            }
-        });
+        waitForRoute(topic);
     }
 
     // ------------------------------------------------------------------ producers: sync, async, oneway, batch, orderly
@@ -500,48 +439,6 @@ public class RocketClients {
     }
 
     // ------------------------------------------------------------------ mqadmin, in this JVM
-    /** What this thread writes goes to `mine`, what the others (the clients' background threads) write to `rest`. */
-    static PrintStream thisThread(ByteArrayOutputStream mine, PrintStream rest) {
-        Thread owner = Thread.currentThread();
-        return new PrintStream(new OutputStream() {
-            public void write(int b) {
-                if (Thread.currentThread() == owner) {
-                    mine.write(b);
-                } else {
-                    rest.write(b);
-                }
-            }
-
-            public void write(byte[] b, int off, int len) {
-                if (Thread.currentThread() == owner) {
-                    mine.write(b, off, len);
-                } else {
-                    rest.write(b, off, len);
-                }
-            }
-        }, true, StandardCharsets.UTF_8);
-    }
-
-    static void mqadmin(String name, String... args) {
-        ByteArrayOutputStream out = new ByteArrayOutputStream(), err = new ByteArrayOutputStream();
-        synchronized (RocketClients.class) {
-            System.setOut(thisThread(out, OUT));
-            System.setErr(thisThread(err, ERR));
-            try {
-                MQAdminStartup.main(args);
-            } catch (Throwable e) {
-                e.printStackTrace();
-            } finally {
-                System.out.flush();
-                System.err.flush();
-                System.setOut(OUT);
-                System.setErr(ERR);
-            }
-        }
-        emit("mqadmin", "ran", "name", name, "args", args, "stdout", out.toString(StandardCharsets.UTF_8),
-            "stderr", err.toString(StandardCharsets.UTF_8));
-    }
-
     static void mqadminFirst(String tagA, String tagB) {
         mqadmin("topicList", "topicList", "-n", ns);
         mqadmin("updateTopic", "updateTopic", "-n", ns, "-c", "DefaultCluster", "-t", "JAdminMade", "-r", "3", "-w", "3");
@@ -552,33 +449,9 @@ public class RocketClients {
     }
 
     // ------------------------------------------------------------------
-    static String trace(Throwable e) {
-        StringWriter w = new StringWriter();
-        e.printStackTrace(new PrintWriter(w));
-        return w.toString();
-    }
-
-    interface Scenario {
-        void run() throws Exception;
-    }
-
-    static void run(String name, Scenario scenario) {
-        long t0 = System.currentTimeMillis();
-        try {
-            scenario.run();
-        } catch (Throwable e) {
-            emit(name, "error", "trace", trace(e));
-        }
-        emit(name, "finished", "ms", System.currentTimeMillis() - t0);
-    }
-
     public static void main(String[] args) throws Exception {
-        ns = args[0];
         String phase = args[1];
-        admin = new DefaultMQAdminExt();
-        admin.setNamesrvAddr(ns);
-        admin.setInstanceName("RocketClientsAdmin");
-        admin.start();
+        start(args[0], "RocketClientsAdmin");
         if (phase.equals("first")) {
             // consumers in threads of their own, two at a time: each waits for rebalances and delays, not the CPU
             List<Thread> threads = new ArrayList<>();
@@ -613,9 +486,7 @@ public class RocketClients {
             run("lite_subscribe", () -> liteSubscribe(true));
             run("lite_assign", () -> liteAssign(true));
         }
-        admin.shutdown();
-        emit("main", "exit");
-        System.exit(0);
+        exit();
     }
 
     static final Map<String, String> offsetIds = new ConcurrentHashMap<>(); // key -> offset msgId

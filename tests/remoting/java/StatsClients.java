@@ -5,17 +5,10 @@
 // all and commits; while it runs consumerConnection and DefaultMQAdminExt.getConsumeStatus ask about it, then statsAll and
 // brokerConsumeStats.
 
-import com.alibaba.fastjson.JSON;
-import java.io.ByteArrayOutputStream;
-import java.io.OutputStream;
-import java.io.PrintStream;
-import java.io.PrintWriter;
-import java.io.StringWriter;
 import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.function.BooleanSupplier;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.common.TopicConfig;
@@ -25,92 +18,12 @@ import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.remoting.protocol.admin.ConsumeStats;
 import org.apache.rocketmq.remoting.protocol.route.BrokerData;
 import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig;
-import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
-import org.apache.rocketmq.tools.command.MQAdminStartup;
 
-public class StatsClients {
-    static final PrintStream OUT = System.out;
-    static final PrintStream ERR = System.err;
-    static final long WAIT_MS = 60_000; // every wait is bounded by this
+public class StatsClients extends Harness {
     static final String TOPIC = "JStats";
     static final int MESSAGES = 10;
-    static String ns;
     static String groupFile;
     static String brokerAddr;
-    static DefaultMQAdminExt admin;
-
-    static void emit(String scenario, String event, Object... kv) {
-        Map<String, Object> m = new LinkedHashMap<>();
-        m.put("scenario", scenario);
-        m.put("event", event);
-        for (int i = 0; i + 1 < kv.length; i += 2) {
-            m.put((String) kv[i], kv[i + 1]);
-        }
-        String line = JSON.toJSONString(m);
-        synchronized (OUT) {
-            OUT.println(line);
-            OUT.flush();
-        }
-    }
-
-    static boolean waitFor(BooleanSupplier done) throws InterruptedException {
-        long end = System.currentTimeMillis() + WAIT_MS;
-        while (System.currentTimeMillis() < end) {
-            if (done.getAsBoolean()) {
-                return true;
-            }
-            Thread.sleep(100);
-        }
-        return done.getAsBoolean();
-    }
-
-    /** What this thread writes goes to `mine`, what the others (the clients' background threads) write to `rest`. */
-    static PrintStream thisThread(ByteArrayOutputStream mine, PrintStream rest) {
-        Thread owner = Thread.currentThread();
-        return new PrintStream(new OutputStream() {
-            public void write(int b) {
-                if (Thread.currentThread() == owner) {
-                    mine.write(b);
-                } else {
-                    rest.write(b);
-                }
-            }
-
-            public void write(byte[] b, int off, int len) {
-                if (Thread.currentThread() == owner) {
-                    mine.write(b, off, len);
-                } else {
-                    rest.write(b, off, len);
-                }
-            }
-        }, true, StandardCharsets.UTF_8);
-    }
-
-    static void mqadmin(String name, String... args) {
-        ByteArrayOutputStream out = new ByteArrayOutputStream(), err = new ByteArrayOutputStream();
-        synchronized (StatsClients.class) {
-            System.setOut(thisThread(out, OUT));
-            System.setErr(thisThread(err, ERR));
-            try {
-                MQAdminStartup.main(args);
-            } catch (Throwable e) {
-                e.printStackTrace();
-            } finally {
-                System.out.flush();
-                System.err.flush();
-                System.setOut(OUT);
-                System.setErr(ERR);
-            }
-        }
-        emit("mqadmin", "ran", "name", name, "args", args, "stdout", out.toString(StandardCharsets.UTF_8),
-            "stderr", err.toString(StandardCharsets.UTF_8));
-    }
-
-    static String trace(Throwable e) {
-        StringWriter w = new StringWriter();
-        e.printStackTrace(new PrintWriter(w));
-        return w.toString();
-    }
 
     static long diff(String group) {
         try {
@@ -133,17 +46,8 @@ public class StatsClients {
             emit("setup", "group", "name", g, "retryMaxTimes", sg.getRetryMaxTimes(), "consumeEnable",
                 sg.isConsumeEnable());
         }
-        waitFor(() -> {
-            try {
-                return admin.examineTopicRouteInfo(TOPIC).getQueueDatas().size() > 0;
-            } catch (Exception e) {
-                return false;
-            }
-        });
-        DefaultMQProducer p = new DefaultMQProducer("PStats");
-        p.setNamesrvAddr(ns);
-        p.setSendMsgTimeout(10_000);
-        p.start();
+        waitForRoute(TOPIC);
+        DefaultMQProducer p = producer("PStats");
         try {
             for (int i = 0; i < MESSAGES; i++) {
                 p.send(new Message(TOPIC, "t", "k" + i, ("m" + i).getBytes(StandardCharsets.UTF_8)));
@@ -189,32 +93,12 @@ public class StatsClients {
         mqadmin("brokerConsumeStats", "brokerConsumeStats", "-n", ns, "-b", brokerAddr);
     }
 
-    interface Scenario {
-        void run() throws Exception;
-    }
-
-    static void run(String name, Scenario scenario) {
-        long t0 = System.currentTimeMillis();
-        try {
-            scenario.run();
-        } catch (Throwable e) {
-            emit(name, "error", "trace", trace(e));
-        }
-        emit(name, "finished", "ms", System.currentTimeMillis() - t0);
-    }
-
     public static void main(String[] args) throws Exception {
-        ns = args[0];
         groupFile = args[1];
-        admin = new DefaultMQAdminExt();
-        admin.setNamesrvAddr(ns);
-        admin.setInstanceName("StatsClientsAdmin");
-        admin.start();
+        start(args[0], "StatsClientsAdmin");
         run("setup", StatsClients::setup);
         run("lite", StatsClients::lite);
         run("stats", StatsClients::stats);
-        admin.shutdown();
-        emit("main", "exit");
-        System.exit(0);
+        exit();
     }
 }
