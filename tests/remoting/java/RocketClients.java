@@ -17,6 +17,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
@@ -131,6 +132,34 @@ public class RocketClients extends Harness {
         }
     }
 
+    // ------------------------------------------------------------------ push consumers
+    /** Push consumer c started on `topic`, concurrent or orderly, handing each message it gets to `each`. */
+    static DefaultMQPushConsumer startPush(DefaultMQPushConsumer c, String topic, String expression, boolean orderly,
+            Consumer<MessageExt> each) throws Exception {
+        c.subscribe(topic, expression);
+        if (orderly) {
+            c.registerMessageListener((MessageListenerOrderly) (msgs, ctx) -> {
+                msgs.forEach(each);
+                return ConsumeOrderlyStatus.SUCCESS;
+            });
+        } else {
+            c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+                msgs.forEach(each);
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+            });
+        }
+        c.start();
+        return c;
+    }
+
+    /** Each message printed as "received" of scenario s, its key added to `seen`. */
+    static Consumer<MessageExt> received(String s, Set<String> seen) {
+        return m -> {
+            emit(s, "received", "message", got(m));
+            seen.add(m.getKeys());
+        };
+    }
+
     // ------------------------------------------------------------------ push consumer, concurrent, tag filter
     static DefaultMQPushConsumer tagConsumer; // left running for mqadmin's message track, shut down at the end
 
@@ -153,17 +182,7 @@ public class RocketClients extends Harness {
             p.shutdown();
         }
         Set<String> seen = ConcurrentHashMap.newKeySet();
-        DefaultMQPushConsumer c = pushConsumer("JPushTag");
-        c.subscribe(topic, "TagA || TagC");
-        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
-            for (MessageExt m : msgs) {
-                emit(s, "received", "message", got(m));
-                seen.add(m.getKeys());
-            }
-            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-        });
-        c.start();
-        tagConsumer = c;
+        tagConsumer = startPush(pushConsumer("JPushTag"), topic, "TagA || TagC", false, received(s, seen));
         waitFor(() -> seen.size() >= 23);
         // every queue's offset committed to its end (the filtered messages too): what consumerProgress shows
         boolean committed = waitFor(() -> {
@@ -194,16 +213,7 @@ public class RocketClients extends Harness {
             p.shutdown();
         }
         Set<String> seen = ConcurrentHashMap.newKeySet();
-        DefaultMQPushConsumer c = pushConsumer("JPushOrderly");
-        c.subscribe(topic, "*");
-        c.registerMessageListener((MessageListenerOrderly) (msgs, ctx) -> {
-            for (MessageExt m : msgs) {
-                emit(s, "received", "message", got(m));
-                seen.add(m.getKeys());
-            }
-            return ConsumeOrderlyStatus.SUCCESS;
-        });
-        c.start();
+        DefaultMQPushConsumer c = startPush(pushConsumer("JPushOrderly"), topic, "*", true, received(s, seen));
         try {
             waitFor(() -> seen.size() >= 40);
         } finally {
@@ -246,15 +256,7 @@ public class RocketClients extends Harness {
                 SendResult r = p.sendMessageInTransaction(new Message(topic, "tx", "tx-" + i, utf8("tx body " + i)), null);
                 emit(s, "sent", "key", "tx-" + i, "result", sent(r));
             }
-            c.subscribe(topic, "*");
-            c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
-                for (MessageExt m : msgs) {
-                    emit(s, "received", "message", got(m));
-                    seen.add(m.getKeys());
-                }
-                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-            });
-            c.start();
+            startPush(c, topic, "*", false, received(s, seen));
             waitFor(() -> seen.contains("tx-0") && seen.contains("tx-2") && checked.contains("tx-3"));
             Thread.sleep(1500); // nothing more comes
         } finally {
@@ -269,16 +271,10 @@ public class RocketClients extends Harness {
         String s = "delay", topic = "JDelay";
         createTopic(topic, 4);
         Set<String> seen = ConcurrentHashMap.newKeySet();
-        DefaultMQPushConsumer c = pushConsumer("JDelayConsumers");
-        c.subscribe(topic, "*");
-        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
-            for (MessageExt m : msgs) {
-                emit(s, "received", "message", got(m), "at", System.currentTimeMillis());
-                seen.add(m.getKeys());
-            }
-            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        DefaultMQPushConsumer c = startPush(pushConsumer("JDelayConsumers"), topic, "*", false, m -> {
+            emit(s, "received", "message", got(m), "at", System.currentTimeMillis());
+            seen.add(m.getKeys());
         });
-        c.start();
         DefaultMQProducer p = producer("JDelayProducers");
         try {
             Message m = new Message(topic, "late", "delay-0", utf8("one second late"));
