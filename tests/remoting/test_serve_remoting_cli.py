@@ -10,6 +10,7 @@ import sys
 import threading
 
 from remoting_client import Client
+from serve_harness import free_pair
 
 from rocketstore.remoting import fastjson
 from rocketstore.remoting.codes import RequestCode as RC
@@ -125,20 +126,6 @@ def test_records_name_the_broker_as_their_store_host(tmp_path):
     with MessageStore.open(str(tmp_path / "store"), read_only=True) as s:
         m = s.get("g", "T", 0, 0, 1).messages[0]
         assert (m.body, m.store_host) == (b"hello", f"127.0.0.1:{broker_port}")
-
-
-def free_pair() -> int:
-    """A port p with p - 2 free too (the broker's fast channel)."""
-    for _ in range(50):
-        p = free_port()
-        if p > 2:
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", p - 2))
-                except OSError:
-                    continue
-                return p
-    raise AssertionError("no free port pair")
 
 
 def test_broker_serves_its_fast_channel_too(tmp_path):
