@@ -100,10 +100,10 @@ def free_pair() -> int:
 
 
 class Serve:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, conf: str = ""):
         self.root, self.proc, self.lines = root, None, []
         self.ns_port, self.broker_port = free_pair(), free_pair()
-        (root / "broker.conf").write_text(BROKER_CONF)
+        (root / "broker.conf").write_text(BROKER_CONF + conf)
 
     @property
     def namesrv(self) -> str:
@@ -137,12 +137,13 @@ class Serve:
         assert self.proc.wait(60) == 0, "".join(self.lines[-50:])
 
 
-def run_once(root: Path, classpath: str, main: str, *args: str) -> tuple[list[dict], str]:
-    """`main` run once (NAMESRV, then args) against a server on root/store, stopped afterwards: (its events, the
-    server's log). The log goes to root/serve.log, the JVM's stderr to root/java.stderr."""
+def run_once(root: Path, classpath: str, main: str, *args: str, conf: str = "") -> tuple[list[dict], str]:
+    """`main` run once (NAMESRV, then args) against a server on root/store (`conf`: more broker.conf lines),
+    stopped afterwards: (its events, the server's log). The log goes to root/serve.log, the JVM's stderr to
+    root/java.stderr."""
     home = root / "home"
     home.mkdir()
-    serve = Serve(root)
+    serve = Serve(root, conf)
     serve.start()
     try:
         r = run_java(classpath, home, main, serve.namesrv, *args)

@@ -1,6 +1,8 @@
 """Offset resets over the wire: INVOKE_BROKER_TO_RESET_OFFSET (222; ResetOffsetRequestHeader: topic, group,
-timestamp, isForce), the RESET_CONSUMER_CLIENT_OFFSET it hands to the group's consumers (ResetOffsetRequestHeader
-again, a ResetOffsetBody or, for a C++ admin, a ResetOffsetBodyForC), CLONE_GROUP_OFFSET (314;
+timestamp, isForce, queueId, offset), by default RocketMQ 5's server-side reset (the queues' next pulls answer
+PULL_OFFSET_MOVED with the reset offset; commits ignored meanwhile), with useServerSideResetOffset=false the
+RESET_CONSUMER_CLIENT_OFFSET it hands to the group's consumers (ResetOffsetRequestHeader again, a ResetOffsetBody
+or, for a C++ admin, a ResetOffsetBodyForC), CLONE_GROUP_OFFSET (314;
 CloneGroupOffsetRequestHeader: srcGroup, destGroup, topic, offline) and QUERY_CONSUME_TIME_SPAN (303;
 QueryConsumeTimeSpanRequestHeader: topic, group; QueryConsumeTimeSpanBody of QueueTimeSpan). Expected bodies are
 written out by hand from the Java beans (fastjson: fields sorted by name, a MessageQueue map key as its object)."""
@@ -8,15 +10,21 @@ written out by hand from the Java beans (fastjson: fields sorted by name, a Mess
 import json
 import time
 
+import asyncio
+import dataclasses
+
 from broker_fixtures import with_broker
 from remoting_client import Client
 from test_broker_admin_runtime import QUIET, admin_port, heartbeat
+from test_broker_pull import COMMIT, SUB, SUSPEND, header, pull_ext
 
 from rocketstore import Message
 from rocketstore.remoting.broker.reset import java_date
 from rocketstore.remoting.codes import LanguageCode
 from rocketstore.remoting.codes import RequestCode as RC
 from rocketstore.remoting.codes import ResponseCode as R
+
+CLIENT_SIDE = dataclasses.replace(QUIET, useServerSideResetOffset=False)  # Broker2Client.resetOffset
 
 
 def fill(store, queues=2, per_queue=6) -> dict[int, list[int]]:
@@ -40,7 +48,7 @@ def reset_ext(group="g", timestamp=0, force=True) -> dict:
     return {"group": group, "topic": "T", "timestamp": str(timestamp), "isForce": "true" if force else "false"}
 
 
-def test_reset_tells_the_consumers_and_answers_the_offset_table(tmp_path):
+def test_client_side_reset_tells_the_consumers_and_answers_the_offset_table(tmp_path):
     async def scenario(broker, admin, store):
         times = fill(store)
         ts = times[0][3]
@@ -67,7 +75,7 @@ def test_reset_tells_the_consumers_and_answers_the_offset_table(tmp_path):
             await consumer.close()
 
     (times, ts, forced, told, committed, kept, told_kept, latest, for_c, told_c), store = with_broker(
-        tmp_path, scenario, QUIET
+        tmp_path, scenario, CLIENT_SIDE
     )
     target = {q: by_time(times[q], ts) for q in range(2)}
     assert target[0] <= 3  # times[0][3] is that of offset 3 (or of earlier ones stored in the same ms)
@@ -94,7 +102,7 @@ def test_reset_tells_the_consumers_and_answers_the_offset_table(tmp_path):
     store.close()
 
 
-def test_reset_refusals(tmp_path):
+def test_client_side_reset_refusals(tmp_path):
     async def scenario(broker, admin, store):
         fill(store)
         no_topic = await admin.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, {**reset_ext(), "topic": "Nope"})
@@ -104,7 +112,7 @@ def test_reset_refusals(tmp_path):
         offline = await admin.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, reset_ext(timestamp=123))
         return no_topic, no_offsets, offline, {q: broker.offsets.query("g", "T", q) for q in range(2)}
 
-    (no_topic, no_offsets, offline, after), store = with_broker(tmp_path, scenario, QUIET)
+    (no_topic, no_offsets, offline, after), store = with_broker(tmp_path, scenario, CLIENT_SIDE)
     assert (no_topic.code, no_topic.remark) == (
         R.TOPIC_NOT_EXIST,
         "[reset-offset] reset offset failed, no topic in this broker. topic=Nope",
@@ -118,33 +126,88 @@ def test_reset_refusals(tmp_path):
     store.close()
 
 
-def test_reset_of_one_queue(tmp_path):
-    """queueId (and offset) in the header: the server-side reset of that queue (resetOffsetInner)."""
+def test_server_side_reset_of_all_queues_is_handed_to_their_next_pulls(tmp_path):
+    """The default: every read queue's offset for the timestamp, isForce ignored, no consumer needed; each queue's
+    next pull answers PULL_OFFSET_MOVED / OFFSET_RESET once (its commitOffset not taken), a held pull at once;
+    commits of the queue are ignored until then and a query answers the reset offset."""
 
     async def scenario(broker, admin, store):
         times = fill(store)
         broker.subscription_groups.find("g")  # auto-created, as a consumer's heartbeat would
         for q in range(2):
-            broker.offsets.commit("g", "T", q, 6)
-        consumer = await Client.connect(admin_port(admin))
+            broker.offsets.commit("g", "T", q, 6 if q == 0 else 0)
+        ts = times[0][3]  # queue 0's offset 3 (or earlier in the same ms); all of queue 1 (stored later): 0
+        reset = await admin.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, reset_ext(timestamp=ts, force=False))
+        out = {"reset": reset, "query": {}}
+        for q in range(2):
+            ext = {"consumerGroup": "g", "topic": "T", "queueId": str(q)}
+            out["query"][q] = (await admin.call(RC.QUERY_CONSUMER_OFFSET, ext)).ext_fields["offset"]
+        out["update"] = await admin.call(RC.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": "T",
+                                                                    "queueId": "0", "commitOffset": "5"})  # fmt: skip
+        out["committed_after_update"] = broker.offsets.query("g", "T", 0)
+        # queue 0: a pull at the old position, committing it: moved, the reset kept
+        out["moved"] = await admin.call(RC.PULL_MESSAGE, pull_ext(offset=6, sys_flag=SUB | COMMIT, commitOffset="6"))
+        out["committed_after_pull"] = broker.offsets.query("g", "T", 0)
+        out["again"] = await admin.call(
+            RC.PULL_MESSAGE, pull_ext(offset=int(out["moved"].ext_fields["nextBeginOffset"]))
+        )
+        # queue 1: its reset handed out, a pull held at its end is answered by a reset made while it waits
+        out["moved1"] = await admin.call(RC.PULL_MESSAGE, pull_ext(offset=6, queue_id=1))
+        holder = await Client.connect(admin_port(admin))
         try:
-            assert (await consumer.call(RC.HEART_BEAT, body=heartbeat(producer=None), version=479)).code == 0
-            ext = {**reset_ext(timestamp=0, force=False), "queueId": "1", "offset": "2"}
-            given = await admin.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, ext)
-            told = await consumer.read()
-            by_ts = await admin.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, {**reset_ext(timestamp=times[0][4]),
-                                                                         "queueId": "0"})  # fmt: skip
-            await consumer.read()
-            out_of_range = await admin.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, {**ext, "offset": "8"})
-            no_group = await admin.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, {**ext, "group": "nope"})
-            offsets = {q: broker.offsets.query("g", "T", q) for q in range(2)}
-            return times, given, told, by_ts, out_of_range, no_group, offsets
+            held = asyncio.ensure_future(holder.call(RC.PULL_MESSAGE, pull_ext(
+                offset=6, queue_id=1, sys_flag=SUB | SUSPEND, suspend_ms=30_000)))  # fmt: skip
+            await asyncio.sleep(0.3)
+            assert not held.done()  # held: nothing past offset 6
+            await admin.call(
+                RC.INVOKE_BROKER_TO_RESET_OFFSET, {**reset_ext(timestamp=0), "queueId": "1", "offset": "2"}
+            )
+            out["held"] = await asyncio.wait_for(held, 10)
         finally:
-            await consumer.close()
+            await holder.close()
+        return times, ts, out
 
-    (times, given, told, by_ts, out_of_range, no_group, offsets), store = with_broker(tmp_path, scenario, QUIET)
+    (times, ts, out), store = with_broker(tmp_path, scenario, QUIET)
+    target = {q: by_time(times[q], ts) for q in range(2)}
+    assert target[0] <= 3 and target[1] == 0
+    reset = out["reset"]
+    assert reset.code == R.SUCCESS and reset.remark is None
+    assert reset.body == f'{{"offsetTable":{{{mq(0)}:{target[0]},{mq(1)}:{target[1]}}}}}'.encode()
+    assert out["query"] == {q: str(target[q]) for q in range(2)}
+    assert (out["update"].code, out["update"].remark) == (R.SUCCESS, "Offset has been previously reset")
+    assert out["committed_after_update"] == target[0]
+    moved = out["moved"]
+    assert (moved.code, moved.remark) == (R.PULL_OFFSET_MOVED, "OFFSET_RESET")
+    assert header(moved) == {"nextBeginOffset": target[0], "minOffset": 0, "maxOffset": 6, "suggestWhichBrokerId": 0}
+    assert out["committed_after_pull"] == target[0]
+    assert out["again"].code == R.SUCCESS  # handed out once: the next pull reads from there
+    assert header(out["again"])["nextBeginOffset"] == 6
+    assert header(out["moved1"])["nextBeginOffset"] == target[1]
+    held = out["held"]
+    assert (held.code, held.remark, header(held)["nextBeginOffset"]) == (R.PULL_OFFSET_MOVED, "OFFSET_RESET", 2)
+    store.close()
+
+
+def test_server_side_reset_of_one_queue_and_refusals(tmp_path):
+    """queueId (and offset) in the header: that queue alone (mqadmin resetOffsetByTime -b -q)."""
+
+    async def scenario(broker, admin, store):
+        times = fill(store)
+        broker.subscription_groups.find("g")
+        for q in range(2):
+            broker.offsets.commit("g", "T", q, 6)
+        ext = {**reset_ext(timestamp=0, force=False), "queueId": "1", "offset": "2"}
+        given = await admin.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, ext)
+        by_ts = await admin.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, {**reset_ext(timestamp=times[0][4]),
+                                                                     "queueId": "0"})  # fmt: skip
+        out_of_range = await admin.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, {**ext, "offset": "8"})
+        no_group = await admin.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, {**ext, "group": "nope"})
+        no_topic = await admin.call(RC.INVOKE_BROKER_TO_RESET_OFFSET, {**reset_ext(), "topic": "Nope"})
+        offsets = {q: broker.offsets.query("g", "T", q) for q in range(2)}
+        return times, given, by_ts, out_of_range, no_group, no_topic, offsets
+
+    (times, given, by_ts, out_of_range, no_group, no_topic, offsets), store = with_broker(tmp_path, scenario, QUIET)
     assert given.code == R.SUCCESS and given.body == f'{{"offsetTable":{{{mq(1)}:2}}}}'.encode()
-    assert told.code == RC.RESET_CONSUMER_CLIENT_OFFSET and told.body == given.body
     target = by_time(times[0], times[0][4])
     assert by_ts.body == f'{{"offsetTable":{{{mq(0)}:{target}}}}}'.encode()
     assert offsets == {0: target, 1: 2}
@@ -153,6 +216,7 @@ def test_reset_of_one_queue(tmp_path):
         "Target offset 8 not in consume queue range [0-6]",
     )
     assert (no_group.code, no_group.remark) == (R.SUBSCRIPTION_GROUP_NOT_EXIST, "Group nope does not exist")
+    assert (no_topic.code, no_topic.remark) == (R.TOPIC_NOT_EXIST, "Topic Nope does not exist")
     store.close()
 
 

@@ -70,6 +70,7 @@ class BrokerSettings:
     notifyConsumerIdsChangedEnable: bool = True
     enablePropertyFilter: bool = False
     litePullMessageEnable: bool = True  # LITE_PULL_MESSAGE served (DefaultLitePullConsumer)
+    useServerSideResetOffset: bool = True  # resets handed to the next pull (reset.py), not told to the clients
     rejectTransactionMessage: bool = False
     autoCreateSubscriptionGroup: bool = True
     flushConsumerOffsetInterval: int = 5000  # ms between writes of the consumer offsets (and at close)

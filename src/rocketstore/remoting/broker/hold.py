@@ -27,11 +27,13 @@ MAX_HELD = 16384
 
 
 class _Waiter:
-    __slots__ = ("offset", "event")
+    __slots__ = ("offset", "group", "event", "released")
 
-    def __init__(self, offset: int):
+    def __init__(self, offset: int, group: str | None):
         self.offset = offset
+        self.group = group
         self.event = asyncio.Event()
+        self.released = False  # answered before its time: the queue's consumer offset was reset
 
 
 class PullHold:
@@ -121,7 +123,17 @@ class PullHold:
                 self.woken += 1
                 w.event.set()
 
-    async def wait(self, topic: str, queue_id: int, offset: int, timeout_s: float, conn=None) -> bool | None:
+    def release(self, topic: str, queue_id: int, group: str) -> None:
+        """The group's pulls held on a queue stop waiting now (a server-side offset reset hands them the new
+        offset)."""
+        for w in self._waiters.get((topic, queue_id), ()):
+            if w.group == group:
+                w.released = True
+                w.event.set()
+
+    async def wait(
+        self, topic: str, queue_id: int, offset: int, timeout_s: float, conn=None, group: str | None = None
+    ) -> bool | None:
         """True once the queue holds a message at `offset` or beyond, False when the time is up, None when
         max_held pulls are held already (the pull is not held). With `conn`, the wait is parked (not in flight)."""
         if self.held >= self.max_held:
@@ -129,7 +141,7 @@ class PullHold:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         key = (topic, queue_id)
-        me = _Waiter(offset)
+        me = _Waiter(offset, group)
         waiters = self._waiters.get(key)
         if waiters is None:
             waiters = self._waiters[key] = set()
@@ -142,6 +154,8 @@ class PullHold:
                 while True:
                     if self.store.max_offset(topic, queue_id) > offset:
                         return True
+                    if me.released:
+                        return False
                     left = deadline - loop.time()
                     if left <= 0:
                         return False

@@ -3,7 +3,13 @@ UPDATE_CONSUMER_OFFSET, GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTA
 
 Committed offsets are the store's (config/consumerOffset.json, the table the gRPC side commits to as well).
 Commits are kept in memory first and written together every flushConsumerOffsetInterval (broker.conf, 5 s, as
-RocketMQ persists its offset table) and at close; a query sees the newest commit at once."""
+RocketMQ persists its offset table) and at close; a query sees the newest commit at once.
+
+Pending resets (ConsumerOffsetManager's resetOffsetTable, with useServerSideResetOffset, RocketMQ 5's default): a
+reset (reset.py) commits the new offset and keeps it for the queue's next pull, which answers it as OFFSET_RESET
+and forgets it (`take_reset`). Until then the group's commits of that queue are ignored (a consumer still holding
+its old position would undo the reset) and a query answers the reset offset. Kept in memory, as RocketMQ keeps
+them: a restart forgets them, and the committed offset stays."""
 
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ class Offsets:
         self.broker = broker
         self.store = broker.store
         self._pending: dict[tuple[str, str], dict[int, int]] = {}
+        self._resets: dict[tuple[str, str], dict[int, int]] = {}
         self._lock = threading.Lock()
 
     def handlers(self) -> dict:
@@ -35,12 +42,35 @@ class Offsets:
     # ------------------------------------------------------------------ the table
     def query(self, group: str, topic: str, queue_id: int) -> int:
         with self._lock:
-            pending = self._pending.get((group, topic), {}).get(queue_id)
+            pending = self._resets.get((group, topic), {}).get(queue_id)
+            if pending is None:
+                pending = self._pending.get((group, topic), {}).get(queue_id)
         return pending if pending is not None else self.store.consumer_offsets.query(group, topic, queue_id)
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         with self._lock:
             self._pending.setdefault((group, topic), {})[queue_id] = offset
+
+    def assign_reset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """assignResetOffset: committed now, and handed to the queue's next pull."""
+        with self._lock:
+            self._resets.setdefault((group, topic), {})[queue_id] = offset
+            self._pending.setdefault((group, topic), {})[queue_id] = offset
+
+    def has_reset(self, group: str, topic: str, queue_id: int) -> bool:
+        with self._lock:
+            return queue_id in self._resets.get((group, topic), {})
+
+    def take_reset(self, group: str, topic: str, queue_id: int) -> int | None:
+        """queryThenEraseResetOffset: the queue's pending reset offset, forgotten as it is handed out."""
+        with self._lock:
+            resets = self._resets.get((group, topic))
+            if not resets or queue_id not in resets:
+                return None
+            offset = resets.pop(queue_id)
+            if not resets:
+                del self._resets[(group, topic)]
+            return offset
 
     def offsets_of(self, group: str, topic: str) -> dict[int, int]:
         """The group's offsets for a topic, committed with the pending ones over them (cloneOffset's copy)."""
@@ -66,8 +96,9 @@ class Offsets:
     def forget_topic(self, topic: str) -> None:
         """Pending commits for a topic being deleted are dropped (the flush would write them back)."""
         with self._lock:
-            for key in [k for k in self._pending if k[1] == topic]:
-                del self._pending[key]
+            for table in (self._pending, self._resets):
+                for key in [k for k in table if k[1] == topic]:
+                    del table[key]
 
     def flush(self) -> None:
         with self._lock:
@@ -119,6 +150,10 @@ class Offsets:
             return response_to(cmd, ResponseCode.INVALID_PARAMETER, f"QueueId is null, topic is {topic}")
         if h["commitOffset"] is None:
             return response_to(cmd, ResponseCode.INVALID_PARAMETER, f"Offset is null, topic is {topic}")
+        if self.broker.settings.useServerSideResetOffset and self.has_reset(group, topic, h["queueId"]):
+            log.info("Update consumer offset is rejected because of previous offset-reset. Group=%s, Topic=%s, "
+                     "QueueId=%s, Offset=%s", group, topic, h["queueId"], h["commitOffset"])  # fmt: skip
+            return response_to(cmd, ResponseCode.SUCCESS, "Offset has been previously reset")
         self.commit(group, topic, h["queueId"], h["commitOffset"])
         return response_to(cmd, ResponseCode.SUCCESS)
 

@@ -12,7 +12,13 @@ LITE_PULL_MESSAGE (361), what RocketMQ 5.x's DefaultLitePullConsumer pulls with 
 served by the same processor, as RocketMQ's broker registers it: the same header, checks, long polling (a lite pull
 sets FLAG_SUSPEND with brokerSuspendMaxTimeMillis, 20 s) and answer, refused with NO_PERMISSION when broker.conf sets
 `litePullMessageEnable=false`. A lite pull commits no offset (no FLAG_COMMIT_OFFSET): its consumer sends
-UPDATE_CONSUMER_OFFSET (offsets.py)."""
+UPDATE_CONSUMER_OFFSET (offsets.py).
+
+A queue whose consumer offset was reset on the broker (useServerSideResetOffset, reset.py) answers its next pull
+with PULL_OFFSET_MOVED, remark OFFSET_RESET, nextBeginOffset the reset offset, as PullMessageProcessor does; the
+client moves there (Java's push consumer drops the queue, commits the offset and takes it up again). A pull held
+on the queue is answered so at once. Unlike RocketMQ, that pull's commitOffset (the consumer's old position) is
+not committed over the reset: it would move the group back until the client commits the new offset."""
 
 from __future__ import annotations
 
@@ -122,17 +128,38 @@ class PullProcessor:
         sub = self._subscription(cmd, h)
         if not isinstance(sub, tuple):
             return sub
+        moved = self._reset_answer(cmd, h)
+        if moved is not None:
+            return moved
         if h["sysFlag"] & FLAG_COMMIT_OFFSET:
             self.broker.offsets.commit(group, topic, q, h["commitOffset"])
         response = await self._look(cmd, h, sub)
         if response.code != ResponseCode.PULL_NOT_FOUND or not h["sysFlag"] & FLAG_SUSPEND:
             return response
         polling_ms = h["suspendTimeoutMillis"] if settings.longPollingEnable else SHORT_POLLING_MS
-        held = await self.broker.hold.wait(topic, q, h["queueOffset"], max(polling_ms, 0) / 1000, conn)
+        held = await self.broker.hold.wait(topic, q, h["queueOffset"], max(polling_ms, 0) / 1000, conn, group)
         if held is None:  # maxHeldPulls are held already: a client backs off from SYSTEM_BUSY (3 s for Java's)
             remark = f"[HOLD_FULL] {self.broker.hold.max_held} pulls are held already (maxHeldPulls), try again later"
             return response_to(cmd, ResponseCode.SYSTEM_BUSY, remark)
-        return await self._look(cmd, h, sub)
+        return self._reset_answer(cmd, h) or await self._look(cmd, h, sub)
+
+    def _reset_answer(self, cmd, h):
+        """PULL_OFFSET_MOVED to a pending reset offset of the queue (forgotten as it is answered), or None."""
+        if not self.broker.settings.useServerSideResetOffset:
+            return None
+        group, topic, q = h["consumerGroup"], h["topic"], h["queueId"]
+        offset = self.broker.offsets.take_reset(group, topic, q)
+        if offset is None:
+            return None
+        ext = {
+            "suggestWhichBrokerId": "0",
+            "nextBeginOffset": str(offset),
+            "minOffset": str(self.store.min_offset(topic, q)),
+            "maxOffset": str(self.store.max_offset(topic, q)),
+            "topicSysFlag": "0",
+            "groupSysFlag": str(self.broker.subscription_groups.group_sys_flag(group)),
+        }
+        return response_to(cmd, ResponseCode.PULL_OFFSET_MOVED, GetStatus.OFFSET_RESET.name, ext)
 
     async def _look(self, cmd, h, sub):
         if sub[0] == "TAG":

@@ -3,19 +3,22 @@ INVOKE_BROKER_TO_RESET_OFFSET (222: `resetOffsetByTime`, `skipAccumulatedMessage
 CLONE_GROUP_OFFSET (314, `cloneGroupOffset`) and QUERY_CONSUME_TIME_SPAN (303, DefaultMQAdminExt's
 queryConsumeTimeSpan).
 
-A reset is answered as Broker2Client.resetOffset does (RocketMQ's path with useServerSideResetOffset=false): each
-write queue's offset for the timestamp (the maximum offset for -1; 0 for a queue with none), kept only where it
-moves the group back unless `isForce`; the group's consumers told with a oneway RESET_CONSUMER_CLIENT_OFFSET
-carrying a ResetOffsetBody (a ResetOffsetBodyForC when the admin speaks C++), and the same body answered. A group
-with no committed offset for a queue answers SYSTEM_ERROR; a group with no consumer online answers
-CONSUMER_NOT_ONLINE, on which mqadmin falls back to the old reset (GET_CONSUME_STATS, SEARCH_OFFSET_BY_TIMESTAMP,
-UPDATE_CONSUMER_OFFSET, all served in offsets.py and admin.py). Beyond Broker2Client, the new offsets are also
-committed here at once (as the server-side reset's assignResetOffset does): the clients commit them again when
-they take the request, and a client that never does leaves the group's committed offsets right all the same.
+A reset is answered as RocketMQ 5's broker answers it by default (useServerSideResetOffset=true,
+AdminBrokerProcessor.resetOffsetInner): the topic and the subscription group must exist; every read queue's offset
+for the timestamp (the queue's max offset for a negative one), or the one queue named (queueId, with its offset
+checked against the queue's range, else the timestamp's: mqadmin resetOffsetByTime -b -q), is committed and kept
+as the queue's pending reset (offsets.py), which its next pull answers with PULL_OFFSET_MOVED (pull.py); isForce
+plays no part, and no consumer need be online. The answer is the ResetOffsetBody of the queues reset.
 
-RocketMQ 5.3.3 defaults to useServerSideResetOffset=true, where the broker commits and answers the next pull of
-each queue with OFFSET_MOVED; rocketstore does not hold such pending resets. A request naming one queue (queueId,
-with an offset or not: mqadmin resetOffsetByTime -b -q) is answered as that server-side reset answers it."""
+With useServerSideResetOffset=false (broker.conf) it is answered as Broker2Client.resetOffset does: each write
+queue's offset for the timestamp (the maximum offset for -1; 0 for a queue with none), kept only where it moves
+the group back unless `isForce`; the group's consumers told with a oneway RESET_CONSUMER_CLIENT_OFFSET carrying a
+ResetOffsetBody (a ResetOffsetBodyForC when the admin speaks C++), and the same body answered. A group with no
+committed offset for a queue answers SYSTEM_ERROR; a group with no consumer online answers CONSUMER_NOT_ONLINE, on
+which mqadmin falls back to the old reset (GET_CONSUME_STATS, SEARCH_OFFSET_BY_TIMESTAMP, UPDATE_CONSUMER_OFFSET,
+all served in offsets.py and admin.py). Beyond Broker2Client, the new offsets are also committed here at once: the
+clients commit them again when they take the request, and a client that never does leaves the group's committed
+offsets right all the same."""
 
 from __future__ import annotations
 
@@ -102,10 +105,15 @@ class ResetProcessor:
         h = headers.read(cmd, {"group": "str", "topic": "str", "timestamp": "long"},
                          {"isForce": "bool", "queueId": "int", "offset": "long"})  # fmt: skip
         group, topic, timestamp, force = h["group"], h["topic"], h["timestamp"], bool(h["isForce"])
-        if h["queueId"] is not None and h["queueId"] >= 0:
-            return await self._reset_queue(cmd, group, topic, h["queueId"], timestamp, h["offset"])
         log.info("[reset-offset] reset offset started by %s. topic=%s, group=%s, timestamp=%s, isForce=%s",
                  conn.remote, topic, group, timestamp, force)  # fmt: skip
+        if self.broker.settings.useServerSideResetOffset:
+            queue_id = h["queueId"] if h["queueId"] is not None else -1
+            return await self._reset_on_broker(cmd, group, topic, queue_id, timestamp, h["offset"])
+        return await self._reset_by_clients(cmd, group, topic, timestamp, force)
+
+    async def _reset_by_clients(self, cmd, group: str, topic: str, timestamp: int, force: bool):
+        """Broker2Client.resetOffset: the offsets computed here, told to every consumer of the group online."""
         tc = self.broker.topics.get(topic)
         if tc is None:
             return response_to(
@@ -148,33 +156,45 @@ class ResetProcessor:
             req = RemotingCommand(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, ext_fields=dict(fields), body=client_body)
             self.broker.spawn(self._tell(ch, req, topic, group))
 
-    async def _reset_queue(self, cmd, group: str, topic: str, queue_id: int, timestamp: int, offset: int | None):
-        """One queue's reset (mqadmin resetOffsetByTime -b -q, DefaultMQAdminExt.resetOffsetByQueueId): answered as
-        RocketMQ's server-side reset (resetOffsetInner) answers it: the offset given (checked against the queue's
-        range) or the timestamp's, committed; the group's live consumers are told of that queue as above (RocketMQ
-        hands it to their next pull instead)."""
-        if self.broker.topics.get(topic) is None:
+    def _target(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """searchOffsetByTimestamp: the queue's max offset for a negative timestamp, else the timestamp's."""
+        if timestamp < 0:
+            return self.store.max_offset(topic, queue_id)
+        return self.store.offset_by_time(topic, queue_id, timestamp)
+
+    async def _reset_on_broker(self, cmd, group: str, topic: str, queue_id: int, timestamp: int, offset: int | None):
+        """resetOffsetInner: the queues' new offsets committed and kept for their next pulls (pull.py)."""
+        tc = self.broker.topics.get(topic)
+        if tc is None:
+            log.warning("Reset offset failed, topic does not exist. topic=%s, group=%s", topic, group)
             return response_to(cmd, ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} does not exist")
         if group not in self.broker.subscription_groups:
+            log.warning("Reset offset failed, group does not exist. topic=%s, group=%s", topic, group)
             return response_to(cmd, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {group} does not exist")
         store = self.store
-        if offset is not None and offset != -1:
-            lo = await asyncio.to_thread(store.min_offset, topic, queue_id)
-            hi = await asyncio.to_thread(store.max_offset, topic, queue_id)
-            if (lo >= 0 and offset < lo) or offset > hi + 1:
-                return response_to(
-                    cmd, ResponseCode.SYSTEM_ERROR, f"Target offset {offset} not in consume queue range [{lo}-{hi}]"
-                )
-        elif timestamp < 0:
-            offset = await asyncio.to_thread(store.max_offset, topic, queue_id)
+        table = {}
+        if queue_id >= 0:
+            if offset is not None and offset != -1:
+                lo = await asyncio.to_thread(store.min_offset, topic, queue_id)
+                hi = await asyncio.to_thread(store.max_offset, topic, queue_id)
+                if (lo >= 0 and offset < lo) or offset > hi + 1:
+                    remark = f"Target offset {offset} not in consume queue range [{lo}-{hi}]"
+                    return response_to(cmd, ResponseCode.SYSTEM_ERROR, remark)
+            else:
+                offset = await asyncio.to_thread(self._target, topic, queue_id, timestamp)
+            table[queue_id] = offset
         else:
-            offset = await asyncio.to_thread(store.offset_by_time, topic, queue_id, timestamp)
-        self.broker.offsets.commit(group, topic, queue_id, offset)
-        table = {queue_id: offset}
-        g = self.broker.clients.consumers.get(group)
-        if g is not None:
-            self._tell_all(list(g.channels.values()), group, topic, timestamp, table, False)
+            for q in range(tc.read_queue_nums):
+                table[q] = await asyncio.to_thread(self._target, topic, q, timestamp)
+        if not table:
+            log.warning("Reset offset aborted: no queues to reset")
+            return response_to(cmd, ResponseCode.SYSTEM_ERROR, "No queues to reset.")
+        for q, o in table.items():
+            if o >= 0:  # assignResetOffset refuses a negative offset
+                self.broker.offsets.assign_reset(group, topic, q, o)
+                self.broker.hold.release(topic, q, group)
         body = reset_offset_body(topic, self.broker.settings.brokerName, table)
+        log.info("Reset offset, topic=%s, group=%s, queues=%s", topic, group, body.decode())
         return response_to(cmd, ResponseCode.SUCCESS, None, None, body)
 
     @staticmethod
