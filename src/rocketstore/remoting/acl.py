@@ -73,6 +73,9 @@ ADMIN_CODES = frozenset(
         # (not in RocketMQ's plain ACL list, which predates it) it creates groups as request 200 does: a
         # non-admin account must not do through the list what it may not do one group at a time
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST,
+        # the same for topics (request 17 through a list) and for deleting files at once
+        RequestCode.UPDATE_AND_CREATE_TOPIC_LIST,
+        RequestCode.DELETE_EXPIRED_COMMITLOG,
         RequestCode.UPDATE_AND_CREATE_STATIC_TOPIC,
         50,
         51,

@@ -42,6 +42,7 @@ from .schedule import ScheduleService
 from .send import SendProcessor
 from .send_back import SendBack
 from .stats import BrokerStats
+from .store_admin import StoreAdmin
 from .subscriptions import SubscriptionGroups
 from .topics import RW, BrokerTopics
 from .transaction import TransactionProcessor
@@ -117,7 +118,7 @@ class Broker:
         handlers = {}
         for part in (SendProcessor(self), PullProcessor(self), self.offsets, self.clients, self.locks, self.txp,
                      self.send_back, self.subscription_groups, self.topic_admin, BrokerAdmin(self),
-                     Lookups(self), ResetProcessor(self), StatsAdmin(self), FeatureOff(self)):  # fmt: skip
+                     Lookups(self), ResetProcessor(self), StatsAdmin(self), StoreAdmin(self), FeatureOff(self)):  # fmt: skip
             handlers.update(part.handlers())
         for code in (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE):
             handlers[code] = self.stats.count_pull(handlers[code])

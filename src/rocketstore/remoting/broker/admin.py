@@ -1,9 +1,11 @@
 """The broker's runtime and client admin requests, as RocketMQ's AdminBrokerProcessor answers mqadmin:
 GET_BROKER_RUNTIME_INFO (28, the KVTable `mqadmin brokerStatus` prints and `clusterList` reads), GET_BROKER_CONFIG
 (26), UPDATE_BROKER_CONFIG (25, the keys this broker can change while running), GET_CONSUMER_CONNECTION_LIST (203),
-GET_PRODUCER_CONNECTION_LIST (204), GET_CONSUME_STATS (208, `consumerProgress`), GET_CONSUMER_RUNNING_INFO
-(307, handed to the consumer as the broker does) and QUERY_TOPIC_CONSUME_BY_WHO (300, the groups consuming a topic:
-the message track of `queryMsgById` asks it)."""
+GET_PRODUCER_CONNECTION_LIST (204), GET_ALL_PRODUCER_INFO (328, `mqadmin producer`), GET_CONSUME_STATS (208,
+`consumerProgress`), GET_CONSUMER_RUNNING_INFO (307) and CONSUME_MESSAGE_DIRECTLY (309, `queryMsgByUniqueKey -g -d`:
+the message's record handed to one consumer, which consumes it and says how), both handed to the consumer as the
+broker's callConsumer does, and QUERY_TOPIC_CONSUME_BY_WHO (300, the groups consuming a topic: the message track of
+`queryMsgById` asks it)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import time
 from dataclasses import fields
 
 from ...formats.properties import java_hashmap_order
+from ...formats.record import parse_msg_id
 from .. import fastjson, headers
 from ..codes import RequestCode, ResponseCode, Version
 from ..command import RemotingCommand, response_to
@@ -58,7 +61,9 @@ class BrokerAdmin:
                 RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
                 RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
                 RequestCode.GET_CONSUME_STATS: self.consume_stats,
+                RequestCode.GET_ALL_PRODUCER_INFO: self.all_producers,
                 RequestCode.GET_CONSUMER_RUNNING_INFO: self.consumer_running_info,
+                RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_directly,
                 RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.topic_consumed_by}  # fmt: skip
 
     # ------------------------------------------------------------------ runtime info
@@ -199,6 +204,9 @@ class BrokerAdmin:
             return response_to(cmd, ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
         return response_to(cmd, ResponseCode.SUCCESS, None, None, bodies.producer_connection(channels.values()))
 
+    async def all_producers(self, cmd, conn):
+        return response_to(cmd, ResponseCode.SUCCESS, None, None, bodies.producer_table(self.broker.clients.producers))
+
     # ------------------------------------------------------------------ consume stats
     def _stats_topics(self, group: str, topic: str | None, topic_list: str | None) -> list[str]:
         """getTopicsForCollectingConsumeStats: the listed topics as they are; else the topic asked for, or every
@@ -242,7 +250,39 @@ class BrokerAdmin:
     # ------------------------------------------------------------------ a call to the consumer
     async def consumer_running_info(self, cmd, conn):
         h = headers.read(cmd, {"consumerGroup": "str", "clientId": "str"}, {"jstackEnable": "bool"})
-        group, client_id = h["consumerGroup"], h["clientId"]
+        return await self._call_consumer(cmd, RequestCode.GET_CONSUMER_RUNNING_INFO, h["consumerGroup"], h["clientId"])
+
+    async def consume_directly(self, cmd, conn):
+        """The request gains brokerName, the topic's and group's sys flags and, as its body, the record at the
+        offset msgId's offset; then it goes to the consumer named."""
+        h = headers.read(cmd, {"consumerGroup": "str", "clientId": "str"}, {"msgId": "str", "topic": "str"})
+        cmd.ext_fields = dict(cmd.ext_fields or {}, brokerName=self.broker.settings.brokerName)
+        tc = self.broker.topics.get(h["topic"]) if h["topic"] else None
+        if tc is not None:
+            cmd.ext_fields["topicSysFlag"] = str(tc.topic_sys_flag)
+        if h["consumerGroup"] and h["consumerGroup"] in self.broker.subscription_groups:
+            cmd.ext_fields["groupSysFlag"] = str(self.broker.subscription_groups.group_sys_flag(h["consumerGroup"]))
+        try:
+            _, offset = parse_msg_id(h["msgId"] or "")
+        except ValueError as e:
+            return response_to(cmd, ResponseCode.SYSTEM_ERROR, str(e))
+        record = await asyncio.to_thread(self._record_at, offset)
+        if record is None:
+            return response_to(cmd, ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+        cmd.body = record
+        return await self._call_consumer(cmd, RequestCode.CONSUME_MESSAGE_DIRECTLY, h["consumerGroup"], h["clientId"])
+
+    def _record_at(self, offset: int) -> bytes | None:
+        """selectOneMessageByOffset: the whole record starting at a CommitLog offset."""
+        m = self.store.look(offset) if offset >= 0 else None
+        if m is None or m.physical_offset != offset:
+            return None
+        view = self.store.commitlog.read(m.physical_offset, m.size)
+        return None if view is None else bytes(view)
+
+    async def _call_consumer(self, cmd, code: int, group: str, client_id: str):
+        """callConsumer: the request (its fields and body) asked of one consumer of the group, its answer passed
+        back."""
         g = self.broker.clients.consumers.get(group)
         channel = next((c for c in g.channels.values() if c.client_id == client_id), None) if g else None
         if channel is None:
@@ -254,8 +294,7 @@ class BrokerAdmin:
                 f"The Consumer <{client_id}> Version <{channel.version}> too low to finish, please upgrade it to "
                 "V3_1_8_SNAPSHOT",
             )
-        forward = RemotingCommand(RequestCode.GET_CONSUMER_RUNNING_INFO, ext_fields=dict(cmd.ext_fields or {}),
-                                  body=cmd.body)  # fmt: skip
+        forward = RemotingCommand(code, ext_fields=dict(cmd.ext_fields or {}), body=cmd.body)
         try:
             answer = await channel.connection.request(forward, CONSUMER_CALL_TIMEOUT_S)
         except asyncio.TimeoutError:

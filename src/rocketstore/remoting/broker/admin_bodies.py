@@ -175,3 +175,22 @@ def consumer_connection(group) -> bytes:
 
 def producer_connection(channels) -> bytes:
     return fastjson.dumpb(Bean(connectionSet=[connection_bean(c) for c in channels]))
+
+
+def producer_table(producers: dict) -> bytes:
+    """ProducerTableInfo (GET_ALL_PRODUCER_INFO): every producer group's ProducerInfo list; remoteIP as Netty's
+    InetSocketAddress prints it ("/ip:port")."""
+    data = {
+        group: [
+            Bean(
+                clientId=ch.client_id,
+                language=language_name(ch.language),
+                lastUpdateTimestamp=ch.last_update_ms,
+                remoteIP="/" + ch.connection.remote,
+                version=ch.version,
+            )
+            for ch in channels.values()
+        ]
+        for group, channels in sorted(producers.items())
+    }
+    return fastjson.dumpb(Bean(data=data))

@@ -10,15 +10,18 @@ POP retry topics of the groups that had offsets for it (clearRetryTopicWhenDelet
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from ... import topics as TC
 from ...serve.rules import is_system_topic
-from .. import headers
+from .. import fastjson, headers
 from ..codes import ResponseCode
 from ..command import response_to
 from ..namesrv.routes import DataVersion
 from . import admin_bodies as bodies
 from .topics import RETRY_PREFIX, from_store
+
+log = logging.getLogger("rocketstore.remoting.broker")
 
 TOPIC_MAX_LENGTH, RETRY_OR_DLQ_MAX_LENGTH = 127, 255
 MAX_QUEUES = 1024  # rocketstore's limit on a topic's queues (RocketMQ sets none)
@@ -161,7 +164,8 @@ class TopicAdmin:
     def handlers(self) -> dict:
         from ..codes import RequestCode as RC
 
-        return {RC.UPDATE_AND_CREATE_TOPIC: self.update_topic, RC.DELETE_TOPIC_IN_BROKER: self.delete_topic,
+        return {RC.UPDATE_AND_CREATE_TOPIC: self.update_topic, RC.UPDATE_AND_CREATE_TOPIC_LIST: self.update_topic_list,
+                RC.DELETE_TOPIC_IN_BROKER: self.delete_topic,
                 RC.GET_ALL_TOPIC_CONFIG: self.all_topic_config, RC.GET_TOPIC_CONFIG: self.topic_config,
                 RC.GET_TOPIC_STATS_INFO: self.topic_stats}  # fmt: skip
 
@@ -205,6 +209,57 @@ class TopicAdmin:
             except ValueError as e:  # the store refuses (a queue type change)
                 return response_to(cmd, ResponseCode.SYSTEM_ERROR, str(e))
             self._changed()
+        return response_to(cmd, ResponseCode.SUCCESS)
+
+    async def update_topic_list(self, cmd, conn):
+        """UPDATE_AND_CREATE_TOPIC_LIST (`mqadmin updateTopicList`): a CreateTopicListRequestBody of TopicConfigs,
+        each checked as one topic's request is, then all saved and registered once. As RocketMQ answers it, a
+        topic whose config would not change ends the request there with SUCCESS (the ones after it untouched)."""
+        try:
+            doc = fastjson.loads(cmd.body or b"{}")
+            listed = doc.get("topicConfigList") or []
+            if not isinstance(listed, list) or not all(isinstance(t, dict) for t in listed):
+                raise ValueError("topicConfigList is not a list of TopicConfig objects")
+        except (ValueError, AttributeError) as e:
+            return response_to(cmd, ResponseCode.SYSTEM_ERROR, f"cannot read the topic config list: {e}")
+        names = "".join(f"{t.get('topicName')};" for t in listed)
+        log.info("AdminBrokerProcessor#updateAndCreateTopicList: topicNames: %s, called by %s", names, conn.remote)
+        async with self.lock:
+            wanted = []
+            for t in listed:
+                topic = t.get("topicName")
+                remark = validate_topic(topic)
+                if remark:
+                    return response_to(cmd, ResponseCode.INVALID_PARAMETER, remark)
+                if self.is_system_topic(topic):
+                    return self._conflict(cmd, topic)
+                try:
+                    h = {"topic": topic, "readQueueNums": _int(t, "readQueueNums", 16),
+                         "writeQueueNums": _int(t, "writeQueueNums", 16), "perm": _int(t, "perm", 6),
+                         "topicFilterType": t.get("topicFilterType") or "SINGLE_TAG",
+                         "topicSysFlag": _int(t, "topicSysFlag", 0), "order": bool(t.get("order", False)),
+                         "attributes": None}  # fmt: skip
+                    tc = self._requested(h)
+                    tc.attributes = {str(k): str(v) for k, v in (t.get("attributes") or {}).items()}
+                    if tc.attributes.get("+message.type") == "MIXED":
+                        raise TopicRefused(ResponseCode.INVALID_PARAMETER, "MIXED message type is not supported.")
+                    current = self.broker.topics.get(topic) if topic in self.store.topic_configs else None
+                    tc.attributes = alter_attributes(
+                        current is None, current.attributes if current else {}, tc.attributes
+                    )
+                except TopicRefused as e:
+                    return response_to(cmd, e.code, str(e))
+                if tc == current:
+                    return response_to(cmd, ResponseCode.SUCCESS)
+                wanted.append(tc)
+            try:
+                for tc in wanted:
+                    await asyncio.to_thread(save_topic_config, self.store, tc)
+            except ValueError as e:
+                return response_to(cmd, ResponseCode.SYSTEM_ERROR, str(e))
+            finally:
+                if wanted:
+                    self._changed()
         return response_to(cmd, ResponseCode.SUCCESS)
 
     def _requested(self, h):
@@ -293,3 +348,11 @@ class TopicAdmin:
             ts = store.store_timestamp_at(topic, q, hi - 1) if hi > 0 else 0
             rows.append((q, lo, hi, ts))
         return rows
+
+
+def _int(bean: dict, name: str, default: int) -> int:
+    value = bean.get(name, default)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise TopicRefused(ResponseCode.INVALID_PARAMETER, f"{name} {value!r} is not a number") from None
