@@ -3,18 +3,24 @@
 // ({"scenario": ..., "event": ...}). updateSubGroupList creates GStatsA and GStatsLite from GROUPFILE (a JSON list
 // of SubscriptionGroupConfig), 10 messages go to JStats (2 queues), the lite pull consumer GStatsLite reads them
 // all and commits; while it runs consumerConnection and DefaultMQAdminExt.getConsumeStatus ask about it, then statsAll and
-// brokerConsumeStats.
+// brokerConsumeStats. Then (Usage's TOPICFILE, a JSON list of TopicConfig) updateTopicList, producer while a producer
+// runs, queryCq, deleteExpiredCommitLog and queryMsgByUniqueKey -g -d handing a message to a push consumer.
 
 import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CopyOnWriteArrayList;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.remoting.protocol.body.ConsumerConnection;
 import org.apache.rocketmq.remoting.protocol.admin.ConsumeStats;
 import org.apache.rocketmq.remoting.protocol.route.BrokerData;
 import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig;
@@ -23,6 +29,8 @@ public class StatsClients extends Harness {
     static final String TOPIC = "JStats";
     static final int MESSAGES = 10;
     static String groupFile;
+    static String topicFile;
+    static String firstMsgId; // the first message's unique key (what SendResult.getMsgId() gives)
     static String brokerAddr;
 
     static long diff(String group) {
@@ -50,7 +58,12 @@ public class StatsClients extends Harness {
         DefaultMQProducer p = producer("PStats");
         try {
             for (int i = 0; i < MESSAGES; i++) {
-                p.send(new Message(TOPIC, "t", "k" + i, ("m" + i).getBytes(StandardCharsets.UTF_8)));
+                String id = p.send(new Message(TOPIC, "t", "k" + i, ("m" + i).getBytes(StandardCharsets.UTF_8)))
+                    .getMsgId();
+                if (i == 0) {
+                    firstMsgId = id;
+                    emit("setup", "first", "msgId", id);
+                }
             }
         } finally {
             p.shutdown();
@@ -93,12 +106,57 @@ public class StatsClients extends Harness {
         mqadmin("brokerConsumeStats", "brokerConsumeStats", "-n", ns, "-b", brokerAddr);
     }
 
+    static void more() throws Exception {
+        mqadmin("updateTopicList", "updateTopicList", "-n", ns, "-b", brokerAddr, "-f", topicFile);
+        for (String t : new String[] {"JStatsL1", "JStatsL2"}) {
+            TopicConfig tc = admin.examineTopicConfig(brokerAddr, t);
+            emit("more", "topic", "name", t, "read", tc.getReadQueueNums(), "write", tc.getWriteQueueNums(), "perm",
+                tc.getPerm());
+        }
+        DefaultMQProducer p = producer("PStatsLive");
+        try {
+            mqadmin("producer", "producer", "-n", ns, "-b", brokerAddr);
+        } finally {
+            p.shutdown();
+        }
+        mqadmin("queryCq", "queryCq", "-n", ns, "-t", TOPIC, "-q", "0", "-i", "0", "-c", "3", "-b", brokerAddr);
+        mqadmin("deleteExpiredCommitLog", "deleteExpiredCommitLog", "-n", ns, "-b", brokerAddr);
+        List<String> direct = new CopyOnWriteArrayList<>();
+        DefaultMQPushConsumer c = pushConsumer("GStatsPush");
+        c.subscribe("JStatsL1", "*"); // nothing there: what it consumes is what is handed to it
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                direct.add(m.getMsgId() + " " + new String(m.getBody(), StandardCharsets.UTF_8));
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        try {
+            waitFor(() -> {
+                try {
+                    return !admin.examineConsumerConnectionInfo("GStatsPush").getConnectionSet().isEmpty();
+                } catch (Exception e) {
+                    return false;
+                }
+            });
+            ConsumerConnection cc = admin.examineConsumerConnectionInfo("GStatsPush");
+            String clientId = cc.getConnectionSet().iterator().next().getClientId();
+            mqadmin("queryMsgByUniqueKey.direct", "queryMsgByUniqueKey", "-n", ns, "-i", firstMsgId, "-t", TOPIC,
+                "-g", "GStatsPush", "-d", clientId);
+            emit("more", "direct", "consumed", new java.util.ArrayList<>(direct));
+        } finally {
+            c.shutdown();
+        }
+    }
+
     public static void main(String[] args) throws Exception {
         groupFile = args[1];
+        topicFile = args[2];
         start(args[0], "StatsClientsAdmin");
         run("setup", StatsClients::setup);
         run("lite", StatsClients::lite);
         run("stats", StatsClients::stats);
+        run("more", StatsClients::more);
         exit();
     }
 }
