@@ -115,3 +115,29 @@ def test_query_by_unique_key_hands_the_message_to_a_push_consumer(stats_run):
 def mqadmin_run(events, name) -> dict:
     (run,) = [e for e in of(events, "mqadmin") if e["name"] == name]
     return run
+
+
+def test_feature_off_answers_as_rocketmq_gives_them(stats_run):
+    """What mqadmin prints against RocketMQ 5.3.3's own broker (run here) for the same commands."""
+    events, *_ = stats_run
+    out = mqadmin_out(events, "haStatus")
+    assert re.search(r"^#MasterAddr\s+127\.0\.0\.1:\d+$", out, re.M) and "#SlaveNum\t0" in out, out
+    assert re.search(r"^#MasterCommitLogMaxOffset\s+[1-9]\d*$", out, re.M), out  # messages were put
+    assert "updateColdDataFlowCtrGroupConfig success" in mqadmin_out(events, "updateColdDataFlowCtrGroupConfig")
+    out = mqadmin_out(events, "getColdDataFlowCtrInfo")
+    assert '"cgColdReadThreshold":3145728' in out and '"GCold":1000' in out and '"globalAcc":0' in out, out
+    assert "remove broker cold read threshold success" in mqadmin_out(events, "removeColdDataFlowCtrGroupConfig")
+    out = mqadmin_out(events, "setCommitLogReadAheadMode")
+    assert "set commitlog readahead mode success, mode: 1" in out, out
+    for name, desc in [
+        ("createUser", "CODE: 1  DESC: An system error occurred, please try again later."),
+        (
+            "getAcl",
+            "CODE: 1  DESC: java.lang.IllegalStateException: The authenticationMetadataProvider is not configured.",
+        ),
+        (
+            "listAcl",
+            "CODE: 1  DESC: java.lang.IllegalStateException: The authenticationMetadataProvider is not configured.",
+        ),
+    ]:
+        assert desc in mqadmin_run(events, name)["stderr"], name

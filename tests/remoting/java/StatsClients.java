@@ -149,6 +149,21 @@ public class StatsClients extends Harness {
         }
     }
 
+    // features serve has not: answered as RocketMQ 5.3.3's broker answers with them off (auth 2.0 without a
+    // metadata provider, no slaves, no cold data counted)
+    static void featureOff() {
+        mqadmin("haStatus", "haStatus", "-n", ns, "-b", brokerAddr);
+        mqadmin("updateColdDataFlowCtrGroupConfig", "updateColdDataFlowCtrGroupConfig", "-n", ns, "-b", brokerAddr,
+            "-g", "GCold", "-v", "1000");
+        mqadmin("getColdDataFlowCtrInfo", "getColdDataFlowCtrInfo", "-n", ns, "-b", brokerAddr);
+        mqadmin("removeColdDataFlowCtrGroupConfig", "removeColdDataFlowCtrGroupConfig", "-n", ns, "-b", brokerAddr,
+            "-g", "GCold");
+        mqadmin("setCommitLogReadAheadMode", "setCommitLogReadAheadMode", "-n", ns, "-b", brokerAddr, "-m", "1");
+        mqadmin("createUser", "createUser", "-n", ns, "-b", brokerAddr, "-u", "alice", "-p", "secret");
+        mqadmin("getAcl", "getAcl", "-n", ns, "-b", brokerAddr, "-s", "User:alice");
+        mqadmin("listAcl", "listAcl", "-n", ns, "-b", brokerAddr);
+    }
+
     public static void main(String[] args) throws Exception {
         groupFile = args[1];
         topicFile = args[2];
@@ -157,6 +172,7 @@ public class StatsClients extends Harness {
         run("lite", StatsClients::lite);
         run("stats", StatsClients::stats);
         run("more", StatsClients::more);
+        run("featureOff", StatsClients::featureOff);
         exit();
     }
 }

@@ -75,6 +75,8 @@ class BrokerSettings:
     rejectTransactionMessage: bool = False
     autoCreateSubscriptionGroup: bool = True
     flushConsumerOffsetInterval: int = 5000  # ms between writes of the consumer offsets (and at close)
+    cgColdReadThreshold: int = 3 * 1024 * 1024  # shown by getColdDataFlowCtrInfo (feature_off.py)
+    globalColdReadThreshold: int = 100 * 1024 * 1024
     maxHeldPulls: int = 16384  # rocketstore's own: pulls long polling at once (hold.py); more answer SYSTEM_BUSY
 
     @property
