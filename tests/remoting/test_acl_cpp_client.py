@@ -9,12 +9,10 @@ import signal
 import subprocess
 
 import pytest
-from broker_fixtures import open_store
+from broker_fixtures import broker_on_loop, open_store
 
 from rocketstore import Message
 from rocketstore.remoting.acl import PlainAcl
-from rocketstore.remoting.broker import Broker
-from rocketstore.remoting.namesrv import NameServer
 
 DRIVER = os.path.join(os.path.dirname(__file__), "cpp_client_driver.py")
 ACL = {
@@ -35,17 +33,10 @@ PUB_ONLY = {"access_key": "pubonly1", "secret_key": "secret-o1", "channel": "ALI
 MSGS = [{"body": f"m{i}"} for i in range(4)]
 
 
-def start(loop_thread, tmp_path, namesrv_acl: bool):
-    """A store with topic T (2 queues), a broker with the ACL and a name server with it or (as RocketMQ's own
-    name server) without; every refusal is recorded as (server, code, remark)."""
-    store = open_store(tmp_path)
-    store.create_topic("T", 2)
-    acl = PlainAcl()
-    acl.add_data(ACL)
-    ns = NameServer(acl=acl if namesrv_acl else None)
-    broker = Broker(store, routes=ns.routes, acl=acl)
+def record_refusals(env) -> list:
+    """Every refusal of the broker or the name server, recorded as (server, request code, code, remark)."""
     refused = []
-    for name, server in (("namesrv", ns.server), ("broker", broker.server)):
+    for name, server in (("namesrv", env["ns"].server), ("broker", env["broker"].server)):
         check = server.before_request
         if check is not None:
 
@@ -56,27 +47,21 @@ def start(loop_thread, tmp_path, namesrv_acl: bool):
                 return answer
 
             server.before_request = recording
-
-    async def go():
-        port = await ns.start("127.0.0.1", 0)
-        await broker.start("127.0.0.1", 0)
-        return port
-
-    port = loop_thread.run(go())
-    return {"namesrv": f"127.0.0.1:{port}", "store": store, "broker": broker, "ns": ns, "refused": refused}
+    return refused
 
 
 @pytest.fixture
 def acl_env(loop_thread, tmp_path, request):
-    env = start(loop_thread, tmp_path, getattr(request, "param", False))
-    yield env
-
-    async def stop():
-        await env["broker"].close()
-        await env["ns"].close()
-
-    loop_thread.run(stop())
-    env["store"].close()
+    """A store with topic T (2 queues), a broker with the ACL and a name server with it (param True) or, as
+    RocketMQ's own name server, without; its refusals in env["refused"]."""
+    store = open_store(tmp_path)
+    store.create_topic("T", 2)
+    acl = PlainAcl()
+    acl.add_data(ACL)
+    namesrv_acl = acl if getattr(request, "param", False) else None
+    with broker_on_loop(loop_thread, store, acl=acl, namesrv_acl=namesrv_acl) as env:
+        env["refused"] = record_refusals(env)
+        yield env
 
 
 def refusals(env):

@@ -9,12 +9,10 @@ import subprocess
 import time
 
 import pytest
-from broker_fixtures import open_store
+from broker_fixtures import broker_on_loop, open_store, wait_until
 
 from rocketstore.consumer import offsets_path, parse_offsets
 from rocketstore.formats.inner_batch import decode_messages
-from rocketstore.remoting.broker import Broker
-from rocketstore.remoting.namesrv import NameServer
 from rocketstore.verify import verify_store
 
 DRIVER = os.path.join(os.path.dirname(__file__), "cpp_client_driver.py")
@@ -25,23 +23,8 @@ def rocketstore_remoting(loop_thread, tmp_path):
     """A store, the name server and the broker (topic T with 4 queues), on the loop thread."""
     store = open_store(tmp_path)
     store.create_topic("T", 4)
-    ns = NameServer()
-    broker = Broker(store, routes=ns.routes)
-
-    async def start():
-        nport = await ns.start("127.0.0.1", 0)
-        await broker.start("127.0.0.1", 0)
-        return nport
-
-    nport = loop_thread.run(start())
-    yield {"namesrv": f"127.0.0.1:{nport}", "store": store, "broker": broker, "loop": loop_thread}
-
-    async def stop():
-        await broker.close()
-        await ns.close()
-
-    loop_thread.run(stop())
-    store.close()
+    with broker_on_loop(loop_thread, store) as env:
+        yield env
 
 
 def stored(store, topic="T", queues=4):
@@ -131,13 +114,6 @@ def start_push(cpp_python, tmp_path, namesrv, args):
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def wait_until(probe, timeout=20):
-    deadline = time.monotonic() + timeout
-    while not probe() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return probe()
 
 
 def test_push_consumer_gets_messages_sent_before_and_while_it_runs(

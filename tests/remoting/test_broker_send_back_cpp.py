@@ -3,53 +3,20 @@ RECONSUME_LATER. The C++ core sends CONSUMER_SEND_MSG_BACK (delayLevel 0) to the
 STOREHOST, so the store is opened with the broker's own address as its store host, as a RocketMQ broker's is.
 The delay levels are all "1s" (messageDelayLevel) so that the retries come within seconds."""
 
-import socket
-import time
-
 import pytest
-from broker_fixtures import open_store
+from broker_fixtures import broker_on_loop, free_port, open_store, wait_until
 
-from rocketstore.remoting.broker import Broker
 from rocketstore.remoting.broker.subscriptions import SubscriptionGroupConfig
-from rocketstore.remoting.namesrv import NameServer
 from rocketstore.verify import verify_store
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
 def retry_env(loop_thread, tmp_path):
-    port = free_port()
+    port = free_port()  # the broker's own address goes into the store (STOREHOST), so it is chosen first
     store = open_store(tmp_path, message_delay_level=" ".join(["1s"] * 18), store_host=f"127.0.0.1:{port}")
     store.create_topic("T", 2)
-    ns = NameServer()
-    broker = Broker(store, routes=ns.routes)
-
-    async def start():
-        nport = await ns.start("127.0.0.1", 0)
-        await broker.start("127.0.0.1", port)
-        return nport
-
-    nport = loop_thread.run(start())
-    yield {"namesrv": f"127.0.0.1:{nport}", "store": store, "broker": broker}
-
-    async def stop():
-        await broker.close()
-        await ns.close()
-
-    loop_thread.run(stop())
-    store.close()
-
-
-def wait_until(probe, timeout=30):
-    deadline = time.monotonic() + timeout
-    while not probe() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return probe()
+    with broker_on_loop(loop_thread, store, port=port) as env:
+        yield env
 
 
 def queue(store, topic, q=0):

@@ -8,13 +8,10 @@ import os
 import queue
 import subprocess
 import threading
-import time
 
 import pytest
-from broker_fixtures import open_store
+from broker_fixtures import broker_on_loop, open_store, wait_until
 
-from rocketstore.remoting.broker import Broker
-from rocketstore.remoting.namesrv import NameServer
 from rocketstore.verify import verify_store
 
 SOURCE = os.path.join(os.path.dirname(__file__), "cpp_txn_producer.cpp")
@@ -51,23 +48,8 @@ def remoting(loop_thread, tmp_path):
     extra = {"transactionTimeOut": "0", "transactionCheckInterval": "500", "transactionCheckMax": "100000"}
     store = open_store(tmp_path, extra=extra)
     store.create_topic("T", 4)
-    ns = NameServer()
-    broker = Broker(store, routes=ns.routes)
-
-    async def start():
-        nport = await ns.start("127.0.0.1", 0)
-        await broker.start("127.0.0.1", 0)
-        return nport
-
-    nport = loop_thread.run(start())
-    yield {"namesrv": f"127.0.0.1:{nport}", "store": store, "broker": broker}
-
-    async def stop():
-        await broker.close()
-        await ns.close()
-
-    loop_thread.run(stop())
-    store.close()
+    with broker_on_loop(loop_thread, store) as env:
+        yield env
 
 
 class Running:
@@ -106,13 +88,10 @@ class Running:
 
 
 def poll(fn, timeout=60):
-    end = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        assert time.monotonic() < end, "condition not reached in time"
-        time.sleep(0.05)
+    """fn's answer once true; fails when the time is up."""
+    v = wait_until(fn, timeout)
+    assert v, "condition not reached in time"
+    return v
 
 
 def halves(store):
