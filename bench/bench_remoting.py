@@ -41,13 +41,12 @@ import itertools
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+
+from serve_process import ServeProcess, free_port
 
 from rocketstore.remoting import frame
 from rocketstore.remoting.codes import RequestCode as RC
@@ -60,7 +59,6 @@ CONF = "mappedFileSizeCommitLog=134217728\nbrokerName=bench-broker\n"
 CPP_VENV = os.environ.get(
     "ROCKETSTORE_CPP_CLIENT_VENV", os.path.join(os.path.expanduser("~"), ".cache", "rocketstore", "venv-rocketmq-0.4.4")
 )
-CLK = os.sysconf("SC_CLK_TCK")
 # the C++-core client in its own interpreter: prints "ready" after its warm-up send, then one JSON line
 CPP_SCRIPT = r"""
 import json, sys, time
@@ -86,61 +84,13 @@ p.shutdown()
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def proc_cpu(pid: int) -> float:
-    """CPU seconds (user + system) of a running process, from /proc/PID/stat."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / CLK  # utime, stime: fields 14 and 15 of the whole line
-
-
-class Serve:
-    """`rocketstore serve --no-grpc` in a subprocess: name server and broker on free ports."""
-
-    def __init__(self, root):
-        self.store = os.path.join(root, "store")
-        self.conf = os.path.join(root, "broker.conf")
-        with open(self.conf, "w") as f:
-            f.write(CONF)
-        self.namesrv = f"127.0.0.1:{free_port()}"
-        self.broker_port = free_port()
-        self.proc = None
-
-    def __enter__(self):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rocketstore.cli", "serve", self.store, "--no-grpc", "-c", self.conf,
-             "--namesrv", self.namesrv, "--remoting", f"127.0.0.1:{self.broker_port}"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"),
-        )  # fmt: skip
-        ready, self.lines = threading.Event(), []
-
-        def pump():
-            for line in self.proc.stdout:
-                self.lines.append(line)
-                if "rocketstore serve: store" in line:
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(60) or self.proc.poll() is not None:
-            raise SystemExit("the server did not start:\n" + "".join(self.lines))
-        return self
-
-    def cpu(self) -> float:
-        return proc_cpu(self.proc.pid)
-
-    def __exit__(self, *exc):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+def Serve(root: str) -> ServeProcess:
+    """`rocketstore serve --no-grpc`: name server and broker on free ports."""
+    server = ServeProcess(root, CONF, [], "rocketstore serve: store")
+    server.namesrv = f"127.0.0.1:{free_port()}"
+    server.broker_port = free_port()
+    server.args = ["--no-grpc", "--namesrv", server.namesrv, "--remoting", f"127.0.0.1:{server.broker_port}"]
+    return server
 
 
 # ------------------------------------------------------------------ the asyncio remoting client

@@ -30,13 +30,12 @@ import argparse
 import multiprocessing as mp
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+from serve_process import ServeProcess, free_port
 
 TOPIC_PREFIX = "BenchServe"
 GROUP = "bench-serve-group"
@@ -45,12 +44,6 @@ CONF = """mappedFileSizeCommitLog=134217728
 brokerName=bench-broker
 grpcClientConsumerMinLongPollingTimeoutMillis=500
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ------------------------------------------------------------------ client processes (spawned)
@@ -138,56 +131,12 @@ def consumer_proc(endpoint, topic, total, index, received, ready, go, stop, resu
 
 
 # ------------------------------------------------------------------ the server
-class Serve:
-    def __init__(self, root):
-        self.root = root
-        self.store = os.path.join(root, "store")
-        self.conf = os.path.join(root, "broker.conf")
-        with open(self.conf, "w") as f:
-            f.write(CONF)
-        self.endpoint = f"127.0.0.1:{free_port()}"
-        self.proc = None
-
-    def __enter__(self):
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "rocketstore.cli",
-                "serve",
-                "--store",
-                self.store,
-                "--listen",
-                self.endpoint,
-                "-c",
-                self.conf,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        ready = threading.Event()
-        self.lines = []
-
-        def pump():
-            for line in self.proc.stdout:
-                self.lines.append(line)
-                if "listening on" in line:
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(30) or self.proc.poll() is not None:
-            raise SystemExit("the server did not start:\n" + "".join(self.lines))
-        return self
-
-    def __exit__(self, *exc):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+def Serve(root: str) -> ServeProcess:
+    """`rocketstore serve` with its gRPC endpoint on a free port (`endpoint`)."""
+    endpoint = f"127.0.0.1:{free_port()}"
+    server = ServeProcess(root, CONF, ["--listen", endpoint], "listening on", ready_s=30)
+    server.endpoint = endpoint
+    return server
 
 
 def percentiles(values):
