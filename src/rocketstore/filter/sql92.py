@@ -143,72 +143,65 @@ def _line_col(text: str, pos: int) -> tuple[int, int]:
     return line, pos - start + 1
 
 
+def _skip_blank(text: str, i: int) -> int:
+    """Past the white space and comments at i; an unterminated line comment stays (it lexes as "-" "-" ...)."""
+    n = len(text)
+    while i < n:
+        if text[i] in _WHITESPACE:
+            i += 1
+            continue
+        if text.startswith("--", i):
+            m = _LINE_COMMENT_RE.match(text, i)
+            if not m:
+                return i
+            i = m.end()
+            continue
+        if text.startswith("/*", i):
+            m = _BLOCK_COMMENT_RE.match(text, i)
+            if not m:
+                raise _LexError("unterminated comment", i)
+            i = m.end()
+            continue
+        return i
+    return i
+
+
+def _next_token(text: str, i: int) -> tuple[str, str]:
+    """(kind, text) of the token starting at i, as SelectorParser.jj's token manager takes the longest match."""
+    ch = text[i]
+    if ch == "'":
+        m = _STRING_RE.match(text, i)
+        if not m:
+            raise _LexError("unterminated string literal", i)
+        return "STRING", m.group()
+    if ch.isascii() and (ch.isdigit() or ch == "."):
+        mf = _FLOAT_RE.match(text, i)
+        md = _DECIMAL_RE.match(text, i)
+        if mf and (not md or mf.end() > md.end()):
+            return "FLOAT", mf.group()
+        if md:
+            return "DECIMAL", md.group()
+        raise _LexError(f"unexpected character {ch!r}", i)
+    m = _ID_RE.match(text, i)
+    if m:
+        word = m.group()
+        return _KEYWORDS.get(word.lower(), "ID"), word
+    for op, kind in _OPERATORS:
+        if text.startswith(op, i):
+            return kind, op
+    raise _LexError(f"unexpected character {ch!r}", i)
+
+
 def _tokenize(text: str):
     """Yield lark Tokens lazily, so a lexical error after the end of the expression that
     RocketMQ never looks at is not reported (mirrors JavaCC's on-demand token manager)."""
-    i = 0
-    n = len(text)
     starts = [0] + [m.end() for m in _LINE_BREAK_RE.finditer(text)]
-
-    def _tok(kind: str, value: str, pos: int) -> Token:
-        line = bisect.bisect_right(starts, pos)
-        return Token(kind, value, start_pos=pos, line=line, column=pos - starts[line - 1] + 1, end_pos=pos + len(value))
-
-    while True:
-        # skip white space and comments
-        while i < n:
-            ch = text[i]
-            if ch in _WHITESPACE:
-                i += 1
-                continue
-            if text.startswith("--", i):
-                m = _LINE_COMMENT_RE.match(text, i)
-                if m:
-                    i = m.end()
-                    continue
-                break  # an unterminated line comment lexes as "-" "-" ...
-            if text.startswith("/*", i):
-                m = _BLOCK_COMMENT_RE.match(text, i)
-                if m:
-                    i = m.end()
-                    continue
-                raise _LexError("unterminated comment", i)
-            break
-        if i >= n:
-            return
-        ch = text[i]
-        if ch == "'":
-            m = _STRING_RE.match(text, i)
-            if not m:
-                raise _LexError("unterminated string literal", i)
-            yield _tok("STRING", m.group(), i)
-            i = m.end()
-            continue
-        if ch.isascii() and (ch.isdigit() or ch == "."):
-            mf = _FLOAT_RE.match(text, i)
-            md = _DECIMAL_RE.match(text, i)
-            if mf and (not md or mf.end() > md.end()):
-                yield _tok("FLOAT", mf.group(), i)
-                i = mf.end()
-                continue
-            if md:
-                yield _tok("DECIMAL", md.group(), i)
-                i = md.end()
-                continue
-            raise _LexError(f"unexpected character {ch!r}", i)
-        m = _ID_RE.match(text, i)
-        if m:
-            word = m.group()
-            yield _tok(_KEYWORDS.get(word.lower(), "ID"), word, i)
-            i = m.end()
-            continue
-        for op, kind in _OPERATORS:
-            if text.startswith(op, i):
-                yield _tok(kind, op, i)
-                i += len(op)
-                break
-        else:
-            raise _LexError(f"unexpected character {ch!r}", i)
+    i = _skip_blank(text, 0)
+    while i < len(text):
+        kind, value = _next_token(text, i)
+        line = bisect.bisect_right(starts, i)
+        yield Token(kind, value, start_pos=i, line=line, column=i - starts[line - 1] + 1, end_pos=i + len(value))
+        i = _skip_blank(text, i + len(value))
 
 
 class _NoLexer(Lexer):

@@ -165,54 +165,63 @@ def _describe(resource: str) -> str:
     return f"group:{group}"
 
 
+def _topic_perm(topic: str | None) -> int:
+    """A send to a retry topic is a consumer's (SUB), to any other a producer's (PUB)."""
+    return SUB if topic is not None and topic.startswith(RETRY_PREFIX) else PUB
+
+
+def _heartbeat_needs(cmd: RemotingCommand, ext: dict) -> list:
+    data = fastjson.loads(cmd.body) if cmd.body else {}
+    if not isinstance(data, dict):
+        raise RemotingProtocolError("heartbeat body is not an object")
+    out = []
+    for consumer in data.get("consumerDataSet") or ():
+        out.append((retry_topic(consumer.get("groupName")), SUB))
+        out.extend((sub.get("topic"), SUB) for sub in consumer.get("subscriptionDataSet") or ())
+    return out
+
+
+def _offset_update_needs(cmd: RemotingCommand, ext: dict) -> list:
+    h = headers.read(cmd, {"consumerGroup": "str", "topic": "str", "queueId": "int", "commitOffset": "long"})
+    return [(retry_topic(h["consumerGroup"]), SUB), (h["topic"], SUB)]
+
+
+# PlainAccessResource.parse, request by request: (resource, permission) pairs, a later pair for the same resource
+# winning. RocketMQ's has no case for a lite pull (a signature is enough there): rocketstore asks what a pull
+# needs, so that a lite pull is no way around the topic and group permissions.
+_NEEDS = {
+    RequestCode.SEND_MESSAGE: lambda cmd, ext: [(ext.get("topic"), _topic_perm(ext.get("topic")))],
+    RequestCode.SEND_MESSAGE_V2: lambda cmd, ext: [(ext.get("b"), _topic_perm(ext.get("b")))],
+    RequestCode.SEND_BATCH_MESSAGE: lambda cmd, ext: [(ext.get("b"), _topic_perm(ext.get("b")))],
+    RequestCode.CONSUMER_SEND_MSG_BACK: lambda cmd, ext: [(retry_topic(ext.get("group")), SUB)],
+    RequestCode.PULL_MESSAGE: lambda cmd, ext: [(ext.get("topic"), SUB), (retry_topic(ext.get("consumerGroup")), SUB)],
+    RequestCode.LITE_PULL_MESSAGE: lambda cmd, ext: [
+        (ext.get("topic"), SUB),
+        (retry_topic(ext.get("consumerGroup")), SUB),
+    ],
+    RequestCode.QUERY_MESSAGE: lambda cmd, ext: [(ext.get("topic"), SUB)],
+    RequestCode.HEART_BEAT: _heartbeat_needs,
+    RequestCode.UNREGISTER_CLIENT: lambda cmd, ext: [
+        (retry_topic(headers.read(cmd, {"clientID": "str"}, {"consumerGroup": "str"})["consumerGroup"]), SUB)
+    ],
+    RequestCode.GET_CONSUMER_LIST_BY_GROUP: lambda cmd, ext: [
+        (retry_topic(headers.read(cmd, {"consumerGroup": "str"})["consumerGroup"]), SUB)
+    ],
+    RequestCode.UPDATE_CONSUMER_OFFSET: _offset_update_needs,
+}
+
+
 def needed_permissions(cmd: RemotingCommand) -> dict[str, int]:
     """What a request needs on which resource (topic, or a group as its retry topic): PlainAccessResource.parse.
     A header or body it cannot read is refused with that problem as the message."""
-    ext = cmd.ext_fields or {}
-    need: dict[str, int] = {}
-
-    def add(resource: str | None, perm: int) -> None:
-        if resource is not None:
-            need[resource] = perm
-
-    def topic_perm(topic: str | None) -> int:
-        return SUB if topic is not None and topic.startswith(RETRY_PREFIX) else PUB
-
-    code = cmd.code
+    rule = _NEEDS.get(cmd.code)
+    if rule is None:
+        return {}
     try:
-        if code == RequestCode.SEND_MESSAGE:
-            add(ext.get("topic"), topic_perm(ext.get("topic")))
-        elif code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
-            add(ext.get("b"), topic_perm(ext.get("b")))
-        elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
-            add(retry_topic(ext.get("group")), SUB)
-        elif code in (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE):
-            # RocketMQ's PlainAccessResource has no case for a lite pull (a signature is enough there): rocketstore
-            # asks what a pull needs, so that a lite pull is no way around the topic and group permissions
-            add(ext.get("topic"), SUB)
-            add(retry_topic(ext.get("consumerGroup")), SUB)
-        elif code == RequestCode.QUERY_MESSAGE:
-            add(ext.get("topic"), SUB)
-        elif code == RequestCode.HEART_BEAT:
-            data = fastjson.loads(cmd.body) if cmd.body else {}
-            if not isinstance(data, dict):
-                raise RemotingProtocolError("heartbeat body is not an object")
-            for consumer in data.get("consumerDataSet") or ():
-                add(retry_topic(consumer.get("groupName")), SUB)
-                for sub in consumer.get("subscriptionDataSet") or ():
-                    add(sub.get("topic"), SUB)
-        elif code == RequestCode.UNREGISTER_CLIENT:
-            h = headers.read(cmd, {"clientID": "str"}, {"consumerGroup": "str"})
-            add(retry_topic(h["consumerGroup"]), SUB)
-        elif code == RequestCode.GET_CONSUMER_LIST_BY_GROUP:
-            add(retry_topic(headers.read(cmd, {"consumerGroup": "str"})["consumerGroup"]), SUB)
-        elif code == RequestCode.UPDATE_CONSUMER_OFFSET:
-            h = headers.read(cmd, {"consumerGroup": "str", "topic": "str", "queueId": "int", "commitOffset": "long"})
-            add(retry_topic(h["consumerGroup"]), SUB)
-            add(h["topic"], SUB)
+        pairs = rule(cmd, cmd.ext_fields or {})
     except (HeaderError, RemotingProtocolError, AttributeError, TypeError) as e:
         raise AclError(str(e)) from None
-    return need
+    return {resource: perm for resource, perm in pairs if resource is not None}
 
 
 # ---------------------------------------------------------------------------------------------- accounts

@@ -79,11 +79,8 @@ def _user_properties(msg: pb.Message) -> tuple[dict[str, str], int]:
     return props, size
 
 
-def _system_fields(msg: pb.Message, user_size: int) -> None:
-    """Every system field that becomes a property: the proxy's checks (tag, keys, message id, message group),
-    and those it leaves out (the message id's shape, trace context, born host) so that no field can plant
-    the \\x01 / \\x02 separators of the property encoding."""
-    sp = msg.system_properties
+def _check_tag_and_keys(sp, user_size: int) -> None:
+    """The tag and keys as the proxy checks them, and the user properties' total size with them."""
     if sp.tag:
         if not sp.tag.strip():
             _fail(pb.Code.ILLEGAL_MESSAGE_TAG, "tag cannot be the char sequence of whitespace")
@@ -103,6 +100,9 @@ def _system_fields(msg: pb.Message, user_size: int) -> None:
             pb.Code.MESSAGE_PROPERTIES_TOO_LARGE,
             f"the total size of user property is too large, max is {R.MAX_USER_PROPERTY_SIZE}",
         )
+
+
+def _check_message_id_and_group(sp) -> None:
     if not sp.message_id.strip():
         _fail(pb.Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
     if not R.MESSAGE_ID.fullmatch(sp.message_id):
@@ -118,6 +118,15 @@ def _system_fields(msg: pb.Message, user_size: int) -> None:
             _fail(pb.Code.ILLEGAL_MESSAGE_GROUP, f"message group exceed the max size {R.MAX_MESSAGE_GROUP_SIZE}")
         if R.has_control(group):
             _fail(pb.Code.ILLEGAL_MESSAGE_GROUP, "message group cannot contain control character")
+
+
+def _system_fields(msg: pb.Message, user_size: int) -> None:
+    """Every system field that becomes a property: the proxy's checks (tag, keys, message id, message group),
+    and those it leaves out (the message id's shape, trace context, born host) so that no field can plant
+    the \\x01 / \\x02 separators of the property encoding."""
+    sp = msg.system_properties
+    _check_tag_and_keys(sp, user_size)
+    _check_message_id_and_group(sp)
     if R.has_control(sp.trace_context) or len(sp.trace_context) > R.MAX_TRACE_CONTEXT:
         _fail(
             pb.Code.BAD_REQUEST,

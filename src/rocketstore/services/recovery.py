@@ -190,21 +190,9 @@ class _CommitLogRecovery:
         cl = self.commitlog
         mfs = cl.files.files
         cfg = self.config
-        queues = self.queues
         if not mfs:
-            if queues:
-                log.warning("the CommitLog has no files: dropping every ConsumeQueue")
-            cl.files.flushed_where = cl.files.committed_where = 0
-            queues.destroy_all()
-            if progress is not None:
-                progress(0, 0)
-            return self.checkpoint.confirm_phy_offset, 0
-        index = len(mfs) - 1
-        while index > (0 if normal else -1):
-            if self._first_record_matches(mfs[index], dispatch_from, normal, repair_from):
-                break
-            index -= 1
-        index = max(index, 0)
+            return self._recover_nothing(progress)
+        index = self._first_segment(mfs, dispatch_from, normal, repair_from)
         mf = mfs[index]
         process = mf.file_from_offset
         pos = 0
@@ -263,13 +251,38 @@ class _CommitLogRecovery:
                 break
         process += pos
         log.info("CommitLog recovered up to %d: %d records checked", process, report.total_records)
-        if queues.max_physic_offset() >= process:
-            for cq in queues:
-                cq.truncate_dirty(process)
-        cl.files.flushed_where = cl.files.committed_where = process
-        cl.files.truncate_dirty(process)
-        redispatch_damaged(self.check, queues, pipeline.queues, process)
+        self._cut_at(process)
         return last_valid, process
+
+    def _recover_nothing(self, progress) -> tuple[int, int]:
+        """A CommitLog without files: no queue can point anywhere."""
+        if self.queues:
+            log.warning("the CommitLog has no files: dropping every ConsumeQueue")
+        self.commitlog.files.flushed_where = self.commitlog.files.committed_where = 0
+        self.queues.destroy_all()
+        if progress is not None:
+            progress(0, 0)
+        return self.checkpoint.confirm_phy_offset, 0
+
+    def _first_segment(self, mfs, dispatch_from: int, normal: bool, repair_from: int) -> int:
+        """The segment recovery starts from: the last one whose first record is already dispatched and
+        checkpointed (recoverNormally / recoverAbnormally's backwards search); the first one else."""
+        index = len(mfs) - 1
+        while index > (0 if normal else -1):
+            if self._first_record_matches(mfs[index], dispatch_from, normal, repair_from):
+                break
+            index -= 1
+        return max(index, 0)
+
+    def _cut_at(self, end: int) -> None:
+        """The log ends at `end`: queue units and CommitLog bytes past it go, damaged units are dispatched anew."""
+        queues, files = self.queues, self.commitlog.files
+        if queues.max_physic_offset() >= end:
+            for cq in queues:
+                cq.truncate_dirty(end)
+        files.flushed_where = files.committed_where = end
+        files.truncate_dirty(end)
+        redispatch_damaged(self.check, queues, self.pipeline.queues, end)
 
 
 def _trust_queues(cl, queues_end: int) -> int:
