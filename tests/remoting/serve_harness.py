@@ -113,11 +113,14 @@ class Serve:
     def broker(self) -> str:
         return f"127.0.0.1:{self.broker_port}"
 
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "rocketstore.cli", "serve", str(self.root / "store"), "-c",
+                str(self.root / "broker.conf"), "--no-grpc", "--namesrv", self.namesrv, "--remoting",
+                self.broker, "--log-level", "INFO"]  # fmt: skip
+
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rocketstore.cli", "serve", str(self.root / "store"), "-c",
-             str(self.root / "broker.conf"), "--no-grpc", "--namesrv", self.namesrv, "--remoting",
-             self.broker, "--log-level", "INFO"],
+            self.command(),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"),
         )  # fmt: skip
         ready = threading.Event()
