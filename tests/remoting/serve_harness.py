@@ -1,6 +1,6 @@
 """A real `rocketstore serve` (remoting on loopback ports, no gRPC) and RocketMQ 5.3.3's Java test programs
-(java/*.java, which share java/Harness.java) run against it: what test_java_client.py, test_java_reset.py and
-test_java_stats.py share. The programs are compiled once per session (conftest.py's java_classpath); each prints
+(java/*.java, which share java/Harness.java) run against it: what test_java_client.py, test_java_reset.py,
+test_java_stats.py and test_java_cluster.py share. The programs are compiled once per session (conftest.py's java_classpath); each prints
 JSON lines ({"scenario": ..., "event": ...}), read here into events.
 
 Skipped, saying why, without the RocketMQ jars beside the repository (../shared/java/rocketmq-5.3.3, see its

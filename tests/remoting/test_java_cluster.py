@@ -4,22 +4,26 @@ brokers (each its own store and brokerName, --no-namesrv, registering with --nam
 broker, the producer spreads its sends over all three, a push consumer group of two splits the twelve queues, a
 lite pull consumer reads everything. Then one broker is stopped (SIGTERM) and another killed (SIGKILL), each
 started again afterwards: the route drops the broker and takes it back, the sends go to the brokers there are,
-the consumers get every message sent. The program asks for each stop and start over stdin/stdout.
+the consumers get every message sent. The program asks for each stop and start over stdin/stdout. And two
+rocketstore brokers under RocketMQ's own name server (NamesrvStartup, from the jars' broker classpath): it takes
+their registrations, and the same client sends and consumes through it.
 
 Checked against what the producer was told (each send's broker) and what each broker's store holds afterwards
 (opened read-only once every server stopped). Skipped, saying why, without the RocketMQ jars or a JDK."""
 
 import json
+import os
 import re
 import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from serve_harness import JVM_OPTIONS, Serve, events_of, free_pair, mqadmin_out, of
+from serve_harness import JAVA_DIR, JVM_OPTIONS, Serve, events_of, free_pair, mqadmin_out, of
 
 from rocketstore import MessageStore
 
@@ -72,11 +76,50 @@ class ClusterBroker(Serve):
         self.proc.wait(60)
 
 
-def drive(classpath: str, home: Path, namesrv: str, brokers: dict[str, ClusterBroker]) -> list[dict]:
-    """ClusterClients run once; its requests to stop, kill and start brokers carried out as they come."""
+class RocketMQNameServer:
+    """RocketMQ 5.3.3's own NamesrvStartup in a JVM (as ../shared/java's start-broker.sh starts it)."""
+
+    def __init__(self, root: Path):
+        cp = subprocess.run(["bash", str(JAVA_DIR / "classpath.sh"), "broker"], capture_output=True, text=True)
+        missing = [p for p in cp.stdout.strip().split(":") if not Path(p).exists()]
+        if cp.returncode != 0 or missing:
+            pytest.skip(f"RocketMQ's name server cannot run here: {cp.stderr.strip() or missing[:3]}")
+        self.port, home = free_pair(), root / "rmq-home"
+        (home / "conf").mkdir(parents=True)
+        (root / "namesrv.conf").write_text(
+            f"listenPort={self.port}\nbindAddress=127.0.0.1\nrocketmqHome={home}\n"
+            f"kvConfigPath={home}/namesrv/kvConfig.json\nconfigStorePath={home}/namesrv/namesrv.properties\n"
+        )
+        self.log_path = root / "rocketmq-namesrv.log"
+        self.proc = subprocess.Popen(
+            ["java", *JVM_OPTIONS, "-Dtls.server.mode=disabled", f"-Drocketmq.home.dir={home}", f"-Duser.home={home}",
+             "-cp", cp.stdout.strip(), "rmqharness.BrokerMain", "namesrv", "-c", str(root / "namesrv.conf")],
+            stdout=open(self.log_path, "w"), stderr=subprocess.STDOUT, cwd=root,
+            env={**os.environ, "ROCKETMQ_HOME": str(home)},
+        )  # fmt: skip
+        end = time.monotonic() + 60
+        while "The Name Server boot success" not in self.log_path.read_text():
+            assert self.proc.poll() is None and time.monotonic() < end, self.log_path.read_text()[-3000:]
+            time.sleep(0.2)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(30)
+
+
+def drive(classpath: str, home: Path, namesrv: str, brokers: dict[str, ClusterBroker], mode: str) -> list[dict]:
+    """ClusterClients run once in `mode`; its requests to stop, kill and start brokers carried out as they come."""
     proc = subprocess.Popen(
         ["java", *JVM_OPTIONS, f"-Duser.home={home}", f"-Djava.io.tmpdir={home}", "-cp", classpath,
-         "ClusterClients", namesrv, CLUSTER, *BROKERS],
+         "ClusterClients", namesrv, CLUSTER, mode, *brokers],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(home / "java.stderr", "w"), text=True, cwd=home,
     )  # fmt: skip
     watchdog = threading.Timer(600, proc.kill)  # a hung run fails instead of hanging the suite
@@ -128,7 +171,7 @@ def cluster_run(java_classpath, tmp_path_factory):
     try:
         for b in brokers.values():
             b.start()
-        events = drive(java_classpath, home, ns.address, brokers)
+        events = drive(java_classpath, home, ns.address, brokers, "full")
     finally:
         for b in brokers.values():
             if b.proc is not None and b.proc.poll() is None:
@@ -223,3 +266,47 @@ def test_the_brokers_logged_no_failure(cluster_run):
     _, _, logs, _ = cluster_run
     for name, log in logs.items():
         assert "Traceback" not in log and " ERROR " not in log and "not supported" not in log, name
+
+
+# ---------------------------------------------------------------------------------------------- RocketMQ's namesrv
+RMQ_BROKERS = ["broker-a", "broker-b"]
+
+
+@pytest.fixture(scope="module")
+def rocketmq_namesrv_run(java_classpath, tmp_path_factory):
+    """Two rocketstore brokers registered with RocketMQ's own name server, ClusterClients' "sends" through it:
+    (events, each broker's stored keys)."""
+    root = tmp_path_factory.mktemp("java-rocketmq-namesrv")
+    home = root / "home"
+    home.mkdir()
+    ns = RocketMQNameServer(root)
+    brokers = {name: ClusterBroker(root / name, name, ns.address) for name in RMQ_BROKERS}
+    try:
+        for b in brokers.values():
+            b.start()
+        events = drive(java_classpath, home, ns.address, brokers, "sends")
+    finally:
+        for b in brokers.values():
+            if b.proc is not None and b.proc.poll() is None:
+                b.stop()
+        ns.stop()
+    return events, {name: stored_keys(root / name / "store") for name in RMQ_BROKERS}
+
+
+def test_rocketmq_name_server_takes_rocketstore_brokers(rocketmq_namesrv_run):
+    events, stores = rocketmq_namesrv_run
+    of(events, "cluster")
+    (route,) = of(events, "all", "route")
+    assert route["brokers"] == RMQ_BROKERS and route["producer"] == RMQ_BROKERS
+    out = mqadmin_out(events, "clusterList")
+    rows = [line.split() for line in out.splitlines()[1:] if line.strip()]
+    assert sorted((r[0], r[1]) for r in rows) == [(CLUSTER, b) for b in RMQ_BROKERS], out
+    (e,) = of(events, "all", "sent")
+    assert set(e["status"].values()) == {"SEND_OK"} and len(e["brokers"]) == 5 * QUEUES * len(RMQ_BROKERS)
+    for broker in RMQ_BROKERS:
+        assert sorted(stores[broker]) == sorted(k for k, b in e["brokers"].items() if b == broker)
+        assert stores[broker]
+    (r,) = of(events, "all", "received")
+    assert r["push_missing"] == [] and r["lite_missing"] == [], r
+    (a,) = of(events, "all", "assigned")
+    assert a["settled"] and set(a["push-1"]) | set(a["push-2"]) == {f"{b}/{q}" for b in RMQ_BROKERS for q in range(4)}

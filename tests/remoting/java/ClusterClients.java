@@ -6,7 +6,8 @@
 // each change it waits until the name server's route and the producer's own route agree with it, sends a batch
 // and waits until both consumers have it.
 //
-// args: NAMESRV CLUSTER BROKER_NAME... (the last one is stopped and restarted, the one before it killed and restarted)
+// args: NAMESRV CLUSTER MODE BROKER_NAME...: MODE "full" (the last broker is stopped and restarted, the one before it
+// killed and restarted) or "sends" (the topic, the sends and the consumers over the brokers as they are, no more).
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -184,14 +185,19 @@ public class ClusterClients extends Harness {
         awaitReceived(name);
     }
 
-    static void cluster() throws Exception {
+    /** updateTopic -c, the clients started, 5 sends per queue and every message received. */
+    static void sends() throws Exception {
         mqadmin("updateTopic", "updateTopic", "-n", ns, "-c", cluster, "-t", TOPIC, "-r", "4", "-w", "4");
         mqadmin("clusterList", "clusterList", "-n", ns);
         startClients();
         awaitBrokers("all", allBrokers);
         awaitRebalance("all", 4 * allBrokers.size());
-        send("all", 60); // 60 round-robin sends over 12 queues
+        send("all", 5 * 4 * allBrokers.size()); // round robin: 5 to each queue
         awaitReceived("all");
+    }
+
+    static void cluster() throws Exception {
+        sends();
 
         ask("stop", stopped);
         step("stopped", without(stopped), 30);
@@ -214,12 +220,12 @@ public class ClusterClients extends Harness {
         System.setProperty("rocketmq.client.rebalance.waitInterval", "1000");
         start(args[0], "ClusterAdmin");
         cluster = args[1];
-        for (int i = 2; i < args.length; i++) {
+        for (int i = 3; i < args.length; i++) {
             allBrokers.add(args[i]);
         }
         stopped = args[args.length - 1];
         killed = args[args.length - 2];
-        run("cluster", ClusterClients::cluster);
+        run("cluster", args[2].equals("full") ? ClusterClients::cluster : ClusterClients::sends);
         polling = false;
         for (DefaultMQPushConsumer c : pushers) {
             c.shutdown();
