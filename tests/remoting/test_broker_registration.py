@@ -289,3 +289,27 @@ def test_namesrv_addr_lists_and_periods():
     assert period_seconds(30_000) == 30.0
     assert period_seconds(600_000) == 60.0  # RocketMQ's cap
     assert period_seconds(1) == 0.1
+
+
+def test_namesrv_addr_naming_the_built_in_name_server_is_left_out(tmp_path):
+    """A broker.conf copied from RocketMQ names 127.0.0.1:9876; where that is serve's own name server, the broker
+    is in its routes already and does not register with it over remoting too."""
+    ns_port, broker_port = free_pair(), free_pair()
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"brokerName=broker-a\nnamesrvAddr=127.0.0.1:{ns_port}\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rocketstore.cli", "serve", str(tmp_path / "store"), "-c", str(conf), "--no-grpc",
+         "--namesrv", f"127.0.0.1:{ns_port}", "--remoting", f"127.0.0.1:{broker_port}", "--log-level", "INFO"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )  # fmt: skip
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "rocketstore serve: store" in line:
+            break
+    proc.send_signal(signal.SIGTERM)
+    lines += proc.stdout.readlines()
+    assert proc.wait(30) == 0, "".join(lines)
+    log = "".join(lines)
+    assert f"namesrvAddr 127.0.0.1:{ns_port} is the built-in name server" in log
+    assert "registering with" not in log and "unregistering" not in log
