@@ -52,8 +52,9 @@ class RemotingClient:
     async def invoke(
         self, code: int, ext_fields: dict[str, str] | None = None, body: bytes = b"", timeout: float = 3.0
     ) -> RemotingCommand:
-        """Send a request and wait for its answer: TimeoutError after `timeout` seconds, ConnectionError when the
-        connection is or becomes closed."""
+        """Send a request and wait for its answer: TimeoutError after `timeout` seconds (the connection closed then,
+        as NettyClientConfig.clientCloseSocketIfTimeout does by default), ConnectionError when the connection is or
+        becomes closed."""
         if self._closed or self._writer is None:
             raise ConnectionError(f"the connection to {self.address} is closed")
         opaque = next(self._opaques)
@@ -72,6 +73,9 @@ class RemotingClient:
             self._writer.write(frame.encode(request))
             await self._writer.drain()
             return await asyncio.wait_for(answer, timeout)
+        except asyncio.TimeoutError:
+            await self.close()
+            raise asyncio.TimeoutError(f"no answer from {self.address} in {timeout} s (request code {code})") from None
         except (ConnectionError, OSError) as e:
             await self.close()
             raise ConnectionError(f"the connection to {self.address} failed: {e}") from None

@@ -93,7 +93,7 @@ class NameServerRegistration:
             self._loop.call_soon_threadsafe(self._wake.set)
 
     async def _run(self, first_round: asyncio.Event) -> None:
-        await self.register_all()
+        await self._register_logged()
         first_round.set()
         while True:
             try:
@@ -101,7 +101,15 @@ class NameServerRegistration:
             except asyncio.TimeoutError:
                 pass
             self._wake.clear()  # before registering: a change during it asks for another
+            await self._register_logged()
+
+    async def _register_logged(self) -> None:
+        """register_all, whose unforeseen failure (a topic table that does not encode) is logged, not the end of
+        the registrations: the next period tries again."""
+        try:
             await self.register_all()
+        except Exception:
+            log.exception("broker %s: registering with the name servers failed", self.broker.settings.brokerName)
 
     # ------------------------------------------------------------------ the requests
     def register_request(self) -> tuple[dict[str, str], bytes]:
