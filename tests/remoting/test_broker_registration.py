@@ -313,3 +313,12 @@ def test_namesrv_addr_naming_the_built_in_name_server_is_left_out(tmp_path):
     log = "".join(lines)
     assert f"namesrvAddr 127.0.0.1:{ns_port} is the built-in name server" in log
     assert "registering with" not in log and "unregistering" not in log
+
+
+def test_a_registration_period_that_is_no_number_is_an_error(tmp_path):
+    conf = tmp_path / "broker.conf"
+    conf.write_text("registerNameServerPeriod=30s\n")
+    r = subprocess.run([sys.executable, "-m", "rocketstore.cli", "serve", str(tmp_path / "s"), "-c", str(conf)],
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.strip() == "rocketstore: error: broker.conf registerNameServerPeriod='30s': not an integer"

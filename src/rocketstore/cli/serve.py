@@ -185,6 +185,10 @@ def serve(
     _check_store_dir(store)
     try:
         cfg = StoreConfig.from_properties(conf) if conf else StoreConfig()
+        if not no_remoting:
+            from ..remoting.broker import BrokerSettings
+
+            BrokerSettings.from_extra(cfg.extra)  # a broker setting that is no number fails here, named
         if not namesrv_addr and (cfg.extra or {}).get("namesrvAddr"):
             _check_namesrv_addr(str(cfg.extra["namesrvAddr"]), f"{conf}: namesrvAddr")
         _warn_unknown_keys(conf)

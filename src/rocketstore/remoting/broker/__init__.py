@@ -98,7 +98,8 @@ class BrokerSettings:
 
     @classmethod
     def from_extra(cls, extra: dict, **overrides) -> "BrokerSettings":
-        """Settings from a broker.conf's keys (StoreConfig.extra), then `overrides`."""
+        """Settings from a broker.conf's keys (StoreConfig.extra), then `overrides`; ValueError for a number that
+        is none."""
         s = cls()
         for name, value in (extra or {}).items():
             if hasattr(s, name) and not name.startswith("_") and name != "address":
@@ -106,7 +107,10 @@ class BrokerSettings:
                 if isinstance(current, bool):
                     value = str(value).strip().lower() == "true"
                 elif isinstance(current, int):
-                    value = int(value)
+                    try:
+                        value = int(value)
+                    except ValueError:
+                        raise ValueError(f"broker.conf {name}={value!r}: not an integer") from None
                 setattr(s, name, value)
         for name, value in overrides.items():
             setattr(s, name, value)
