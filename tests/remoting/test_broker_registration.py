@@ -17,6 +17,7 @@ import pytest
 from broker_fixtures import open_store
 from serve_harness import free_pair
 
+from rocketstore.config import SMALL_FILE_SIZES
 from rocketstore.remoting.broker import Broker, BrokerSettings
 from rocketstore.remoting.broker.registration import parse_namesrv_addr, period_seconds
 from rocketstore.remoting.codes import RequestCode as RC
@@ -199,7 +200,8 @@ def serve_broker(tmp_path, name: str, namesrv_port: int):
     --namesrv-addr: (the process, its output lines, its broker address)."""
     root = tmp_path / name
     root.mkdir()
-    (root / "broker.conf").write_text(f"brokerClusterName={CLUSTER}\nbrokerName={name}\n")
+    small = "".join(f"{k}={v}\n" for k, v in SMALL_FILE_SIZES.items())  # not gigabytes of the shared disk
+    (root / "broker.conf").write_text(f"brokerClusterName={CLUSTER}\nbrokerName={name}\n{small}")
     port = free_pair()
     proc = subprocess.Popen(
         [sys.executable, "-m", "rocketstore.cli", "serve", str(root / "store"), "-c", str(root / "broker.conf"),

@@ -26,6 +26,7 @@ import pytest
 from serve_harness import JAVA_DIR, JVM_OPTIONS, Serve, events_of, free_pair, mqadmin_out, of
 
 from rocketstore import MessageStore
+from rocketstore.config import SMALL_FILE_SIZES
 
 CLUSTER = "JavaCluster"
 BROKERS = ["broker-a", "broker-b", "broker-c"]  # broker-c is stopped and restarted, broker-b killed and restarted
@@ -64,7 +65,9 @@ class ClusterBroker(Serve):
         root.mkdir()
         self.root, self.proc, self.lines = root, None, []
         self.name, self.namesrv_addr, self.broker_port = name, namesrv, free_pair()
-        (root / "broker.conf").write_text(f"brokerClusterName={CLUSTER}\nbrokerName={name}\n")
+        # small files: five stores of RocketMQ's default sizes take gigabytes of the shared disk
+        small = "".join(f"{k}={v}\n" for k, v in SMALL_FILE_SIZES.items())
+        (root / "broker.conf").write_text(f"brokerClusterName={CLUSTER}\nbrokerName={name}\n{small}")
 
     def command(self) -> list[str]:
         return [sys.executable, "-m", "rocketstore.cli", "serve", str(self.root / "store"), "-c",
