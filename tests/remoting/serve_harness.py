@@ -1,6 +1,6 @@
 """A real `rocketstore serve` (remoting on loopback ports, no gRPC) and RocketMQ 5.3.3's Java test programs
-(java/*.java, which share java/Harness.java) run against it: what test_java_client.py, test_java_reset.py and
-test_java_stats.py share. The programs are compiled once per session (conftest.py's java_classpath); each prints
+(java/*.java, which share java/Harness.java) run against it: what test_java_client.py, test_java_reset.py,
+test_java_stats.py and test_java_cluster.py share. The programs are compiled once per session (conftest.py's java_classpath); each prints
 JSON lines ({"scenario": ..., "event": ...}), read here into events.
 
 Skipped, saying why, without the RocketMQ jars beside the repository (../shared/java/rocketmq-5.3.3, see its
@@ -113,11 +113,14 @@ class Serve:
     def broker(self) -> str:
         return f"127.0.0.1:{self.broker_port}"
 
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "rocketstore.cli", "serve", str(self.root / "store"), "-c",
+                str(self.root / "broker.conf"), "--no-grpc", "--namesrv", self.namesrv, "--remoting",
+                self.broker, "--log-level", "INFO"]  # fmt: skip
+
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rocketstore.cli", "serve", str(self.root / "store"), "-c",
-             str(self.root / "broker.conf"), "--no-grpc", "--namesrv", self.namesrv, "--remoting",
-             self.broker, "--log-level", "INFO"],
+            self.command(),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"),
         )  # fmt: skip
         ready = threading.Event()

@@ -54,6 +54,12 @@ from ..errors import RocketStoreError
     help="The broker address the name server's routes give (brokerIP1 and listenPort): default the --remoting "
     "address; for a wildcard one, this machine's address.",
 )
+@click.option(
+    "--namesrv-addr",
+    metavar="HOST:PORT[;HOST:PORT]",
+    help="Name servers (RocketMQ's or another serve's) the broker registers with over remoting, as broker.conf's "
+    "namesrvAddr (which this overrides): one broker of a cluster. Usually with --no-namesrv.",
+)
 @click.option("--no-grpc", is_flag=True, help="Leave out the gRPC endpoint (--listen).")
 @click.option("--no-remoting", is_flag=True, help="Leave out the remoting broker (--remoting).")
 @click.option("--no-namesrv", is_flag=True, help="Leave out the name server (--namesrv).")
@@ -118,6 +124,7 @@ def serve(
     namesrv,
     remoting,
     remoting_advertise,
+    namesrv_addr,
     no_grpc,
     no_remoting,
     no_namesrv,
@@ -132,7 +139,8 @@ def serve(
 ):
     """Serve a store to RocketMQ clients: RocketMQ 5 clients over gRPC (--listen), RocketMQ 4.x clients and
     mqadmin over the remoting protocol (a name server on --namesrv, a broker on --remoting registered in it);
-    all three by default, --no-grpc / --no-remoting / --no-namesrv leave one out. gRPC: (QueryRoute, Heartbeat, Telemetry, SendMessage,
+    all three by default, --no-grpc / --no-remoting / --no-namesrv leave one out. With --namesrv-addr (or
+    broker.conf's namesrvAddr) the broker registers with those name servers too: one broker of a cluster. gRPC: (QueryRoute, Heartbeat, Telemetry, SendMessage,
     ReceiveMessage, AckMessage, ChangeInvisibleDuration, QueryAssignment, ForwardMessageToDeadLetterQueue,
     NotifyClientTermination). Unacked messages come back through %RETRY%<group>_<topic> and end in
     %DLQ%<group> after the max attempts. ReceiveMessage needs an invisible time of at least
@@ -168,9 +176,21 @@ def serve(
                 raise ValueError(str(e).replace("--advertise", "--remoting-advertise", 1)) from None
     except ValueError as e:
         raise click.UsageError(str(e)) from None
+    if namesrv_addr is not None:
+        if no_remoting:
+            raise click.UsageError(
+                "--namesrv-addr is where the broker registers: it needs the broker (not --no-remoting)"
+            )
+        _check_namesrv_addr(namesrv_addr, "--namesrv-addr", usage=True)
     _check_store_dir(store)
     try:
         cfg = StoreConfig.from_properties(conf) if conf else StoreConfig()
+        if not no_remoting:
+            from ..remoting.broker import BrokerSettings
+
+            BrokerSettings.from_extra(cfg.extra)  # a broker setting that is no number fails here, named
+        if not namesrv_addr and (cfg.extra or {}).get("namesrvAddr"):
+            _check_namesrv_addr(str(cfg.extra["namesrvAddr"]), f"{conf}: namesrvAddr")
         _warn_unknown_keys(conf)
         keys = _access_keys(access_keys, secret_keys, access_keys_file)
         from ..serve.auth import keys_from_broker_conf
@@ -194,10 +214,23 @@ def serve(
             remoting=None if no_remoting else remoting,
             remoting_advertise=remoting_advertise,
             remoting_acl=remoting_acl,
+            namesrv_addr=namesrv_addr,
         )
     except (OSError, RocketStoreError, RuntimeError) as e:
         click.echo(f"rocketstore: error: {e}", err=True)
         sys.exit(1)
+
+
+def _check_namesrv_addr(text: str, what: str, usage: bool = False) -> None:
+    """A bad name server list is a usage error on the command line (exit 2), an error in broker.conf (exit 1)."""
+    from ..remoting.broker.registration import parse_namesrv_addr
+
+    try:
+        parse_namesrv_addr(text, what)
+    except ValueError as e:
+        if usage:
+            raise click.UsageError(str(e)) from None
+        raise
 
 
 def _warn_unknown_keys(conf) -> None:

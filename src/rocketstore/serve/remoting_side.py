@@ -3,7 +3,12 @@ event loop, over the store the gRPC side serves, so both protocols share message
 The broker registers into the built-in name server; the advertised broker address (what routes name) is
 --remoting-advertise, else broker.conf's brokerIP1 with the --remoting port, else the --remoting address (this
 machine's address for a wildcard one). With `acl` (remoting.acl.PlainAcl) both check every request, and its
-files are reloaded when they change."""
+files are reloaded when they change.
+
+Brokers of a cluster (each its own serve and store, usually with --no-namesrv) register with remote name servers:
+`namesrv_addr` (--namesrv-addr), else broker.conf's namesrvAddr, HOST:PORT;HOST:PORT. An address that is the
+built-in name server's own is left out (the broker is in its routes already): a broker.conf copied from RocketMQ
+names 127.0.0.1:9876, where serve's own name server listens by default."""
 
 from __future__ import annotations
 
@@ -17,7 +22,14 @@ log = logging.getLogger("rocketstore.serve")
 
 class RemotingSide:
     def __init__(
-        self, store, store_config, namesrv: str | None, remoting: str | None, advertise: str | None = None, acl=None
+        self,
+        store,
+        store_config,
+        namesrv: str | None,
+        remoting: str | None,
+        advertise: str | None = None,
+        acl=None,
+        namesrv_addr: str | None = None,
     ):
         self.store = store
         self.acl = acl
@@ -26,6 +38,7 @@ class RemotingSide:
         self.namesrv_listen = address.parse_host_port(namesrv, "--namesrv") if namesrv else None
         self.remoting_listen = address.parse_host_port(remoting, "--remoting") if remoting else None
         self.advertised = address.parse_advertise(advertise) if advertise else None
+        self.namesrv_addr = namesrv_addr
         self.namesrv = None
         self.broker = None
         self.namesrv_port = None
@@ -52,11 +65,30 @@ class RemotingSide:
             host, port = self.remoting_listen
             ip, adv_port = self.broker_address()
             settings = BrokerSettings.from_extra(self.store_config.extra, brokerIP1=ip, listenPort=adv_port)
+            if self.namesrv_addr:
+                settings.namesrvAddr = self.namesrv_addr
             routes = self.namesrv.routes if self.namesrv is not None else None
-            self.broker = Broker(self.store, settings, routes=routes, acl=self.acl, **options)
+            remote = self.remote_namesrvs(settings.namesrvAddr)
+            self.broker = Broker(self.store, settings, routes=routes, acl=self.acl, namesrv_addresses=remote, **options)
             # RocketMQ's fast channel, listenPort - 2 (BrokerController's fastRemotingServer), for a fixed port
             fast = port - 2 if port > 2 else None
             self.broker_port = await self.broker.start(host, port, fast_port=fast)
+
+    def remote_namesrvs(self, namesrv_addr: str) -> list[tuple[str, int]]:
+        """The name servers to register with over remoting: namesrvAddr's, less the built-in one's address."""
+        from ..remoting.broker.registration import parse_namesrv_addr
+
+        if not namesrv_addr:
+            return []
+        remote = parse_namesrv_addr(namesrv_addr)
+        if self.namesrv is not None:
+            own_host, _ = self.namesrv_listen
+            own = [(h, p) for h, p in remote if p == self.namesrv_port and is_local(h, own_host)]
+            for h, p in own:
+                log.info("namesrvAddr %s is the built-in name server: the broker is in its routes already",
+                         address.join(h, p))  # fmt: skip
+            remote = [a for a in remote if a not in own]
+        return remote
 
     def server_options(self) -> dict:
         """The connection limits of both servers (remoting/server.py) from broker.conf: NettyServerConfig's
@@ -108,6 +140,24 @@ class RemotingSide:
                 f"broker {self.broker.settings.brokerName} on {address.join(self.remoting_listen[0], self.broker_port)}"
                 f" (routes name {self.broker.settings.address})"
             )
+            if self.broker.registration is not None:
+                names = ";".join(address.join(h, p) for h, p in self.broker.registration.addresses)
+                parts.append(f"registering with the name server {names} as {self.broker.settings.brokerName} "
+                             f"of cluster {self.broker.settings.brokerClusterName}")  # fmt: skip
         if parts and self.acl is not None:
             parts.append(f"ACL: {len(self.acl.accounts)} account(s)")
         return ", ".join(parts)
+
+
+def is_local(host: str, listen_host: str) -> bool:
+    """Whether `host` names the machine the built-in name server listens on `listen_host`: that host itself, a
+    loopback address or, for a wildcard listen, this machine's address."""
+    import ipaddress
+
+    if host == listen_host or host == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return ip.is_loopback or (address.is_wildcard(listen_host) and host == address.local_address())

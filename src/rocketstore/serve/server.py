@@ -51,13 +51,20 @@ class Server:
         remoting: str | None = None,
         remoting_advertise: str | None = None,
         remoting_acl=None,
+        namesrv_addr: str | None = None,
         **overrides,
     ):
         self.host, self.port = parse_listen(listen)
         self.grpc_enabled = grpc_enabled
         # the remoting side (RocketMQ 4.x clients): a name server and a broker on the same loop and store
         self.remoting = RemotingSide(
-            None, store_config or StoreConfig(), namesrv, remoting, remoting_advertise, acl=remoting_acl
+            None,
+            store_config or StoreConfig(),
+            namesrv,
+            remoting,
+            remoting_advertise,
+            acl=remoting_acl,
+            namesrv_addr=namesrv_addr,
         )
         # what the routes name: --advertise, else the listen address (this machine's address for a wildcard)
         self.advertised: tuple[str, int] | None = address.parse_advertise(advertise) if advertise else None
@@ -195,7 +202,7 @@ def serve_forever(
     **sides,
 ) -> None:
     """Serve until SIGINT or SIGTERM, then stop cleanly. `sides`: grpc_enabled, namesrv, remoting,
-    remoting_advertise, remoting_acl (Server's)."""
+    remoting_advertise, remoting_acl, namesrv_addr (Server's)."""
     server = Server(
         store_path,
         listen,

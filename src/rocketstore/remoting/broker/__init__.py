@@ -5,7 +5,9 @@ heartbeats and consumer lists (clients.py), delay levels (schedule.py), transact
 END_TRANSACTION and the check-back to producers: transaction.py, over the store's pending state that the gRPC side
 shares), and the topic table it registers with a name server (topics.py). The built-in name server's route table
 is given as `routes`: the broker registers into it directly (never expiring) at start and whenever a topic is
-created.
+created. Remote name servers (namesrvAddr, a cluster of brokers under one name server) are registered with over
+remoting, at start, every registerNameServerPeriod and on every topic change, and unregistered from at close
+(registration.py).
 
 Queue locks for orderly consumers: locks.py. Send-back of failed messages (%RETRY%group, delay levels, %DLQ%group):
 send_back.py, over the subscription groups (subscriptions.py, config/subscriptionGroup.json). Transactions: transaction.py
@@ -37,6 +39,7 @@ from .locks import QueueLocks
 from .lookup import Lookups
 from .offsets import Offsets
 from .pull import PullProcessor
+from .registration import NameServerRegistration
 from .reset import ResetProcessor
 from .schedule import ScheduleService
 from .send import SendProcessor
@@ -78,14 +81,29 @@ class BrokerSettings:
     cgColdReadThreshold: int = 3 * 1024 * 1024  # shown by getColdDataFlowCtrInfo (feature_off.py)
     globalColdReadThreshold: int = 100 * 1024 * 1024
     maxHeldPulls: int = 16384  # rocketstore's own: pulls long polling at once (hold.py); more answer SYSTEM_BUSY
+    # registration with remote name servers (registration.py)
+    namesrvAddr: str = ""  # HOST:PORT;HOST:PORT
+    registerNameServerPeriod: int = 30_000
+    registerBrokerTimeoutMills: int = 24_000
+    enableSlaveActingMaster: bool = False  # with it, heartbeatTimeoutMillis = brokerNotActiveTimeoutMillis is sent
+    brokerNotActiveTimeoutMillis: int = 10_000
+    brokerIP2: str = ""  # the HA address's host: brokerIP1 when not set
+    haListenPort: int = 0  # 0: listenPort + 1, as BrokerStartup sets it
 
     @property
     def address(self) -> str:
         return f"{self.brokerIP1}:{self.listenPort}"
 
+    @property
+    def ha_server_addr(self) -> str:
+        """BrokerController.getHAServerAddr: brokerIP2:haListenPort (rocketstore serves no HA; the name server
+        requires the field and hands it to slaves)."""
+        return f"{self.brokerIP2 or self.brokerIP1}:{self.haListenPort or self.listenPort + 1}"
+
     @classmethod
     def from_extra(cls, extra: dict, **overrides) -> "BrokerSettings":
-        """Settings from a broker.conf's keys (StoreConfig.extra), then `overrides`."""
+        """Settings from a broker.conf's keys (StoreConfig.extra), then `overrides`; ValueError for a number that
+        is none."""
         s = cls()
         for name, value in (extra or {}).items():
             if hasattr(s, name) and not name.startswith("_") and name != "address":
@@ -93,7 +111,10 @@ class BrokerSettings:
                 if isinstance(current, bool):
                     value = str(value).strip().lower() == "true"
                 elif isinstance(current, int):
-                    value = int(value)
+                    try:
+                        value = int(value)
+                    except ValueError:
+                        raise ValueError(f"broker.conf {name}={value!r}: not an integer") from None
                 setattr(s, name, value)
         for name, value in overrides.items():
             setattr(s, name, value)
@@ -101,10 +122,16 @@ class BrokerSettings:
 
 
 class Broker:
-    def __init__(self, store, settings: BrokerSettings | None = None, routes=None, acl=None, **server_options):
+    def __init__(
+        self, store, settings: BrokerSettings | None = None, routes=None, acl=None, namesrv_addresses=(),
+        **server_options,
+    ):  # fmt: skip
+        """`routes`: the built-in name server's RouteTable to register into directly; `namesrv_addresses`: the
+        (host, port) of remote name servers to register with over remoting (registration.py)."""
         self.store = store
         self.settings = settings or BrokerSettings()
         self.routes = routes  # the built-in name server's RouteTable, or None
+        self.registration = NameServerRegistration(self, namesrv_addresses) if namesrv_addresses else None
         self.subscription_groups = SubscriptionGroups(self)  # `group in` it: containsSubscriptionGroup
         self.topics = BrokerTopics(store, self.settings, on_change=self.register)
         self.clients = Clients(self)
@@ -129,6 +156,7 @@ class Broker:
         self.server = RemotingServer(handlers, name="broker", on_close=self.clients.connection_closed, **server_options)
         self._tasks: set[asyncio.Task] = set()
         self._version = DataVersion(0, int(time.time() * 1000), 0)
+        self.mapping_version = DataVersion(0, self._version.timestamp, 0)  # no static topics: never changes
         self._rand = random.Random()
 
     async def start(self, host: str = "0.0.0.0", port: int = DEFAULT_PORT, fast_port: int | None = None) -> int:
@@ -151,6 +179,8 @@ class Broker:
         self.spawn(self.offsets.flush_loop(self.settings.flushConsumerOffsetInterval / 1000))
         self.spawn(self._housekeeping())
         self.register()
+        if self.registration is not None:
+            await self.registration.start()
         if self.store.config.store_host != self.settings.address:  # what the C++ core sends failed messages back to
             log.info("the store writes %s as its messages' STOREHOST, not the broker's address %s: clients that "
                         "send failed messages back to it will miss the broker", self.store.config.store_host,
@@ -160,6 +190,8 @@ class Broker:
         return port
 
     async def close(self) -> None:
+        if self.registration is not None:  # first, as RocketMQ's shutdown: routes stop naming it while it serves
+            await self.registration.stop()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -198,18 +230,26 @@ class Broker:
         """The topic table's data version (bumped by each registration)."""
         return self._version
 
+    def registered_topics(self) -> dict:
+        """Every topic as registered: a broker not readable or not writable (brokerPermission) registers each
+        topic's perm masked by its own."""
+        topics = self.topics.all()
+        mask = self.settings.brokerPermission
+        if mask & RW != RW:
+            topics = {n: replace(tc, perm=tc.perm & mask) for n, tc in topics.items()}
+        return topics
+
     def register(self) -> None:
-        """registerBrokerAll into the built-in name server: every topic, a new data version. A broker not
-        readable or not writable (brokerPermission) registers each topic's perm masked by its own."""
-        if self.routes is None:
-            return
+        """registerBrokerAll, a new data version: into the built-in name server directly, and a registration now
+        with the remote ones (callable from any thread)."""
         s = self.settings
         self._version = DataVersion(0, int(time.time() * 1000), self._version.counter + 1)
-        topics = self.topics.all()
-        if s.brokerPermission & RW != RW:
-            topics = {n: replace(tc, perm=tc.perm & s.brokerPermission) for n, tc in topics.items()}
+        if self.registration is not None:
+            self.registration.register_soon()
+        if self.routes is None:
+            return
         self.routes.register_broker(
-            s.brokerClusterName, s.address, s.brokerName, s.brokerId, s.address, topics,
+            s.brokerClusterName, s.address, s.brokerName, s.brokerId, s.address, self.registered_topics(),
             DataVersion(self._version.state_version, self._version.timestamp, self._version.counter),
             int(time.time() * 1000), timeout_ms=None, refuse_unregistered_single=False,
         )  # fmt: skip

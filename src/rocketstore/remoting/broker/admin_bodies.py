@@ -61,18 +61,20 @@ def data_version_bean(v) -> Bean:
     return Bean(counter=v.counter, stateVersion=v.state_version, timestamp=v.timestamp)
 
 
-def topic_config_wrapper(configs: dict, version, mapping_version) -> bytes:
+def topic_config_wrapper_bean(configs: dict, version, mapping_version) -> Bean:
     """TopicConfigAndMappingSerializeWrapper: every topic config, the data versions, no static-topic mappings."""
     table = {name: topic_config_bean(configs[name]) for name in sorted(configs)}
-    return fastjson.dumpb(
-        Bean(
-            dataVersion=data_version_bean(version),
-            mappingDataVersion=data_version_bean(mapping_version),
-            topicConfigTable=table,
-            topicQueueMappingDetailMap={},
-            topicQueueMappingInfoMap={},
-        )
+    return Bean(
+        dataVersion=data_version_bean(version),
+        mappingDataVersion=data_version_bean(mapping_version),
+        topicConfigTable=table,
+        topicQueueMappingDetailMap={},
+        topicQueueMappingInfoMap={},
     )
+
+
+def topic_config_wrapper(configs: dict, version, mapping_version) -> bytes:
+    return fastjson.dumpb(topic_config_wrapper_bean(configs, version, mapping_version))
 
 
 def kv_table(table: dict[str, str]) -> bytes:
