@@ -201,7 +201,7 @@ def _undecodable(store, cq, e: CorruptDataError, buf, rel: int, limit: int, size
     return WRONG_UNIT
 
 
-def _scan(
+def _scan(  # noqa: C901 - past the ceiling, to be split
     store,
     cq,
     offset: int,

@@ -34,7 +34,7 @@ def _find(files: list, file_size: int, offset: int):
     return mf.file_from_offset, mf.read_position, mf.buf
 
 
-def get_plain_py(
+def get_plain_py(  # noqa: C901 - past the ceiling, to be split
     cq_files: list,
     cq_file_size: int,
     cq_min_logic_offset: int,
