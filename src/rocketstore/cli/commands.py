@@ -430,7 +430,7 @@ class _Printer:
     help="JSON Lines: one object per message as it comes (the summary line goes to stderr).",
 )
 @O.wide_option
-def consume(  # noqa: C901 - past the ceiling, to be split
+def consume(
     store,
     topic,
     group,
@@ -454,28 +454,9 @@ def consume(  # noqa: C901 - past the ceiling, to be split
     --from, --offset or --last say, filtered by --tags or by a SQL92 expression (--sql). With --group the
     group's offsets are committed at the end unless --no-commit. With --follow the store is read read-only
     (a producer may write meanwhile) and the offsets are committed on Ctrl-C. Messages print as they come."""
-    _check_topic(topic)
-    if group is not None:
-        problem = group_problem(group)
-        if problem:
-            M.fail(problem)
-    elif start == "committed":
-        M.fail("--from committed needs --group")
+    _check_consume_options(topic, group, start, offset, last, tags, sql)
     commit = commit and group is not None
-    if start not in (None, "earliest", "latest", "committed"):
-        O.parse_time(start, "--from")
-    if sum(x is not None for x in (start, offset, last)) > 1:
-        M.fail("give one of --from, --offset, --last")
-    if body_only:
-        if fmt is not None:
-            M.fail("give --format or --body-only, not both")
-        fmt = "%s\\n"
-    if fmt is not None and as_json:
-        M.fail("give --format (or --body-only) or --json, not both")
-    if sql is not None:
-        if tags is not None:
-            M.fail("give --tags or --sql, not both: a subscription is by tag or by SQL92")
-        _check_sql(sql)
+    fmt = _output_format(fmt, body_only, as_json)
     # reading with the lock held only when committing and not following: a follower must let producers write
     s = _open(
         store, conf, read_only=follow or not commit, locked_hint=" (committing needs the lock: read with --no-commit)"
@@ -508,16 +489,7 @@ def consume(  # noqa: C901 - past the ceiling, to be split
             committer = _Committer(store, group, topic) if commit else None
             s, c, seen = _follow(store, conf, s, c, tags, max_count, printer, sql, committer)
         else:
-            while max_count is None or seen < max_count:
-                got = c.poll(max_count=32 if max_count is None else min(32, max_count - seen))
-                if not got:
-                    break
-                if max_count is not None and seen + len(got) > max_count:
-                    got = got[: max_count - seen]
-                    c.positions[got[-1].queue_id] = got[-1].queue_offset + 1
-                seen += len(got)
-                printer.add(got)
-            printer.flush()
+            seen = _read_to_end(c, max_count, printer)
         positions = dict(c.positions)
         lag = c.lag()
         if commit and not follow:
@@ -533,6 +505,53 @@ def consume(  # noqa: C901 - past the ceiling, to be split
         what = "committed" if commit else "not committed" if group else "no group"
         left = sum(lag.values())
         O.console(stderr=follow or as_json).print(f"{seen} message(s) of {title} ({what}); {left} left after them")
+
+
+def _check_consume_options(topic, group, start, offset, last, tags, sql) -> None:
+    """consume's options that do not go together, or do not parse: one error line each."""
+    _check_topic(topic)
+    if group is not None:
+        problem = group_problem(group)
+        if problem:
+            M.fail(problem)
+    elif start == "committed":
+        M.fail("--from committed needs --group")
+    if start not in (None, "earliest", "latest", "committed"):
+        O.parse_time(start, "--from")
+    if sum(x is not None for x in (start, offset, last)) > 1:
+        M.fail("give one of --from, --offset, --last")
+    if sql is not None:
+        if tags is not None:
+            M.fail("give --tags or --sql, not both: a subscription is by tag or by SQL92")
+        _check_sql(sql)
+
+
+def _output_format(fmt, body_only: bool, as_json: bool):
+    """The --format to print with (--body-only is the body and a newline), or None for the table / JSON Lines."""
+    if body_only:
+        if fmt is not None:
+            M.fail("give --format or --body-only, not both")
+        fmt = "%s\\n"
+    if fmt is not None and as_json:
+        M.fail("give --format (or --body-only) or --json, not both")
+    return fmt
+
+
+def _read_to_end(c, max_count, printer) -> int:
+    """Poll until nothing is left (or --max), printing as it goes; how many were read. A poll past --max is cut
+    there, and the consumer's position with it."""
+    seen = 0
+    while max_count is None or seen < max_count:
+        got = c.poll(max_count=32 if max_count is None else min(32, max_count - seen))
+        if not got:
+            break
+        if max_count is not None and seen + len(got) > max_count:
+            got = got[: max_count - seen]
+            c.positions[got[-1].queue_id] = got[-1].queue_offset + 1
+        seen += len(got)
+        printer.add(got)
+    printer.flush()
+    return seen
 
 
 def _check_sql(sql: str) -> None:
