@@ -64,6 +64,18 @@ def _map(path: str):
         return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
 
 
+class _QueueWalk:
+    """Where the walk of one ConsumeQueue stands across its files: whether a written unit was seen (a pre-blank
+    unit after one is wrong) and where the queue's written units ended (a written unit after that is wrong)."""
+
+    __slots__ = ("topic", "qid", "ext", "seen_real", "ended_at")
+
+    def __init__(self, topic: str, qid: int, ext):
+        self.topic, self.qid, self.ext = topic, qid, ext
+        self.seen_real = False
+        self.ended_at: tuple[str, int, int] | None = None  # (file, byte offset, queue offset)
+
+
 def _all_zero(buf) -> bool:
     return len(buf) == 0 or not np.frombuffer(buf, dtype=np.uint8).any()
 
@@ -313,7 +325,7 @@ class Verifier:
         return os.path.relpath(path, self.root)
 
     # ------------------------------------------------------------------ CommitLog
-    def check_commitlog(self) -> None:  # noqa: C901 - past the ceiling, to be split
+    def check_commitlog(self) -> None:
         directory = self.layout.commitlog
         names = L.segment_names(directory)
         size = self.config.mapped_file_size_commit_log
@@ -344,22 +356,7 @@ class Verifier:
             self.checked["commitLogSegments"] += 1
             if self.progress:
                 self.progress("commitlog", done, total)
-            if i > 0 and base != int(names[i - 1]) + size:
-                self.problem(
-                    rel, 0, f"segment name follows {names[i - 1]} but is not {size} bytes after it", physicalOffset=base
-                )
-            if base % size:
-                self.problem(
-                    rel, 0, f"segment name {base} is not a multiple of the segment size {size}", physicalOffset=base
-                )
-            actual = os.path.getsize(path)
-            if actual != size:
-                self.problem(
-                    rel,
-                    actual,
-                    f"segment is {actual} bytes, RocketMQ's segments are {size} (truncated or extended file)",
-                    physicalOffset=base + actual,
-                )
+            self._check_segment_file(path, rel, base, names[i - 1] if i else None, size)
             if i > last_written:
                 if _all_zero(_map(path)):
                     self.notes.append(f"{rel}: preallocated, never written (all zeros)")
@@ -372,41 +369,7 @@ class Verifier:
                     )
                 continue
             buf = _map(path)
-            pos = 0
-            end = len(buf)
-            ended = False
-            report_at = PROGRESS_STEP
-            while pos + 8 <= end:
-                if pos >= report_at and self.progress:
-                    self.progress("commitlog", done + pos, total)
-                    report_at = pos + PROGRESS_STEP
-                rsize = R.I32.unpack_from(buf, pos)[0]
-                if rsize == 0 and R.I32.unpack_from(buf, pos + 4)[0] == 0:
-                    break  # the end of the written data
-                if R.is_blank(buf, pos):
-                    self.checked["blankFillers"] += 1
-                    if rsize != size - pos:
-                        self.problem(
-                            rel,
-                            pos,
-                            f"BLANK filler declares {rsize} bytes, {size - pos} are left in the segment",
-                            physicalOffset=base + pos,
-                        )
-                    ended = True
-                    pos = end
-                    break
-                if walk is not None:
-                    # the compiled walk takes the records with nothing to report (the same checks as
-                    # _check_record, which then judges the record it stopped at)
-                    n, after = walk(buf, pos, end, NATIVE_RUN, base, crc_wanted, delay_code, rel)
-                    if n:
-                        self.checked["records"] += n
-                        pos = after
-                        continue
-                if not self._check_record(buf, pos, base, rel, crc_wanted):
-                    ended = True  # cannot find the next record after a bad one
-                    break
-                pos += rsize
+            pos, ended = self._walk_segment(buf, base, rel, size, crc_wanted, walk, delay_code, done, total)
             if not ended and i < last_written:
                 self.problem(
                     rel,
@@ -415,9 +378,64 @@ class Verifier:
                     physicalOffset=base + pos,
                 )
             self.max_offset = base + pos
-            done += end
+            done += len(buf)
         if self.progress:
             self.progress("commitlog", total, total)
+
+    def _check_segment_file(self, path: str, rel: str, base: int, previous: str | None, size: int) -> None:
+        """A segment's name follows the one before it by the segment size, is a multiple of it, and the file
+        is that size."""
+        if previous is not None and base != int(previous) + size:
+            self.problem(
+                rel, 0, f"segment name follows {previous} but is not {size} bytes after it", physicalOffset=base
+            )
+        if base % size:
+            self.problem(
+                rel, 0, f"segment name {base} is not a multiple of the segment size {size}", physicalOffset=base
+            )
+        actual = os.path.getsize(path)
+        if actual != size:
+            self.problem(
+                rel,
+                actual,
+                f"segment is {actual} bytes, RocketMQ's segments are {size} (truncated or extended file)",
+                physicalOffset=base + actual,
+            )
+
+    def _walk_segment(self, buf, base, rel, size, crc_wanted, walk, delay_code, done, total) -> tuple[int, bool]:
+        """The records of one segment, to its BLANK filler or the end of what is written: (where the walk
+        stopped, whether the segment ended there: a BLANK, or a bad record after which nothing can be found)."""
+        pos, end = 0, len(buf)
+        report_at = PROGRESS_STEP
+        while pos + 8 <= end:
+            if pos >= report_at and self.progress:
+                self.progress("commitlog", done + pos, total)
+                report_at = pos + PROGRESS_STEP
+            rsize = R.I32.unpack_from(buf, pos)[0]
+            if rsize == 0 and R.I32.unpack_from(buf, pos + 4)[0] == 0:
+                return pos, False  # the end of the written data
+            if R.is_blank(buf, pos):
+                self.checked["blankFillers"] += 1
+                if rsize != size - pos:
+                    self.problem(
+                        rel,
+                        pos,
+                        f"BLANK filler declares {rsize} bytes, {size - pos} are left in the segment",
+                        physicalOffset=base + pos,
+                    )
+                return end, True
+            if walk is not None:
+                # the compiled walk takes the records with nothing to report (the same checks as
+                # _check_record, which then judges the record it stopped at)
+                n, after = walk(buf, pos, end, NATIVE_RUN, base, crc_wanted, delay_code, rel)
+                if n:
+                    self.checked["records"] += n
+                    pos = after
+                    continue
+            if not self._check_record(buf, pos, base, rel, crc_wanted):
+                return pos, True  # cannot find the next record after a bad one
+            pos += rsize
+        return pos, False
 
     def _check_record(self, buf, pos: int, base: int, rel: str, crc_wanted: bool) -> bool:
         phys = base + pos
@@ -555,89 +573,89 @@ class Verifier:
                 **ctx,
             )
 
-    def check_consume_queues(self) -> None:  # noqa: C901 - past the ceiling, to be split
-        unit_file = self.config.mapped_file_size_consume_queue
-        verify_units = getattr(self.records, "units", None)
+    def check_consume_queues(self) -> None:
         for topic, qid, qdir in self.layout.queue_dirs(L.CONSUMEQUEUE):
             self.checked["consumeQueues"] += 1
             ext_dir = self.layout.ext_dir(topic, qid)
             ext = _ExtQueue(self, ext_dir) if L.segment_names(ext_dir) else None
+            walk = _QueueWalk(topic, qid, ext)
             names = L.segment_names(qdir)
-            seen_real = False
-            ended_at = None
             for k, n in enumerate(names):
-                path = os.path.join(qdir, n)
-                rel = self.rel(path)
-                start = int(n)
-                actual = os.path.getsize(path)
-                if k > 0 and start != int(names[k - 1]) + unit_file:
-                    self.problem(rel, 0, f"file name follows {names[k - 1]} but is not {unit_file} bytes after it")
-                if actual != unit_file:
-                    self.problem(rel, actual, f"file is {actual} bytes, ConsumeQueue files are {unit_file}")
-                if actual % CQ.UNIT_SIZE:
-                    self.problem(rel, actual - actual % CQ.UNIT_SIZE, "file ends inside a unit")
-                buf = _map(path)
-                arr = CQ.units(buf)
-                first = start // CQ.UNIT_SIZE
-                rows = None
-                i = 0
-                while i < len(arr):
-                    if verify_units is not None and ended_at is None:
-                        # the compiled walk takes the units with nothing to report (the checks below, which
-                        # then judge the unit it stopped at)
-                        took = verify_units(arr[i:], first + i, topic, qid, self.min_offset, X.MAX_ADDR)
-                        if took:
-                            self.checked["consumeQueueUnits"] += took
-                            seen_real = True
-                            i += took
-                            continue
-                    zeros = _zero_units(arr, i)
-                    if zeros:  # the unwritten rest of a file: only the first of them is worth a word
-                        if ended_at is None:
-                            ended_at = (rel, i * CQ.UNIT_SIZE, first + i)
-                        i += zeros
-                        continue
-                    if rows is None:
-                        rows = arr.tolist()
-                    phys, size, tags = rows[i]
-                    off = i * CQ.UNIT_SIZE
-                    qoff = first + i
-                    i += 1
-                    if not CQ.is_valid_unit(phys, size):
-                        if phys != 0 or size != 0 or tags != 0:
-                            self.problem(
-                                rel, off, f"unit ({phys}, {size}, {tags}) is neither written nor zero", queueOffset=qoff
-                            )
-                        if ended_at is None:
-                            ended_at = (rel, off, qoff)
-                        continue
-                    if ended_at is not None:
-                        self.problem(
-                            rel,
-                            off,
-                            f"unit written after the queue's end at {ended_at[0]} offset "
-                            f"{ended_at[1]} (queue offset {ended_at[2]})",
-                            queueOffset=qoff,
-                        )
-                        ended_at = None
-                    if size == PRE_BLANK_SIZE and phys == 0:
-                        self.checked["preBlankUnits"] += 1
-                        if seen_real:
-                            self.problem(rel, off, "pre-blank unit after written units", queueOffset=qoff)
-                        continue
-                    seen_real = True
-                    self.checked["consumeQueueUnits"] += 1
-                    r = self._record_for(rel, off, phys, size, queueOffset=qoff)
-                    if X.is_ext_addr(tags):
-                        if phys < self.min_offset:
-                            continue  # expired: its ext file may be gone with it (truncateByMinAddress)
-                        self._check_ext(ext, rel, off, r, topic, qid, tags, phys, queueOffset=qoff)
-                        if r is not None:  # the ext unit's tagsCode was checked instead of the slot's
-                            self._check_identity(rel, off, r, topic, qid, qoff, r.tags_code, phys, queueOffset=qoff)
-                    elif r is not None:
-                        self._check_identity(rel, off, r, topic, qid, qoff, tags, phys, queueOffset=qoff)
+                self._check_cq_file(walk, os.path.join(qdir, n), names[k - 1] if k else None)
             if ext is not None:
                 ext.close()
+
+    def _check_cq_file(self, walk: "_QueueWalk", path: str, previous: str | None) -> None:
+        """One ConsumeQueue file: its name and size, then its units (the compiled walk takes the units with
+        nothing to report; _check_cq_unit judges the one it stopped at)."""
+        unit_file = self.config.mapped_file_size_consume_queue
+        verify_units = getattr(self.records, "units", None)
+        rel = self.rel(path)
+        start = int(os.path.basename(path))
+        actual = os.path.getsize(path)
+        if previous is not None and start != int(previous) + unit_file:
+            self.problem(rel, 0, f"file name follows {previous} but is not {unit_file} bytes after it")
+        if actual != unit_file:
+            self.problem(rel, actual, f"file is {actual} bytes, ConsumeQueue files are {unit_file}")
+        if actual % CQ.UNIT_SIZE:
+            self.problem(rel, actual - actual % CQ.UNIT_SIZE, "file ends inside a unit")
+        arr = CQ.units(_map(path))
+        first = start // CQ.UNIT_SIZE
+        rows = None
+        i = 0
+        while i < len(arr):
+            if verify_units is not None and walk.ended_at is None:
+                took = verify_units(arr[i:], first + i, walk.topic, walk.qid, self.min_offset, X.MAX_ADDR)
+                if took:
+                    self.checked["consumeQueueUnits"] += took
+                    walk.seen_real = True
+                    i += took
+                    continue
+            zeros = _zero_units(arr, i)
+            if zeros:  # the unwritten rest of a file: only the first of them is worth a word
+                if walk.ended_at is None:
+                    walk.ended_at = (rel, i * CQ.UNIT_SIZE, first + i)
+                i += zeros
+                continue
+            if rows is None:
+                rows = arr.tolist()
+            self._check_cq_unit(walk, rel, i * CQ.UNIT_SIZE, first + i, *rows[i])
+            i += 1
+
+    def _check_cq_unit(self, walk: "_QueueWalk", rel: str, off: int, qoff: int, phys: int, size: int, tags: int):
+        """One unit that is not all zeros: written where the queue has not ended, pointing at a record that
+        belongs to this queue at this offset with these tags (or at an ext unit that says so)."""
+        if not CQ.is_valid_unit(phys, size):
+            if phys != 0 or size != 0 or tags != 0:
+                self.problem(rel, off, f"unit ({phys}, {size}, {tags}) is neither written nor zero", queueOffset=qoff)
+            if walk.ended_at is None:
+                walk.ended_at = (rel, off, qoff)
+            return
+        if walk.ended_at is not None:
+            ended_rel, ended_off, ended_qoff = walk.ended_at
+            self.problem(
+                rel,
+                off,
+                f"unit written after the queue's end at {ended_rel} offset {ended_off} (queue offset {ended_qoff})",
+                queueOffset=qoff,
+            )
+            walk.ended_at = None
+        if size == PRE_BLANK_SIZE and phys == 0:
+            self.checked["preBlankUnits"] += 1
+            if walk.seen_real:
+                self.problem(rel, off, "pre-blank unit after written units", queueOffset=qoff)
+            return
+        walk.seen_real = True
+        self.checked["consumeQueueUnits"] += 1
+        r = self._record_for(rel, off, phys, size, queueOffset=qoff)
+        if X.is_ext_addr(tags):
+            if phys < self.min_offset:
+                return  # expired: its ext file may be gone with it (truncateByMinAddress)
+            self._check_ext(walk.ext, rel, off, r, walk.topic, walk.qid, tags, phys, queueOffset=qoff)
+            if r is not None:  # the ext unit's tagsCode was checked instead of the slot's
+                self._check_identity(rel, off, r, walk.topic, walk.qid, qoff, r.tags_code, phys, queueOffset=qoff)
+        elif r is not None:
+            self._check_identity(rel, off, r, walk.topic, walk.qid, qoff, tags, phys, queueOffset=qoff)
             if self.progress:
                 self.progress("consumequeue", 0, 0)
         with_cq = {(t, q) for t, q, _ in self.layout.queue_dirs(L.CONSUMEQUEUE)}
@@ -759,14 +777,13 @@ class Verifier:
         return phys < self.deleted.below(self.records.get(phys).topic)
 
     # ------------------------------------------------------------------ index
-    def check_index(self) -> None:  # noqa: C901 - past the ceiling, to be split
+    def check_index(self) -> None:
         directory = self.layout.index
         if not os.path.isdir(directory):
             self.check_index_lag([])
             return
         slots, num = self.config.max_hash_slot_num, self.config.max_index_num
         want = IX.file_size(slots, num)
-        verify_index = getattr(self.records, "index", None)
         ends = []  # each index file's endPhyOffset: the last record it indexed
         for n in sorted(os.listdir(directory)):
             path = os.path.join(directory, n)
@@ -790,66 +807,73 @@ class Verifier:
                 ends.append(h.end_phy_offset)
             if h.index_count > num:
                 self.problem(rel, 36, f"indexCount {h.index_count} exceeds maxIndexNum {num}")
+            self._check_index_slots(rel, buf, h.index_count, slots, num)
             count = min(h.index_count, num, max((len(buf) - IX.entry_position(slots, 0)) // IX.ENTRY_SIZE, 0))
-            slot_end = IX.HEADER_SIZE + slots * IX.SLOT_SIZE
-            if len(buf) >= slot_end:
-                table = np.frombuffer(buf, dtype=">i4", count=slots, offset=IX.HEADER_SIZE)
-                beyond = table >= max(h.index_count, 1)
-                if self.live:  # entries added since the header was read (up to what the file can hold)
-                    newer = beyond & (table < num)
-                    self.checked["writtenAfterWalk"] += int(np.count_nonzero(newer))
-                    beyond &= ~newer
-                for s in np.nonzero((table < 0) | beyond)[0].tolist():
-                    self.problem(
-                        rel,
-                        IX.HEADER_SIZE + s * IX.SLOT_SIZE,
-                        f"hash slot {s} names entry {int(table[s])}, outside 0..{h.index_count - 1}",
-                    )
-            e = 1
-            while e < count:
-                if verify_index is not None:
-                    # the compiled walk takes the entries with nothing to report (the checks below, which then
-                    # judge the entry it stopped at)
-                    took, expired = verify_index(buf, slots, e, count, self.min_offset)
-                    if took:
-                        self.checked["indexEntries"] += took
-                        self.checked["expiredIndexEntries"] += expired
-                        e += took
-                        continue
-                ent, e = e, e + 1
-                off = IX.entry_position(slots, ent)
-                key_hash, phys, _diff, prev = IX.ENTRY.unpack_from(buf, off)
-                self.checked["indexEntries"] += 1
-                if prev < 0 or prev >= ent:
-                    self.problem(rel, off, f"prevIndexNo {prev} is not an earlier entry", entry=ent)
-                if phys < self.min_offset:
-                    self.checked["expiredIndexEntries"] += 1
-                    continue
-                r = self.records.get(phys)
-                if r is None:
-                    if self._written_after_walk(phys):
-                        continue
-                    where = "past the end of the CommitLog" if phys >= self.max_offset else "where no record starts"
-                    self.problem(
-                        rel,
-                        off,
-                        f"index entry points at physical offset {phys}, {where}",
-                        entry=ent,
-                        physicalOffset=phys,
-                    )
-                    continue
-                hashes = {index_key_hash(IX.build_key(r.topic, k)) for k in r.keys.split(P.KEY_SEPARATOR) if k}
-                if r.uniq is not None:
-                    hashes.add(index_key_hash(IX.build_key(r.topic, r.uniq)))
-                if key_hash not in hashes:
-                    self.problem(
-                        rel,
-                        off,
-                        f"key hash {key_hash} is not the hash of any key of the record at {phys}",
-                        entry=ent,
-                        physicalOffset=phys,
-                    )
+            self._walk_index_entries(rel, buf, slots, count)
         self.check_index_lag(ends)
+
+    def _check_index_slots(self, rel: str, buf, index_count: int, slots: int, num: int) -> None:
+        """Every hash slot names an entry the file holds (or none)."""
+        if len(buf) < IX.HEADER_SIZE + slots * IX.SLOT_SIZE:
+            return
+        table = np.frombuffer(buf, dtype=">i4", count=slots, offset=IX.HEADER_SIZE)
+        beyond = table >= max(index_count, 1)
+        if self.live:  # entries added since the header was read (up to what the file can hold)
+            newer = beyond & (table < num)
+            self.checked["writtenAfterWalk"] += int(np.count_nonzero(newer))
+            beyond &= ~newer
+        for s in np.nonzero((table < 0) | beyond)[0].tolist():
+            self.problem(
+                rel,
+                IX.HEADER_SIZE + s * IX.SLOT_SIZE,
+                f"hash slot {s} names entry {int(table[s])}, outside 0..{index_count - 1}",
+            )
+
+    def _walk_index_entries(self, rel: str, buf, slots: int, count: int) -> None:
+        """Entries 1.. of an index file: the compiled walk takes the entries with nothing to report (the checks of
+        _check_index_entry, which then judges the entry it stopped at)."""
+        verify_index = getattr(self.records, "index", None)
+        e = 1
+        while e < count:
+            if verify_index is not None:
+                took, expired = verify_index(buf, slots, e, count, self.min_offset)
+                if took:
+                    self.checked["indexEntries"] += took
+                    self.checked["expiredIndexEntries"] += expired
+                    e += took
+                    continue
+            self._check_index_entry(rel, buf, slots, e)
+            e += 1
+
+    def _check_index_entry(self, rel: str, buf, slots: int, ent: int) -> None:
+        """One entry: an earlier prevIndexNo, and a key hash of the record it points at (unless expired)."""
+        off = IX.entry_position(slots, ent)
+        key_hash, phys, _diff, prev = IX.ENTRY.unpack_from(buf, off)
+        self.checked["indexEntries"] += 1
+        if prev < 0 or prev >= ent:
+            self.problem(rel, off, f"prevIndexNo {prev} is not an earlier entry", entry=ent)
+        if phys < self.min_offset:
+            self.checked["expiredIndexEntries"] += 1
+            return
+        r = self.records.get(phys)
+        if r is None:
+            if not self._written_after_walk(phys):
+                where = "past the end of the CommitLog" if phys >= self.max_offset else "where no record starts"
+                self.problem(
+                    rel, off, f"index entry points at physical offset {phys}, {where}", entry=ent, physicalOffset=phys
+                )
+            return
+        hashes = {index_key_hash(IX.build_key(r.topic, k)) for k in r.keys.split(P.KEY_SEPARATOR) if k}
+        if r.uniq is not None:
+            hashes.add(index_key_hash(IX.build_key(r.topic, r.uniq)))
+        if key_hash not in hashes:
+            self.problem(
+                rel,
+                off,
+                f"key hash {key_hash} is not the hash of any key of the record at {phys}",
+                entry=ent,
+                physicalOffset=phys,
+            )
 
     # ------------------------------------------------------------------ checkpoint
     def check_checkpoint(self) -> None:
