@@ -22,7 +22,7 @@ PyMODINIT_FUNC PyInit__native(void) {
             || PyModule_AddFunctions(m, rs_arrow_methods) < 0
             || PyModule_AddFunctions(m, rs_index_methods) < 0 || PyModule_AddFunctions(m, rs_props_methods) < 0
             || PyModule_AddFunctions(m, rs_batchcq_methods) < 0
-            || rs_scan_init(m) < 0 || rs_read_init() < 0 || rs_lane_init(m) < 0
+            || rs_scan_init() < 0 || rs_verify_init(m) < 0 || rs_read_init() < 0 || rs_lane_init(m) < 0
             || PyModule_AddStringConstant(m, "SOURCE_HASH", RS_SOURCE_HASH) < 0)
         goto fail;
     PyObject *errors = PyImport_ImportModule("rocketstore.errors");

@@ -1,30 +1,14 @@
 /* The read path's loops (see native.h): one record into a StoredMessage (formats.record.decode_record_py is
  * the reference) and the IndexFile hash-chain walk of a query (formats.index.select_chain_py). */
 #include "native.h"
-#include <stdarg.h>
-#include <stdio.h>
+#include "formats/cq_unit.h"
+#include "formats/index.h"
+#include "formats/properties.h"
+#include "formats/record.h"
 #include <limits.h>
 #include <string.h>
 
-#define MAGIC_V1 ((int32_t)0xDAA320A7)
-#define MAGIC_V2 ((int32_t)0xDAA320AB)
-#define BORNHOST_V6_FLAG 0x10
-#define STOREHOST_V6_FLAG 0x20
-
-/* ------------------------------------------------------------------ errors */
-/* CorruptDataError(reason, offset), the reason formatted as printf does */
-static void corrupt(Py_ssize_t pos, const char *fmt, ...) {
-    char text[256];
-    va_list va;
-    va_start(va, fmt);
-    vsnprintf(text, sizeof text, fmt, va);
-    va_end(va);
-    PyObject *exc = PyObject_CallFunction(rs_CorruptDataError, "sn", text, pos);
-    if (exc != NULL) {
-        PyErr_SetObject(rs_CorruptDataError, exc);
-        Py_DECREF(exc);
-    }
-}
+#define corrupt rs_corrupt
 
 /* ------------------------------------------------------------------ decode_record */
 static PyTypeObject *message_type = NULL;
@@ -64,33 +48,27 @@ static PyObject *host_bytes(int which, const unsigned char *p, Py_ssize_t n) {
     return h;
 }
 
-/* Where one record's variable fields lie, once check_record has bounded each of them. */
-typedef struct {
-    int32_t size, magic, sysflag, body_len;
-    Py_ssize_t bl, sl, body_pos, topic_pos, tlen, props_pos, plen;
-} rec_info;
-
 /* The checks of formats.record.decode_record_py on the record at buf[pos:end] (end bounded by buflen too):
  * 0 and *ri filled, or -1 with the same CorruptDataError. */
-static int check_record(const unsigned char *buf, Py_ssize_t buflen, Py_ssize_t pos, Py_ssize_t end, rec_info *ri) {
+static int check_record(const unsigned char *buf, Py_ssize_t buflen, Py_ssize_t pos, Py_ssize_t end, rs_record *ri) {
     if (pos < 0) {
         corrupt(pos, "record position %zd is before the buffer", pos);
         return -1;
     }
     Py_ssize_t avail = end - pos;   /* negative past the buffer's end: "truncated", as the pure decoder says */
-    if (avail >= 91 && buflen - pos < 91)
+    if (avail >= REC_MIN_SIZE && buflen - pos < REC_MIN_SIZE)
         avail = buflen - pos;       /* an `end` past the buffer: what the buffer holds is the bound */
-    if (avail < 91) {
-        corrupt(pos, "truncated record: %zd bytes left, a record needs at least 91", avail);
+    if (avail < REC_MIN_SIZE) {
+        corrupt(pos, "truncated record: %zd bytes left, a record needs at least %d", avail, REC_MIN_SIZE);
         return -1;
     }
     const unsigned char *rec = buf + pos;
-    int32_t size = rs_be32(rec), magic = rs_be32(rec + 4);
+    int32_t size = rs_be32(rec + REC_TOTALSIZE), magic = rs_be32(rec + REC_MAGIC);
     if (magic != MAGIC_V1 && magic != MAGIC_V2) {
         corrupt(pos, "bad magic code 0x%08X", (unsigned)magic);
         return -1;
     }
-    if (size < 91 || (Py_ssize_t)size > avail) {
+    if (size < REC_MIN_SIZE || (Py_ssize_t)size > avail) {
         corrupt(pos, "record size %d does not fit the %zd bytes left", (int)size, avail);
         return -1;
     }
@@ -98,73 +76,39 @@ static int check_record(const unsigned char *buf, Py_ssize_t buflen, Py_ssize_t 
         corrupt(pos, "record size %d does not fit the %zd bytes left", (int)size, buflen - pos);
         return -1;
     }
-    int32_t sysflag = rs_be32(rec + 36);
-    Py_ssize_t bl = 8, sl = 8, p = 88;
-    if (sysflag & (BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)) {
-        bl = (sysflag & BORNHOST_V6_FLAG) ? 20 : 8;
-        sl = (sysflag & STOREHOST_V6_FLAG) ? 20 : 8;
-        p = 72 + bl + sl;
-        if (p + 3 > size) {
-            corrupt(pos, "record size %d too small for its host fields", (int)size);
-            return -1;
-        }
-    }
-    /* p <= size - 3: every fixed field (up to BODYLEN, ending at p) is inside the record */
-    int32_t body_len = rs_be32(rec + p - 4);
-    if (body_len < 0 || p + (Py_ssize_t)body_len + 3 > size) {
-        corrupt(pos, "body length %d overruns the record of %d bytes", (int)body_len, (int)size);
+    switch (rs_record_layout(rec, size, ri)) {
+    case REC_OK:
+        return 0;
+    case REC_BAD_HOSTS:
+        corrupt(pos, "record size %d too small for its host fields", (int)size);
+        return -1;
+    case REC_BAD_BODY:
+        corrupt(pos, "body length %d overruns the record of %d bytes", (int)ri->body_len, (int)size);
+        return -1;
+    case REC_BAD_TOPIC:
+        corrupt(pos, "topic length %zd overruns the record of %d bytes", ri->topic_len, (int)size);
+        return -1;
+    default:
+        corrupt(pos, "record size %d does not match its fields (%zd bytes)", (int)size,
+                ri->props_pos + ri->props_len);
         return -1;
     }
-    ri->body_pos = p;
-    p += body_len;
-    Py_ssize_t tlen;
-    if (magic == MAGIC_V2) {
-        tlen = rs_be16(rec + p);
-        p += 2;
-    } else {
-        tlen = rec[p];
-        p += 1;
-    }
-    if (p + tlen + 2 > size) {
-        corrupt(pos, "topic length %zd overruns the record of %d bytes", tlen, (int)size);
-        return -1;
-    }
-    ri->topic_pos = p;
-    ri->tlen = tlen;
-    p += tlen;
-    Py_ssize_t plen = rs_be16(rec + p);
-    p += 2;
-    if (plen >= 0x8000)
-        plen = 0;    /* Java reads a negative short and skips the properties */
-    if (p + plen != size) {
-        corrupt(pos, "record size %d does not match its fields (%zd bytes)", (int)size, p + plen);
-        return -1;
-    }
-    ri->size = size;
-    ri->magic = magic;
-    ri->sysflag = sysflag;
-    ri->body_len = body_len;
-    ri->bl = bl;
-    ri->sl = sl;
-    ri->props_pos = p;
-    ri->plen = plen;
-    return 0;
 }
 
 /* A StoredMessage with every slot filled from a record check_record accepted. */
-static PyObject *build_message(const unsigned char *rec, const rec_info *ri, int with_body) {
-    Py_ssize_t h = 48 + ri->bl;   /* STORETIMESTAMP */
-    Py_ssize_t sl = ri->sl;
+static PyObject *build_message(const unsigned char *rec, const rs_record *ri, int with_body) {
+    Py_ssize_t bl = ri->born_len, sl = ri->store_len;
     PyObject *f = PyTuple_New(15);
     if (f == NULL)
         return NULL;
     PyObject *items[15] = {
-        PyLong_FromLong(ri->size), PyLong_FromLong(ri->magic), PyLong_FromLong(rs_be32(rec + 8)),
-        PyLong_FromLong(rs_be32(rec + 12)), PyLong_FromLong(rs_be32(rec + 16)), PyLong_FromLongLong(rs_be64(rec + 20)),
-        PyLong_FromLongLong(rs_be64(rec + 28)), PyLong_FromLong(ri->sysflag), PyLong_FromLongLong(rs_be64(rec + 40)),
-        host_bytes(0, rec + 48, ri->bl), PyLong_FromLongLong(rs_be64(rec + h)), host_bytes(1, rec + h + 8, sl),
-        PyLong_FromLong(rs_be32(rec + h + 8 + sl)), PyLong_FromLongLong(rs_be64(rec + h + 12 + sl)),
-        PyLong_FromLong(ri->body_len)};
+        PyLong_FromSsize_t(ri->size), PyLong_FromLong(ri->magic), PyLong_FromLong(rs_be32(rec + REC_BODYCRC)),
+        PyLong_FromLong(rs_be32(rec + REC_QUEUEID)), PyLong_FromLong(rs_be32(rec + REC_FLAG)),
+        PyLong_FromLongLong(rs_be64(rec + REC_QUEUEOFFSET)), PyLong_FromLongLong(rs_be64(rec + REC_PHYSICALOFFSET)),
+        PyLong_FromLong(ri->sysflag), PyLong_FromLongLong(rs_be64(rec + REC_BORN_TS)),
+        host_bytes(0, rec + REC_BORNHOST, bl), PyLong_FromLongLong(rs_be64(rec + REC_STORE_TS(bl))),
+        host_bytes(1, rec + REC_STOREHOST(bl), sl), PyLong_FromLong(rs_be32(rec + REC_RECONSUME(bl, sl))),
+        PyLong_FromLongLong(rs_be64(rec + REC_PREPARED_TX(bl, sl))), PyLong_FromLong(ri->body_len)};
     int bad = 0;
     for (int k = 0; k < 15; k++) {
         if (items[k] == NULL)
@@ -184,8 +128,8 @@ static PyObject *build_message(const unsigned char *rec, const rec_info *ri, int
         vals[1] = Py_None;
         Py_INCREF(Py_None);
     }
-    vals[2] = rs_cached_str(rec + ri->topic_pos, ri->tlen);
-    vals[3] = PyBytes_FromStringAndSize((const char *)rec + ri->props_pos, ri->plen);
+    vals[2] = rs_cached_str(rec + ri->topic_pos, ri->topic_len);
+    vals[3] = PyBytes_FromStringAndSize((const char *)rec + ri->props_pos, ri->props_len);
     vals[4] = Py_None;
     Py_INCREF(Py_None);
     if (vals[1] == NULL || vals[2] == NULL || vals[3] == NULL) {
@@ -215,7 +159,7 @@ static PyObject *decode_buffer(const unsigned char *buf, Py_ssize_t buflen, Py_s
         PyErr_SetString(PyExc_RuntimeError, "decode_record: set_message_type was not called");
         return NULL;
     }
-    rec_info ri;
+    rs_record ri;
     if (check_record(buf, buflen, pos, end, &ri) < 0)
         return NULL;
     return build_message(buf + pos, &ri, with_body);
@@ -566,14 +510,14 @@ fail:
 
 /* Is the record at rec (check_record accepted it) the queue's record a unit says is there (StoredMessage.is_at)?
  * 1, 0 or -1 with an error. */
-static int record_is_at(const unsigned char *rec, const rec_info *ri, PyObject *topic, long long qid,
+static int record_is_at(const unsigned char *rec, const rs_record *ri, PyObject *topic, long long qid,
                         long long qoff, long long size, long long pos) {
     if (!(rs_be32(rec + 12) == qid && rs_be64(rec + 20) == qoff && ri->size == size && rs_be64(rec + 28) == pos))
         return 0;
     if (PyUnicode_IS_ASCII(topic))   /* a UTF-8 decode ("replace") equals an ASCII str iff the bytes do */
-        return PyUnicode_GET_LENGTH(topic) == ri->tlen
-               && memcmp(PyUnicode_DATA(topic), rec + ri->topic_pos, (size_t)ri->tlen) == 0;
-    PyObject *t = rs_cached_str(rec + ri->topic_pos, ri->tlen);
+        return PyUnicode_GET_LENGTH(topic) == ri->topic_len
+               && memcmp(PyUnicode_DATA(topic), rec + ri->topic_pos, (size_t)ri->topic_len) == 0;
+    PyObject *t = rs_cached_str(rec + ri->topic_pos, ri->topic_len);
     if (t == NULL)
         return -1;
     int same = PyUnicode_Compare(t, topic) == 0;
@@ -668,7 +612,7 @@ static PyObject *get_plain(PyObject *self, PyObject *args) {
         Py_ssize_t rel = (Py_ssize_t)(pos - seg.from);
         if (rel + size > seg.view.len)
             goto give_up;
-        rec_info ri;
+        rs_record ri;
         if (check_record(seg.view.buf, seg.view.len, rel, rel + (Py_ssize_t)size, &ri) < 0) {
             if (!PyErr_ExceptionMatches(rs_CorruptDataError))
                 goto done;
@@ -726,23 +670,18 @@ static int piece_is(const unsigned char *p, Py_ssize_t n, PyObject *key) {
 static int props_name_key(const unsigned char *p, Py_ssize_t n, PyObject *key) {
     const unsigned char *uniq = NULL, *keys = NULL;
     Py_ssize_t uniq_len = 0, keys_len = 0;
-    const unsigned char *end = p + n;
-    while (p <= end) {
-        const unsigned char *stop = memchr(p, 0x02, (size_t)(end - p));
-        if (stop == NULL)
-            stop = end;
-        const unsigned char *sep = memchr(p, 0x01, (size_t)(stop - p));
-        if (sep != NULL && sep > p && stop - sep > 1) {
-            Py_ssize_t nl = sep - p;
-            if (nl == 8 && memcmp(p, "UNIQ_KEY", 8) == 0) {
-                uniq = sep + 1;
-                uniq_len = stop - sep - 1;
-            } else if (nl == 4 && memcmp(p, "KEYS", 4) == 0) {
-                keys = sep + 1;
-                keys_len = stop - sep - 1;
-            }
+    Py_ssize_t at = 0;
+    rs_prop it;
+    while (rs_prop_next(p, n, &at, &it)) {
+        if (!rs_prop_kept(&it))
+            continue;
+        if (rs_prop_named(&it, "UNIQ_KEY", 8)) {
+            uniq = it.value;
+            uniq_len = it.value_len;
+        } else if (rs_prop_named(&it, "KEYS", 4)) {
+            keys = it.value;
+            keys_len = it.value_len;
         }
-        p = stop + 1;
     }
     if (uniq != NULL) {
         int same = piece_is(uniq, uniq_len, key);
@@ -796,7 +735,7 @@ static int hit_check(PyObject *cl_files, long long cl_fs, long long phy, PyObjec
     long long size = rs_be32(buf + pos);
     if (size <= 0 || pos + size > limit)
         return 1;
-    rec_info ri;
+    rs_record ri;
     if (check_record(buf, seg->view.len, (Py_ssize_t)pos, (Py_ssize_t)(pos + size), &ri) < 0) {
         if (!PyErr_ExceptionMatches(rs_CorruptDataError))
             return -1;
@@ -808,9 +747,10 @@ static int hit_check(PyObject *cl_files, long long cl_fs, long long phy, PyObjec
         return 1;
     int same;
     if (PyUnicode_IS_ASCII(topic)) {
-        same = PyUnicode_GET_LENGTH(topic) == ri.tlen && memcmp(PyUnicode_DATA(topic), rec + ri.topic_pos, (size_t)ri.tlen) == 0;
+        same = PyUnicode_GET_LENGTH(topic) == ri.topic_len
+               && memcmp(PyUnicode_DATA(topic), rec + ri.topic_pos, (size_t)ri.topic_len) == 0;
     } else {
-        PyObject *t = rs_cached_str(rec + ri.topic_pos, ri.tlen);
+        PyObject *t = rs_cached_str(rec + ri.topic_pos, ri.topic_len);
         if (t == NULL)
             return -1;
         same = PyUnicode_Compare(t, topic) == 0;
@@ -820,7 +760,7 @@ static int hit_check(PyObject *cl_files, long long cl_fs, long long phy, PyObjec
     }
     if (!same)
         return 0;
-    same = props_name_key(rec + ri.props_pos, ri.plen, key);
+    same = props_name_key(rec + ri.props_pos, ri.props_len, key);
     if (same <= 0)
         return same;
     *msg = lazy_message(rec, ri.size);
