@@ -17,8 +17,6 @@ extern PyMethodDef rs_common_methods[];
 extern PyMethodDef rs_put_methods[];
 extern PyMethodDef rs_scan_methods[];
 int rs_scan_init(void);                 /* scan.c */
-extern PyMethodDef rs_read_methods[];   /* read.c */
-int rs_read_init(void);                 /* read.c: its interned names */
 int rs_verify_init(PyObject *module);   /* verify.c: the VerifyRecords type */
 extern PyMethodDef rs_arrow_methods[];  /* arrow.c */
 extern PyMethodDef rs_index_methods[];  /* index.c */
