@@ -13,7 +13,7 @@ setup: $(STAMP)
 
 # pip install -e . builds the C extension in place (rocketstore._native); without a compiler it warns and the
 # package runs in pure Python. Editing a .c file re-runs this.
-$(STAMP): pyproject.toml requirements-test.txt setup.py $(wildcard src/rocketstore/_native/*.[ch])
+$(STAMP): pyproject.toml requirements-test.txt setup.py $(wildcard src/native/*.[ch] src/native/*/*.[ch])
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-test.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .

@@ -16,15 +16,19 @@ native = None
 """The extension module, or None when running pure Python."""
 
 
+SOURCES = Path(__file__).resolve().parents[1] / "native"
+"""The extension's C sources in a checkout (src/native/, beside the package; an installed wheel has none)."""
+
+
 def sources_hash(folder: Path) -> str | None:
-    """setup.py's hash of the extension's sources, when they are beside the package (a checkout or an editable
-    install; an installed wheel has none): None without them."""
-    paths = sorted(folder.glob("*.[ch]"), key=lambda p: p.name)
-    if not paths:
+    """setup.py's hash of the extension's sources (subfolders included), when they are beside the package (a
+    checkout or an editable install; an installed wheel has none): None without them."""
+    if not (folder / "module.c").is_file():
         return None
+    paths = sorted((p.relative_to(folder).as_posix(), p) for p in folder.rglob("*.[ch]"))
     h = hashlib.sha256()
-    for p in paths:
-        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    for name, p in paths:
+        h.update(name.encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()
 
 
@@ -34,13 +38,8 @@ else:
     try:
         from . import _native as native
 
-        if getattr(native, "__file__", None) is None:
-            # the folder of C sources (src/rocketstore/_native/) in an unbuilt checkout imports as an empty
-            # namespace package: that is not the extension
-            native = None
-            raise ImportError("the extension was not built: only its C sources are here")
         REASON = ""
-        built, here = getattr(native, "SOURCE_HASH", ""), sources_hash(Path(__file__).with_name("_native"))
+        built, here = getattr(native, "SOURCE_HASH", ""), sources_hash(SOURCES)
         if built and here is not None and built != here:  # sources changed since the build: its functions may not match
             native = None
             REASON = "the compiled extension was built from other sources than these"

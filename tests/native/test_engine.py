@@ -113,7 +113,7 @@ def test_extension_built_from_other_sources_is_not_used(native, tmp_path):
     probe = "from rocketstore import engine; print(engine.native is None, engine.describe())"
     same = _run(probe, PYTHONPATH=str(src))
     assert same.returncode == 0 and same.stdout.strip() == "False native (C extension)", same.stderr
-    with open(src / "rocketstore" / "_native" / "read.c", "a") as f:
+    with open(src / "native" / "module.c", "a") as f:
         f.write("/* changed after the build */\n")
     r = _run(probe, PYTHONPATH=str(src))
     assert r.returncode == 0, r.stderr
@@ -122,11 +122,12 @@ def test_extension_built_from_other_sources_is_not_used(native, tmp_path):
 
 
 def test_unbuilt_checkout_runs_pure_python(tmp_path):
-    # a source checkout where the extension was never built: src/rocketstore/_native/ (the C sources) would
-    # import as an empty namespace package; that is "not built", not the extension
+    # a source checkout where the extension was never built: the C sources (src/native/) are there, outside
+    # the package, and nothing imports as rocketstore._native
     src = tmp_path / "src"
     shutil.copytree(SRC, src, ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__"))
-    assert (src / "rocketstore" / "_native").is_dir() and not list(src.rglob("*.so"))
+    assert (src / "native" / "module.c").is_file() and not list(src.rglob("*.so"))
+    assert not (src / "rocketstore" / "_native").exists()
     r = _run(
         f"""
         from rocketstore import MessageStore, Message, StoreConfig, engine

@@ -7,30 +7,18 @@
  * the same bytes. Anything these functions do not handle the way the reference does (an unusual type, a
  * separator in a text) is handed back to Python: they answer None and the caller runs the reference. */
 #include "native.h"
-#include "props.h"
+#include "put_common.h"
+#include "formats/properties.h"
+#include "formats/record.h"
 #include <string.h>
-#include <time.h>
-
-/* zlib.crc32(data): scan.c's rs_crc32 (zlib itself). */
-#define put_crc32 rs_crc32
 
 static PyObject *crc32(PyObject *self, PyObject *arg) {
     Py_buffer b;
     if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0)
         return NULL;
-    uint32_t c = put_crc32(b.buf, b.len);
+    uint32_t c = rs_crc32(b.buf, b.len);
     PyBuffer_Release(&b);
     return PyLong_FromUnsignedLong(c);
-}
-
-/* properties.crc32_property: "__CRC32#" \x01, ten digits least significant first, \x02 (20 bytes). */
-static void put_crc_property(unsigned char *p, uint32_t crc) {
-    memcpy(p, "__CRC32#\x01", 9);
-    for (int i = 0; i < 10; i++) {
-        p[9 + i] = (unsigned char)('0' + crc % 10);
-        crc /= 10;
-    }
-    p[19] = '\x02';
 }
 
 /* ---------------------------------------------------------------- UTF-8 of a str, Java's way */
@@ -38,17 +26,7 @@ static void put_crc_property(unsigned char *p, uint32_t crc) {
  * *bad is set when s holds \x01 or \x02 (not storable as it is: the caller leaves it to Python). An ASCII
  * str (the usual tag, key and id) is scanned once. */
 static Py_ssize_t utf8_len(PyObject *s, int *bad) {
-    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
-    if (PyUnicode_IS_ASCII(s)) {
-        const unsigned char *p = PyUnicode_DATA(s);
-        for (Py_ssize_t i = 0; i < n; i++)
-            if (p[i] == 1 || p[i] == 2) {
-                *bad = 1;
-                break;
-            }
-        return n;
-    }
-    if (PyUnicode_FindChar(s, 1, 0, n, 1) != -1 || PyUnicode_FindChar(s, 2, 0, n, 1) != -1)
+    if (rs_has_separator(s))
         *bad = 1;
     return rs_utf8_len(s);
 }
@@ -87,8 +65,6 @@ static int names_ready(void) {
     return 0;
 }
 
-#define MAX_PAIRS 4096          /* more properties than this: Python's path (PROPERTIES holds 32767 bytes) */
-#define MAX_TEXT (1 << 30)      /* a text this long is Python's to refuse */
 
 typedef struct {
     PyObject *name;             /* a str, or NULL with `lit` a literal "KEYS"/"TAGS" */
@@ -166,7 +142,7 @@ static PyObject *message_props_one(PyObject *msg, int drop_crc, PyObject **info)
     }
     /* the pairs, in property_map's order: the dict's, then KEYS and TAGS unless the dict names them */
     Py_ssize_t cap = 2 + (with_dict ? PyDict_GET_SIZE(props) : 0);
-    if (cap > MAX_PAIRS)
+    if (cap > PUT_MAX_PAIRS)
         goto fallback;
     if (cap > 8) {
         pairs = PyMem_Malloc(sizeof(pair_t) * cap);
@@ -215,7 +191,7 @@ static PyObject *message_props_one(PyObject *msg, int drop_crc, PyObject **info)
     }
     Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < np_; i++) {
-        if (pairs[i].nlen > MAX_TEXT || pairs[i].vlen > MAX_TEXT || total > MAX_TEXT)
+        if (pairs[i].nlen > PUT_MAX_TEXT || pairs[i].vlen > PUT_MAX_TEXT || total > PUT_MAX_TEXT)
             goto fallback;
         total += pairs[i].nlen + pairs[i].vlen + 2;
     }
@@ -459,7 +435,7 @@ static PyObject *encode_batch(PyObject *self, PyObject *args) {
     int one_props = PyBytes_Check(props);
     if (fl < 64 || fl > 256 || reserve < 0 || reserve > 64 || total < 0 || PyList_GET_SIZE(flags) != n
             || (!one_props && (!PyList_Check(props) || PyList_GET_SIZE(props) != n))
-            || (append_crc && reserve != 20)) {
+            || (append_crc && reserve != CRC32_PROPERTY_LEN)) {
         PyErr_SetString(PyExc_ValueError, "encode_batch: inconsistent arguments");
         goto done;
     }
@@ -493,10 +469,10 @@ static PyObject *encode_batch(PyObject *self, PyObject *args) {
         const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(body);
         memcpy(o, tmpl.buf, fl);
         rs_put32(o, (uint32_t)size);
-        rs_put32(o + 8, put_crc32(b, bl) & 0x7FFFFFFFu);
-        rs_put32(o + 16, (uint32_t)flag);
-        rs_put64(o + 20, (uint64_t)(first_qoff + i));
-        rs_put64(o + 28, (uint64_t)(phys + (o - base)));
+        rs_put32(o + REC_BODYCRC, rs_crc32(b, bl) & 0x7FFFFFFFu);
+        rs_put32(o + REC_FLAG, (uint32_t)flag);
+        rs_put64(o + REC_QUEUEOFFSET, (uint64_t)(first_qoff + i));
+        rs_put64(o + REC_PHYSICALOFFSET, (uint64_t)(phys + (o - base)));
         rs_put32(o + fl - 4, (uint32_t)bl);
         unsigned char *q = o + fl;
         memcpy(q, b, bl);
@@ -508,7 +484,7 @@ static PyObject *encode_batch(PyObject *self, PyObject *args) {
         memcpy(q, PyBytes_AS_STRING(pr), pl);
         q += pl;
         if (append_crc)
-            put_crc_property(q, put_crc32(o, q - o) & 0x7FFFFFFFu);
+            rs_put_crc_property(q, rs_crc32(o, q - o) & 0x7FFFFFFFu);
         else
             memset(q, 0, reserve);
         o += size;
@@ -542,49 +518,6 @@ static int rs_keyed_names(void) {
     return 0;
 }
 
-/* An attribute that must be an int (exactly: not a bool) within [lo, hi]; 1 and *out set, 0 (no error) when it
- * is not such an int, -1 on an error. */
-static int int_attr(PyObject *msg, PyObject *name, long long lo, long long hi, long long *out) {
-    PyObject *v = PyObject_GetAttr(msg, name);
-    if (v == NULL)
-        return -1;
-    int ok = 0;
-    if (PyLong_CheckExact(v)) {
-        int overflow = 0;
-        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-        if (x == -1 && PyErr_Occurred()) {
-            Py_DECREF(v);
-            return -1;
-        }
-        if (!overflow && x >= lo && x <= hi) {
-            *out = x;
-            ok = 1;
-        }
-    }
-    Py_DECREF(v);
-    return ok;
-}
-
-/* clock(), or with clock None config.wall_clock_ms's time.time_ns() // 1_000_000 (CLOCK_REALTIME, as
- * time.time_ns reads it on POSIX) without a Python call. */
-int rs_clock_ms(PyObject *clock, long long *out) {
-    if (clock == Py_None) {
-        struct timespec ts;
-        if (clock_gettime(CLOCK_REALTIME, &ts) != 0) {
-            PyErr_SetFromErrno(PyExc_OSError);
-            return -1;
-        }
-        *out = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-        return 0;
-    }
-    PyObject *v = PyObject_CallNoArgs(clock);
-    if (v == NULL)
-        return -1;
-    *out = PyLong_AsLongLong(v);    /* as struct.pack("q") takes it: an int that fits, else an error */
-    Py_DECREF(v);
-    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
-}
-
 /* The parts of one keyed message's record on the plain path (see native.h, rs_keyed): 1 and *k filled (its
  * references held), 0 when Python decides (nothing held, no error: properties the C leaves to Python or with
  * INNER_NUM/INNER_BASE, a field that is not an int of its width, a body that is not bytes or is over max_body,
@@ -596,9 +529,9 @@ int rs_keyed_prepare(PyObject *msg, Py_ssize_t tail_len, Py_ssize_t max_body, Py
         return -1;
     PyObject *props = NULL, *info = NULL, *body = NULL, *born = NULL;
     int r;
-    if ((r = int_attr(msg, s_flag, INT32_MIN, INT32_MAX, &k->flag)) <= 0
-            || (r = int_attr(msg, s_reconsume, INT32_MIN, INT32_MAX, &k->reconsume)) <= 0
-            || (r = int_attr(msg, s_pto, INT64_MIN, INT64_MAX, &k->pto)) <= 0)
+    if ((r = rs_int_attr(msg, s_flag, INT32_MIN, INT32_MAX, &k->flag)) <= 0
+            || (r = rs_int_attr(msg, s_reconsume, INT32_MIN, INT32_MAX, &k->reconsume)) <= 0
+            || (r = rs_int_attr(msg, s_pto, INT64_MIN, INT64_MAX, &k->pto)) <= 0)
         return r;
     born = PyObject_GetAttr(msg, s_born_ts);
     if (born == NULL)
@@ -633,9 +566,9 @@ int rs_keyed_prepare(PyObject *msg, Py_ssize_t tail_len, Py_ssize_t max_body, Py
     if (info == Py_None)
         goto none;
     Py_ssize_t bl = PyBytes_GET_SIZE(body), pl = PyBytes_GET_SIZE(props);
-    if (pl > 32767)
+    if (pl > REC_MAX_PROPERTIES)
         goto none;
-    k->size = 88 + bl + tail_len + 2 + pl;
+    k->size = REC_BODY(REC_HOST_V4, REC_HOST_V4) + bl + tail_len + 2 + pl;
     if (k->size > max_record || k->size > INT32_MAX)
         goto none;
     k->props = props;
@@ -664,30 +597,14 @@ void rs_keyed_clear(rs_keyed *k) {
  * host, sysFlag 0), body, topic tail, PROPLEN, properties, as MessageWriter._put writes them. */
 void rs_keyed_write(unsigned char *o, const rs_keyed *k, const unsigned char *ttail, Py_ssize_t tl, int magic,
                     int queue_id, long long qoff, long long phys, const unsigned char *h, long long store_ts) {
-    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(k->body);
-    Py_ssize_t bl = PyBytes_GET_SIZE(k->body), pl = PyBytes_GET_SIZE(k->props);
-    rs_put32(o, (uint32_t)k->size);
-    rs_put32(o + 4, (uint32_t)magic);
-    rs_put32(o + 8, put_crc32(b, bl) & 0x7FFFFFFFu);
-    rs_put32(o + 12, (uint32_t)queue_id);
-    rs_put32(o + 16, (uint32_t)k->flag);
-    rs_put64(o + 20, (uint64_t)qoff);
-    rs_put64(o + 28, (uint64_t)phys);
-    rs_put32(o + 36, 0);                    /* sysFlag */
-    rs_put64(o + 40, (uint64_t)k->born_ts);
-    memcpy(o + 48, h, 8);                   /* born host */
-    rs_put64(o + 56, (uint64_t)store_ts);
-    memcpy(o + 64, h, 8);                   /* store host */
-    rs_put32(o + 72, (uint32_t)k->reconsume);
-    rs_put64(o + 76, (uint64_t)k->pto);
-    rs_put32(o + 84, (uint32_t)bl);
-    unsigned char *q = o + 88;
-    memcpy(q, b, bl);
-    q += bl;
-    memcpy(q, ttail, tl);
-    q += tl;
-    rs_put16(q, (unsigned)pl);
-    memcpy(q + 2, PyBytes_AS_STRING(k->props), pl);
+    Py_ssize_t pl = PyBytes_GET_SIZE(k->props);
+    rs_record_fields f = {
+        .size = k->size, .magic = magic, .queue_id = queue_id, .flag = k->flag, .qoff = qoff, .phys = phys,
+        .sysflag = 0, .born_ts = k->born_ts, .store_ts = store_ts, .reconsume = k->reconsume, .pto = k->pto,
+        .born_host = h, .store_host = h, .body = (const unsigned char *)PyBytes_AS_STRING(k->body),
+        .body_len = PyBytes_GET_SIZE(k->body)};
+    unsigned char *q = rs_put_record(o, &f, ttail, tl, pl);
+    memcpy(q, PyBytes_AS_STRING(k->props), pl);
 }
 
 /* keyed_record(msg, topic_tail, magic, queue_id, queue_offset, phys, room, max_body, max_record, host, clock)
@@ -717,7 +634,7 @@ static PyObject *keyed_record(PyObject *self, PyObject *args) {
     if (r == 0)
         Py_RETURN_NONE;
     PyObject *out = NULL;
-    if (room - 8 < k.size) {
+    if (room - END_FILE_MIN_BLANK_LENGTH < k.size) {
         out = Py_NewRef(Py_None);
         goto done;
     }
@@ -801,13 +718,13 @@ static PyObject *fill_crc(PyObject *self, PyObject *arg) {
     Py_buffer b;
     if (PyObject_GetBuffer(arg, &b, PyBUF_WRITABLE) < 0)
         return NULL;
-    if (b.len < 20) {
+    if (b.len < CRC32_PROPERTY_LEN) {
         PyBuffer_Release(&b);
         PyErr_SetString(PyExc_ValueError, "fill_crc: a record is longer than its CRC entry");
         return NULL;
     }
     unsigned char *p = b.buf;
-    put_crc_property(p + b.len - 20, put_crc32(p, b.len - 20) & 0x7FFFFFFFu);
+    rs_put_crc_property(p + b.len - CRC32_PROPERTY_LEN, rs_crc32(p, b.len - CRC32_PROPERTY_LEN) & 0x7FFFFFFFu);
     PyBuffer_Release(&b);
     Py_RETURN_NONE;
 }

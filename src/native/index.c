@@ -7,6 +7,8 @@
  * and the same file bytes. A record these functions do not take the way the reference does (an unusual
  * type) makes the key functions answer None: the caller runs the reference. */
 #include "native.h"
+#include "formats/index.h"
+#include "formats/record.h"
 #include <string.h>
 
 /* ---------------------------------------------------------------- index keys */
@@ -113,7 +115,7 @@ static int record_keys(keyrun *r, Py_ssize_t i, PyObject *topic, PyObject *phy_o
         PyErr_Clear();
         return 1;
     }
-    if (phy < r->end || (flag & 0xC) == 0xC)
+    if (phy < r->end || (flag & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE)
         return 0;
     Py_ssize_t kl = PyUnicode_GET_LENGTH(keys);
     if (uniq == Py_None && kl == 0)
@@ -228,7 +230,6 @@ done:
 }
 
 /* ---------------------------------------------------------------- placing entries */
-#define HEADER_SIZE 40
 #define INT32_MAX_L 0x7FFFFFFFLL
 
 /* formats.index.time_diff: seconds since begin, truncated toward zero, clamped to [0, Integer.MAX_VALUE];
@@ -273,9 +274,9 @@ static PyObject *index_place(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "index_place: one offset and one time per hash");
         goto done;
     }
-    if (slot_num <= 0 || index_num <= 1 || slot_num > (PY_SSIZE_T_MAX - HEADER_SIZE) / 4
-            || index_num > (PY_SSIZE_T_MAX - HEADER_SIZE - slot_num * 4) / 20
-            || buf.len < HEADER_SIZE + slot_num * 4 + index_num * 20) {
+    if (slot_num <= 0 || index_num <= 1 || slot_num > (PY_SSIZE_T_MAX - IDX_HEADER) / IDX_SLOT
+            || index_num > (PY_SSIZE_T_MAX - IDX_HEADER - slot_num * IDX_SLOT) / IDX_ENTRY
+            || buf.len < IDX_ENTRIES(slot_num) + index_num * IDX_ENTRY) {
         PyErr_SetString(PyExc_ValueError, "index_place: the buffer does not hold an index file of these sizes");
         goto done;
     }
@@ -287,7 +288,7 @@ static PyObject *index_place(PyObject *self, PyObject *args) {
     if (k > n)
         k = n;
     if (k > 0) {
-        unsigned char *b = buf.buf, *slots = b + HEADER_SIZE, *entries = slots + slot_num * 4;
+        unsigned char *b = buf.buf, *slots = b + IDX_SLOT_AT(0), *entries = b + IDX_ENTRIES(slot_num);
         const int32_t *hashes = hv.buf;
         const int64_t *phys = pv.buf, *stamps = tv.buf;
         long long new_slots = 0;
@@ -306,17 +307,17 @@ static PyObject *index_place(PyObject *self, PyObject *args) {
             int64_t s = (int64_t)hashes[j] % slot_num;
             if (s < 0)
                 s += slot_num;
-            unsigned char *sp = slots + s * 4;
+            unsigned char *sp = slots + s * IDX_SLOT;
             int64_t old = rs_be32(sp);
             if (old <= 0 || old > cur) {
                 old = 0;
                 new_slots++;
             }
-            unsigned char *e = entries + cur * 20;
-            rs_put32(e, (uint32_t)hashes[j]);
-            rs_put64(e + 4, (uint64_t)phys[j]);
-            rs_put32(e + 12, (uint32_t)diff);
-            rs_put32(e + 16, (uint32_t)old);
+            unsigned char *e = entries + cur * IDX_ENTRY;
+            rs_put32(e + IDX_E_HASH, (uint32_t)hashes[j]);
+            rs_put64(e + IDX_E_PHY, (uint64_t)phys[j]);
+            rs_put32(e + IDX_E_DIFF, (uint32_t)diff);
+            rs_put32(e + IDX_E_PREV, (uint32_t)old);
             rs_put32(sp, (uint32_t)cur);
         }
         Py_END_ALLOW_THREADS
@@ -328,12 +329,12 @@ static PyObject *index_place(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_OverflowError, "index_place: the hash slot count leaves the int range");
             goto done;
         }
-        rs_put64(b, (uint64_t)begin_ts);
-        rs_put64(b + 8, (uint64_t)end_ts);
-        rs_put64(b + 16, (uint64_t)begin_phy);
-        rs_put64(b + 24, (uint64_t)end_phy);
-        rs_put32(b + 32, (uint32_t)slot_count);
-        rs_put32(b + 36, (uint32_t)count);
+        rs_put64(b + IDX_BEGIN_TS, (uint64_t)begin_ts);
+        rs_put64(b + IDX_END_TS, (uint64_t)end_ts);
+        rs_put64(b + IDX_BEGIN_PHY, (uint64_t)begin_phy);
+        rs_put64(b + IDX_END_PHY, (uint64_t)end_phy);
+        rs_put32(b + IDX_SLOT_COUNT, (uint32_t)slot_count);
+        rs_put32(b + IDX_COUNT, (uint32_t)count);
     }
     result = Py_BuildValue("(nLLLLLL)", k, begin_ts, end_ts, begin_phy, end_phy, slot_count, count);
 done:

@@ -5,9 +5,11 @@
  * A row is a record the compiled walk took (its fields read from the mapped segment, which the table keeps a
  * buffer of so get() can rebuild its _Record) or one verify's own check added (its _Record kept as is). Rows
  * keep their first insertion's place, a later add for the same offset replaces the row: a dict's order. */
-#include "scan.h"
+#include "native.h"
+#include "formats/cq_unit.h"
+#include "formats/index.h"
+#include "formats/record.h"
 #include <string.h>
-#include <structmember.h>
 
 static const char SCHEDULE[] = "SCHEDULE_TOPIC_XXXX";
 
@@ -318,7 +320,8 @@ static int verify_ok(const unsigned char *b, const rs_rec *r, int64_t base, int 
     }
     if (expected & 0x80000000u)
         return 0;    /* negative: never a CRC */
-    return (rs_crc32(b + r->pos, r->size - 20) & 0x7FFFFFFFu) == expected;
+    /* the CRC of the record before its __CRC32# item, the record's last */
+    return (rs_crc32(b + r->pos, r->size - CRC32_PROPERTY_LEN) & 0x7FFFFFFFu) == expected;
 }
 
 static Py_ssize_t walk_verify(const unsigned char *b, Py_ssize_t pos, Py_ssize_t limit, Py_ssize_t max_records,
@@ -471,7 +474,7 @@ static PyObject *vr_walk(VRecords *t, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "walk: negative position or count");
         return NULL;
     }
-    Py_ssize_t cap = limit > pos ? (limit - pos) / MIN_RECORD + 1 : 1;   /* bounded by the bytes */
+    Py_ssize_t cap = limit > pos ? (limit - pos) / REC_MIN_SIZE + 1 : 1;   /* bounded by the bytes */
     if (cap > max_records)
         cap = max_records;
     if (cap < 1)
@@ -682,8 +685,7 @@ static PyObject *vr_uncovered(VRecords *t, PyObject *unused) {
     Py_ssize_t lag = 0;
     for (Py_ssize_t k = 0; k < t->n; k++) {
         const vrow *row = &t->rows[k];
-        int tran = row->flags & 0xC;
-        if (row->covered || (tran != 0 && tran != 0x8))
+        if (row->covered || !rec_gets_queue_unit(row->flags))
             continue;
         if (row->phys > frontier) {
             lag++;
@@ -731,12 +733,12 @@ static PyObject *vr_units(VRecords *t, PyObject *args) {
     }
     int32_t tid = v == NULL ? -2 : (int32_t)PyLong_AsLong(v);
     const unsigned char *u = units.buf;
-    Py_ssize_t n = units.len / 20, k = 0;
+    Py_ssize_t n = units.len / CQ_UNIT, k = 0;
     Py_BEGIN_ALLOW_THREADS
     for (; k < n; k++) {
-        const unsigned char *e = u + 20 * k;
-        int64_t phys = rs_be64(e), tags = rs_be64(e + 12);
-        int32_t size = rs_be32(e + 8);
+        const unsigned char *e = u + CQ_UNIT * k;
+        int64_t phys = rs_be64(e + CQ_PHYS), tags = rs_be64(e + CQ_TAGS);
+        int32_t size = rs_be32(e + CQ_SIZE);
         if (phys < 0 || size <= 0 || (size == 0x7FFFFFFF && phys == 0) || phys < min_offset || tags <= ext_max)
             break;
         Py_ssize_t r = find(t, phys);
@@ -769,14 +771,14 @@ static PyObject *vr_index(VRecords *t, PyObject *args) {
         return NULL;
     }
     const unsigned char *b = view.buf;
-    Py_ssize_t base = 40 + slots * 4, e = e_from, expired = 0;
+    Py_ssize_t base = IDX_ENTRIES(slots), e = e_from, expired = 0;
     Py_BEGIN_ALLOW_THREADS
     for (; e < count; e++) {
-        Py_ssize_t at = base + e * 20;
-        if (at + 20 > view.len)
+        Py_ssize_t at = base + e * IDX_ENTRY;
+        if (at + IDX_ENTRY > view.len)
             break;
-        int32_t key_hash = rs_be32(b + at), prev = rs_be32(b + at + 16);
-        int64_t phys = rs_be64(b + at + 4);
+        int32_t key_hash = rs_be32(b + at + IDX_E_HASH), prev = rs_be32(b + at + IDX_E_PREV);
+        int64_t phys = rs_be64(b + at + IDX_E_PHY);
         if (prev < 0 || prev >= e)
             break;
         if (phys < min_offset) {

@@ -1,6 +1,7 @@
-/* The module object: the method tables of common.c, put.c, scan.c, read.c, arrow.c, index.c and props.c
- * under one name, and lane.c's PutLane type. */
+/* The module object: the method tables of common.c, put.c, put_batchcq.c, scan.c, read/, arrow.c, index.c and
+ * props.c under one name, lane.c's PutLane type and verify.c's VerifyRecords. */
 #include "native.h"
+#include "read/read.h"
 
 PyObject *rs_CorruptDataError = NULL;
 
@@ -18,11 +19,14 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (m == NULL)
         return NULL;
     if (PyModule_AddFunctions(m, rs_common_methods) < 0 || PyModule_AddFunctions(m, rs_put_methods) < 0
-            || PyModule_AddFunctions(m, rs_scan_methods) < 0 || PyModule_AddFunctions(m, rs_read_methods) < 0
+            || PyModule_AddFunctions(m, rs_scan_methods) < 0 || PyModule_AddFunctions(m, rs_message_methods) < 0
+            || PyModule_AddFunctions(m, rs_get_methods) < 0 || PyModule_AddFunctions(m, rs_query_methods) < 0
+            || PyModule_AddFunctions(m, rs_by_time_methods) < 0
             || PyModule_AddFunctions(m, rs_arrow_methods) < 0
             || PyModule_AddFunctions(m, rs_index_methods) < 0 || PyModule_AddFunctions(m, rs_props_methods) < 0
             || PyModule_AddFunctions(m, rs_batchcq_methods) < 0
-            || rs_scan_init(m) < 0 || rs_read_init() < 0 || rs_lane_init(m) < 0
+            || rs_scan_init() < 0 || rs_verify_init(m) < 0 || rs_message_init() < 0 || rs_mapped_init() < 0
+            || rs_query_init() < 0 || rs_lane_init(m) < 0
             || PyModule_AddStringConstant(m, "SOURCE_HASH", RS_SOURCE_HASH) < 0)
         goto fail;
     PyObject *errors = PyImport_ImportModule("rocketstore.errors");

@@ -11,8 +11,10 @@
  * answered None: the caller then runs the Python path, which does the same put its own way (a new segment,
  * a new queue or ConsumeQueue file, a page range to populate, an odd message, a refusal and its status). */
 #include "native.h"
+#include "put_common.h"
+#include "formats/cq_unit.h"
+#include "formats/record.h"
 #include <string.h>
-#include <time.h>
 
 enum { T_NAME, T_TAIL, T_MAGIC, T_FAST, T_QUEUES, NT };
 static const char *const TOPIC_SLOTS[NT] = {"name", "tail", "magic", "fast", "queues"};
@@ -219,7 +221,7 @@ static PyObject *lane_put(Lane *L, PyObject *const *args, Py_ssize_t nargs) {
     if ((r = last_file(L->cl_files, &L->cl, size, &wrote)) <= 0)
         goto answer;
     long long phys = L->cl.from + wrote, end = phys + size;
-    if (L->cl.size - wrote < size + 8 || wrote + size > L->cl.populated)
+    if (L->cl.size - wrote < size + END_FILE_MIN_BLANK_LENGTH || wrote + size > L->cl.populated)
         goto none;      /* a new segment (BLANK filler first), or pages to populate: CommitLog.append */
     if ((key = PyTuple_Pack(2, topic, qid_obj)) == NULL || (offsets = PyObject_GetAttr(L->writer, s_queue_offsets)) == NULL)
         goto fail;
@@ -233,7 +235,7 @@ static PyObject *lane_put(Lane *L, PyObject *const *args, Py_ssize_t nargs) {
         if (!PyLong_CheckExact(q))
             goto none;
         qoff = PyLong_AsLongLongAndOverflow(q, &overflow);
-        if (overflow || qoff < 0 || qoff > (INT64_MAX - 1) / 20)
+        if (overflow || qoff < 0 || qoff > (INT64_MAX - 1) / CQ_UNIT)
             goto none;
     }
     /* the queue: ConsumeQueue.put's common case (no ext, a started file with room, the unit it expects) */
@@ -251,10 +253,10 @@ static PyObject *lane_put(Lane *L, PyObject *const *args, Py_ssize_t nargs) {
         Py_XSETREF(L->cq, Py_NewRef(cq));
     }
     long long max_phys;
-    if ((r = ll_attr(cq, s_max_phys, &max_phys)) <= 0 || (r = last_file(L->cq_files, &L->cf, 20, &cwrote)) <= 0)
+    if ((r = ll_attr(cq, s_max_phys, &max_phys)) <= 0 || (r = last_file(L->cq_files, &L->cf, CQ_UNIT, &cwrote)) <= 0)
         goto answer;
-    if (!(cwrote > 0 && cwrote <= L->cf.size - 20 && L->cf.from + cwrote == qoff * 20
-          && cwrote + 20 <= L->cf.populated && end > max_phys))
+    if (!(cwrote > 0 && cwrote <= L->cf.size - CQ_UNIT && L->cf.from + cwrote == qoff * CQ_UNIT
+          && cwrote + CQ_UNIT <= L->cf.populated && end > max_phys))
         goto none;
     if (L->index != Py_None) {
         if ((pending = PyObject_GetAttr(L->index, s_pending)) == NULL)
@@ -262,7 +264,7 @@ static PyObject *lane_put(Lane *L, PyObject *const *args, Py_ssize_t nargs) {
         if (!PyList_CheckExact(pending))
             goto none;
     }
-    if ((r = view_of(&L->cl, wrote, size, &cv)) <= 0 || (r = view_of(&L->cf, cwrote, 20, &qv)) <= 0)
+    if ((r = view_of(&L->cl, wrote, size, &cv)) <= 0 || (r = view_of(&L->cf, cwrote, CQ_UNIT, &qv)) <= 0)
         goto answer;
     /* decided: the clock, the record, the positions (as _put_keyed), then the dispatch (as pipeline.put) */
     long long store_ts;
@@ -272,9 +274,9 @@ static PyObject *lane_put(Lane *L, PyObject *const *args, Py_ssize_t nargs) {
                    PyBytes_GET_SIZE(tail), (int)PyLong_AsLong(TSLOT(T_MAGIC)), (int)qid, qoff, phys,
                    (const unsigned char *)PyBytes_AS_STRING(L->host), store_ts);
     unsigned char *u = (unsigned char *)qv.buf + cwrote;
-    rs_put64(u, (uint64_t)phys);
-    rs_put32(u + 8, (uint32_t)size);
-    rs_put64(u + 12, (uint64_t)PyLong_AsLongLong(PyTuple_GET_ITEM(k.info, 0)));
+    rs_put64(u + CQ_PHYS, (uint64_t)phys);
+    rs_put32(u + CQ_SIZE, (uint32_t)size);
+    rs_put64(u + CQ_TAGS, (uint64_t)PyLong_AsLongLong(PyTuple_GET_ITEM(k.info, 0)));
     if ((o_phys = PyLong_FromLongLong(phys)) == NULL || (o_size = PyLong_FromLongLong(size)) == NULL
             || (o_qoff = PyLong_FromLongLong(qoff)) == NULL || (o_ts = PyLong_FromLongLong(store_ts)) == NULL
             || (o_end = PyLong_FromLongLong(end)) == NULL)
@@ -287,7 +289,7 @@ static PyObject *lane_put(Lane *L, PyObject *const *args, Py_ssize_t nargs) {
     Py_DECREF(next_qoff);
     if (set_ll(L->cl.mf, s_wrote, wrote + size) < 0 || PyObject_SetAttr(L->writer, s_last_phys, o_phys) < 0
             || PyObject_SetAttr(L->cl.mf, s_store_ts, o_ts) < 0 || PyObject_SetAttr(cq, s_max_phys, o_end) < 0
-            || set_ll(L->cf.mf, s_wrote, cwrote + 20) < 0 || PyObject_SetAttr(L->checkpoint, s_logics_ts, o_ts) < 0)
+            || set_ll(L->cf.mf, s_wrote, cwrote + CQ_UNIT) < 0 || PyObject_SetAttr(L->checkpoint, s_logics_ts, o_ts) < 0)
         goto fail;
     if (pending != NULL) {      /* IndexService.add */
         PyObject *rec = PyTuple_New(6);

@@ -1,6 +1,7 @@
 /* Message properties (formats/properties.parse_properties_py is the reference): a query re-checks every hit's
  * UNIQ_KEY and KEYS, and every decoded message reads its properties through this. */
-#include "props.h"
+#include "native.h"
+#include "formats/properties.h"
 #include <string.h>
 
 /* parse_properties(raw) -> dict: string2messageProperties over `name \x01 value \x02` pairs (bytes-like, or a
@@ -23,15 +24,12 @@ static PyObject *parse_properties(PyObject *self, PyObject *arg) {
     out = PyDict_New();
     if (out == NULL)
         goto done;
-    const char *p = view.buf, *end = p + view.len;
-    for (;;) {
-        const char *q = memchr(p, 2, (size_t)(end - p));
-        if (q == NULL)
-            q = end;
-        const char *sep = memchr(p, 1, (size_t)(q - p));
-        if (sep != NULL && sep > p && q > sep + 1) {
-            PyObject *k = PyUnicode_DecodeUTF8(p, sep - p, "replace");
-            PyObject *v = k == NULL ? NULL : PyUnicode_DecodeUTF8(sep + 1, q - sep - 1, "replace");
+    Py_ssize_t at = 0;
+    rs_prop it;
+    while (rs_prop_next(view.buf, view.len, &at, &it)) {
+        if (rs_prop_kept(&it)) {
+            PyObject *k = PyUnicode_DecodeUTF8((const char *)it.item, it.name_len, "replace");
+            PyObject *v = k == NULL ? NULL : PyUnicode_DecodeUTF8((const char *)it.value, it.value_len, "replace");
             int bad = v == NULL || PyDict_SetItem(out, k, v) < 0;
             Py_XDECREF(k);
             Py_XDECREF(v);
@@ -40,44 +38,11 @@ static PyObject *parse_properties(PyObject *self, PyObject *arg) {
                 goto done;
             }
         }
-        if (q == end)
-            break;
-        p = q + 1;
     }
 done:
     PyBuffer_Release(&view);
     Py_XDECREF(enc);
     return out;
-}
-
-/* ---------------------------------------------------------------- the finder (props.h) */
-static const char *const PROP_NAMES[P_COUNT] = {"TAGS", "KEYS", "UNIQ_KEY", "DELAY", "INNER_NUM", "INNER_BASE",
-                                                "__CRC32#"};
-static const int PROP_LENS[P_COUNT] = {4, 4, 8, 5, 9, 10, 8};
-
-void rs_props_find(const unsigned char *p, Py_ssize_t n, rs_props *out) {
-    for (int k = 0; k < P_COUNT; k++) {
-        out->pos[k] = -1;
-        out->len[k] = 0;
-    }
-    Py_ssize_t i = 0;
-    while (i < n) {
-        const unsigned char *item = p + i;
-        const unsigned char *stop = memchr(item, 2, (size_t)(n - i));
-        Py_ssize_t ilen = stop ? stop - item : n - i;
-        for (int k = 0; k < P_COUNT; k++) {
-            int nl = PROP_LENS[k];
-            if (ilen > nl && item[nl] == 1 && memcmp(item, PROP_NAMES[k], (size_t)nl) == 0) {
-                /* "name\x01": the value runs to the item's end; an empty one does not count */
-                if (ilen - nl - 1 > 0) {
-                    out->pos[k] = i + nl + 1;
-                    out->len[k] = ilen - nl - 1;
-                }
-                break;
-            }
-        }
-        i += ilen + 1;
-    }
 }
 
 #define MAX_NAMES 64
@@ -91,17 +56,19 @@ typedef struct {
     Py_ssize_t len[MAX_NAMES];
 } names_t;
 
-/* One raw properties' pairs: where the value of each name is (vp NULL: absent). -1 with an exception set. */
-static int scan_values(const char *p, const char *end, const names_t *nm, const char **vp, Py_ssize_t *vl) {
+/* One raw properties' pairs (p NULL: none): where the value of each name is (vp NULL: absent). -1 with an
+ * exception set. */
+static int scan_values(const char *raw, Py_ssize_t n, const names_t *nm, const char **vp, Py_ssize_t *vl) {
     for (Py_ssize_t j = 0; j < nm->n; j++)
         vp[j] = NULL;
-    while (p < end) {
-        const char *q = memchr(p, 2, (size_t)(end - p));
-        if (q == NULL)
-            q = end;
-        const char *sep = memchr(p, 1, (size_t)(q - p));
-        if (sep != NULL && sep > p && q > sep + 1) {  /* parse_properties keeps this pair */
-            Py_ssize_t kl = sep - p;
+    if (raw == NULL)
+        return 0;
+    Py_ssize_t at = 0;
+    rs_prop it;
+    while (rs_prop_next((const unsigned char *)raw, n, &at, &it)) {
+        if (rs_prop_kept(&it)) {  /* parse_properties keeps this pair */
+            const char *p = (const char *)it.item;
+            Py_ssize_t kl = it.name_len;
             PyObject *key = NULL;
             for (Py_ssize_t j = 0; j < nm->n; j++) {
                 int same;
@@ -117,15 +84,12 @@ static int scan_values(const char *p, const char *end, const names_t *nm, const 
                     }
                 }
                 if (same) {  /* a later pair replaces the value */
-                    vp[j] = sep + 1;
-                    vl[j] = q - sep - 1;
+                    vp[j] = (const char *)it.value;
+                    vl[j] = it.value_len;
                 }
             }
             Py_XDECREF(key);
         }
-        if (q == end)
-            break;
-        p = q + 1;
     }
     return 0;
 }
@@ -172,7 +136,7 @@ static PyObject *property_values(PyObject *self, PyObject *args) {
         PyObject *raw = PySequence_Fast_GET_ITEM(raws, i);
         int bad;
         if (raw == Py_None) {
-            bad = scan_values(NULL, NULL, &nm, vp, vl);
+            bad = scan_values(NULL, 0, &nm, vp, vl);
         } else {
             PyObject *enc = NULL;
             Py_buffer view;
@@ -187,7 +151,7 @@ static PyObject *property_values(PyObject *self, PyObject *args) {
                 goto fail;
             }
             const char *p = view.buf;
-            bad = scan_values(p, p + view.len, &nm, vp, vl);
+            bad = scan_values(p, view.len, &nm, vp, vl);
             /* the values are decoded while the buffer is held */
             PyObject *row = bad ? NULL : PyTuple_New(nm.n);
             for (Py_ssize_t j = 0; row != NULL && j < nm.n; j++) {

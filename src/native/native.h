@@ -1,7 +1,10 @@
 /* rocketstore._native: the per-message loops in C (see README, "The native engine").
  *
  * Every size and offset read from a buffer is checked against the buffer before it is used; the pure
- * Python modules are the reference, and the tests require the same answers and the same errors from both. */
+ * Python modules are the reference, and the tests require the same answers and the same errors from both.
+ *
+ * The on-disk formats are the headers in formats/ (one each, as the Python formats/ package), with the one record
+ * parser (formats/record.h) and the one properties parser (formats/properties.h) every file reads through. */
 #ifndef ROCKETSTORE_NATIVE_H
 #define ROCKETSTORE_NATIVE_H
 #define PY_SSIZE_T_CLEAN
@@ -13,8 +16,8 @@
 extern PyMethodDef rs_common_methods[];
 extern PyMethodDef rs_put_methods[];
 extern PyMethodDef rs_scan_methods[];
-extern PyMethodDef rs_read_methods[];   /* read.c */
-int rs_read_init(void);                 /* read.c: its interned names */
+int rs_scan_init(void);                 /* scan.c */
+int rs_verify_init(PyObject *module);   /* verify.c: the VerifyRecords type */
 extern PyMethodDef rs_arrow_methods[];  /* arrow.c */
 extern PyMethodDef rs_index_methods[];  /* index.c */
 extern PyMethodDef rs_props_methods[];  /* props.c */
@@ -47,8 +50,7 @@ static inline void rs_put64(unsigned char *p, uint64_t v) {
 }
 static inline void rs_put16(unsigned char *p, unsigned v) { p[0] = (unsigned char)(v >> 8); p[1] = (unsigned char)v; }
 
-/* scan.c: shared by the scan and read paths (GIL held for these) */
-int rs_scan_init(PyObject *module);
+/* common.c (GIL held for these but rs_crc32) */
 /* bytes -> str (UTF-8, "replace") through a small cache: topics repeat */
 PyObject *rs_cached_str(const unsigned char *p, Py_ssize_t n);
 /* zlib's crc32 of n bytes (no mask) */
@@ -56,6 +58,8 @@ uint32_t rs_crc32(const unsigned char *p, Py_ssize_t n);
 /* the offsets of a __slots__ class's members, and a new instance with them set (references stolen) */
 int rs_slot_offsets(PyObject *type, const char *const *names, int n, Py_ssize_t *offsets);
 PyObject *rs_new_slotted(PyTypeObject *tp, const Py_ssize_t *offsets, PyObject **vals, int n);
+/* raises CorruptDataError(reason, pos), the reason formatted as printf does (at most 255 bytes); NULL */
+PyObject *rs_corrupt(Py_ssize_t pos, const char *fmt, ...);
 
 
 /* lane.c: the PutLane type */
@@ -72,7 +76,5 @@ int rs_keyed_prepare(PyObject *msg, Py_ssize_t tail_len, Py_ssize_t max_body, Py
 void rs_keyed_write(unsigned char *o, const rs_keyed *k, const unsigned char *ttail, Py_ssize_t tl, int magic,
                     int queue_id, long long qoff, long long phys, const unsigned char *h, long long store_ts);
 void rs_keyed_clear(rs_keyed *k);
-/* clock() as an int; clock None: the wall clock in ms (config.wall_clock_ms) without a Python call */
-int rs_clock_ms(PyObject *clock, long long *out);
 
 #endif

@@ -1,117 +1,15 @@
-/* The scan path's loops (see native.h): the bulk decoder of reput, recovery and the rebuild
- * (services.bulk_dispatch.decode_run_py is the reference); the record walk (rs_walk_one, scan.h) is shared
- * with verify's record table (verify.c).
+/* The scan path's loop (see native.h): the bulk decoder of reput, recovery and the rebuild
+ * (services.bulk_dispatch.decode_run_py is the reference), over formats/record.h's record walk (rs_walk_one,
+ * which verify's record table walks too).
  *
  * Two phases: the walk over the mapped bytes (TOTALSIZE chain, every bound check of
  * formats.record_scan.scan, the body CRC, the properties' item positions) runs without the GIL into a C
  * array bounded by the bytes walked; the Python objects are built afterwards, with the GIL. */
-#include "scan.h"
+#include "native.h"
+#include "formats/record.h"
 #include <string.h>
-#include <zlib.h>
-#include <structmember.h>
 
 static const char SCHEDULE_TOPIC[] = "SCHEDULE_TOPIC_XXXX";
-
-/* ------------------------------------------------------------------ str caches */
-/* A direct-mapped cache of bytes -> str (UTF-8, errors "replace"), as formats.record's _TOPICS and
- * bulk_dispatch's _topic_cache: topics repeat, so most records find theirs here. GIL held. */
-#define STR_CACHE_SLOTS 256
-typedef struct {
-    PyObject *key;     /* bytes */
-    PyObject *value;   /* str */
-} rs_str_slot;
-static rs_str_slot topic_cache[STR_CACHE_SLOTS];
-
-static uint32_t fnv1a(const unsigned char *p, Py_ssize_t n) {
-    uint32_t h = 2166136261u;
-    for (Py_ssize_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 16777619u;
-    return h;
-}
-
-PyObject *rs_cached_str(const unsigned char *p, Py_ssize_t n) {
-    rs_str_slot *s = &topic_cache[fnv1a(p, n) & (STR_CACHE_SLOTS - 1)];
-    if (s->key != NULL && PyBytes_GET_SIZE(s->key) == n && memcmp(PyBytes_AS_STRING(s->key), p, (size_t)n) == 0) {
-        Py_INCREF(s->value);
-        return s->value;
-    }
-    PyObject *v = PyUnicode_DecodeUTF8((const char *)p, n, "replace");
-    if (v == NULL)
-        return NULL;
-    if (n <= 1024) {      /* a long one would only push out the usual topics */
-        PyObject *k = PyBytes_FromStringAndSize((const char *)p, n);
-        if (k == NULL) {
-            Py_DECREF(v);
-            return NULL;
-        }
-        Py_XDECREF(s->key);
-        Py_XDECREF(s->value);
-        s->key = k;
-        Py_INCREF(v);
-        s->value = v;
-    }
-    return v;
-}
-
-uint32_t rs_crc32(const unsigned char *p, Py_ssize_t n) {
-    uLong c = crc32(0L, Z_NULL, 0);
-    while (n > 0) {
-        uInt chunk = n > (Py_ssize_t)0x40000000 ? 0x40000000u : (uInt)n;
-        c = crc32(c, p, chunk);
-        p += chunk;
-        n -= chunk;
-    }
-    return (uint32_t)c;
-}
-
-/* ------------------------------------------------------------------ the walk */
-/* The fixed checks of record_scan.chain and record_scan.scan for the record at p (limit: where the run must
- * end). 0: not a record the bulk path takes (the run stops before it); 1: r filled. */
-int rs_walk_one(const unsigned char *b, Py_ssize_t p, Py_ssize_t limit, rs_rec *r, int32_t *crc,
-                    Py_ssize_t *body_pos, Py_ssize_t *body_len) {
-    if (p + 8 > limit)
-        return 0;
-    int32_t size = rs_be32(b + p), magic = rs_be32(b + p + 4);
-    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || size < MIN_RECORD || (Py_ssize_t)size > limit - p)
-        return 0;
-    /* size >= 91: every fixed field read below (up to byte 76 + 8) is inside the record */
-    int32_t flags = rs_be32(b + p + 36);
-    Py_ssize_t born = (flags & BORNHOST_V6_FLAG) ? 20 : 8, store = (flags & STOREHOST_V6_FLAG) ? 20 : 8;
-    Py_ssize_t fixed = 48 + born + 8 + store + 16;
-    if (fixed > size || (flags & INNER_BATCH_FLAG))
-        return 0;
-    int v2 = magic == MAGIC_V2;
-    Py_ssize_t tw = v2 ? 2 : 1;
-    int64_t blen = rs_be32(b + p + fixed - 4);
-    if (blen < 0 || fixed + blen + tw > size)
-        return 0;
-    Py_ssize_t at = p + fixed + (Py_ssize_t)blen;
-    Py_ssize_t tlen = v2 ? rs_be16(b + at) : b[at];
-    Py_ssize_t tpos = at + tw, rend = p + size;
-    if (tpos + tlen + 2 > rend)
-        return 0;
-    Py_ssize_t plen = rs_be16(b + tpos + tlen);
-    if (plen >= 0x8000)
-        plen = 0;    /* Java reads a negative short and skips the properties */
-    Py_ssize_t ppos = tpos + tlen + 2;
-    if (ppos + plen != rend)
-        return 0;
-    r->pos = p;
-    r->size = size;
-    r->qid = rs_be32(b + p + 12);
-    r->flags = flags;
-    r->qoff = rs_be64(b + p + 20);
-    r->phys = rs_be64(b + p + 28);
-    r->store_ts = rs_be64(b + p + 48 + born);
-    r->topic_pos = tpos;
-    r->topic_len = tlen;
-    r->props_pos = ppos;
-    r->props_len = plen;
-    *crc = rs_be32(b + p + 8);
-    *body_pos = p + fixed;
-    *body_len = (Py_ssize_t)blen;
-    return 1;
-}
 
 static int has_bytes(const unsigned char *p, Py_ssize_t n, const char *what, size_t wn) {
     return n >= (Py_ssize_t)wn && memmem(p, (size_t)n, what, wn) != NULL;
@@ -271,7 +169,7 @@ out:
 
 /* Bound the record array by the bytes: at most one record per 91 bytes, never what a size field says. */
 static rs_rec *alloc_recs(Py_ssize_t pos, Py_ssize_t limit, Py_ssize_t *max_records) {
-    Py_ssize_t cap = limit > pos ? (limit - pos) / MIN_RECORD + 1 : 1;
+    Py_ssize_t cap = limit > pos ? (limit - pos) / REC_MIN_SIZE + 1 : 1;
     if (cap > *max_records)
         cap = *max_records;
     if (cap < 1)
@@ -359,8 +257,7 @@ static PyObject *decode_run(PyObject *self, PyObject *args) {
             int bad = 0;
             for (int k = 0; k < NCOLS; k++)
                 bad |= vals[k] == NULL;
-            int tran = r->flags & 0xC;
-            if (!bad && (tran == 0 || tran == 0x8)) {   /* gets_queue_unit: normal or committed */
+            if (!bad && rec_gets_queue_unit(r->flags)) {
                 if (members != NULL && topic == last_topic && r->qid == last_qid) {
                     PyObject *jj = PyLong_FromSsize_t(i - first);
                     bad = jj == NULL || PyList_Append(members, jj) < 0;
@@ -416,51 +313,9 @@ out:
     return result;
 }
 
-static int member_offset(PyObject *type, const char *name, Py_ssize_t *off) {
-    PyObject *d = PyObject_GetAttrString(type, name);
-    if (d == NULL)
-        return -1;
-    int ok = Py_IS_TYPE(d, &PyMemberDescr_Type)
-        && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX;
-    if (ok)
-        *off = ((PyMemberDescrObject *)d)->d_member->offset;
-    Py_DECREF(d);
-    if (!ok) {
-        PyErr_Format(PyExc_TypeError, "%s is not a __slots__ member", name);
-        return -1;
-    }
-    return 0;
-}
-
-int rs_slot_offsets(PyObject *type, const char *const *names, int n, Py_ssize_t *offsets) {
-    if (!PyType_Check(type)) {
-        PyErr_SetString(PyExc_TypeError, "a class with __slots__ is needed");
-        return -1;
-    }
-    for (int k = 0; k < n; k++)
-        if (member_offset(type, names[k], &offsets[k]) < 0)
-            return -1;
-    return 0;
-}
-
-/* A new instance of a __slots__ class with its slots set (references stolen; none may be NULL). */
-PyObject *rs_new_slotted(PyTypeObject *tp, const Py_ssize_t *offsets, PyObject **vals, int n) {
-    PyObject *o = tp->tp_alloc(tp, 0);
-    if (o == NULL) {
-        for (int k = 0; k < n; k++)
-            Py_DECREF(vals[k]);
-        return NULL;
-    }
-    for (int k = 0; k < n; k++) {
-        PyObject **slot = (PyObject **)((char *)o + offsets[k]);
-        Py_XSETREF(*slot, vals[k]);
-    }
-    return o;
-}
-
-int rs_scan_init(PyObject *m) {
+int rs_scan_init(void) {
     empty_str = PyUnicode_FromStringAndSize("", 0);
-    return empty_str == NULL ? -1 : rs_verify_init(m);
+    return empty_str == NULL ? -1 : 0;
 }
 
 PyMethodDef rs_scan_methods[] = {

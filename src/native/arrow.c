@@ -13,14 +13,10 @@
  * topic or properties that are not UTF-8 (the reference decodes those with "replace") and for a run with
  * an IPv6 host whose records decode_record would refuse. */
 #include "native.h"
+#include "formats/properties.h"
+#include "formats/record.h"
 #include <string.h>
 
-#define MAGIC_V1 ((int32_t)0xDAA320A7)
-#define MAGIC_V2 ((int32_t)0xDAA320AB)
-#define BORNHOST_V6_FLAG 0x10
-#define STOREHOST_V6_FLAG 0x20
-#define INNER_BATCH_FLAG 0x80
-#define V6_FLAGS (BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
 #define HOST_MAX 52      /* 8 groups of 4 hex digits, 7 colons, ':' and a signed 32-bit port */
 
 typedef struct {
@@ -69,55 +65,36 @@ static int valid_utf8(const unsigned char *p, Py_ssize_t n) {
     return 1;
 }
 
-/* scan's checks on one record; 0: scan would stop before it. */
+/* scan's checks on one record (the record at pos of `size` bytes, its unit's size; the magic code is not
+ * looked at); 0: scan would stop before it. */
 static int check_record(const unsigned char *d, Py_ssize_t buflen, Py_ssize_t pos, Py_ssize_t size, rec_t *r) {
-    if (pos < 0 || size < 0 || size > buflen || pos > buflen - size || size < 40)
+    if (pos < 0 || size < 0 || size > buflen || pos > buflen - size || size < REC_SYSFLAG + 4)
         return 0;
-    const unsigned char *p = d + pos;
-    int32_t flags = rs_be32(p + 36);
+    rs_record rec;
+    if (rs_record_layout(d + pos, size, &rec) != REC_OK || (rec.sysflag & INNER_BATCH_FLAG))
+        return 0;
     r->pos = pos;
     r->size = size;
-    r->born = (flags & BORNHOST_V6_FLAG) ? 20 : 8;
-    r->store = (flags & STOREHOST_V6_FLAG) ? 20 : 8;
-    Py_ssize_t fixed = 48 + r->born + 8 + r->store + 16;
-    if (fixed > size || (flags & INNER_BATCH_FLAG))
-        return 0;
-    int64_t body_len = rs_be32(p + fixed - 4);
-    r->v2 = rs_be32(p + 4) == MAGIC_V2;
-    Py_ssize_t width = r->v2 ? 2 : 1;
-    if (body_len < 0 || fixed + body_len + width > size)
-        return 0;
-    r->body_pos = pos + fixed;
-    r->body_len = (Py_ssize_t)body_len;
-    Py_ssize_t at = fixed + r->body_len;
-    r->topic_len = r->v2 ? rs_be16(p + at) : p[at];
-    r->topic_pos = pos + at + width;
-    if (r->topic_pos + r->topic_len + 2 > pos + size)
-        return 0;
-    Py_ssize_t plen = rs_be16(d + r->topic_pos + r->topic_len);
-    if (plen >= 0x8000)
-        plen = 0;                   /* Java reads a negative short and skips the properties */
-    r->props_pos = r->topic_pos + r->topic_len + 2;
-    r->props_len = plen;
-    return r->props_pos + plen == pos + size;
+    r->born = rec.born_len;
+    r->store = rec.store_len;
+    r->v2 = rec.magic == MAGIC_V2;
+    r->body_pos = pos + rec.body_pos;
+    r->body_len = rec.body_len;
+    r->topic_pos = pos + rec.topic_pos;
+    r->topic_len = rec.topic_len;
+    r->props_pos = pos + rec.props_pos;
+    r->props_len = rec.props_len;
+    return 1;
 }
 
-/* Are the properties exact "name\x01value\x02" pairs (the reference's Arrow split)? */
+/* Are the properties exact "name\x01value\x02" pairs (the reference's Arrow split): each item with a \x01,
+ * and a \x02 at the end (nothing after the last)? */
 static int exact_pairs(const unsigned char *p, Py_ssize_t n) {
-    if (n == 0)
-        return 1;
-    if (p[n - 1] != 2)
-        return 0;
-    int sep = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (p[i] == 1)
-            sep = 1;
-        else if (p[i] == 2) {
-            if (!sep)
-                return 0;
-            sep = 0;
-        }
-    }
+    Py_ssize_t at = 0;
+    rs_prop it;
+    while (rs_prop_next(p, n, &at, &it))
+        if (it.ended ? it.value == NULL : it.len > 0)
+            return 0;
     return 1;
 }
 
@@ -129,18 +106,16 @@ typedef struct {
  * pair as it is; else parse_properties: split at \x02, each part at its first \x01, kept with a separator and
  * a non-empty name and value, a repeated name in its first place with its last value. */
 static Py_ssize_t property_pairs(const unsigned char *p, Py_ssize_t n, int exact, pair_t *out) {
-    Py_ssize_t count = 0, start = 0;
-    for (Py_ssize_t i = 0; i <= n; i++) {
-        if (i < n && p[i] != 2)
-            continue;
-        if (i == n && exact)
+    Py_ssize_t count = 0, at = 0;
+    rs_prop it;
+    while (rs_prop_next(p, n, &at, &it)) {
+        if (!it.ended && exact)
             break;                  /* exact pairs end with \x02: nothing after the last */
-        const unsigned char *sep = memchr(p + start, 1, (size_t)(i - start));
-        if (sep != NULL) {
-            pair_t e = {start, (Py_ssize_t)(sep - p) - start, (Py_ssize_t)(sep - p) + 1, i - ((sep - p) + 1)};
+        if (it.value != NULL) {
+            pair_t e = {it.item - p, it.name_len, it.value - p, it.value_len};
             if (exact)
                 out[count++] = e;
-            else if (e.name_len > 0 && e.value_len > 0) {
+            else if (rs_prop_kept(&it)) {
                 Py_ssize_t k = 0;
                 while (k < count && !(out[k].name_len == e.name_len
                                       && memcmp(p + out[k].name, p + e.name, (size_t)e.name_len) == 0))
@@ -152,7 +127,6 @@ static Py_ssize_t property_pairs(const unsigned char *p, Py_ssize_t n, int exact
                     out[count++] = e;
             }
         }
-        start = i + 1;
     }
     return count;
 }
@@ -161,7 +135,7 @@ static Py_ssize_t property_pairs(const unsigned char *p, Py_ssize_t n, int exact
  * port (formats.record.host_from_bytes); returns the length written (at most HOST_MAX). */
 static Py_ssize_t format_host(const unsigned char *h, Py_ssize_t len, char *out) {
     int n = 0;
-    if (len == 8)
+    if (len == REC_HOST_V4)
         n = sprintf(out, "%u.%u.%u.%u", h[0], h[1], h[2], h[3]);
     else
         for (int g = 0; g < 8; g++)
@@ -172,7 +146,7 @@ static Py_ssize_t format_host(const unsigned char *h, Py_ssize_t len, char *out)
 
 /* format_host through a one-entry memo: a run's records mostly share their hosts. */
 typedef struct {
-    unsigned char raw[20];
+    unsigned char raw[REC_HOST_V6];
     Py_ssize_t raw_len, text_len;
     char text[HOST_MAX];
 } host_memo;
@@ -231,12 +205,12 @@ static PyObject *arrow_columns(PyObject *self, PyObject *args) {
             break;
         }
         exact = exact && exact_pairs(props, r->props_len);
-        int32_t magic = rs_be32(d + r->pos + 4);
-        int64_t born_ts = rs_be64(d + r->pos + 40), store_ts = rs_be64(d + r->pos + 48 + r->born);
-        whole = whole && rs_be32(d + r->pos) == r->size && (magic == MAGIC_V1 || magic == MAGIC_V2)
+        int32_t magic = rs_be32(d + r->pos + REC_MAGIC);
+        int64_t born_ts = rs_be64(d + r->pos + REC_BORN_TS), store_ts = rs_be64(d + r->pos + REC_STORE_TS(r->born));
+        whole = whole && rs_be32(d + r->pos + REC_TOTALSIZE) == r->size && (magic == MAGIC_V1 || magic == MAGIC_V2)
                 && born_ts <= INT64_MAX / 1000 && born_ts >= INT64_MIN / 1000
                 && store_ts <= INT64_MAX / 1000 && store_ts >= INT64_MIN / 1000;
-        v6_records += r->born == 20 || r->store == 20;
+        v6_records += r->born == REC_HOST_V6 || r->store == REC_HOST_V6;
         topic_bytes += r->topic_len;
         body_bytes += r->body_len;
         props_bytes += r->props_len;
@@ -297,17 +271,17 @@ static PyObject *arrow_columns(PyObject *self, PyObject *args) {
         PUT(B_TOPIC_OFF, i + 1, int32_t, at[B_TOPIC]);
         APPEND(B_BODY, d + r->body_pos, r->body_len);
         PUT(B_BODY_OFF, i + 1, int32_t, at[B_BODY]);
-        PUT(B_QID, i, int32_t, rs_be32(p + 12));
-        PUT(B_FLAG, i, int32_t, rs_be32(p + 16));
-        PUT(B_QOFF, i, int64_t, rs_be64(p + 20));
-        int64_t phys = rs_be64(p + 28);
+        PUT(B_QID, i, int32_t, rs_be32(p + REC_QUEUEID));
+        PUT(B_FLAG, i, int32_t, rs_be32(p + REC_FLAG));
+        PUT(B_QOFF, i, int64_t, rs_be64(p + REC_QUEUEOFFSET));
+        int64_t phys = rs_be64(p + REC_PHYSICALOFFSET);
         PUT(B_PHYS, i, int64_t, phys);
-        PUT(B_CRC, i, int32_t, rs_be32(p + 8));
-        PUT(B_SYSFLAG, i, int32_t, rs_be32(p + 36));
-        PUT(B_BORN_TS, i, int64_t, (int64_t)((uint64_t)rs_be64(p + 40) * 1000u));
-        PUT(B_STORE_TS, i, int64_t, (int64_t)((uint64_t)rs_be64(p + 48 + r->born) * 1000u));
-        const unsigned char *store_host = p + 56 + r->born;
-        PUT(B_RECONSUME, i, int32_t, rs_be32(store_host + r->store));
+        PUT(B_CRC, i, int32_t, rs_be32(p + REC_BODYCRC));
+        PUT(B_SYSFLAG, i, int32_t, rs_be32(p + REC_SYSFLAG));
+        PUT(B_BORN_TS, i, int64_t, (int64_t)((uint64_t)rs_be64(p + REC_BORN_TS) * 1000u));
+        PUT(B_STORE_TS, i, int64_t, (int64_t)((uint64_t)rs_be64(p + REC_STORE_TS(r->born)) * 1000u));
+        const unsigned char *store_host = p + REC_STOREHOST(r->born);
+        PUT(B_RECONSUME, i, int32_t, rs_be32(p + REC_RECONSUME(r->born, r->store)));
         /* msgId: the store host's bytes and the physical offset, upper-case hex */
         out = PyBytes_AS_STRING(bufs[B_MSGID]) + at[B_MSGID];
         for (Py_ssize_t k = 0; k < r->store; k++) {
@@ -321,7 +295,7 @@ static PyObject *arrow_columns(PyObject *self, PyObject *args) {
         }
         at[B_MSGID] += 2 * (r->store + 8);
         PUT(B_MSGID_OFF, i + 1, int32_t, at[B_MSGID]);
-        at[B_BORN] += format_host_memo(&born_memo, p + 48, r->born,
+        at[B_BORN] += format_host_memo(&born_memo, p + REC_BORNHOST, r->born,
                                        PyBytes_AS_STRING(bufs[B_BORN]) + at[B_BORN]);
         PUT(B_BORN_OFF, i + 1, int32_t, at[B_BORN]);
         at[B_STORE] += format_host_memo(&store_memo, store_host, r->store,

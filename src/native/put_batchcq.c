@@ -7,15 +7,12 @@
  * not a short, a record that does not fit the segment's room) answers None before any side effect, and
  * the caller runs the reference, which decides (and logs) as RocketMQ does. */
 #include "native.h"
-#include <stdarg.h>
+#include "put_common.h"
+#include "formats/inner_batch.h"
+#include "formats/properties.h"
+#include "formats/record.h"
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-#define BCQ_INNER_BATCH_FLAG 0x80
-#define BCQ_MAX_PAIRS 4096
-#define BCQ_MAX_TEXT (1 << 30)
-#define BCQ_CRC_LEN 20
 
 static PyObject *n_raw_properties, *n_properties, *n_keys, *n_tags, *n_body, *n_flag, *n_sys_flag, *n_reconsume,
     *n_born_ts, *n_topic, *s_KEYS, *s_TAGS, *s_CRC32, *s_INNER_NUM, *s_INNER_BASE, *s_UNIQ_KEY, *s_space,
@@ -48,16 +45,6 @@ static int names_ready(void) {
 }
 
 /* ---------------------------------------------------------------- text, Java's way */
-/* Does a str hold \x01 or \x02 (Message.text_problem refuses it; Python's path then answers)? */
-static int has_separator(PyObject *s) {
-    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
-    if (PyUnicode_IS_ASCII(s)) {
-        const char *p = PyUnicode_DATA(s);
-        return memchr(p, 1, n) != NULL || memchr(p, 2, n) != NULL;
-    }
-    return PyUnicode_FindChar(s, 1, 0, n, 1) != -1 || PyUnicode_FindChar(s, 2, 0, n, 1) != -1;
-}
-
 /* Short.parseShort (inner_batch.parse_java_integer(text, 16)): an optional sign, then BMP decimal digits
  * of any script. 1 and *out set; 0 when it is not a short (Python's path logs and refuses it). */
 static int parse_short(PyObject *s, long *out) {
@@ -170,15 +157,15 @@ static int pmap_build(PyObject *msg, pmap_t *m) {
     if ((props = PyObject_GetAttr(msg, n_properties)) == NULL || (keys = PyObject_GetAttr(msg, n_keys)) == NULL
             || (tags = PyObject_GetAttr(msg, n_tags)) == NULL)
         goto error;
-    if (tags != Py_None && (!PyUnicode_CheckExact(tags) || has_separator(tags)))
+    if (tags != Py_None && (!PyUnicode_CheckExact(tags) || rs_has_separator(tags)))
         goto done;
     if (props != Py_None) {
-        if (!PyDict_CheckExact(props) || PyDict_GET_SIZE(props) > BCQ_MAX_PAIRS)
+        if (!PyDict_CheckExact(props) || PyDict_GET_SIZE(props) > PUT_MAX_PAIRS)
             goto done;
         Py_ssize_t pos = 0;
         PyObject *k, *v;
         while (PyDict_Next(props, &pos, &k, &v)) {
-            if (!PyUnicode_CheckExact(k) || !PyUnicode_CheckExact(v) || has_separator(k) || has_separator(v))
+            if (!PyUnicode_CheckExact(k) || !PyUnicode_CheckExact(v) || rs_has_separator(k) || rs_has_separator(v))
                 goto done;
             if (pmap_add(m, k, v) < 0)
                 goto error;
@@ -187,7 +174,7 @@ static int pmap_build(PyObject *msg, pmap_t *m) {
     PyObject *kstr = NULL;
     if (keys == Py_None) {
     } else if (PyUnicode_CheckExact(keys)) {
-        if (has_separator(keys))
+        if (rs_has_separator(keys))
             goto done;
         if (PyUnicode_GET_LENGTH(keys) > 0)
             kstr = keys;
@@ -195,7 +182,7 @@ static int pmap_build(PyObject *msg, pmap_t *m) {
         Py_ssize_t n = PySequence_Fast_GET_SIZE(keys);
         PyObject **items = PySequence_Fast_ITEMS(keys);
         for (Py_ssize_t i = 0; i < n; i++)
-            if (!PyUnicode_CheckExact(items[i]) || has_separator(items[i]))
+            if (!PyUnicode_CheckExact(items[i]) || rs_has_separator(items[i]))
                 goto done;
         if (n > 0) {
             if ((joined = PyUnicode_Join(s_space, keys)) == NULL)
@@ -232,7 +219,7 @@ static Py_ssize_t pmap_measure(pmap_t *m) {
         kv_t *kv = &m->items[i];
         kv->nlen = rs_utf8_len(kv->name);
         kv->vlen = rs_utf8_len(kv->value);
-        if (kv->nlen > BCQ_MAX_TEXT || kv->vlen > BCQ_MAX_TEXT || total > BCQ_MAX_TEXT)
+        if (kv->nlen > PUT_MAX_TEXT || kv->vlen > PUT_MAX_TEXT || total > PUT_MAX_TEXT)
             return -1;
         total += kv->nlen + kv->vlen + 2;
     }
@@ -285,58 +272,6 @@ static int hashmap_order(pmap_t *m, Py_ssize_t *order) {
     return 0;
 }
 
-/* ---------------------------------------------------------------- small helpers */
-/* An attribute that is an int (exactly) within [lo, hi]: 1 and *out set; 0 when not; -1 on an error. */
-static int int_attr(PyObject *msg, PyObject *name, long long lo, long long hi, long long *out) {
-    PyObject *v = PyObject_GetAttr(msg, name);
-    if (v == NULL)
-        return -1;
-    int ok = 0;
-    if (PyLong_CheckExact(v)) {
-        int overflow = 0;
-        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-        if (x == -1 && PyErr_Occurred()) {
-            Py_DECREF(v);
-            return -1;
-        }
-        if (!overflow && x >= lo && x <= hi) {
-            *out = x;
-            ok = 1;
-        }
-    }
-    Py_DECREF(v);
-    return ok;
-}
-
-/* clock(), or with clock None config.wall_clock_ms (time.time_ns() // 1_000_000) read here. */
-static int clock_ms(PyObject *clock, long long *out) {
-    if (clock == Py_None) {
-        struct timespec ts;
-        if (clock_gettime(CLOCK_REALTIME, &ts) != 0) {
-            PyErr_SetFromErrno(PyExc_OSError);
-            return -1;
-        }
-        *out = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-        return 0;
-    }
-    PyObject *v = PyObject_CallNoArgs(clock);
-    if (v == NULL)
-        return -1;
-    *out = PyLong_AsLongLong(v);
-    Py_DECREF(v);
-    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
-}
-
-/* properties.crc32_property: "__CRC32#" \x01, ten digits least significant first, \x02. */
-static void put_crc_property(unsigned char *p, uint32_t crc) {
-    memcpy(p, "__CRC32#\x01", 9);
-    for (int i = 0; i < 10; i++) {
-        p[9 + i] = (unsigned char)('0' + crc % 10);
-        crc /= 10;
-    }
-    p[19] = '\x02';
-}
-
 /* The str parse_properties would read back for the pair at i (its encoded bytes decoded with "replace"). */
 static PyObject *read_back(pmap_t *m, Py_ssize_t i, const unsigned char *raw, Py_ssize_t at) {
     PyObject *v = m->items[i].value;
@@ -367,7 +302,7 @@ static PyObject *bcq_record(PyObject *self, PyObject *args) {
                           &append_crc, &clock))
         return NULL;
     Py_ssize_t bhl = PyBytes_GET_SIZE(born), shl = PyBytes_GET_SIZE(store);
-    if ((bhl != 8 && bhl != 20) || (shl != 8 && shl != 20)) {
+    if ((bhl != REC_HOST_V4 && bhl != REC_HOST_V6) || (shl != REC_HOST_V4 && shl != REC_HOST_V6)) {
         PyErr_SetString(PyExc_ValueError, "bcq_record: a host is 8 (IPv4) or 20 (IPv6) bytes");
         return NULL;
     }
@@ -380,25 +315,24 @@ static PyObject *bcq_record(PyObject *self, PyObject *args) {
     Py_ssize_t *order = NULL;
     long long flag, reconsume, sys_flag, born_ts, store_ts;
     int r;
-    if ((r = int_attr(msg, n_flag, INT32_MIN, INT32_MAX, &flag)) <= 0
-            || (r = int_attr(msg, n_reconsume, INT32_MIN, INT32_MAX, &reconsume)) <= 0
-            || (r = int_attr(msg, n_sys_flag, INT32_MIN, INT32_MAX, &sys_flag)) <= 0)
+    if ((r = rs_int_attr(msg, n_flag, INT32_MIN, INT32_MAX, &flag)) <= 0
+            || (r = rs_int_attr(msg, n_reconsume, INT32_MIN, INT32_MAX, &reconsume)) <= 0
+            || (r = rs_int_attr(msg, n_sys_flag, INT32_MIN, INT32_MAX, &sys_flag)) <= 0)
         goto answer;
     if ((born_obj = PyObject_GetAttr(msg, n_born_ts)) == NULL)
         goto fail;
-    if (born_obj != Py_None && (r = int_attr(msg, n_born_ts, INT64_MIN, INT64_MAX, &born_ts)) <= 0)
+    if (born_obj != Py_None && (r = rs_int_attr(msg, n_born_ts, INT64_MIN, INT64_MAX, &born_ts)) <= 0)
         goto answer;
     if ((body = PyObject_GetAttr(msg, n_body)) == NULL)
         goto fail;
     if (!PyBytes_CheckExact(body) || PyBytes_GET_SIZE(body) > max_body)
         goto none;
-    if (sys_flag & 0x30)    /* host flags set by the caller: the reference's size and bytes decide */
+    if (sys_flag & HOST_V6_FLAGS)    /* host flags set by the caller: the reference's size and bytes decide */
         goto none;
     if ((r = pmap_build(msg, &m)) <= 0)
         goto answer;
-    int inner = (sys_flag & BCQ_INNER_BATCH_FLAG) != 0;
-    long tran = sys_flag & 0xC;
-    int takes = tran == 0 || tran == 0x8; /* R.gets_queue_unit: not prepared, not rolled back */
+    int inner = (sys_flag & INNER_BATCH_FLAG) != 0;
+    int takes = rec_gets_queue_unit((int32_t)sys_flag); /* not prepared, not rolled back */
     long batch = 1;
     Py_ssize_t at = pmap_find(&m, s_INNER_NUM);
     if (at >= 0 && (!inner || !parse_short(m.items[at].value, &batch)))
@@ -424,54 +358,36 @@ static PyObject *bcq_record(PyObject *self, PyObject *args) {
     Py_ssize_t pl = pmap_measure(&m);
     if (pl < 0)
         goto none;
-    Py_ssize_t stored = pl + (append_crc ? BCQ_CRC_LEN : 0);
-    if (stored > 32767)
+    Py_ssize_t stored = pl + (append_crc ? CRC32_PROPERTY_LEN : 0);
+    if (stored > REC_MAX_PROPERTIES)
         goto none;
     Py_ssize_t bl = PyBytes_GET_SIZE(body), tl = PyBytes_GET_SIZE(ttail);
-    Py_ssize_t size = 72 + bhl + shl + bl + tl + 2 + stored;
-    if (size > max_record || size > INT32_MAX || room - 8 < size)
+    Py_ssize_t size = REC_BODY(bhl, shl) + bl + tl + 2 + stored;
+    if (size > max_record || size > INT32_MAX || room - END_FILE_MIN_BLANK_LENGTH < size)
         goto none;
-    if (bhl == 20)
-        sys_flag |= 0x10;
-    if (shl == 20)
-        sys_flag |= 0x20;
-    if (born_obj == Py_None && clock_ms(clock, &born_ts) < 0)
+    if (bhl == REC_HOST_V6)
+        sys_flag |= BORNHOST_V6_FLAG;
+    if (shl == REC_HOST_V6)
+        sys_flag |= STOREHOST_V6_FLAG;
+    if (born_obj == Py_None && rs_clock_ms(clock, &born_ts) < 0)
         goto fail;
-    if (clock_ms(clock, &store_ts) < 0)
+    if (rs_clock_ms(clock, &store_ts) < 0)
         goto fail;
     if ((rec = PyBytes_FromStringAndSize(NULL, size)) == NULL)
         goto fail;
     unsigned char *o = (unsigned char *)PyBytes_AS_STRING(rec);
-    const unsigned char *bp = (const unsigned char *)PyBytes_AS_STRING(body);
-    rs_put32(o, (uint32_t)size);
-    rs_put32(o + 4, (uint32_t)magic);
-    rs_put32(o + 8, rs_crc32(bp, bl) & 0x7FFFFFFFu);
-    rs_put32(o + 12, (uint32_t)queue_id);
-    rs_put32(o + 16, (uint32_t)flag);
-    rs_put64(o + 20, (uint64_t)qoff);
-    rs_put64(o + 28, (uint64_t)phys);
-    rs_put32(o + 36, (uint32_t)sys_flag);
-    rs_put64(o + 40, (uint64_t)born_ts);
-    unsigned char *q = o + 48;
-    memcpy(q, PyBytes_AS_STRING(born), bhl);
-    q += bhl;
-    rs_put64(q, (uint64_t)store_ts);
-    memcpy(q + 8, PyBytes_AS_STRING(store), shl);
-    q += 8 + shl;
-    rs_put32(q, (uint32_t)reconsume);
-    rs_put64(q + 4, 0); /* preparedTransactionOffset: this path writes 0 */
-    rs_put32(q + 12, (uint32_t)bl);
-    q += 16;
-    memcpy(q, bp, bl);
-    q += bl;
-    memcpy(q, PyBytes_AS_STRING(ttail), tl);
-    q += tl;
-    rs_put16(q, (unsigned)stored);
-    q += 2;
+    rs_record_fields f = {
+        .size = size, .magic = magic, .queue_id = queue_id, .flag = flag, .qoff = qoff, .phys = phys,
+        .sysflag = sys_flag, .born_ts = born_ts, .store_ts = store_ts, .reconsume = reconsume,
+        .pto = 0,   /* preparedTransactionOffset: this path writes 0 */
+        .born_host = (const unsigned char *)PyBytes_AS_STRING(born),
+        .store_host = (const unsigned char *)PyBytes_AS_STRING(store),
+        .body = (const unsigned char *)PyBytes_AS_STRING(body), .body_len = bl};
+    unsigned char *q = rs_put_record(o, &f, (const unsigned char *)PyBytes_AS_STRING(ttail), tl, stored);
     unsigned char *praw = q;
     q = pmap_put(q, &m, order);
     if (append_crc)
-        put_crc_property(q, rs_crc32(o, size - BCQ_CRC_LEN) & 0x7FFFFFFFu);
+        rs_put_crc_property(q, rs_crc32(o, size - CRC32_PROPERTY_LEN) & 0x7FFFFFFFu);
     if ((props = PyBytes_FromStringAndSize((const char *)praw, pl)) == NULL)
         goto fail;
     /* what the dispatch reads: tagsCode of the TAGS str (R.tags_code), KEYS and UNIQ_KEY as parse_properties
@@ -587,7 +503,7 @@ static PyObject *inner_body(PyObject *self, PyObject *args) {
         if (!same)
             goto none;
         long long flag;
-        int r = int_attr(m, n_flag, INT32_MIN, INT32_MAX, &flag);
+        int r = rs_int_attr(m, n_flag, INT32_MIN, INT32_MAX, &flag);
         if (r < 0)
             goto done;
         if (r == 0)
@@ -619,7 +535,7 @@ static PyObject *inner_body(PyObject *self, PyObject *args) {
                 goto none;
         }
         parts[2 * i + 1] = props;
-        total += 22 + PyBytes_GET_SIZE(body) + PyBytes_GET_SIZE(props);
+        total += INNER_FIXED + PyBytes_GET_SIZE(body) + PyBytes_GET_SIZE(props);
         if (total > INT32_MAX)
             goto none;
     }
@@ -628,17 +544,8 @@ static PyObject *inner_body(PyObject *self, PyObject *args) {
     unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *body = parts[2 * i], *props = parts[2 * i + 1];
-        Py_ssize_t bl = PyBytes_GET_SIZE(body), pl = PyBytes_GET_SIZE(props);
-        rs_put32(o, (uint32_t)(22 + bl + pl));
-        rs_put32(o + 4, 0);
-        rs_put32(o + 8, 0);
-        rs_put32(o + 12, (uint32_t)flags[i]);
-        rs_put32(o + 16, (uint32_t)bl);
-        memcpy(o + 20, PyBytes_AS_STRING(body), bl);
-        o += 20 + bl;
-        rs_put16(o, (unsigned)pl);
-        memcpy(o + 2, PyBytes_AS_STRING(props), pl);
-        o += 2 + pl;
+        o = rs_put_inner(o, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body), PyBytes_AS_STRING(props),
+                         PyBytes_GET_SIZE(props), flags[i]);
     }
     goto done;
 none:
@@ -674,7 +581,7 @@ static PyObject *inner_encode(PyObject *self, PyObject *arg) {
         long long flag = PyLong_AsLongLongAndOverflow(f[2], &overflow);
         if (overflow || flag < INT32_MIN || flag > INT32_MAX)
             return Py_NewRef(Py_None);
-        total += 22 + PyBytes_GET_SIZE(f[0]) + PyBytes_GET_SIZE(f[1]);
+        total += INNER_FIXED + PyBytes_GET_SIZE(f[0]) + PyBytes_GET_SIZE(f[1]);
         if (total > INT32_MAX)
             return Py_NewRef(Py_None);
     }
@@ -684,37 +591,14 @@ static PyObject *inner_encode(PyObject *self, PyObject *arg) {
     unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject **f = PySequence_Fast_ITEMS(PyList_GET_ITEM(arg, i));
-        Py_ssize_t bl = PyBytes_GET_SIZE(f[0]), pl = PyBytes_GET_SIZE(f[1]);
-        rs_put32(o, (uint32_t)(22 + bl + pl));
-        rs_put32(o + 4, 0);
-        rs_put32(o + 8, 0);
-        rs_put32(o + 12, (uint32_t)PyLong_AsLongLong(f[2]));
-        rs_put32(o + 16, (uint32_t)bl);
-        memcpy(o + 20, PyBytes_AS_STRING(f[0]), bl);
-        o += 20 + bl;
-        rs_put16(o, (unsigned)pl);
-        memcpy(o + 2, PyBytes_AS_STRING(f[1]), pl);
-        o += 2 + pl;
+        o = rs_put_inner(o, PyBytes_AS_STRING(f[0]), PyBytes_GET_SIZE(f[0]), PyBytes_AS_STRING(f[1]),
+                         PyBytes_GET_SIZE(f[1]), (int32_t)PyLong_AsLongLong(f[2]));
     }
     return out;
 }
 
 /* ---------------------------------------------------------------- an inner batch decoded */
-static PyObject *corrupt(Py_ssize_t pos, const char *fmt, ...) {
-    va_list va;
-    va_start(va, fmt);
-    PyObject *reason = PyUnicode_FromFormatV(fmt, va);
-    va_end(va);
-    if (reason != NULL) {
-        PyObject *e = PyObject_CallFunction(rs_CorruptDataError, "On", reason, pos);
-        if (e != NULL) {
-            PyErr_SetObject(rs_CorruptDataError, e);
-            Py_DECREF(e);
-        }
-        Py_DECREF(reason);
-    }
-    return NULL;
-}
+#define corrupt rs_corrupt
 
 /* A contiguous buffer whose len() is its size in bytes (the reference's `end`): 1; 0 (no error) for
  * anything else (no buffer, a memoryview of wider items), which the reference judges. */
@@ -771,30 +655,32 @@ static PyObject *inner_decode(PyObject *self, PyObject *args) {
     if (out == NULL)
         goto done;
     while (p < end) {
-        if (end - p < 22) {
-            corrupt(p, "truncated inner message: %zd bytes left, a message needs at least 22", end - p);
+        if (end - p < INNER_FIXED) {
+            corrupt(p, "truncated inner message: %zd bytes left, a message needs at least %d", end - p, INNER_FIXED);
             goto fail;
         }
-        int32_t total = rs_be32(buf + p), flag = rs_be32(buf + p + 12), blen = rs_be32(buf + p + 16);
-        if (blen < 0 || blen > end - p - 22) {
+        int32_t total = rs_be32(buf + p + INNER_TOTALSIZE), flag = rs_be32(buf + p + INNER_FLAG);
+        int32_t blen = rs_be32(buf + p + INNER_BODYLEN);
+        if (blen < 0 || blen > end - p - INNER_FIXED) {
             corrupt(p, "body length %d overruns the %zd bytes left", (int)blen, end - p);
             goto fail;
         }
-        Py_ssize_t q = p + 20 + blen;
+        Py_ssize_t q = p + INNER_BODY + blen;
         int plen = (int16_t)rs_be16(buf + q);
         if (plen < 0 || plen > end - q - 2) {
             corrupt(p, "properties length %d overruns the %zd bytes left", plen, end - q - 2);
             goto fail;
         }
-        if ((long long)total != 22LL + blen + plen) {
-            corrupt(p, "total size %d does not match its fields (%lld bytes)", (int)total, 22LL + blen + plen);
+        if ((long long)total != (long long)INNER_FIXED + blen + plen) {
+            corrupt(p, "total size %d does not match its fields (%lld bytes)", (int)total,
+                    (long long)INNER_FIXED + blen + plen);
             goto fail;
         }
         PyTypeObject *tp = (PyTypeObject *)cls;
         PyObject *item = tp->tp_alloc(tp, 3);
         if (item == NULL)
             goto fail;
-        PyObject *bo = PyBytes_FromStringAndSize((const char *)buf + p + 20, blen);
+        PyObject *bo = PyBytes_FromStringAndSize((const char *)buf + p + INNER_BODY, blen);
         PyObject *po = PyBytes_FromStringAndSize((const char *)buf + q + 2, plen);
         PyObject *fo = PyLong_FromLong(flag);
         if (bo == NULL || po == NULL || fo == NULL) {
@@ -844,7 +730,7 @@ static PyObject *inner_count(PyObject *self, PyObject *args) {
             goto done;
         }
         int32_t total = rs_be32(buf + p);
-        if (total < 22 || total > end - p) {
+        if (total < INNER_FIXED || total > end - p) {
             corrupt(p, "total size %d does not fit the %zd bytes left", (int)total, end - p);
             goto done;
         }
