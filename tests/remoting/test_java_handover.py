@@ -22,14 +22,18 @@ from serve_harness import JAVA_DIR, Serve, events_of, free_pair, of, run_java
 from rocketstore import MessageStore
 
 # Both brokers read these (broker.conf): short delay levels (the retry waits level 2, the delayed message level
-# 4: long enough to wait across the hand-over), check-backs after 1 s, and room for the checks RocketMQ's broker
-# makes while no producer of the group is there (each one counts towards transactionCheckMax).
+# 4: long enough to wait across the hand-over); check-backs of a half message 1 s old, every 3 s; room for the
+# checks RocketMQ's broker makes while no producer of the group is there (each one counts towards
+# transactionCheckMax). RocketMQ's broker writes its op records (a transaction's end) in batches, every
+# transactionOpBatchInterval (3 s): a check round before that asks the producer again about a transaction it
+# ended, and commits it again when the answer is commit. Its batches here come well before the next round.
 BROKER_CONF = {
     "brokerName": "broker-a",
     "messageDelayLevel": "1s 3s 5s 40s",
     "transactionTimeOut": "1000",
-    "transactionCheckInterval": "1000",
+    "transactionCheckInterval": "3000",
     "transactionCheckMax": "1000",
+    "transactionOpBatchInterval": "200",
 }
 SETTINGS = {"consumeEnable": False, "consumeBroadcastEnable": False, "consumeMessageOrderly": True,
             "retryMaxTimes": 3, "retryQueueNums": 2, "whichBrokerWhenConsumeSlowly": 0}  # fmt: skip
@@ -144,8 +148,8 @@ def test_consumer_group_resumes_from_its_committed_offsets(handover):
     assert Counter(m["key"] for m in received(written, "offsets")) == Counter(sent[:10])
     assert of(written, "offsets", "committed")[0]["done"]
     # the offsets at the hand-over: each queue past its first-* messages
-    first_per_queue = Counter(m["queueId"] for m in received(written, "offsets"))
-    assert {q: before["offsets"][("HGroup", "HTopic", q)] for q in range(2)} == {q: first_per_queue[q] for q in range(2)}
+    per_queue = Counter(m["queueId"] for m in received(written, "offsets"))
+    assert {q: before["offsets"][("HGroup", "HTopic", q)] for q in range(2)} == {q: per_queue[q] for q in range(2)}
     # the other broker delivers the second half, each message once, none of the first
     got = received(resumed, "offsets")
     assert Counter(m["key"] for m in got) == Counter(sent[10:])

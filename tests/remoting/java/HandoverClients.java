@@ -233,6 +233,14 @@ public class HandoverClients extends Harness {
 
     // ------------------------------------------------------------------ resume: what must come now
     static void resume() throws Exception {
+        // RocketMQ's broker may register its topics with the name server only at its first periodic registration
+        // (10 s after start, when its name server connection was not up yet): clients that start earlier have no
+        // route for up to 30 s
+        for (String t : List.of(TOPIC, RETRY, "%RETRY%" + RETRY_GROUP, "%DLQ%" + DLQ_GROUP, TX, DELAY)) {
+            if (!waitForRoute(t)) {
+                emit("resume", "error", "trace", "no route for " + t);
+            }
+        }
         Map<String, Set<String>> seen = new LinkedHashMap<>();
         for (String s : List.of("offsets", "retry", "dlq", "transaction", "delay", "settings")) {
             seen.put(s, ConcurrentHashMap.newKeySet());
