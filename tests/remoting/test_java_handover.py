@@ -12,6 +12,7 @@ see its README) or without a JDK."""
 
 import json
 import os
+import re
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -21,15 +22,21 @@ from serve_harness import JAVA_DIR, Serve, events_of, free_pair, of, run_java
 
 from rocketstore import MessageStore
 
-# Both brokers read these (broker.conf): short delay levels (the retry waits level 2, the delayed message level
-# 4: long enough to wait across the hand-over); check-backs of a half message 1 s old, every 3 s; room for the
+# Both brokers read these (broker.conf): short delay levels (the retry waits level 2, longer than its consumer
+# takes to shut down; the delayed message level 3, long enough to wait across the hand-over); check-backs of a half message 1 s old, every 3 s; room for the
 # checks RocketMQ's broker makes while no producer of the group is there (each one counts towards
 # transactionCheckMax). RocketMQ's broker writes its op records (a transaction's end) in batches, every
 # transactionOpBatchInterval (3 s): a check round before that asks the producer again about a transaction it
 # ended, and commits it again when the answer is commit. Its batches here come well before the next round.
+# Small files (RocketMQ's broker allocates its 1 GiB commit log segment and 400 MiB index file in full): both
+# brokers need the sizes the files have.
 BROKER_CONF = {
     "brokerName": "broker-a",
-    "messageDelayLevel": "1s 3s 5s 40s",
+    "mappedFileSizeCommitLog": str(16 << 20),
+    "mappedFileSizeConsumeQueue": str(6_000 * 20),
+    "maxHashSlotNum": "5000",
+    "maxIndexNum": "20000",
+    "messageDelayLevel": "1s 10s 40s",
     "transactionTimeOut": "1000",
     "transactionCheckInterval": "3000",
     "transactionCheckMax": "1000",
@@ -111,6 +118,7 @@ def run_phase(classpath: str, root: Path, namesrv: str, phase: str) -> list[dict
     home = root / f"home-{phase}"
     home.mkdir()
     r = run_java(classpath, home, "HandoverClients", namesrv, phase)
+    (root / f"{phase}.stdout").write_text(r.stdout)
     (root / f"{phase}.stderr").write_text(r.stderr)
     return events_of(r)
 
@@ -118,7 +126,7 @@ def run_phase(classpath: str, root: Path, namesrv: str, phase: str) -> list[dict
 @pytest.fixture(scope="module", params=["rocketmq-to-serve", "serve-to-rocketmq"])
 def handover(request, java_classpath, tmp_path_factory):
     """The write phase on one broker, the resume phase on the other, the same store: (write events, resume
-    events, the store at the hand-over, the store at the end)."""
+    events, the store at the hand-over, the store at the end, rocketstore's log)."""
     root = tmp_path_factory.mktemp(request.param)
     rocket, serve = RocketBroker(root), serve_on(root)
     first, second = (rocket, serve) if request.param == "rocketmq-to-serve" else (serve, rocket)
@@ -134,7 +142,7 @@ def handover(request, java_classpath, tmp_path_factory):
     finally:
         second.stop()
         (root / "serve.log").write_text("".join(serve.lines))
-    return written, resumed, at_handover, read_store(root / "store")
+    return written, resumed, at_handover, read_store(root / "store"), "".join(serve.lines)
 
 
 def received(events, scenario) -> list[dict]:
@@ -142,7 +150,7 @@ def received(events, scenario) -> list[dict]:
 
 
 def test_consumer_group_resumes_from_its_committed_offsets(handover):
-    written, resumed, before, after = handover
+    written, resumed, before, after, _ = handover
     sent = [e["key"] for e in of(written, "offsets", "sent")]
     assert sent == [f"first-{i}" for i in range(10)] + [f"second-{i}" for i in range(10)]
     assert Counter(m["key"] for m in received(written, "offsets")) == Counter(sent[:10])
@@ -159,7 +167,7 @@ def test_consumer_group_resumes_from_its_committed_offsets(handover):
 
 
 def test_retry_message_is_redelivered(handover):
-    written, resumed, before, _ = handover
+    written, resumed, before, *_ = handover
     (failed,) = received(written, "retry")
     assert (failed["key"], failed["reconsumeTimes"]) == ("retry-0", 0)
     assert of(written, "retry", "in_retry_topic")[0]["done"]
@@ -172,7 +180,7 @@ def test_retry_message_is_redelivered(handover):
 
 
 def test_dead_letter_is_readable(handover):
-    written, resumed, before, after = handover
+    written, resumed, before, after, _ = handover
     (sent,) = of(written, "dlq", "sent")
     assert of(written, "dlq", "in_dlq")[0]["done"]
     assert keys(before, "%DLQ%HDlqGroup") == ["dlq-0"]
@@ -183,7 +191,7 @@ def test_dead_letter_is_readable(handover):
 
 
 def test_open_transaction_is_checked_back_and_committed(handover):
-    written, resumed, before, after = handover
+    written, resumed, before, after, _ = handover
     (sent,) = of(written, "transaction", "sent")
     assert (sent["key"], sent["status"], sent["local"]) == ("tx-open", "SEND_OK", "UNKNOW")
     assert keys(before, "HTx") == []  # still a half message at the hand-over
@@ -201,17 +209,17 @@ def test_open_transaction_is_checked_back_and_committed(handover):
 
 
 def test_delayed_message_is_delivered_once(handover):
-    written, resumed, before, after = handover
+    written, resumed, before, after, _ = handover
     (sent,) = of(written, "delay", "sent")
     assert keys(before, "HDelay") == []  # still waiting at the hand-over
-    assert keys(before, "SCHEDULE_TOPIC_XXXX", 3) == ["delayed-0"]  # level 4's queue
+    assert keys(before, "SCHEDULE_TOPIC_XXXX", 2) == ["delayed-0"]  # level 3's queue
     (delivered,) = received(resumed, "delay")
     assert (delivered["key"], delivered["topic"], delivered["msgId"]) == ("delayed-0", "HDelay", sent["msgId"])
     assert keys(after, "HDelay") == ["delayed-0"]
 
 
 def test_subscription_group_settings_carry_over(handover):
-    written, resumed, before, after = handover
+    written, resumed, before, after, _ = handover
     (at_write,) = of(written, "settings", "settings")
     (at_resume,) = of(resumed, "settings", "settings")
     expected = {"scenario": "settings", "event": "settings", **SETTINGS}
@@ -220,3 +228,11 @@ def test_subscription_group_settings_carry_over(handover):
         assert {k: store["groups"]["HSettingsGroup"][k] for k in SETTINGS} == SETTINGS
     # consumeEnable=false: the group's consumer got nothing of HTopic from either broker
     assert received(resumed, "settings") == []
+
+
+def test_rocketstore_served_every_request(handover):
+    # rocketstore's log (INFO), on either side of the hand-over: no request went unanswered, no error, no traceback
+    lines = handover[4].splitlines()
+    assert any("rocketstore serve: store" in line for line in lines)
+    bad = [i for i, line in enumerate(lines) if re.search(r"unsupported request code|Traceback| ERROR ", line)]
+    assert not bad, "\n".join("\n".join(lines[i : i + 15]) for i in bad[:5])

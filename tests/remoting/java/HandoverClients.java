@@ -34,8 +34,10 @@ public class HandoverClients extends Harness {
     static final String GROUP = "HGroup", RETRY_GROUP = "HRetryGroup", DLQ_GROUP = "HDlqGroup";
     static final String TX_PRODUCERS = "HTxProducers", SETTINGS_GROUP = "HSettingsGroup";
     static final int TOPIC_QUEUES = 2;
-    static final int RETRY_LEVEL = 2; // the retry waits this level's delay (broker.conf's messageDelayLevel)
-    static final int DELAY_LEVEL = 4; // long enough to wait across the hand-over, short enough for the test
+    // delay levels of the test's messageDelayLevel (broker.conf): the retry waits longer than its consumer takes to
+    // shut down (seconds, as it waits for its threads); the delayed message waits across the hand-over
+    static final int RETRY_LEVEL = 2;
+    static final int DELAY_LEVEL = 3;
 
     static void createTopic(String topic, int queues) throws Exception {
         for (BrokerData bd : admin.examineBrokerClusterInfo().getBrokerAddrTable().values()) {
@@ -156,8 +158,8 @@ public class HandoverClients extends Harness {
             send(s, p, RETRY, "retry-0", null);
             waitFor(() -> seen.contains("retry-0"));
         } finally {
-            p.shutdown();
             c.shutdown(); // before the retry's delay is up: it stays unconsumed in the retry topic
+            p.shutdown();
         }
         emit(s, "in_retry_topic", "done", waitFor(() -> maxOffset("%RETRY%" + RETRY_GROUP) >= 1));
     }
