@@ -18,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from serve_harness import JAVA_DIR, Serve, events_of, free_pair, of, run_java
+from serve_harness import JAVA_DIR, Serve, events_of, free_pair, mqadmin_out, of, run_java
 
 from rocketstore import MessageStore
 
@@ -145,6 +145,12 @@ def handover(request, java_classpath, tmp_path_factory):
     return written, resumed, at_handover, read_store(root / "store"), "".join(serve.lines)
 
 
+def test_both_phases_ran_without_errors(handover):
+    # every scenario of both phases, and the wait for the broker's registration, went without an exception
+    errors = [e for events in handover[:2] for e in events if e["event"] == "error"]
+    assert not errors, "\n".join(f"{e['scenario']}: {e['trace']}" for e in errors)
+
+
 def received(events, scenario) -> list[dict]:
     return [e["message"] for e in of(events, scenario, "received")]
 
@@ -226,6 +232,9 @@ def test_subscription_group_settings_carry_over(handover):
     assert at_write == expected and at_resume == expected
     for store in (before, after):
         assert {k: store["groups"]["HSettingsGroup"][k] for k in SETTINGS} == SETTINGS
+    # mqadmin getConsumerConfig on the other broker: one "field = value" line per setting
+    shown = dict(re.findall(r"^(\w+)\s+=\s+(.*?)\s*$", mqadmin_out(resumed, "getConsumerConfig"), re.M))
+    assert {k: shown.get(k) for k in SETTINGS} == {k: str(v).lower() for k, v in SETTINGS.items()}
     # consumeEnable=false: the group's consumer got nothing of HTopic from either broker
     assert received(resumed, "settings") == []
 

@@ -235,9 +235,7 @@ public class HandoverClients extends Harness {
 
     // ------------------------------------------------------------------ resume: what must come now
     static void resume() throws Exception {
-        // RocketMQ's broker may register its topics with the name server only at its first periodic registration
-        // (10 s after start, when its name server connection was not up yet): clients that start earlier have no
-        // route for up to 30 s
+        // the routes of the topics the store has (a client without one waits for its next name server poll, 30 s)
         for (String t : List.of(TOPIC, RETRY, "%RETRY%" + RETRY_GROUP, "%DLQ%" + DLQ_GROUP, TX, DELAY)) {
             if (!waitForRoute(t)) {
                 emit("resume", "error", "trace", "no route for " + t);
@@ -272,6 +270,7 @@ public class HandoverClients extends Harness {
             Thread.sleep(3000); // nothing more comes: a second delivery would show up here
             emit("offsets", "committed", "done", committed(GROUP, TOPIC_QUEUES));
             settings("settings");
+            mqadmin("getConsumerConfig", "getConsumerConfig", "-n", ns, "-g", SETTINGS_GROUP);
         } finally {
             for (DefaultMQPushConsumer c : consumers) {
                 c.shutdown();
@@ -280,9 +279,25 @@ public class HandoverClients extends Harness {
         }
     }
 
+    /** Until the name server knows the broker: RocketMQ's broker may register only at its first periodic
+     * registration, 10 s after start (when its name server connection was not up yet at start). */
+    static void waitForBroker() throws Exception {
+        boolean known = waitFor(() -> {
+            try {
+                return !admin.examineBrokerClusterInfo().getBrokerAddrTable().isEmpty();
+            } catch (Exception e) {
+                return false;
+            }
+        });
+        if (!known) {
+            emit("main", "error", "trace", "no broker registered in the name server");
+        }
+    }
+
     public static void main(String[] args) throws Exception {
         String phase = args[1];
         start(args[0], "HandoverAdmin");
+        waitForBroker();
         if (phase.equals("write")) {
             run("settings", HandoverClients::subscriptionGroup);
             run("offsets", HandoverClients::offsets);
