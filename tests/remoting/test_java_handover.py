@@ -22,14 +22,14 @@ from serve_harness import JAVA_DIR, Serve, events_of, free_pair, mqadmin_out, of
 
 from rocketstore import MessageStore
 
-# Both brokers read these (broker.conf): short delay levels (the retry waits level 2, longer than its consumer
-# takes to shut down; the delayed message level 3, long enough to wait across the hand-over); check-backs of a half message 1 s old, every 3 s; room for the
-# checks RocketMQ's broker makes while no producer of the group is there (each one counts towards
-# transactionCheckMax). RocketMQ's broker writes its op records (a transaction's end) in batches, every
-# transactionOpBatchInterval (3 s): a check round before that asks the producer again about a transaction it
-# ended, and commits it again when the answer is commit. Its batches here come well before the next round.
-# Small files (RocketMQ's broker allocates its 1 GiB commit log segment and 400 MiB index file in full): both
-# brokers need the sizes the files have.
+# Both brokers read these (broker.conf). Short delay levels: the retry waits level 2, longer than its consumer
+# takes to shut down; the delayed message level 3, long enough to wait across the hand-over. Check-backs of a half
+# message 1 s old, every 3 s, with room for the checks RocketMQ's broker makes while no producer of the group is
+# there (each counts towards transactionCheckMax). RocketMQ's broker writes its op records (a transaction's end)
+# in batches, every transactionOpBatchInterval (3 s): a check round before that asks the producer again about a
+# transaction it ended, and commits it again when the answer is commit; its batches here come well before the
+# next round. Small files (RocketMQ's broker allocates its 1 GiB commit log segment and 400 MiB index file in
+# full); both brokers need the sizes the files have.
 BROKER_CONF = {
     "brokerName": "broker-a",
     "mappedFileSizeCommitLog": str(16 << 20),
@@ -99,10 +99,10 @@ def read_store(path: Path) -> dict:
                     offset = r.next_begin_offset
                 if got:
                     messages[(topic, q)] = got
-        offsets = {(g, t, q): s.consumer_offsets.query(g, t, q)
-                   for g, t in (("HGroup", "HTopic"), ("HRetryGroup", "%RETRY%HRetryGroup")) for q in range(2)}  # fmt: skip
-    groups = json.loads((path / "config" / "subscriptionGroup.json").read_text())["subscriptionGroupTable"]
-    return {"messages": messages, "offsets": offsets, "groups": groups}
+        groups = (("HGroup", "HTopic"), ("HRetryGroup", "%RETRY%HRetryGroup"))
+        offsets = {(g, t, q): s.consumer_offsets.query(g, t, q) for g, t in groups for q in range(2)}
+    table = json.loads((path / "config" / "subscriptionGroup.json").read_text())["subscriptionGroupTable"]
+    return {"messages": messages, "offsets": offsets, "groups": table}
 
 
 def keys(store: dict, topic: str, queue: int | None = None) -> list[str]:
@@ -235,7 +235,7 @@ def test_subscription_group_settings_carry_over(handover):
     # mqadmin getConsumerConfig on the other broker: one "field = value" line per setting
     shown = dict(re.findall(r"^(\w+)\s+=\s+(.*?)\s*$", mqadmin_out(resumed, "getConsumerConfig"), re.M))
     assert {k: shown.get(k) for k in SETTINGS} == {k: str(v).lower() for k, v in SETTINGS.items()}
-    # consumeEnable=false: the group's consumer got nothing of HTopic from either broker
+    # consumeEnable=false: the group's consumer got nothing of HTopic from the other broker
     assert received(resumed, "settings") == []
 
 
