@@ -56,6 +56,10 @@ class RocketBroker:
         script = JAVA_DIR / "start-broker.sh"
         if not script.is_file():
             pytest.skip(f"no RocketMQ broker here: {script} is absent (see shared/java's README)")
+        cp = subprocess.run(["bash", str(JAVA_DIR / "classpath.sh"), "broker"], capture_output=True, text=True)
+        missing = [p for p in cp.stdout.strip().split(":") if not os.path.exists(p)]
+        if cp.returncode != 0 or missing:
+            pytest.skip(f"the broker's jars of {JAVA_DIR / 'README.md'} are not all installed: {missing[:3]}")
         self.root, self.ns_port, self.broker_port = root, free_pair(), free_pair()
         self.logdir = root / f"rmqlogs-{self.ns_port}"
 
