@@ -293,3 +293,30 @@ def test_transactions_rebuilt_from_half_and_op_queues(tmp_path):
         store.wait_dispatched(5)
         assert [m.body for m in store.get("x", "T", 1, 0).messages] == [b"t1"]
         assert [m.body for m in store.get("x", "TRANS_CHECK_MAX_TIME_TOPIC", 0, 0).messages] == [b"t2"]
+
+
+def test_transactions_taken_over_with_rocketmq_check_copies(tmp_path):
+    """A half queue as RocketMQ's broker leaves it when stopped mid check round: the half message, then the copy
+    its check wrote (TRANSACTION_CHECK_TIMES 2), the check offset not yet past the first. Only the copy is
+    pending, with its two checks counted towards transactionCheckMax."""
+    import queue
+
+    from rocketstore.message import Message
+    from rocketstore.serve.transaction import Transactions
+
+    outbox = queue.Queue()
+    extra = {"transactionTimeOut": "0", "transactionCheckInterval": "0", "transactionCheckMax": "3"}
+    props = {"UNIQ_KEY": "ID0", "__transactionId__": "ID0", "PGROUP": "G", "REAL_TOPIC": "T", "REAL_QID": "0"}
+    with _store(tmp_path) as store:
+        for extra_props in ({}, {"TRANSACTION_CHECK_TIMES": "2"}):
+            m = Message(topic=HALF, body=b"t0", properties={**props, **extra_props}, born_timestamp=1)
+            assert store.put(m, 0).ok
+        store.wait_dispatched(5)
+    with _store(tmp_path) as store:
+        tx = Transactions(store, lambda topic: [outbox], extra)
+        assert [(h.half_offset, h.checks) for h in tx.pending.values()] == [(1, 2)]
+        assert store.consumer_offsets.query("CID_RMQ_SYS_TRANS", HALF, 0) == 1
+        assert tx.check_once() == 1 and outbox.qsize() == 1  # the third check
+        assert tx.check_once() == 0 and tx.pending_ids() == []  # then given up
+        store.wait_dispatched(5)
+        assert [m.body for m in store.get("x", "TRANS_CHECK_MAX_TIME_TOPIC", 0, 0).messages] == [b"t0"]

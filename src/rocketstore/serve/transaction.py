@@ -27,7 +27,8 @@ adapter is used: the remoting broker runs without grpcio.
 
 Unlike the broker, a check does not put the half message back at the end of the half queue (which moves the
 broker's check offset forward): a check names the half record itself, and the check count lives in memory and
-starts again after a restart."""
+starts again after a restart. A store RocketMQ's broker wrote is taken over with its counts: the copies its
+checks wrote carry TRANSACTION_CHECK_TIMES, and a copy supersedes the earlier records of its transaction."""
 
 from __future__ import annotations
 
@@ -205,12 +206,25 @@ class Transactions(ServiceThread):
         for m in self._scan(HALF_TOPIC, self._start(HALF_TOPIC)):
             if m.queue_offset in removed:
                 continue
-            self._add(m.queue_offset, m.physical_offset, m.properties, m.born_timestamp)
+            checks = _int(m.properties.get(CHECK_TIMES))
+            if checks:
+                self._supersede(m.properties)
+            self._add(m.queue_offset, m.physical_offset, m.properties, m.born_timestamp, checks)
         if self.pending:
             log.info("transactions: %d half message(s) pending", len(self.pending))
         self._commit_offsets()
 
-    def _add(self, half_offset: int, phys: int, props: dict, born_ms: int) -> None:
+    def _supersede(self, props: dict) -> None:
+        """A half record with TRANSACTION_CHECK_TIMES is the copy RocketMQ's broker writes of a half message as
+        it checks it (putBackHalfMsgQueue; the check names the copy): the earlier records of its transaction are
+        done, and only the copy is checked from here on. Its check offset goes past them only at the end of a
+        check round, so a broker stopped mid-round leaves both beyond it."""
+        tx_id = props.get(TRANSACTION_ID) or props.get(P.UNIQ_KEY) or ""
+        for off in list(self.by_tx.get(tx_id, ())):
+            self._forget(self.pending[off])
+
+    def _add(self, half_offset: int, phys: int, props: dict, born_ms: int, checks: int = 0) -> None:
+        """A pending half message; `checks`: the checks it had (RocketMQ's broker counts them in the record)."""
         tx_id = props.get(TRANSACTION_ID) or props.get(P.UNIQ_KEY) or ""
         immunity = self.timeout_ms
         try:
@@ -218,7 +232,7 @@ class Transactions(ServiceThread):
         except ValueError:
             pass
         self.pending[half_offset] = PendingHalf(
-            tx_id, half_offset, phys, props.get(REAL_TOPIC, ""), props.get(P.PGROUP, ""), born_ms, immunity
+            tx_id, half_offset, phys, props.get(REAL_TOPIC, ""), props.get(P.PGROUP, ""), born_ms, immunity, checks
         )
         self.by_tx.setdefault(tx_id, []).append(half_offset)
         self.by_phys[phys] = half_offset
@@ -448,6 +462,13 @@ def _committed(half) -> Message:
         reconsume_times=half.reconsume_times,
         prepared_transaction_offset=half.physical_offset,
     )
+
+
+def _int(text) -> int:
+    try:
+        return int(text or 0)
+    except ValueError:
+        return 0
 
 
 def _parse_op_body(body: bytes | None) -> list[int]:
