@@ -88,7 +88,7 @@ class RouteTable:
 
     # -- registration ------------------------------------------------------------------------------------------
 
-    def register_broker(  # noqa: C901 - past the ceiling, to be split
+    def register_broker(
         self,
         cluster: str,
         addr: str,
@@ -137,16 +137,8 @@ class RouteTable:
             is_master = broker_id == MASTER_ID
             is_prime_slave = not old_version_broker and not is_master and broker_id == min(addrs)
             if is_master or is_prime_slave:
-                if self.delete_topic_with_broker_registration:
-                    for topic in [t for t, q in self.topic_queues.items() if name in q and t not in topic_configs]:
-                        self._remove_queue(topic, name)
-                changed = self._version_changed(cluster, addr, data_version)
-                for tc in topic_configs.values():
-                    if first or changed or name not in self.topic_queues.get(tc.topic_name, {}):
-                        perm = tc.perm
-                        if is_prime_slave and broker.enable_acting_master:
-                            perm &= ~PERM_WRITE
-                        self._put_queue(name, tc, perm)
+                read_only = is_prime_slave and broker.enable_acting_master
+                self._take_topics(cluster, addr, name, topic_configs, data_version, first, read_only)
             self.live[(cluster, addr)] = BrokerLive(now_ms, timeout_ms, data_version, connection, ha_server_addr)
             if filter_servers is not None:
                 if filter_servers:
@@ -154,12 +146,27 @@ class RouteTable:
                 else:
                     self.filter_servers.pop((cluster, addr), None)
             if not is_master:
-                master = addrs.get(MASTER_ID)
-                master_live = self.live.get((cluster, master)) if master else None
-                if master_live is not None:
-                    result.ha_server_addr = master_live.ha_server_addr
-                    result.master_addr = master
+                self._tell_master(result, cluster, addrs.get(MASTER_ID))
             return result
+
+    def _take_topics(self, cluster, addr, name, topic_configs, data_version, first: bool, read_only: bool) -> None:
+        """A master's (or an acting prime slave's, read-only) topics into the routes: all of them when the broker
+        is new or its data version changed, else the ones the routes lack; with deleteTopicWithBrokerRegistration,
+        the broker's topics it no longer names out."""
+        if self.delete_topic_with_broker_registration:
+            for topic in [t for t, q in self.topic_queues.items() if name in q and t not in topic_configs]:
+                self._remove_queue(topic, name)
+        changed = self._version_changed(cluster, addr, data_version)
+        for tc in topic_configs.values():
+            if first or changed or name not in self.topic_queues.get(tc.topic_name, {}):
+                self._put_queue(name, tc, tc.perm & ~PERM_WRITE if read_only else tc.perm)
+
+    def _tell_master(self, result: RegisterResult, cluster: str, master: str | None) -> None:
+        """A slave's answer names its master and the master's HA address, when the master is live."""
+        master_live = self.live.get((cluster, master)) if master else None
+        if master_live is not None:
+            result.ha_server_addr = master_live.ha_server_addr
+            result.master_addr = master
 
     def _version_changed(self, cluster: str, addr: str, version: DataVersion) -> bool:
         live = self.live.get((cluster, addr))
