@@ -1,0 +1,84 @@
+"""The package's layers, read from every module's imports (its syntax tree, not by importing it): a module imports
+only from its own layer or lower ones, so the store never depends on a protocol, the Spark layer or the CLI, and
+the format layer on nothing but the base. From the bottom:
+
+  base (errors, engine and the extension, layout, validation, broker_conf_names) -> formats, files -> config,
+  config_files, message, topics -> log (segments and queues) -> services (flush, reput, recovery, cleanup, index) -> the store (every
+  other top-level module, filter) -> serve, remoting (the broker and its two protocols), spark -> cli
+
+serve and remoting share a layer (the broker core both protocols use lives in serve for now); spark is beside
+them, and neither imports the other."""
+
+import ast
+from pathlib import Path
+
+import rocketstore
+
+PACKAGE = Path(rocketstore.__file__).parent
+
+RANKS = {
+    "errors": 0, "engine": 0, "_native": 0, "layout": 0, "validation": 0, "broker_conf_names": 0,
+    "formats": 1, "files": 1,
+    "config": 2, "config_files": 2, "message": 2, "topics": 2,
+    "log": 3,
+    "services": 4,
+    "store": 5, "filter": 5,
+    "serve": 6, "remoting": 6, "spark": 6,
+    "cli": 7,
+}  # fmt: skip
+APART = {("spark", "serve"), ("spark", "remoting"), ("serve", "spark"), ("remoting", "spark")}
+
+
+def layer_of(module: str) -> str:
+    """'rocketstore.log.consume_queue' -> 'log'; a top-level module is its own layer if ranked, else the store's."""
+    parts = module.split(".")
+    name = parts[1] if len(parts) > 1 else "store"
+    return name if name in RANKS else "store"
+
+
+def imports_of(path: Path) -> set[str]:
+    """The rocketstore modules a source file imports (relative imports resolved), at any depth in the file."""
+    module = ".".join(("rocketstore", *path.relative_to(PACKAGE).with_suffix("").parts))
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    if path.name == "__init__.py":
+        package = package[:-1]  # 'rocketstore.log.__init__' is the package rocketstore.log
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+                names = [target] if node.module else [f"{target}.{a.name}" for a in node.names]
+            else:
+                names = [node.module or ""]
+            found.update(n for n in names if n == "rocketstore" or n.startswith("rocketstore."))
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("rocketstore"))
+    return found
+
+
+def test_layer_of():
+    assert layer_of("rocketstore.formats.record") == "formats"
+    assert layer_of("rocketstore.config_files") == "config_files"
+    assert layer_of("rocketstore.put") == "store"
+    assert layer_of("rocketstore") == "store"
+
+
+def test_relative_imports_resolve():
+    """imports_of on a module of the real tree: its relative imports come out as absolute names."""
+    found = imports_of(PACKAGE / "log" / "consume_queue.py")
+    assert any(m.startswith("rocketstore.formats") for m in found), found
+    assert all(m.startswith("rocketstore") for m in found)
+
+
+def test_every_module_imports_only_its_layer_or_lower():
+    wrong = []
+    sources = sorted(PACKAGE.rglob("*.py"))
+    assert len(sources) > 100  # the whole package was read
+    for path in sources:
+        me = layer_of(".".join(("rocketstore", *path.relative_to(PACKAGE).with_suffix("").parts)))
+        for target in imports_of(path):
+            other = layer_of(target)
+            if RANKS[other] > RANKS[me] or (me, other) in APART:
+                wrong.append(f"{path.relative_to(PACKAGE)} ({me}) imports {target} ({other})")
+    assert not wrong, "\n".join(wrong)
