@@ -4,6 +4,10 @@ JSON (written out here by hand from fastjson's rules)."""
 
 import asyncio
 import json
+import signal
+import socket
+import subprocess
+import sys
 import struct
 import zlib
 
@@ -332,3 +336,23 @@ def test_bad_register_bodies_fail(body):
         "RemotingCommandException: Failed to decode RegisterBrokerBody: "
     )
     assert info.body == b'{"brokerAddrTable":{},"clusterAddrTable":{}}'  # nothing registered
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_standalone_name_server_stops_on_a_signal_with_clients_connected(sig):
+    """`python -m rocketstore.remoting.namesrv` closes its connections and exits 0 on Ctrl-C or SIGTERM, even
+    sent the moment it says it listens."""
+    p = subprocess.Popen([sys.executable, "-m", "rocketstore.remoting.namesrv", "--listen", "127.0.0.1:0"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    try:
+        line = p.stdout.readline()
+        assert line.startswith("name server listening on 127.0.0.1:"), line
+        client = socket.create_connection(("127.0.0.1", int(line.strip().rsplit(":", 1)[1])))
+        p.send_signal(sig)
+        assert p.wait(30) == 0
+        assert client.recv(1) == b""  # its connection closed by the server
+        client.close()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()

@@ -4,6 +4,7 @@ python -m rocketstore.remoting.namesrv [--listen HOST:PORT] [--kv-config PATH] [
 import argparse
 import asyncio
 import logging
+import signal
 
 from . import DEFAULT_PORT, NameServer, NamesrvSettings
 
@@ -24,14 +25,18 @@ def main(argv=None) -> None:
                 "%s code=%d version=%d ext=%s body=%d bytes", conn.remote, cmd.code, cmd.version, cmd.ext_fields,
                 len(cmd.body),
             )  # fmt: skip
+        # Ctrl-C or SIGTERM: the server closes its connections and stops, instead of an interrupt landing
+        # wherever the loop happens to be (set before the line that says it listens: a caller may stop it then)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
         bound = await ns.start(host or "0.0.0.0", int(port))
         print(f"name server listening on {host or '0.0.0.0'}:{bound}", flush=True)
-        await asyncio.Event().wait()
+        await stop.wait()
+        await ns.close()
 
-    try:
-        asyncio.run(run())
-    except KeyboardInterrupt:
-        pass
+    asyncio.run(run())
 
 
 if __name__ == "__main__":
