@@ -579,9 +579,13 @@ def _follow(store, conf, s, c, tags, max_count, printer, sql=None, committer=Non
             got = c.poll(max_count=32, wait_ms=FOLLOW_WAIT_MS)
             if not got:
                 printer.flush()
-                s.close()
-                s = _open(store, conf, read_only=True, trust_queues=True)
-                c = c.on(s)
+                # an interrupt inside the close or the open would leave either half done (a service thread
+                # told to stop but not joined, a store half loaded) for the exit to wait on: Ctrl-C waits for
+                # the reopen instead, a moment
+                with _signals_deferred():
+                    s.close()
+                    s = _open(store, conf, read_only=True, trust_queues=True)
+                    c = c.on(s)
                 continue
             if max_count is not None and seen + len(got) > max_count:
                 got = got[: max_count - seen]
@@ -624,8 +628,8 @@ class _Committer:
 
 @contextlib.contextmanager
 def _signals_deferred():
-    """Ctrl-C or SIGTERM during a commit waits for its end (an interrupt inside one could leave the store's
-    lock or the lock registry held, and the commit at the end would wait on it), then ends the follow."""
+    """Ctrl-C or SIGTERM during a commit or a reopen waits for its end (an interrupt inside one could leave the
+    store's lock or the lock registry held, and the commit at the end would wait on it), then ends the follow."""
     got = []
     previous = {sig: signal.signal(sig, lambda signum, frame: got.append(signum)) for sig in STOP_SIGNALS}
     try:
