@@ -46,7 +46,8 @@ def test_view_broker_stats_data_counts_puts_and_pulls_since_boot(tmp_path):
         other = await admin.call(RC.VIEW_BROKER_STATS_DATA, stats_ext("TOPIC_PUT_SIZE", "T"))
         return before, put, no_get, pulled, got, other, time.monotonic() - started
 
-    (before, put, no_get, pulled, got, other, elapsed), _ = with_broker(tmp_path, scenario, QUIET)
+    (before, put, no_get, pulled, got, other, elapsed), store = with_broker(tmp_path, scenario, QUIET)
+    store.close()  # its flush thread must not outlive the test's directory
     assert (before.code, before.remark) == (R.SYSTEM_ERROR, "The stats <TOPIC_PUT_NUMS> <T> not exist")
     assert (no_get.code, no_get.remark) == (R.SYSTEM_ERROR, "The stats <GROUP_GET_NUMS> <T@g> not exist")
     assert (other.code, other.remark) == (R.SYSTEM_ERROR, "The stats <TOPIC_PUT_SIZE> <T> not exist")
@@ -104,7 +105,8 @@ def test_broker_consume_stats_and_the_group_list(tmp_path):
         groups = list(broker.subscription_groups.table)
         return times, (version0, version1, version2), empty, bad, made, listed, stats, ordered, groups
 
-    (times, versions, empty, bad, made, listed, stats, ordered, groups), _ = with_broker(tmp_path, scenario, QUIET)
+    (times, versions, empty, bad, made, listed, stats, ordered, groups), store = with_broker(tmp_path, scenario, QUIET)
+    store.close()  # its flush thread must not outlive the test's directory
     assert empty.code == R.SUCCESS and versions[0] == versions[1]
     assert bad.code == R.INVALID_PARAMETER  # nothing put: "ok" is not in the table
     assert made.code == R.SUCCESS and made.remark is None and versions[2] == versions[1] + 2
@@ -160,7 +162,8 @@ def test_consumer_status_gathers_the_consumers_offset_tables(tmp_path):
             await push.close()
             await lite.close()
 
-    (offline, questions, both, one), _ = with_broker(tmp_path, scenario, QUIET)
+    (offline, questions, both, one), store = with_broker(tmp_path, scenario, QUIET)
+    store.close()  # its flush thread must not outlive the test's directory
     assert (offline.code, offline.remark) == (R.SYSTEM_ERROR, "No Any Consumer online in the consumer group: [g]")
     for q in questions:
         assert q.code == RC.GET_CONSUMER_STATUS_FROM_CLIENT and not q.is_response and not q.is_oneway
@@ -176,7 +179,8 @@ def test_system_topic_list_from_broker(tmp_path):
     async def scenario(broker, admin, store):
         return await admin.call(RC.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)
 
-    answer, _ = with_broker(tmp_path, scenario, QUIET)
+    answer, store = with_broker(tmp_path, scenario, QUIET)
+    store.close()  # its flush thread must not outlive the test's directory
     topics = json.loads(answer.body)["topicList"]
     assert answer.code == R.SUCCESS and list(json.loads(answer.body)) == ["topicList"]
     assert set(topics) == {"TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC",
@@ -192,6 +196,7 @@ def test_feature_off_answers(tmp_path):
         flush = await admin.call(RC.RESET_MASTER_FLUSH_OFFSET, {"masterFlushOffset": "123"})
         return epoch, flush
 
-    (epoch, flush), _ = with_broker(tmp_path, scenario, QUIET)
+    (epoch, flush), store = with_broker(tmp_path, scenario, QUIET)
+    store.close()  # its flush thread must not outlive the test's directory
     assert (epoch.code, epoch.remark, epoch.body) == (R.SYSTEM_ERROR, "this request only for controllerMode ", b"")
     assert (flush.code, flush.remark) == (R.SUCCESS, None)
