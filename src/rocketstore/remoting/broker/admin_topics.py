@@ -186,20 +186,16 @@ class TopicAdmin:
     # ------------------------------------------------------------------ create / update
     async def update_topic(self, cmd, conn):
         h = headers.read(cmd, CREATE_HEADER, {"topicSysFlag": "int", "attributes": "str", "force": "bool"})
-        topic = h["topic"]
-        remark = validate_topic(topic)
-        if remark:
-            return response_to(cmd, ResponseCode.INVALID_PARAMETER, remark)
-        if self.is_system_topic(topic):
-            return self._conflict(cmd, topic)
+        refused = self._name_refusal(cmd, h["topic"])
+        if refused is not None:
+            return refused
         try:
             tc = self._requested(h)
         except TopicRefused as e:
             return response_to(cmd, e.code, str(e))
         async with self.lock:
-            current = self.broker.topics.get(topic) if topic in self.store.topic_configs else None
             try:
-                tc.attributes = alter_attributes(current is None, current.attributes if current else {}, tc.attributes)
+                current = self._current_with_attributes(tc)
             except TopicRefused as e:
                 return response_to(cmd, e.code, str(e))
             if tc == current:  # nothing changes: idempotent, as RocketMQ answers it
@@ -228,11 +224,9 @@ class TopicAdmin:
             wanted = []
             for t in listed:
                 topic = t.get("topicName")
-                remark = validate_topic(topic)
-                if remark:
-                    return response_to(cmd, ResponseCode.INVALID_PARAMETER, remark)
-                if self.is_system_topic(topic):
-                    return self._conflict(cmd, topic)
+                refused = self._name_refusal(cmd, topic)
+                if refused is not None:
+                    return refused
                 try:
                     h = {"topic": topic, "readQueueNums": _int(t, "readQueueNums", 16),
                          "writeQueueNums": _int(t, "writeQueueNums", 16), "perm": _int(t, "perm", 6),
@@ -243,10 +237,7 @@ class TopicAdmin:
                     tc.attributes = {str(k): str(v) for k, v in (t.get("attributes") or {}).items()}
                     if tc.attributes.get("+message.type") == "MIXED":
                         raise TopicRefused(ResponseCode.INVALID_PARAMETER, "MIXED message type is not supported.")
-                    current = self.broker.topics.get(topic) if topic in self.store.topic_configs else None
-                    tc.attributes = alter_attributes(
-                        current is None, current.attributes if current else {}, tc.attributes
-                    )
+                    current = self._current_with_attributes(tc)
                 except TopicRefused as e:
                     return response_to(cmd, e.code, str(e))
                 if tc == current:
@@ -261,6 +252,22 @@ class TopicAdmin:
                 if wanted:
                     self._changed()
         return response_to(cmd, ResponseCode.SUCCESS)
+
+    def _name_refusal(self, cmd, topic: str | None):
+        """The answer to a topic name that may not be created or updated (invalid, or a system topic's), or None."""
+        remark = validate_topic(topic)
+        if remark:
+            return response_to(cmd, ResponseCode.INVALID_PARAMETER, remark)
+        if self.is_system_topic(topic):
+            return self._conflict(cmd, topic)
+        return None
+
+    def _current_with_attributes(self, tc):
+        """The topic's current config (None for a new one), and the request's attribute changes applied to the
+        current attributes in `tc` (AttributeUtil.alterCurrentAttributes); TopicRefused for a bad change."""
+        current = self.broker.topics.get(tc.topic_name) if tc.topic_name in self.store.topic_configs else None
+        tc.attributes = alter_attributes(current is None, current.attributes if current else {}, tc.attributes)
+        return current
 
     def _requested(self, h):
         """The TopicConfig a create request describes (attributes still as the request's +/- changes)."""
