@@ -160,3 +160,20 @@ def run_once(root: Path, classpath: str, main: str, *args: str, conf: str = "") 
     (root / "serve.log").write_text(log)
     (root / "java.stderr").write_text(r.stderr)
     return events_of(r), log
+
+
+def queue_messages(s, topics, queues: int = 18) -> dict:
+    """Every message of the topics in an open store, by (topic, queue id): queues with none left out."""
+    messages = {}
+    for topic in topics:
+        for q in range(queues):
+            got, offset = [], s.min_offset(topic, q)
+            for _ in range(100):
+                r = s.get("test", topic, q, offset, 64)
+                if not r.messages:
+                    break
+                got += r.messages
+                offset = r.next_begin_offset
+            if got:
+                messages[(topic, q)] = got
+    return messages

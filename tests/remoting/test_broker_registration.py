@@ -9,13 +9,13 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import zlib
 
 import pytest
 from broker_fixtures import open_store
 from serve_harness import free_pair
+from test_serve_remoting_cli import serve
 
 from rocketstore.config import SMALL_FILE_SIZES
 from rocketstore.remoting.broker import Broker, BrokerSettings
@@ -203,23 +203,9 @@ def serve_broker(tmp_path, name: str, namesrv_port: int):
     small = "".join(f"{k}={v}\n" for k, v in SMALL_FILE_SIZES.items())  # not gigabytes of the shared disk
     (root / "broker.conf").write_text(f"brokerClusterName={CLUSTER}\nbrokerName={name}\n{small}")
     port = free_pair()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rocketstore.cli", "serve", str(root / "store"), "-c", str(root / "broker.conf"),
-         "--no-grpc", "--no-namesrv", "--remoting", f"127.0.0.1:{port}", "--namesrv-addr",
-         f"127.0.0.1:{namesrv_port}"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"),
-    )  # fmt: skip
-    lines, ready = [], threading.Event()
-
-    def pump():
-        for line in proc.stdout:
-            lines.append(line)
-            if "rocketstore serve: store" in line:
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=pump, daemon=True).start()
-    assert ready.wait(30) and proc.poll() is None, "".join(lines)
+    proc, lines = serve(root, "-c", str(root / "broker.conf"), "--no-grpc", "--no-namesrv", "--remoting",
+                        f"127.0.0.1:{port}", "--namesrv-addr", f"127.0.0.1:{namesrv_port}")  # fmt: skip
+    assert proc.poll() is None, "".join(lines)
     return proc, lines, f"127.0.0.1:{port}"
 
 

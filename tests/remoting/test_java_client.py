@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-from serve_harness import Serve, events_of, of, run_java
+from serve_harness import Serve, events_of, of, queue_messages, run_java
 
 from rocketstore import MessageStore
 
@@ -38,18 +38,7 @@ def read_store(path: Path, broker: str) -> dict:
     """What the tests compare with, read while the server is stopped: every queue's messages of TOPICS, the
     groups' offsets, the topic configs."""
     with MessageStore.open(str(path), read_only=True) as s:
-        messages = {}
-        for topic in TOPICS:
-            for q in range(18):
-                got, offset = [], 0
-                for _ in range(100):
-                    r = s.get("test", topic, q, offset, 64)
-                    if not r.messages:
-                        break
-                    got += r.messages
-                    offset = r.next_begin_offset
-                if got:
-                    messages[(topic, q)] = got
+        messages = queue_messages(s, TOPICS)
         offsets = {(g, t, q): s.consumer_offsets.query(g, t, q) for g, t in GROUPS.items() for q in range(4)}
         max_offsets = {(t, q): s.max_offset(t, q) for t in TOPICS for q in range(4)}
         return {"messages": messages, "offsets": offsets, "max": max_offsets, "topics": dict(s.topic_configs),

@@ -18,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from serve_harness import JAVA_DIR, Serve, events_of, free_pair, mqadmin_out, of, run_java
+from serve_harness import JAVA_DIR, Serve, events_of, free_pair, mqadmin_out, of, queue_messages, run_java
 
 from rocketstore import MessageStore
 
@@ -91,18 +91,7 @@ def serve_on(root: Path) -> Serve:
 def read_store(path: Path) -> dict:
     """Every message of TOPICS by (topic, queue), the groups' offsets, the subscription groups' file."""
     with MessageStore.open(str(path), read_only=True) as s:
-        messages = {}
-        for topic in TOPICS:
-            for q in range(18):
-                got, offset = [], s.min_offset(topic, q)
-                for _ in range(100):
-                    r = s.get("test", topic, q, offset, 64)
-                    if not r.messages:
-                        break
-                    got += r.messages
-                    offset = r.next_begin_offset
-                if got:
-                    messages[(topic, q)] = got
+        messages = queue_messages(s, TOPICS)
         groups = (("HGroup", "HTopic"), ("HRetryGroup", "%RETRY%HRetryGroup"))
         offsets = {(g, t, q): s.consumer_offsets.query(g, t, q) for g, t in groups for q in range(2)}
     table = json.loads((path / "config" / "subscriptionGroup.json").read_text())["subscriptionGroupTable"]
