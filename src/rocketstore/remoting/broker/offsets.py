@@ -63,6 +63,8 @@ class Offsets:
 
     def take_reset(self, group: str, topic: str, queue_id: int) -> int | None:
         """queryThenEraseResetOffset: the queue's pending reset offset, forgotten as it is handed out."""
+        if not self._resets:  # every pull asks: without a pending reset anywhere, no lock taken
+            return None
         with self._lock:
             resets = self._resets.get((group, topic))
             if not resets or queue_id not in resets:

@@ -151,14 +151,7 @@ class PullProcessor:
         offset = self.broker.offsets.take_reset(group, topic, q)
         if offset is None:
             return None
-        ext = {
-            "suggestWhichBrokerId": "0",
-            "nextBeginOffset": str(offset),
-            "minOffset": str(self.store.min_offset(topic, q)),
-            "maxOffset": str(self.store.max_offset(topic, q)),
-            "topicSysFlag": "0",
-            "groupSysFlag": str(self.broker.subscription_groups.group_sys_flag(group)),
-        }
+        ext = self._header(group, offset, self.store.min_offset(topic, q), self.store.max_offset(topic, q))
         return response_to(cmd, ResponseCode.PULL_OFFSET_MOVED, GetStatus.OFFSET_RESET.name, ext)
 
     async def _look(self, cmd, h, sub):
@@ -172,15 +165,19 @@ class PullProcessor:
             # lets the loop in between
             r, body = await asyncio.to_thread(self._get, h, sub)
         code = response_code(r.status, h["queueOffset"])
-        ext = {
-            "suggestWhichBrokerId": "0",
-            "nextBeginOffset": str(r.next_begin_offset),
-            "minOffset": str(r.min_offset),
-            "maxOffset": str(r.max_offset),
-            "topicSysFlag": "0",
-            "groupSysFlag": str(self.broker.subscription_groups.group_sys_flag(h["consumerGroup"])),
-        }  # headers.write's text of PullMessageResponseHeader, spelled out: one per pull
+        ext = self._header(h["consumerGroup"], r.next_begin_offset, r.min_offset, r.max_offset)
         return response_to(cmd, code, r.status.name, ext, body)
+
+    def _header(self, group: str, next_begin: int, lo: int, hi: int) -> dict:
+        """headers.write's text of PullMessageResponseHeader, spelled out: one per pull."""
+        return {
+            "suggestWhichBrokerId": "0",
+            "nextBeginOffset": str(next_begin),
+            "minOffset": str(lo),
+            "maxOffset": str(hi),
+            "topicSysFlag": "0",
+            "groupSysFlag": str(self.broker.subscription_groups.group_sys_flag(group)),
+        }
 
     def _get(self, h, sub):
         """The store's get and, when it found messages (the only status answered SUCCESS), their records."""
