@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -51,12 +52,29 @@ def compile_programs(out: Path) -> str:
     return f"{cp}:{out}"
 
 
-def run_java(classpath: str, home: Path, main: str, *args: str) -> subprocess.CompletedProcess:
-    """One JVM running `main` with args, its user.home, tmpdir and working directory `home`."""
-    return subprocess.run(
-        ["java", *JVM_OPTIONS, f"-Duser.home={home}", f"-Djava.io.tmpdir={home}", "-cp", classpath, main, *args],
-        capture_output=True, text=True, timeout=400, cwd=home,
-    )  # fmt: skip
+class JavaTimeout(AssertionError):
+    """A Java program still running after its time: the message holds its last events and its threads' stacks."""
+
+
+def run_java(classpath: str, home: Path, main: str, *args: str, timeout: float = 400) -> subprocess.CompletedProcess:
+    """One JVM running `main` with args, its user.home, tmpdir and working directory `home`. One that has not ended
+    after `timeout` seconds raises JavaTimeout with its thread dump (SIGQUIT) and the last lines it printed."""
+    cmd = ["java", *JVM_OPTIONS, f"-Duser.home={home}", f"-Djava.io.tmpdir={home}", "-cp", classpath, main, *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=home)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGQUIT)  # the JVM prints every thread's stack to stdout and goes on
+        time.sleep(3)
+        proc.kill()
+        out, err = proc.communicate()
+        (home / "java.timeout.out").write_text(out + "\n--- stderr ---\n" + err)
+        events = [line for line in out.splitlines() if EVENT in line]
+        threads = [t for t in out.split("\n\n") if t.startswith(('"main"', '"lane-'))]  # the program's own
+        raise JavaTimeout(f"{main} {' '.join(args)} still running after {timeout} s (all it printed: "
+                          f"{home / 'java.timeout.out'}); its last events:\n" + "\n".join(events[-30:])
+                          + "\nits threads:\n" + "\n\n".join(threads))  # fmt: skip
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 EVENT = '{"scenario":'

@@ -13,11 +13,12 @@ Skipped, saying why, without the RocketMQ jars beside the repository (../shared/
 README) or without a JDK (javac)."""
 
 import re
+import warnings
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-from serve_harness import Serve, events_of, of, queue_messages, run_java
+from serve_harness import JavaTimeout, Serve, events_of, of, queue_messages, run_java
 
 from rocketstore import MessageStore
 
@@ -45,23 +46,23 @@ def read_store(path: Path, broker: str) -> dict:
                 "host": broker}  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def java_run(java_classpath, tmp_path_factory):
+def both_runs(classpath: str, root: Path):
     """Both runs against one store, the server restarted in between: (events of the first run, of the resumed
     run, the store after the first, the store after the second, the server's log)."""
-    root = tmp_path_factory.mktemp("java-serve")
     home = root / "home"
     home.mkdir()
     serve = Serve(root)
     serve.start()
     try:
-        first = run_phase(java_classpath, home, serve.namesrv, "first")
+        first = run_phase(classpath, home, serve.namesrv, "first")
+    except JavaTimeout as e:
+        raise JavaTimeout(f"{e}\n--- the server's last lines ---\n{''.join(serve.lines[-60:])}") from None
     finally:
         serve.stop()
     after_first = read_store(root / "store", serve.broker)
     serve.start()
     try:
-        resumed = run_phase(java_classpath, home, serve.namesrv, "resume")
+        resumed = run_phase(classpath, home, serve.namesrv, "resume")
     finally:
         serve.stop()
     # mqadmin queryMsgById writes each body to /tmp/rocketmq/msgbodys/ (a fixed path in RocketMQ 5.3.3): removed
@@ -71,6 +72,18 @@ def java_run(java_classpath, tmp_path_factory):
     after_second = read_store(root / "store", serve.broker)
     (root / "serve.log").write_text("".join(serve.lines))
     return first, resumed, after_first, after_second, "".join(serve.lines)
+
+
+@pytest.fixture(scope="module")
+def java_run(java_classpath, tmp_path_factory):
+    """both_runs; a first run that hung (once in CI, 2026-11-28; not seen here in 16 runs since) is reported as a
+    warning with its threads' stacks and the server's log, and both runs start again on a fresh store: a second
+    hang fails."""
+    try:
+        return both_runs(java_classpath, tmp_path_factory.mktemp("java-serve"))
+    except JavaTimeout as e:
+        warnings.warn(f"RocketClients hung, run again on a fresh store: {e}", stacklevel=1)
+    return both_runs(java_classpath, tmp_path_factory.mktemp("java-serve-again"))
 
 
 # ---------------------------------------------------------------------------------------------- helpers
