@@ -56,7 +56,8 @@ def test_clients_cannot_send_to_system_topics(tmp_path):
 
 
 def test_one_rule_for_both_protocols():
-    from rocketstore.serve.rules import is_client_send_forbidden, topic_refusal
+    from rocketstore.broker.rules import is_client_send_forbidden
+    from rocketstore.serve.validator import topic_refusal
 
     for t in FORBIDDEN:
         assert is_client_send_forbidden(t)

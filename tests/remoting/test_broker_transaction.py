@@ -20,7 +20,7 @@ from rocketstore.remoting.broker import Broker, BrokerSettings
 from rocketstore.remoting.codes import RequestCode as RC
 from rocketstore.remoting.codes import ResponseCode as R
 from rocketstore.remoting.command import ONEWAY_FLAG, RemotingCommand
-from rocketstore.serve.transaction import Transactions
+from rocketstore.broker.transaction import Transactions
 from rocketstore.verify import verify_store
 
 # MessageSysFlag: TRANSACTION_PREPARED_TYPE 1 << 2, COMMIT 2 << 2, ROLLBACK 3 << 2, NOT 0
@@ -396,6 +396,7 @@ def test_restart_keeps_pending_half_messages(tmp_path):
 def test_one_pending_state_for_both_protocols(tmp_path):
     from rocketstore import Message
     from rocketstore.serve.protocol import definition_pb2 as pb
+    from rocketstore.serve.transactions_grpc import end_transaction
 
     async def scenario(broker, c, store):
         shared = Transactions.shared(store)  # what the gRPC side gets while the broker runs
@@ -415,7 +416,7 @@ def test_one_pending_state_for_both_protocols(tmp_path):
                 await p.call(RC.SEND_MESSAGE, tx_send_ext(uniq="R1", queue_id=3), b"from remoting")
             finally:
                 await p.close()
-            by_grpc = shared.end("T", "R1", pb.TransactionResolution.COMMIT, False)
+            by_grpc = end_transaction(shared, "T", "R1", pb.TransactionResolution.COMMIT, False)
             return by_remoting, by_grpc, shared.pending_ids()
         finally:
             shared.release()

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from rocketstore.serve import journal as J
+from rocketstore.broker import journal as J
 
 
 def _value(i):

@@ -2,7 +2,7 @@
 
 import os
 
-from rocketstore.serve import journal as J
+from rocketstore.broker import journal as J
 
 
 def test_changes_survive_without_a_clean_close_and_a_torn_tail_is_ignored(tmp_path):

@@ -8,7 +8,7 @@ import time
 
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.consumer import parse_offsets
-from rocketstore.serve.delay import DelayService
+from rocketstore.broker.delay import DelayService
 from _refusing import RefusingStore
 
 
@@ -40,7 +40,7 @@ def test_a_forged_timer_record_never_reaches_a_system_topic(tmp_path):
 
 
 def test_timer_message_to_a_removed_queue_blocks_nothing(tmp_path):
-    """The gRPC side's timer (serve/delay.py): a message for queue 3 of a topic now of 2 queues and one for REAL_QID
+    """The timer (broker/delay.py): a message for queue 3 of a topic now of 2 queues and one for REAL_QID
     9999 are delivered to existing queues, the other topics' messages after them too, and nothing is delivered
     again after a restart."""
     store = open_store(tmp_path)

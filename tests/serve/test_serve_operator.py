@@ -16,7 +16,7 @@ import pytest
 
 from rocketstore import MessageStore
 from rocketstore.config import StoreConfig
-from rocketstore.serve import address
+from rocketstore.broker import address
 from rocketstore.serve.protocol import definition_pb2 as pb
 from rocketstore.serve.protocol import service_pb2 as spb
 from rocketstore.serve.protocol import service_pb2_grpc as sgrpc

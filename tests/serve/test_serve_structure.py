@@ -8,10 +8,12 @@ import pytest
 
 from rocketstore.errors import RocketStoreError
 from rocketstore.serve import auth, convert
-from rocketstore.serve.pop import Handle, HandleError
+from rocketstore.broker.pop import Handle, HandleError
 from rocketstore.serve.protocol import definition_pb2 as pb
 
 SERVE_SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src", "rocketstore", "serve")
+BROKER_SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src", "rocketstore", "broker")
+PACKAGES = {"serve": SERVE_SRC, "broker": BROKER_SRC}  # the gRPC side and the broker core under it
 
 
 # ---------------------------------------------------------------- errors
@@ -34,14 +36,16 @@ def test_a_message_the_proxy_refuses_is_a_rocketstore_error_with_its_code():
     assert isinstance(e.value, convert.ConvertError) and e.value.code == pb.Code.MESSAGE_BODY_EMPTY
 
 
-def test_every_exception_class_of_serve_is_a_rocketstore_error():
+def test_every_exception_class_of_serve_and_broker_is_a_rocketstore_error():
     import importlib
     import inspect
 
-    names = [f[:-3] for f in os.listdir(SERVE_SRC) if f.endswith(".py") and f != "__init__.py"]
+    names = [
+        (p, f[:-3]) for p, d in PACKAGES.items() for f in os.listdir(d) if f.endswith(".py") and f != "__init__.py"
+    ]
     found = []
-    for name in names:
-        module = importlib.import_module(f"rocketstore.serve.{name}")
+    for package, name in names:
+        module = importlib.import_module(f"rocketstore.{package}.{name}")
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if cls.__module__ == module.__name__ and issubclass(cls, BaseException):
                 found.append(cls)
@@ -71,11 +75,12 @@ def _private_reaches(path: str) -> list[str]:
     return out
 
 
-def test_no_serve_module_reaches_into_another_objects_private_names():
+def test_no_serve_or_broker_module_reaches_into_another_objects_private_names():
     reaches = []
-    for f in sorted(os.listdir(SERVE_SRC)):
-        if f.endswith(".py"):
-            reaches += _private_reaches(os.path.join(SERVE_SRC, f))
+    for d in PACKAGES.values():
+        for f in sorted(os.listdir(d)):
+            if f.endswith(".py"):
+                reaches += _private_reaches(os.path.join(d, f))
     assert reaches == []
 
 
@@ -111,7 +116,8 @@ def test_a_failing_transaction_check_round_is_logged_and_checking_goes_on(tmp_pa
 
     from rocketstore.formats import record as R
     from rocketstore.message import Message
-    from rocketstore.serve.transaction import Transactions
+    from rocketstore.broker.transaction import Transactions
+    from rocketstore.serve.transactions_grpc import grpc_checker
 
     outbox = queue.Queue()
     calls = []
@@ -124,7 +130,8 @@ def test_a_failing_transaction_check_round_is_logged_and_checking_goes_on(tmp_pa
 
     extra = {"transactionTimeOut": "0", "transactionCheckInterval": "0"}
     with _store(tmp_path) as store:
-        tx = Transactions(store, producers, extra)
+        tx = Transactions(store, extra)
+        tx.add_checker(grpc_checker(producers))
         m = Message(
             topic="T",
             body=b"t",
@@ -143,7 +150,7 @@ def test_a_failing_transaction_check_round_is_logged_and_checking_goes_on(tmp_pa
 
 
 def test_stopping_renewal_clears_every_registered_message():
-    from rocketstore.serve.pop import Handle
+    from rocketstore.broker.pop import Handle
     from rocketstore.serve.renew import RenewManager
     from rocketstore.serve.service import ServeConfig
 

@@ -10,7 +10,7 @@ import pytest
 from rocketstore import MessageStore
 from rocketstore.config import StoreConfig
 from rocketstore.formats import record as R
-from rocketstore.serve.fifo import SubscriptionGroups
+from rocketstore.broker.fifo import SubscriptionGroups
 
 _spec = importlib.util.spec_from_file_location(
     "serve_conftest_txfd", os.path.join(os.path.dirname(__file__), "conftest.py")
@@ -216,7 +216,7 @@ def _store(tmp_path):
 
 def test_pop_orderly_blocks_redelivers_and_dead_letters(tmp_path):
     from rocketstore.message import Message
-    from rocketstore.serve.pop import PopState
+    from rocketstore.broker.pop import PopState
 
     with _store(tmp_path) as store:
         store.create_topic("F", 1)
@@ -263,12 +263,14 @@ def test_transactions_rebuilt_from_half_and_op_queues(tmp_path):
 
     from rocketstore.message import Message
     from rocketstore.serve.protocol import definition_pb2 as pb
-    from rocketstore.serve.transaction import Transactions
+    from rocketstore.broker.transaction import Transactions
+    from rocketstore.serve.transactions_grpc import end_transaction, grpc_checker
 
     outbox = queue.Queue()
     extra = {"transactionTimeOut": "0", "transactionCheckInterval": "0", "transactionCheckMax": "2"}
     with _store(tmp_path) as store:
-        tx = Transactions(store, lambda topic: [outbox], extra)
+        tx = Transactions(store, extra)
+        tx.add_checker(grpc_checker(lambda topic: [outbox]))
         for i in range(3):
             m = Message(
                 topic="T",
@@ -278,16 +280,19 @@ def test_transactions_rebuilt_from_half_and_op_queues(tmp_path):
                 born_timestamp=1,
             )
             assert tx.prepare(m, i % 2).ok
-        assert tx.end("T", "ID0", pb.TransactionResolution.ROLLBACK, False)[0] == pb.Code.OK
-        assert tx.end("T", "ID0", pb.TransactionResolution.COMMIT, False)[0] == pb.Code.INVALID_TRANSACTION_ID
+        assert end_transaction(tx, "T", "ID0", pb.TransactionResolution.ROLLBACK, False)[0] == pb.Code.OK
+        assert (
+            end_transaction(tx, "T", "ID0", pb.TransactionResolution.COMMIT, False)[0] == pb.Code.INVALID_TRANSACTION_ID
+        )
         store.wait_dispatched(5)
     with _store(tmp_path) as store:
-        tx = Transactions(store, lambda topic: [outbox], extra)
+        tx = Transactions(store, extra)
+        tx.add_checker(grpc_checker(lambda topic: [outbox]))
         assert tx.pending_ids() == ["ID1", "ID2"]
         assert tx.check_once() == 2
         cmd = outbox.get_nowait().recover_orphaned_transaction_command
         assert cmd.transaction_id == "ID1" and cmd.message.topic.name == "T" and cmd.message.body == b"t1"
-        assert tx.end("T", "ID1", pb.TransactionResolution.COMMIT, True)[0] == pb.Code.OK
+        assert end_transaction(tx, "T", "ID1", pb.TransactionResolution.COMMIT, True)[0] == pb.Code.OK
         assert tx.check_once() == 1  # ID2: second check
         assert tx.check_once() == 0 and tx.pending_ids() == []  # check max reached: given up
         store.wait_dispatched(5)
@@ -302,7 +307,8 @@ def test_transactions_taken_over_with_rocketmq_check_copies(tmp_path):
     import queue
 
     from rocketstore.message import Message
-    from rocketstore.serve.transaction import Transactions
+    from rocketstore.broker.transaction import Transactions
+    from rocketstore.serve.transactions_grpc import grpc_checker
 
     outbox = queue.Queue()
     extra = {"transactionTimeOut": "0", "transactionCheckInterval": "0", "transactionCheckMax": "3"}
@@ -313,7 +319,8 @@ def test_transactions_taken_over_with_rocketmq_check_copies(tmp_path):
             assert store.put(m, 0).ok
         store.wait_dispatched(5)
     with _store(tmp_path) as store:
-        tx = Transactions(store, lambda topic: [outbox], extra)
+        tx = Transactions(store, extra)
+        tx.add_checker(grpc_checker(lambda topic: [outbox]))
         assert [(h.half_offset, h.checks) for h in tx.pending.values()] == [(1, 2)]
         assert store.consumer_offsets.query("CID_RMQ_SYS_TRANS", HALF, 0) == 1
         assert tx.check_once() == 1 and outbox.qsize() == 1  # the third check

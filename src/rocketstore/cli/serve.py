@@ -156,7 +156,7 @@ def serve(
     # GRPC_VERBOSITY=ERROR or debug in the environment brings them back
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     try:
-        from ..serve.address import parse_advertise, parse_host_port
+        from ..broker.address import parse_advertise, parse_host_port
         from ..serve.server import parse_listen, serve_forever
     except ImportError as e:
         click.echo(f"rocketstore: error: serve needs grpcio, protobuf and rocketmq-python-client: {e}", err=True)

@@ -15,6 +15,9 @@ TRAN_MSG = "TRAN_MSG"
 PGROUP = "PGROUP"
 INNER_NUM = "INNER_NUM"
 INNER_BASE = "INNER_BASE"
+TIMER_DELIVER_MS = "TIMER_DELIVER_MS"  # a timer message's delivery time (ms), or ...
+TIMER_DELAY_SEC = "TIMER_DELAY_SEC"  # ... its delay from the put, in s
+TIMER_DELAY_MS = "TIMER_DELAY_MS"  # ... or in ms
 CRC32 = "__CRC32#"
 KEY_SEPARATOR = " "
 

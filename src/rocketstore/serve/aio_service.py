@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
-from .pop import now_ms
+from ..broker.pop import now_ms
 from .protocol import definition_pb2 as pb
 from .protocol import service_pb2 as spb
 from .protocol import service_pb2_grpc as sgrpc

@@ -8,8 +8,8 @@ readable queue: FORBIDDEN "no readable queue"."""
 
 from __future__ import annotations
 
-from . import rules
-from .pop import Handle, HandleError
+from . import validator as rules
+from ..broker.pop import Handle, HandleError
 from .protocol import definition_pb2 as pb
 from .protocol import service_pb2 as spb
 

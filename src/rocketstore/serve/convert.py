@@ -12,7 +12,7 @@ from ..errors import RocketStoreError
 from ..formats import properties as P
 from ..message import Message
 from ..validation import STRING_HASH_SET
-from . import rules as R
+from . import validator as R
 
 UNIQ_KEY = P.UNIQ_KEY
 TAGS = P.TAGS
@@ -24,8 +24,8 @@ RECONSUME_TIME = "RECONSUME_TIME"
 BORN_HOST = "__BORNHOST"
 BORN_TIMESTAMP = "BORN_TIMESTAMP"
 TRACE_CONTEXT = "TRACE_CONTEXT"
-TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
-TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+TIMER_DELIVER_MS = P.TIMER_DELIVER_MS
+TIMER_DELAY_SEC = P.TIMER_DELAY_SEC
 DELAY = "DELAY"
 POP_CK = "POP_CK"
 DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
@@ -278,3 +278,15 @@ def consistent_hash(value: int, buckets: int) -> int:
             candidate = nxt
         else:
             return candidate
+
+
+def check_delivery_time(m: pb.Message, max_delay_ms: int) -> None:
+    """SendMessageActivity.validateDelayTime: a delivery time more than max_delay_ms ahead (maxDelayTimeMills) is
+    refused."""
+    sp = m.system_properties
+    if sp.HasField("delivery_timestamp") and max_delay_ms > 0:
+        ms = sp.delivery_timestamp.seconds * 1000 + sp.delivery_timestamp.nanos // 1_000_000
+        if ms - int(time.time() * 1000) > max_delay_ms:
+            raise ConvertError(
+                pb.Code.ILLEGAL_DELIVERY_TIME, f"the max delay time of message is too large, max is {max_delay_ms}"
+            )

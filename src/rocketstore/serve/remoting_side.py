@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from . import address
+from ..broker import address
 
 log = logging.getLogger("rocketstore.serve")
 

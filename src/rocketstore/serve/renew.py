@@ -27,7 +27,7 @@ import logging
 import threading
 
 from ..services.service_thread import ServiceThread
-from .pop import Handle, HandleError, now_ms
+from ..broker.pop import Handle, HandleError, now_ms
 
 log = logging.getLogger("rocketstore.serve")
 

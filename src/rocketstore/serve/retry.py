@@ -25,7 +25,7 @@ import threading
 
 from ..message import Message
 from . import convert as C
-from .pop import Handle, PopState, Popped, now_ms
+from ..broker.pop import Handle, PopState, Popped, now_ms
 
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"

@@ -17,8 +17,8 @@ import grpc.aio
 
 from ..config import StoreConfig
 from ..store import MessageStore
-from . import address
-from .address import ListenError
+from ..broker import address
+from ..broker.address import ListenError
 from .aio_service import AsyncMessagingService
 from .auth import AuthInterceptor, keys_from_broker_conf
 from .protocol import service_pb2_grpc as sgrpc

@@ -20,14 +20,15 @@ from ..topics import DEFAULT_QUEUE_NUMS
 from ..errors import RocketStoreError
 from ..filter import FilterSyntaxError
 from . import convert as C
-from . import rules
-from .pop import HandleError, Handle, OffsetFlush, PopState, now_ms
+from . import validator as rules
+from ..broker.pop import HandleError, Handle, OffsetFlush, PopState, now_ms
 from . import assignment as _assignment
 from .retry import RetryManager
 from .renew import RenewManager
-from .transaction import Transactions, grpc_checker
-from .delay import DelayService
-from .fifo import SubscriptionGroups
+from ..broker.transaction import Transactions
+from .transactions_grpc import end_transaction, grpc_checker
+from ..broker.delay import DelayService
+from ..broker.fifo import SubscriptionGroups
 
 log = logging.getLogger("rocketstore.serve")
 Code = pb.Code
@@ -395,7 +396,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             return spb.SendMessageResponse(status=_status(*problem))
         try:
             for m in request.messages:
-                self.delay.validate(m)
+                C.check_delivery_time(m, self.delay.max_delay_ms)
             msgs = [C.to_store(m, self.config.max_message_size, context.peer()) for m in request.messages]
         except C.ConvertError as e:
             return spb.SendMessageResponse(status=_status(e.code, str(e)))
@@ -454,7 +455,8 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             return spb.EndTransactionResponse(
                 status=_status(Code.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
             )
-        code, text = self.tx.end(
+        code, text = end_transaction(
+            self.tx,
             topic,
             request.transaction_id,
             request.resolution,

@@ -11,7 +11,7 @@ remoting, at start, every registerNameServerPeriod and on every topic change, an
 
 Queue locks for orderly consumers: locks.py. Send-back of failed messages (%RETRY%group, delay levels, %DLQ%group):
 send_back.py, over the subscription groups (subscriptions.py, config/subscriptionGroup.json). Transactions: transaction.py
-over the store's shared pending state (serve/transaction.py). mqadmin's requests: topic create/update/delete and topic
+over the store's shared pending state (broker/transaction.py). mqadmin's requests: topic create/update/delete and topic
 configs and stats (admin_topics.py), runtime info, broker config, connections and consume stats (admin.py, counting
 in stats.py), lookups by msgId and key (lookup.py), offset resets, group offset clones and consume time spans (reset.py). With `acl` (a remoting.acl.PlainAcl, RocketMQ's aclEnable with a
 plain_acl.yml) every request is checked before its handler."""
@@ -24,7 +24,7 @@ import random
 import time
 from dataclasses import dataclass, replace
 
-from ...serve.transaction import Transactions
+from ...broker.transaction import Transactions
 from ..acl import remoting_hook
 from ..codes import RequestCode
 from ..namesrv.routes import DataVersion
@@ -139,7 +139,7 @@ class Broker:
         self.hold = PullHold(store, self.settings.maxHeldPulls)
         self.schedule = ScheduleService(store, self.arrived)
         self.locks = QueueLocks()
-        self.transactions = None  # the store's shared pending state (serve/transaction.py), from start()
+        self.transactions = None  # the store's shared pending state (broker/transaction.py), from start()
         self.txp = TransactionProcessor(self)
         self.send_back = SendBack(self)
         self.stats = BrokerStats(store)

@@ -13,7 +13,7 @@ import asyncio
 import logging
 
 from ... import topics as TC
-from ...serve.rules import is_system_topic
+from ...broker.rules import is_system_topic
 from .. import fastjson, headers
 from ..codes import ResponseCode
 from ..command import response_to

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import zlib
 
-from ...serve.address import parse_host_port
+from ...broker.address import parse_host_port
 from .. import fastjson
 from ..client import RemotingClient
 from ..codes import RequestCode, ResponseCode

@@ -4,7 +4,7 @@ time (store time + level n's delay, messageDelayLevel) as its tagsCode. This thr
 order, each message whose time has come to its real topic and queue (messageTimeUp: DELAY and the timer
 properties cleared, the rest kept) and records how far each level got in config/delayOffset.json
 ({"offsetTable":{level:offset}}, RocketMQ's file), so delivery carries on across restarts. A message that cannot
-be delivered never stalls its level (serve.delay.deliver, the timer's rule: a queue the topic no longer has is
+be delivered never stalls its level (broker.delay.deliver, the timer's rule: a queue the topic no longer has is
 replaced by one it has; a put refused for good, or a real topic no client may send to, is skipped and logged)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 from ...config_files import read_with_backup, write_atomically
 from ...formats import properties as P
 from ...message import Message
-from ...serve.delay import DELIVERED, RETRY, deliver
+from ...broker.delay import DELIVERED, RETRY, deliver
 from ...services.service_thread import ServiceThread
 from .properties import to_string
 from .topics import SCHEDULE_QUEUES, SCHEDULE_TOPIC
@@ -72,7 +72,7 @@ class ScheduleService(ServiceThread):
         return pause
 
     def deliver_due(self, now: int) -> int:
-        """Deliver what is due, level by level in queue order (serve.delay.deliver: a message that can never be
+        """Deliver what is due, level by level in queue order (broker.delay.deliver: a message that can never be
         delivered is skipped, as RocketMQ moves on past it; one the store refuses for now stops its level until
         the next round); each level's progress is recorded even when a later delivery fails or raises."""
         done = 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 
-from ...serve.rules import is_client_send_forbidden
+from ...broker.rules import is_client_send_forbidden
 from ...validation import topic_problem
 from ..namesrv.routes import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig
 

@@ -1,4 +1,4 @@
-"""Transactional messages over the remoting protocol, on the store's shared pending state (serve/transaction.py,
+"""Transactional messages over the remoting protocol, on the store's shared pending state (broker/transaction.py,
 the gRPC side's too: a half message sent over one protocol may be ended over the other):
 
 - END_TRANSACTION (37) as EndTransactionProcessor answers it: the header (EndTransactionRequestHeader:
@@ -22,7 +22,7 @@ import logging
 from ...formats import properties as P
 from ...formats import record as R
 from ...message import PutStatus
-from ...serve.transaction import CHECK_IMMUNITY, CHECK_TIMES, HALF_TOPIC, REAL_QID, REAL_TOPIC, PendingHalf, now_ms
+from ...broker.transaction import CHECK_IMMUNITY, CHECK_TIMES, HALF_TOPIC, REAL_QID, REAL_TOPIC, PendingHalf, now_ms
 from .. import headers
 from ..codes import RequestCode, ResponseCode
 from ..command import RemotingCommand, response_to

@@ -1,9 +1,8 @@
 """Transactional messages as RocketMQ 5's broker keeps them (TransactionalMessageBridge, EndTransactionProcessor,
 TransactionalMessageServiceImpl.check), one pending state per store whichever protocol a producer speaks: the
-gRPC side (the proxy's SendMessage / EndTransaction / Telemetry, adapted here: `end`, `grpc_checker`) and the
-remoting broker (remoting/broker/transaction.py) share the instance `Transactions.shared(store)` gives, so a half
-message sent over one protocol can be ended over the other. This module imports nothing of gRPC until the gRPC
-adapter is used: the remoting broker runs without grpcio.
+gRPC side (the proxy's SendMessage / EndTransaction / Telemetry: serve/transactions_grpc.py) and the remoting
+broker (remoting/broker/transaction.py) share the instance `Transactions.shared(store)` gives, so a half message
+sent over one protocol can be ended over the other. It knows neither protocol.
 
 - A TRANSACTION message (sysFlag TRANSACTION_PREPARED_TYPE, TRAN_MSG=true) is stored as a half message: topic
   RMQ_SYS_TRANS_HALF_TOPIC, queue 0, its real topic and queue in REAL_TOPIC / REAL_QID, the transaction id in
@@ -119,12 +118,11 @@ class Transactions(ServiceThread):
     """The half messages of one store and their checks (TransactionalMessageCheckService: a round of checks
     every tick, a second at most). Thread-safe.
 
-    `producers` (optional): the gRPC side's Telemetry outboxes of the producers publishing a topic; given, the
-    gRPC checker is added."""
+    Each protocol adds its own checker (add_checker): how it asks a producer about a half message."""
 
     name = "transaction-check"
 
-    def __init__(self, store, producers=None, extra: dict | None = None, on_change=None):
+    def __init__(self, store, extra: dict | None = None, on_change=None):
         super().__init__()
         extra = extra or {}
         self.store = store
@@ -140,8 +138,6 @@ class Transactions(ServiceThread):
         # the pause before each round (and after one that failed): a check falls due within it
         tick_ms = min(self.check_interval_ms, self.timeout_ms, 1000)
         self.initial_delay_s = self.error_delay_s = max(0.05, tick_ms / 1000.0)
-        if producers is not None:
-            self.add_checker(grpc_checker(producers))
         self._rebuild()
 
     # ------------------------------------------------------------------ one per store
@@ -151,7 +147,7 @@ class Transactions(ServiceThread):
         with _shared_lock:
             entry = _shared.get(id(store))
             if entry is None or entry[0].store is not store:
-                entry = _shared[id(store)] = [cls(store, None, extra), 0]
+                entry = _shared[id(store)] = [cls(store, extra), 0]
                 entry[0].start()
             entry[1] += 1
             return entry[0]
@@ -325,25 +321,6 @@ class Transactions(ServiceThread):
         log.debug("transaction %s %s", h.tx_id, "committed" if commit else "rolled back")
         return EndResult(half, put)
 
-    def end(self, topic: str, tx_id: str, resolution: int, from_check: bool) -> tuple[int, str]:
-        """The gRPC side's EndTransaction: (code, message) to answer."""
-        from .protocol import definition_pb2 as pb
-
-        h = self.by_id(tx_id)
-        if h is None:
-            return pb.Code.INVALID_TRANSACTION_ID, f"transaction {tx_id} not found (ended already or unknown)"
-        if h.real_topic and h.real_topic != topic:
-            return pb.Code.INVALID_TRANSACTION_ID, f"transaction {tx_id} does not belong to topic {topic}"
-        if resolution not in (pb.TransactionResolution.COMMIT, pb.TransactionResolution.ROLLBACK):
-            return pb.Code.OK, "OK"  # UNKNOWN: still pending, checked again later
-        r = self.finish(h, resolution == pb.TransactionResolution.COMMIT)
-        if not r.ok:
-            if r.half is None and r.problem.startswith("the transaction is ended"):
-                return pb.Code.INVALID_TRANSACTION_ID, f"transaction {tx_id} not found (ended already or unknown)"
-            return pb.Code.INTERNAL_SERVER_ERROR, r.problem
-        log.debug("transaction %s ended over gRPC%s", tx_id, " (check)" if from_check else "")
-        return pb.Code.OK, "OK"
-
     def _write_op(self, h: PendingHalf) -> bool:
         op = Message(
             topic=OP_TOPIC,
@@ -420,31 +397,6 @@ class Transactions(ServiceThread):
     def pending_ids(self) -> list[str]:
         with self._lock:
             return [h.tx_id for h in sorted(self.pending.values(), key=lambda h: h.half_offset)]
-
-
-def grpc_checker(producers) -> Checker:
-    """The gRPC side's check: a RecoverOrphanedTransactionCommand into the Telemetry outbox of a producer
-    publishing the half message's topic (round robin over them)."""
-    turns = itertools.count()
-
-    def check(h: PendingHalf, half) -> bool:
-        from . import convert as C
-        from .protocol import service_pb2 as spb
-
-        outboxes = producers(h.real_topic)
-        if not outboxes:
-            return False
-        msg = C.to_v2(half, h.real_topic)
-        msg.system_properties.queue_id = int(half.properties.get(REAL_QID, "0") or 0)
-        cmd = spb.TelemetryCommand(
-            recover_orphaned_transaction_command=spb.RecoverOrphanedTransactionCommand(
-                message=msg, transaction_id=h.tx_id
-            )
-        )
-        outboxes[next(turns) % len(outboxes)].put(cmd)
-        return True
-
-    return check
 
 
 def _committed(half) -> Message:

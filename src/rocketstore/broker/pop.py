@@ -8,7 +8,7 @@ topicType brokerName queueId offset commitLogOffset"; an in-flight message remem
 current handle, so a handle superseded by ChangeInvisibleDuration or a redelivery acks nothing (as an ack of an
 old CK does nothing in RocketMQ) and an expired one is refused (ReceiptHandle.isExpired).
 
-The state lives in <store>/config/popState.json plus its journal (serve/journal.py: every change is synced
+The state lives in <store>/config/popState.json plus its journal (broker/journal.py: every change is synced
 before any answer that depends on it), and each queue's lowest unacked offset is committed to
 consumerOffset.json as the group's offset (every few seconds and at close), so a restart of the server keeps
 acked messages acked and in-flight ones in flight (redelivered once their time ends). Messages whose time

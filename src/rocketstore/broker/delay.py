@@ -27,8 +27,7 @@ from ..config_files import read_with_backup, write_atomically
 from ..message import GetStatus, Message, PutResult, PutStatus
 from ..services.service_thread import ServiceThread
 from ..validation import topic_problem
-from .protocol import definition_pb2 as pb
-from . import convert as C
+from ..formats import properties as P
 from .rules import is_client_send_forbidden
 
 log = logging.getLogger("rocketstore.serve")
@@ -101,12 +100,12 @@ def deliver(store, msg: Message, queue_id: int, where: str) -> tuple[str, PutRes
 def deliver_ms(props: dict) -> int | None:
     """A message's delivery time in ms (TIMER_DELIVER_MS, TIMER_DELAY_MS, TIMER_DELAY_SEC), or None."""
     try:
-        if props.get(C.TIMER_DELAY_SEC) is not None:
-            return _now() + int(props[C.TIMER_DELAY_SEC]) * 1000
-        if props.get("TIMER_DELAY_MS") is not None:
-            return _now() + int(props["TIMER_DELAY_MS"])
-        if props.get(C.TIMER_DELIVER_MS) is not None:
-            return int(props[C.TIMER_DELIVER_MS])
+        if props.get(P.TIMER_DELAY_SEC) is not None:
+            return _now() + int(props[P.TIMER_DELAY_SEC]) * 1000
+        if props.get(P.TIMER_DELAY_MS) is not None:
+            return _now() + int(props[P.TIMER_DELAY_MS])
+        if props.get(P.TIMER_DELIVER_MS) is not None:
+            return int(props[P.TIMER_DELIVER_MS])
     except ValueError:
         return None
     return None
@@ -149,17 +148,6 @@ class DelayService(ServiceThread):
             log.info("delay: %d timer message(s) waiting", len(self._heap))
 
     # ------------------------------------------------------------------ send side
-    def validate(self, m: pb.Message) -> None:
-        """SendMessageActivity.validateDelayTime: a delivery time too far ahead is refused."""
-        sp = m.system_properties
-        if sp.HasField("delivery_timestamp") and self.max_delay_ms > 0:
-            ms = sp.delivery_timestamp.seconds * 1000 + sp.delivery_timestamp.nanos // 1_000_000
-            if ms - _now() > self.max_delay_ms:
-                raise C.ConvertError(
-                    pb.Code.ILLEGAL_DELIVERY_TIME,
-                    f"the max delay time of message is too large, max is {self.max_delay_ms}",
-                )
-
     @staticmethod
     def is_delayed(msg: Message) -> bool:
         due = deliver_ms(msg.properties or {})
