@@ -16,18 +16,18 @@ from ..errors import RocketStoreError
 from ..validation import group_problem
 from . import main as M
 from . import output as O
-from .commands import (
+from .options import (
     CREATE_HELP,
-    _check_topic,
-    _conf_opt,
-    _json_opt,
-    _one_line,
-    _open,
-    _queue_range,
-    _require_topic,
-    _small_opt,
-    _store_arg,
-    _topic_queue_ids,
+    check_topic,
+    conf_opt,
+    json_opt,
+    one_line,
+    open_store,
+    queue_range,
+    require_topic,
+    small_opt,
+    store_arg,
+    topic_queue_ids,
 )
 
 MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")  # TopicMessageType, attribute message.type
@@ -45,7 +45,7 @@ def _progress_rows(s, group: str, topics: list[str]) -> list[dict]:
     the store time of the last consumed message."""
     rows = []
     for t in topics:
-        for q in _topic_queue_ids(s, t):
+        for q in topic_queue_ids(s, t):
             committed = s.consumer_offsets.query(group, t, q)
             hi = s.max_offset(t, q)
             last = s.store_timestamp_at(t, q, committed - 1) if committed > 0 else -1
@@ -63,14 +63,14 @@ def _progress_rows(s, group: str, topics: list[str]) -> list[dict]:
 
 
 @click.command()
-@_store_arg
-@_conf_opt
-@_json_opt
+@store_arg
+@conf_opt
+@json_opt
 @O.wide_option
 def groups(store, conf, as_json, wide):
     """Every consumer group with committed offsets (config/consumerOffset.json): its topics and total lag.
     Opens the store read-only."""
-    s = _open(store, conf, read_only=True)
+    s = open_store(store, conf, read_only=True)
     try:
         rows = []
         for g, topics in s.consumer_offsets.groups().items():
@@ -84,7 +84,7 @@ def groups(store, conf, as_json, wide):
                 }
             )
     except (RocketStoreError, ValueError, OSError) as e:
-        M.fail(_one_line(e))
+        M.fail(one_line(e))
     finally:
         s.close()
     if as_json:
@@ -101,26 +101,26 @@ def group():
 
 
 @group.command()
-@_store_arg
+@store_arg
 @click.argument("name", metavar="GROUP")
 @click.option("--topic", "-t", default=None, help="Only this topic.")
-@_conf_opt
-@_json_opt
+@conf_opt
+@json_opt
 @O.wide_option
 def progress(store, name, topic, conf, as_json, wide):
     """A group's progress per queue (mqadmin consumerProgress): the queue's max offset, the committed
     offset, the lag and when the last consumed message was stored; the total lag. Read-only."""
     _check_group(name)
-    s = _open(store, conf, read_only=True)
+    s = open_store(store, conf, read_only=True)
     try:
         known = s.consumer_offsets.groups().get(name)
         if known is None:
             M.fail(f"no consumer group {name} in {s.root} (no committed offsets)")
         if topic is not None:
-            _require_topic(s, topic)
+            require_topic(s, topic)
         rows = _progress_rows(s, name, [topic] if topic else known)
     except (RocketStoreError, ValueError, OSError) as e:
-        M.fail(_one_line(e))
+        M.fail(one_line(e))
     finally:
         s.close()
     total = sum(r["lag"] for r in rows)
@@ -132,7 +132,7 @@ def progress(store, name, topic, conf, as_json, wide):
 
 
 @group.command(name="reset-offset")
-@_store_arg
+@store_arg
 @click.argument("name", metavar="GROUP")
 @click.option("--topic", "-t", required=True, help="The topic whose offsets to reset.")
 @click.option(
@@ -151,23 +151,23 @@ def progress(store, name, topic, conf, as_json, wide):
 @click.option("--to-earliest", is_flag=True, help="Each queue's first offset.")
 @click.option("--to-latest", is_flag=True, help="Each queue's end (skip everything stored so far).")
 @click.option("--queue", "-q", type=click.IntRange(min=0, max=O.JAVA_LONG_MAX), default=None, help="Only this queue.")
-@_conf_opt
-@_json_opt
+@conf_opt
+@json_opt
 @O.wide_option
 def reset_offset(store, name, topic, to_time, to_offset, to_earliest, to_latest, queue, conf, as_json, wide):
     """Set a group's committed offsets for a topic (mqadmin resetOffsetByTime, kafka-consumer-groups
     --reset-offsets): to a time, an offset, the earliest or the latest. Takes the store's lock."""
     _check_group(name)
-    _check_topic(topic)
+    check_topic(topic)
     if sum((to_time is not None, to_offset is not None, to_earliest, to_latest)) != 1:
         M.fail("give one of --to-time, --to-offset, --to-earliest, --to-latest")
     when = None
     if to_time is not None and to_time != "now":
         when = O.parse_time(to_time, "--to-time")
-    s = _open(store, conf, read_only=False, locked_hint=" (a reset writes config/consumerOffset.json)")
+    s = open_store(store, conf, read_only=False, locked_hint=" (a reset writes config/consumerOffset.json)")
     try:
-        _require_topic(s, topic)
-        ids = _topic_queue_ids(s, topic)
+        require_topic(s, topic)
+        ids = topic_queue_ids(s, topic)
         if queue is not None:
             if queue not in ids:
                 M.fail(f"--queue {queue}: topic {topic} has queues 0..{len(ids) - 1}")
@@ -188,22 +188,22 @@ def reset_offset(store, name, topic, to_time, to_offset, to_earliest, to_latest,
             rows.append({"topic": topic, "queueId": q, "before": old if old >= 0 else None, "after": off})
         s.consumer_offsets.commit(name, topic, new)
     except (RocketStoreError, ValueError, OSError) as e:
-        M.fail(_one_line(e))
+        M.fail(one_line(e))
     finally:
         s.close()  # idempotent
     M.print_result(f"reset {name} on {topic}", None, rows, as_json, wide)
 
 
 @group.command(name="delete")
-@_store_arg
+@store_arg
 @click.argument("name", metavar="GROUP")
-@_conf_opt
-@_json_opt
+@conf_opt
+@json_opt
 def delete_group(store, name, conf, as_json):
     """Delete a group (mqadmin deleteSubGroup with its offsets): its committed offsets for every topic and
     its SQL92 filter registration. Takes the store's lock."""
     _check_group(name)
-    s = _open(store, conf, read_only=False, locked_hint=" (a delete writes config/consumerOffset.json)")
+    s = open_store(store, conf, read_only=False, locked_hint=" (a delete writes config/consumerOffset.json)")
     try:
         topics = s.consumer_offsets.groups().get(name, [])
         registered = any(name in groups for groups in s.filters.by_topic.values())
@@ -213,7 +213,7 @@ def delete_group(store, name, conf, as_json):
         if registered:
             s.unregister_filter(name)
     except (RocketStoreError, ValueError, OSError) as e:
-        M.fail(_one_line(e))
+        M.fail(one_line(e))
     finally:
         s.close()  # idempotent
     summary = {"group": name, "deleted": True, "topics": topics}
@@ -242,13 +242,13 @@ def _write_topic(store, name, conf, as_json, done: str, plan, create: bool = Fal
     """What `topic create` and `topic update` share (both mqadmin updateTopic): the store opened writable
     (its lock), `plan(store)` answers the topic's queue count and attributes (or fails), the topic is
     written to config/topics.json, and its config as written is printed ("<done> topic <name>")."""
-    s = _open(store, conf, read_only=False, create=create, small=small)
+    s = open_store(store, conf, read_only=False, create=create, small=small)
     try:
         queues, attrs = plan(s)
         s.create_topic(name, queues, attrs)
         cfg = s.topic_configs[name]
     except (RocketStoreError, ValueError, OSError) as e:
-        M.fail(_one_line(e))
+        M.fail(one_line(e))
     finally:
         s.close()  # idempotent
     M.print_result(f"{done} topic {name}", cfg, [], as_json)
@@ -269,18 +269,18 @@ _type_opt = click.option(
 
 
 @topic.command(name="create")
-@_store_arg
+@store_arg
 @click.argument("name", metavar="TOPIC")
 @_queues_opt
 @click.option("--batch-cq", is_flag=True, help="A batch ConsumeQueue topic (queue.type=BatchCQ, RIP-26).")
 @_type_opt
 @click.option("--create", is_flag=True, help=CREATE_HELP)
-@_small_opt
-@_conf_opt
-@_json_opt
+@small_opt
+@conf_opt
+@json_opt
 def create_topic(store, name, queues, batch_cq, message_type, create, small, conf, as_json):
     """Create a topic in config/topics.json (mqadmin updateTopic for a new topic)."""
-    _check_topic(name)
+    check_topic(name)
 
     def plan(s):
         if name in s.topic_configs or name in s.topics():
@@ -291,46 +291,46 @@ def create_topic(store, name, queues, batch_cq, message_type, create, small, con
 
 
 @topic.command(name="update")
-@_store_arg
+@store_arg
 @click.argument("name", metavar="TOPIC")
 @_queues_opt
 @_type_opt
-@_conf_opt
-@_json_opt
+@conf_opt
+@json_opt
 def update_topic(store, name, queues, message_type, conf, as_json):
     """Change a topic's queue count or message type (mqadmin updateTopic); its queue type cannot change."""
-    _check_topic(name)
+    check_topic(name)
     if queues is None and message_type is None:
         M.fail("give --queues or --message-type")
 
     def plan(s):
-        _require_topic(s, name)
+        require_topic(s, name)
         current = s.topic_configs.get(name)
-        n = queues or int((current or {}).get("writeQueueNums") or len(_topic_queue_ids(s, name)))
+        n = queues or int((current or {}).get("writeQueueNums") or len(topic_queue_ids(s, name)))
         return n, _attributes(False, message_type, current)
 
     _write_topic(store, name, conf, as_json, "updated", plan)
 
 
 @topic.command(name="delete")
-@_store_arg
+@store_arg
 @click.argument("name", metavar="TOPIC")
 @click.option("--yes", is_flag=True, help="Do not ask first.")
-@_conf_opt
-@_json_opt
+@conf_opt
+@json_opt
 def delete_topic(store, name, yes, conf, as_json):
     """Delete a topic as mqadmin deleteTopic does in a broker: its topics.json entry, its queues and the
     groups' offsets for it. Its CommitLog records stay until they expire (as in RocketMQ)."""
-    _check_topic(name)
-    s = _open(store, conf, read_only=False)
+    check_topic(name)
+    s = open_store(store, conf, read_only=False)
     try:
-        _require_topic(s, name)
-        messages = sum(_queue_range(s, name, q)[2] for q in _topic_queue_ids(s, name))
+        require_topic(s, name)
+        messages = sum(queue_range(s, name, q)[2] for q in topic_queue_ids(s, name))
         if not yes and not as_json:
             click.confirm(f"delete topic {name} ({messages} message(s) in its queues) from {s.root}?", abort=True)
         s.delete_topic(name)
     except (RocketStoreError, ValueError, OSError) as e:
-        M.fail(_one_line(e))
+        M.fail(one_line(e))
     finally:
         s.close()  # idempotent
     summary = {"topic": name, "deleted": True, "messages": messages}

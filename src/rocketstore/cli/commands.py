@@ -24,76 +24,27 @@ from ..errors import InvalidMessageIdError, RocketStoreError, StoreLockedError
 from ..store_lock import StoreLock
 from ..formats import properties as P
 from ..topics import queue_type
-from ..validation import group_problem, property_name_problem, topic_problem
+from ..validation import group_problem, property_name_problem
 from . import main as M
 from . import output as O
+from .options import (
+    CREATE_HELP,
+    check_topic,
+    conf_opt,
+    json_opt,
+    one_line,
+    open_store,
+    queue_range,
+    require_topic,
+    small_opt,
+    store_arg,
+    topic_queue_ids,
+)
 
 SHOWN_PUTS = 20  # produce prints one row per message up to this many, else a summary
 FOLLOW_WAIT_MS = 1000  # --follow: long-poll this long, then look at the store again
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 COMMIT_EVERY_S = 5.0  # --follow commits this often while it moves (a RocketMQ client's persistConsumerOffsetInterval)
-
-_store_arg = click.argument("store", type=click.Path(file_okay=False))
-_conf_opt = click.option("-c", "--conf", type=click.Path(dir_okay=False), help="A RocketMQ broker.conf.")
-_json_opt = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-
-
-def _one_line(e: BaseException | str) -> str:
-    return " ".join(str(e).split())
-
-
-def _check_topic(topic: str) -> None:
-    problem = topic_problem(topic)
-    if problem:
-        M.fail(problem)
-
-
-def _open(
-    store: str,
-    conf: str | None,
-    read_only: bool = True,
-    create: bool = False,
-    locked_hint: str = "",
-    trust_queues: bool = False,
-    small: bool = False,
-) -> MessageStore:
-    if not os.path.isdir(store):
-        if os.path.exists(store):
-            M.fail(f"{store}: not a directory")
-        if not create:
-            M.fail(f"{store}: no store directory here" + ("" if read_only else " (give --create to make one)"))
-    elif not create or os.listdir(store):  # --create makes a store where there is none, or in an empty dir
-        M.require_store(store)
-    cfg = M.load_config(conf)
-    if small and not _has_commitlog(store):
-        cfg = cfg.with_small_files()  # a new store; an existing one keeps the sizes of its files
-    try:
-        return M.open_store(store, cfg, read_only=read_only, check_commitlog=not trust_queues)
-    except StoreLockedError as e:
-        M.fail(_one_line(e) + locked_hint)
-    except (RocketStoreError, OSError, ValueError) as e:
-        M.fail(f"{store}: {_one_line(e)}")
-
-
-def _has_commitlog(store: str) -> bool:
-    try:
-        return any(not n.startswith(".") for n in os.listdir(os.path.join(store, "commitlog")))
-    except OSError:
-        return False
-
-
-CREATE_HELP = (
-    "Make a store when the directory does not exist or is empty. A new store has RocketMQ's file sizes: a 1 GiB "
-    "CommitLog segment and a 400 MiB index file, reserved on disk at once (about 1.4 GB for one message); "
-    "--small, or -c broker.conf sizes, for less."
-)
-_small_opt = click.option(
-    "--small",
-    is_flag=True,
-    help="A new store gets small files: 16 MiB CommitLog segments, 6,000-unit queue files and 5,000-slot index "
-    "files (about 17 MiB on disk for a first message) instead of RocketMQ's 1 GiB and 400 MiB. Sizes that "
-    "-c broker.conf gives win; an existing store keeps the sizes of its files (every open reads them).",
-)
 
 
 def _message_row(m, as_hex: bool = False, as_json: bool = False) -> dict:
@@ -117,13 +68,6 @@ def _message_row(m, as_hex: bool = False, as_json: bool = False) -> dict:
 
 
 SHORT_COLUMNS = ["queueId", "queueOffset", "storeTimestamp", "tags", "keys", "body"]
-
-
-def _require_topic(s: MessageStore, topic: str) -> None:
-    """A topic the store does not know is an error (as `queues` says), not "no messages"."""
-    if topic not in s.topics() and topic not in s.topic_configs:
-        s.close()
-        M.fail(f"no topic {topic} in {s.root}")
 
 
 # ---------------------------------------------------------------- produce
@@ -175,7 +119,7 @@ def _write_queues(store: MessageStore, topic: str) -> list[int]:
 
 
 @click.command()
-@_store_arg
+@store_arg
 @click.argument("topic")
 @click.argument("bodies", metavar="[BODY]...", nargs=-1)
 @click.option("--file", "file_", type=click.Path(dir_okay=False), help="One message whose body is this file.")
@@ -191,15 +135,15 @@ def _write_queues(store: MessageStore, topic: str) -> list[int]:
 )
 @click.option("--queue", type=int, default=None, help="Put every message in this queue (default: round robin).")
 @click.option("--create", is_flag=True, help=CREATE_HELP)
-@_small_opt
-@_conf_opt
-@_json_opt
+@small_opt
+@conf_opt
+@json_opt
 @O.wide_option
 def produce(store, topic, bodies, file_, from_stdin, tags, keys, props, queue, create, small, conf, as_json, wide):
     """Put messages into a store: one per BODY argument, the content of --file, or one per line of --stdin.
     Each gets a UNIQ_KEY (as a RocketMQ producer assigns one). Without --queue, the messages go round robin
     over the topic's write queues (config/topics.json; a new topic gets 8, RocketMQ's defaultTopicQueueNums)."""
-    _check_topic(topic)
+    check_topic(topic)
     sources = sum(1 for s in (bodies, file_, from_stdin) if s)
     if sources != 1:
         M.fail("give the bodies as arguments, or --file F, or --stdin (exactly one of them)")
@@ -214,7 +158,7 @@ def produce(store, topic, bodies, file_, from_stdin, tags, keys, props, queue, c
         payloads = (line.rstrip(b"\r\n") for line in sys.stdin.buffer)
     else:
         payloads = (b.encode("utf-8", "surrogateescape") for b in bodies)
-    s = _open(store, conf, read_only=False, create=create, small=small)
+    s = open_store(store, conf, read_only=False, create=create, small=small)
     rows, per_queue = [], {}
     try:
         queues = _write_queues(s, topic)
@@ -355,7 +299,7 @@ class _Printer:
 
 
 @click.command()
-@_store_arg
+@store_arg
 @click.argument("topic")
 @click.option(
     "--group", "-g", default=None, help="The consumer group (default: read without a group, committing nothing)."
@@ -422,7 +366,7 @@ class _Printer:
 )
 @click.option("--body-only", is_flag=True, help="Only the bodies, as they are, one per line (--format '%s\\n').")
 @click.option("--hex", "as_hex", is_flag=True, help="Bodies in hex in tables (else text when they are UTF-8).")
-@_conf_opt
+@conf_opt
 @click.option(
     "--json",
     "as_json",
@@ -458,12 +402,12 @@ def consume(
     commit = commit and group is not None
     fmt = _output_format(fmt, body_only, as_json)
     # reading with the lock held only when committing and not following: a follower must let producers write
-    s = _open(
+    s = open_store(
         store, conf, read_only=follow or not commit, locked_hint=" (committing needs the lock: read with --no-commit)"
     )
-    _require_topic(s, topic)
-    if queue is not None and queue not in _topic_queue_ids(s, topic):
-        ids = _topic_queue_ids(s, topic)
+    require_topic(s, topic)
+    if queue is not None and queue not in topic_queue_ids(s, topic):
+        ids = topic_queue_ids(s, topic)
         s.close()
         M.fail(
             f"--queue {queue}: topic {topic} has queues {ids[0]}..{ids[-1]}"
@@ -495,7 +439,7 @@ def consume(
         if commit and not follow:
             c.commit()
     except (RocketStoreError, ValueError, OSError) as e:
-        M.fail(_one_line(e))
+        M.fail(one_line(e))
     finally:
         s.close()  # idempotent
     if commit and follow:
@@ -509,7 +453,7 @@ def consume(
 
 def _check_consume_options(topic, group, start, offset, last, tags, sql) -> None:
     """consume's options that do not go together, or do not parse: one error line each."""
-    _check_topic(topic)
+    check_topic(topic)
     if group is not None:
         problem = group_problem(group)
         if problem:
@@ -561,7 +505,7 @@ def _check_sql(sql: str) -> None:
     try:
         compile_sql(sql)
     except FilterSyntaxError as e:
-        M.fail(f"--sql {sql!r}: line {e.line}, column {e.column}: {_one_line(e.reason)}")
+        M.fail(f"--sql {sql!r}: line {e.line}, column {e.column}: {one_line(e.reason)}")
 
 
 def _follow(store, conf, s, c, tags, max_count, printer, sql=None, committer=None):
@@ -584,7 +528,7 @@ def _follow(store, conf, s, c, tags, max_count, printer, sql=None, committer=Non
                 # the reopen instead, a moment
                 with _signals_deferred():
                     s.close()
-                    s = _open(store, conf, read_only=True, trust_queues=True)
+                    s = open_store(store, conf, read_only=True, trust_queues=True)
                     c = c.on(s)
                 continue
             if max_count is not None and seen + len(got) > max_count:
@@ -660,9 +604,9 @@ def _commit_later(store, group, topic, positions) -> None:
     except KeyboardInterrupt:  # a second Ctrl-C came while it committed: the commit is done
         pass
     except StoreLockedError as e:
-        M.fail(f"{_one_line(e)}: the offsets were not committed ({positions})")
+        M.fail(f"{one_line(e)}: the offsets were not committed ({positions})")
     except (RocketStoreError, OSError) as e:
-        M.fail(f"{store}: {_one_line(e)}: the offsets were not committed")
+        M.fail(f"{store}: {one_line(e)}: the offsets were not committed")
 
 
 # ---------------------------------------------------------------- query
@@ -713,7 +657,7 @@ def _by_time(s: MessageStore, topics: list[str], begin: int, end: int | None, ma
     found = []
     end = end if end is not None else (1 << 63) - 1
     for t in topics:
-        for q in _topic_queue_ids(s, t):
+        for q in topic_queue_ids(s, t):
             off, hi, taken = s.offset_by_time(t, q, begin), s.max_offset(t, q), 0
             while off < hi and taken < max_count:
                 r = s.get(READER_GROUP, t, q, off, 32)
@@ -730,7 +674,7 @@ def _by_time(s: MessageStore, topics: list[str], begin: int, end: int | None, ma
 
 
 @click.command()
-@_store_arg
+@store_arg
 @click.option("--topic", "-t", help="Only this topic (default: every topic).")
 @click.option("--key", help="Messages whose KEYS hold this key (the index).")
 @click.option(
@@ -765,7 +709,7 @@ def _by_time(s: MessageStore, topics: list[str], begin: int, end: int | None, ma
     help="With --key or a time range: at most this many.",
 )
 @click.option("--hex", "as_hex", is_flag=True, help="Bodies in hex in tables (else text when they are UTF-8).")
-@_conf_opt
+@conf_opt
 @click.option(
     "--json",
     "as_json",
@@ -785,12 +729,12 @@ def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as
     if len(given) > 1 or (not given and begin is None and end is None):
         M.fail("give one of --key, --msg-id, --unique-key, --offset, or a time range (--begin/--end)")
     if topic is not None:
-        _check_topic(topic)
+        check_topic(topic)
     begin_ms = O.parse_time(begin, "--begin") if begin is not None else 0
     end_ms = O.parse_time(end, "--end") if end is not None else None
-    s = _open(store, conf, read_only=True)
+    s = open_store(store, conf, read_only=True)
     if topic is not None:
-        _require_topic(s, topic)
+        require_topic(s, topic)
     topics = _all_topics(s, topic)
     where = f" in {topic}" if topic else ""
     try:
@@ -818,7 +762,7 @@ def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as
             what = f"stored {O.iso_time(begin_ms)} .. {O.iso_time(end_ms) if end_ms is not None else 'now'}{where}"
         rows = [_message_row(m, as_hex, as_json) for m in found]
     except (RocketStoreError, ValueError, OSError) as e:
-        M.fail(_one_line(e))
+        M.fail(one_line(e))
     finally:
         s.close()
     if as_json:
@@ -835,34 +779,21 @@ def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as
 
 
 # ---------------------------------------------------------------- topics and queues
-def _topic_queue_ids(s: MessageStore, topic: str) -> list[int]:
-    ids = set(s.topics().get(topic, []))
-    cfg = s.topic_configs.get(topic)
-    if cfg:
-        ids.update(range(int(cfg.get("readQueueNums") or 0)))
-    return sorted(ids)
-
-
-def _queue_range(s: MessageStore, topic: str, q: int) -> tuple[int, int, int]:
-    lo, hi = s.min_offset(topic, q), s.max_offset(topic, q)
-    return lo, hi, max(hi - max(lo, 0), 0)
-
-
 @click.command()
-@_store_arg
-@_conf_opt
-@_json_opt
+@store_arg
+@conf_opt
+@json_opt
 @O.wide_option
 def topics(store, conf, as_json, wide):
     """Every topic: its queues, queue type (SimpleCQ or BatchCQ), configured queue count and messages.
     Opens the store read-only."""
-    s = _open(store, conf, read_only=True)
+    s = open_store(store, conf, read_only=True)
     try:
         names = sorted(set(s.topics()) | set(s.topic_configs))
         rows = []
         for t in names:
             cfg = s.topic_configs.get(t)
-            ids = _topic_queue_ids(s, t)
+            ids = topic_queue_ids(s, t)
             rows.append(
                 {
                     "topic": t,
@@ -870,11 +801,11 @@ def topics(store, conf, as_json, wide):
                     "readQueueNums": cfg.get("readQueueNums") if cfg else None,
                     "writeQueueNums": cfg.get("writeQueueNums") if cfg else None,
                     "queueType": queue_type(cfg) if cfg else ("BatchCQ" if t in s.batch_topics else "SimpleCQ"),
-                    "messages": sum(_queue_range(s, t, q)[2] for q in ids),
+                    "messages": sum(queue_range(s, t, q)[2] for q in ids),
                 }
             )
     except (RocketStoreError, ValueError, OSError) as e:
-        M.fail(_one_line(e))
+        M.fail(one_line(e))
     finally:
         s.close()
     if rows or as_json:
@@ -884,17 +815,17 @@ def topics(store, conf, as_json, wide):
 
 
 @click.command()
-@_store_arg
+@store_arg
 @click.argument("topic", required=False)
-@_conf_opt
-@_json_opt
+@conf_opt
+@json_opt
 @O.wide_option
 def queues(store, topic, conf, as_json, wide):
     """Every queue (of TOPIC, or of all topics): min and max offsets, message count, and each consumer
     group's committed offset and lag. Opens the store read-only."""
     if topic is not None:
-        _check_topic(topic)
-    s = _open(store, conf, read_only=True)
+        check_topic(topic)
+    s = open_store(store, conf, read_only=True)
     try:
         known = set(s.topics()) | set(s.topic_configs)
         if topic is not None and topic not in known:
@@ -903,8 +834,8 @@ def queues(store, topic, conf, as_json, wide):
         rows = []
         for t in sorted(known) if topic is None else [topic]:
             groups = sorted(k.rsplit("@", 1)[1] for k in table if k.rsplit("@", 1)[0] == t and "@" in k)
-            for q in _topic_queue_ids(s, t):
-                lo, hi, n = _queue_range(s, t, q)
+            for q in topic_queue_ids(s, t):
+                lo, hi, n = queue_range(s, t, q)
                 row = {"topic": t, "queueId": q, "minOffset": lo, "maxOffset": hi, "messages": n, "groups": {}}
                 for g in groups:
                     committed = table[f"{t}@{g}"].get(q)
@@ -914,7 +845,7 @@ def queues(store, topic, conf, as_json, wide):
                     }
                 rows.append(row)
     except (RocketStoreError, ValueError, OSError) as e:
-        M.fail(_one_line(e))
+        M.fail(one_line(e))
     finally:
         s.close()
     title = f"queues of {topic or 'every topic'} in {s.root}"

@@ -28,11 +28,8 @@ from ..rebuild_swap import REBUILT, StagedRebuild
 from ..store_lock import StoreLock
 from . import main as M
 from . import output as O
+from .options import conf_opt, json_opt, store_arg
 from .progress import Phases, SparkTasks
-
-_store_arg = click.argument("store", type=click.Path(file_okay=False))
-_conf_opt = click.option("-c", "--conf", type=click.Path(dir_okay=False), help="A RocketMQ broker.conf.")
-_json_opt = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 
 
 class _Cuts(logging.Handler):
@@ -90,7 +87,7 @@ def _queue_totals(s: MessageStore) -> tuple[int, int]:
 
 
 @click.command()
-@_store_arg
+@store_arg
 @click.option(
     "--engine",
     type=click.Choice(["local", "spark"]),
@@ -120,8 +117,8 @@ def _queue_totals(s: MessageStore) -> tuple[int, int]:
     help="Say what would be rebuilt (queues, index files, their sizes) and the room the new files need "
     "meanwhile, changing nothing: the store is read read-only, no lock is taken.",
 )
-@_conf_opt
-@_json_opt
+@conf_opt
+@json_opt
 def rebuild(store, engine, master, spark_conf, yes, dry_run, conf, as_json):
     """Rebuild every ConsumeQueue, batch ConsumeQueue and index file from the CommitLog."""
     t = time.perf_counter()  # the whole command's time, reported as "seconds" (Spark's start included)
@@ -424,15 +421,15 @@ def _disk_note(store: str, cfg) -> str | None:
 
 
 @click.command()
-@_store_arg
+@store_arg
 @click.option(
     "--dry-run",
     is_flag=True,
     help="Say which CommitLog files would be deleted (and why the others stay), changing nothing: the store "
     "is not opened, no byte or file date changes.",
 )
-@_conf_opt
-@_json_opt
+@conf_opt
+@json_opt
 def clean(store, dry_run, conf, as_json):
     """Run the expired-file cleanup now (RocketMQ's manual delete trigger): CommitLog files older than
     fileReservedTime (72 h by default; their age is their last modification), oldest first, never the last
@@ -503,9 +500,9 @@ def _clean_dry_run(store: str, conf, as_json: bool) -> None:
 
 
 @click.command()
-@_store_arg
-@_conf_opt
-@_json_opt
+@store_arg
+@conf_opt
+@json_opt
 def recover(store, conf, as_json):
     """Open the store (which recovers it: after a crash, every record since the checkpoint is checked and
     dispatched again), report what was cut, and close it cleanly."""
