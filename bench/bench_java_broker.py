@@ -4,6 +4,7 @@ in one sitting, alternating runs (issue #28).
 
     python bench/bench_java_broker.py [--seconds 25] [--warmup 8] [--runs 2] [--quick] [--only p8,p64,...]
                                       [--fill-seconds 35] [--tmpdir /tmp] [--markdown FILE] [--no-java-broker]
+                                      [--sides java,rocketstore]
 
 Rows (each one workload: one of the tools in example/benchmark, 128-byte bodies, its own fresh topic, against
 the Java broker and then rocketstore, --runs times, default 2; --quick: 16 s runs, 5 s warm-up, 1 run):
@@ -154,12 +155,17 @@ class Tool:
                 self.proc.kill()
                 self.proc.wait()
 
-    def errors(self) -> int:
-        """ERROR lines the client logged before it was stopped (WARN lines: the route lookups of a new topic
-        before the broker creates it, on both sides; after the stop: its interrupted threads)."""
+    def errors(self) -> str:
+        """How many ERROR lines the client logged before it was stopped, and the exception under the first (WARN
+        lines: the route lookups of a new topic before the broker creates it, on both sides; after the stop:
+        its interrupted threads)."""
         with open(self.err_path, errors="replace") as f:
-            text = f.read(self.err_size)
-        return sum(" ERROR [" in line for line in text.splitlines())
+            lines = f.read(self.err_size).splitlines()
+        at = [i for i, line in enumerate(lines) if " ERROR [" in line]
+        if not at:
+            return ""
+        first = lines[at[0] + 1] if at[0] + 1 < len(lines) else lines[at[0]]
+        return f"{len(at)} ERROR lines from the client, the first: {first.strip()[:160]}"
 
 
 def parse(line: str) -> dict | None:
@@ -223,8 +229,8 @@ def measure(cp, root, pids, w: Workload, ns: str, topic: str, seconds: float, wa
     rts = [p["rt"] for _, p in kept if p["rt"] is not None]
     cpu = cpu_at(samples, end) - cpu_at(samples, start)
     note = f"drained at ~{end:.0f} s" if drained else ""
-    if tool.errors():
-        note = (note + "; " if note else "") + f"{tool.errors()} ERROR lines from the client"
+    if errors := tool.errors():
+        note = f"{note}; {errors}" if note else errors
     return Result(rate, None if w.tool == "Consumer" or not rts else sum(rts) / len(rts), lines[-1][1]["failed"],
                   1e6 * cpu / max(rate * (end - start), 1), rss, load, note)  # fmt: skip
 
@@ -318,6 +324,7 @@ def parse_args(argv):
     ap.add_argument("--markdown", help="also write the tables to this file")
     ap.add_argument("--java-dir", type=Path, default=JAVA_DIR, help="default %(default)s")
     ap.add_argument("--no-java-broker", action="store_true", help="rocketstore rows only")
+    ap.add_argument("--sides", default=",".join(SIDES), help="comma list of: java, rocketstore (default: both)")
     args = ap.parse_args(argv)
     q = args.quick
     args.seconds = args.seconds or (16 if q else 25)
@@ -328,6 +335,8 @@ def parse_args(argv):
     if set(keys) - {w.key for w in WORKLOADS}:
         ap.error(f"--only: unknown {sorted(set(keys) - {w.key for w in WORKLOADS})}")
     args.workloads = [w for w in WORKLOADS if w.key in keys]
+    if set(args.sides.split(",")) - set(SIDES):
+        ap.error(f"--sides: unknown {sorted(set(args.sides.split(',')) - set(SIDES))}")
     if args.seconds < args.warmup + SPAN + 1:
         ap.error(f"--seconds must be at least --warmup + {SPAN + 1:.0f}: a report line covers {SPAN:.0f} s")
     return args
@@ -350,7 +359,7 @@ def main(argv=None) -> int:
     if free_gb < 6:
         raise SystemExit(f"only {free_gb:.1f} GB free under {cfg.tmpdir}: a run needs up to ~3 GB (1 GB CommitLog)")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the finally blocks stop every server
-    sides = [s for s in SIDES if s != "java" or not cfg.java_why]
+    sides = [s for s in SIDES if s in cfg.sides.split(",") and (s != "java" or not cfg.java_why)]
     print(header(cfg), flush=True)
     cfg.root = tempfile.mkdtemp(prefix="bench_java_broker_", dir=cfg.tmpdir)
     tables, t_start = [], time.monotonic()
