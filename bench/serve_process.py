@@ -17,6 +17,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_pair() -> int:
+    """A free loopback port p with p - 2 free too (a broker's fast channel listens on its port - 2)."""
+    for _ in range(50):
+        p = free_port()
+        if p > 1026:
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", p - 2))
+                except OSError:
+                    continue
+            return p
+    raise RuntimeError("no free loopback port pair")
+
+
 def proc_cpu(pid: int) -> float:
     """CPU seconds (user + system) of a running process, from /proc/PID/stat."""
     with open(f"/proc/{pid}/stat") as f:
