@@ -36,7 +36,7 @@ typedef struct {
 
 static PyObject *s_files, *s_wbuf, *s_wrote, *s_file_size, *s_from, *s_populated, *s_buf, *s_store_ts, *s_last_phys,
     *s_queue_offsets, *s_topics, *s_ext, *s_max_phys, *s_logics_ts, *s_pending, *s_reput_from, *s_waiters,
-    *s_notify, *s_writeable, *s_error, *s_plain, *s_next_check, *s_disk_full, *s_topic, *s_sys_flag, *s_born_host,
+    *s_notify, *s_writeable, *s_error, *s_plain, *s_next_check, *s_disk_full, *s_topic, *s_sys_flag,
     *s_store_host, *s_build;
 
 static int lane_names(void) {
@@ -49,7 +49,7 @@ static int lane_names(void) {
     N(s_ext, "ext") N(s_max_phys, "max_physic_offset") N(s_logics_ts, "logics_msg_timestamp")
     N(s_pending, "_pending") N(s_reput_from, "reput_from_offset") N(s_waiters, "waiters") N(s_notify, "notify")
     N(s_writeable, "writeable") N(s_error, "error") N(s_plain, "plain") N(s_next_check, "next_disk_check")
-    N(s_disk_full, "disk_full") N(s_topic, "topic") N(s_sys_flag, "sys_flag") N(s_born_host, "born_host")
+    N(s_disk_full, "disk_full") N(s_topic, "topic") N(s_sys_flag, "sys_flag")
     N(s_store_host, "store_host") N(s_build, "build")
     N(s_files, "files")
 #undef N
@@ -202,10 +202,9 @@ static PyObject *lane_put(Lane *L, PyObject *const *args, Py_ssize_t nargs) {
     long long queues = PyLong_AsLongLongAndOverflow(TSLOT(T_QUEUES), &overflow);
     if (overflow || queues <= qid)
         goto none;
-    /* (raw properties: rs_keyed_prepare leaves the message to Python) */
     if ((r = ll_attr(msg, s_sys_flag, &sys_flag)) <= 0 || sys_flag != 0)
         goto answer;
-    if ((r = attr_is(msg, s_born_host, Py_None)) <= 0 || (r = attr_is(msg, s_store_host, Py_None)) <= 0)
+    if ((r = attr_is(msg, s_store_host, Py_None)) <= 0)     /* (an IPv4 born host: rs_keyed_prepare) */
         goto answer;
     PyObject *tail = TSLOT(T_TAIL);
     if ((r = rs_keyed_prepare(msg, PyBytes_GET_SIZE(tail), L->max_body, L->max_record, &k)) <= 0)

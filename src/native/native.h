@@ -65,11 +65,14 @@ PyObject *rs_corrupt(Py_ssize_t pos, const char *fmt, ...);
 /* lane.c: the PutLane type */
 int rs_lane_init(PyObject *module);
 
-/* put.c: one keyed (or plain) message's record on the plain put path, for keyed_record and the put lane */
+/* put.c: one keyed (or plain) message's record on the plain put path, for keyed_record and the put lane; a
+ * message with raw_properties or an IPv4 born host ("a.b.c.d:port", as a broker's send names its producer) too */
 typedef struct {
     PyObject *props, *info, *body;  /* PROPERTIES bytes, their props_info, the body (held) */
     long long flag, reconsume, pto, born_ts;
     int has_born;                   /* born_ts is the message's (else the clock's, read by the caller) */
+    int has_born_host;              /* born_host holds the message's IPv4 born host (else the store host's) */
+    unsigned char born_host[8];
     Py_ssize_t size;                /* the record's length */
 } rs_keyed;
 int rs_keyed_prepare(PyObject *msg, Py_ssize_t tail_len, Py_ssize_t max_body, Py_ssize_t max_record, rs_keyed *k);

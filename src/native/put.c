@@ -503,7 +503,7 @@ done:
 }
 
 /* ---------------------------------------------------------------- one keyed message */
-static PyObject *s_body, *s_flag, *s_reconsume, *s_pto, *s_born_ts;
+static PyObject *s_body, *s_flag, *s_reconsume, *s_pto, *s_born_ts, *s_born_host_attr;
 
 static int rs_keyed_names(void) {
     s_body = PyUnicode_InternFromString("body");
@@ -511,11 +511,64 @@ static int rs_keyed_names(void) {
     s_reconsume = PyUnicode_InternFromString("reconsume_times");
     s_pto = PyUnicode_InternFromString("prepared_transaction_offset");
     s_born_ts = PyUnicode_InternFromString("born_timestamp");
-    if (!s_body || !s_flag || !s_reconsume || !s_pto || !s_born_ts) {
+    s_born_host_attr = PyUnicode_InternFromString("born_host");
+    if (!s_body || !s_flag || !s_reconsume || !s_pto || !s_born_ts || !s_born_host_attr) {
         s_body = NULL;
         return -1;
     }
     return 0;
+}
+
+/* A decimal number of 1..maxd digits without a leading zero (but "0"), at most `max`: its value, or -1. */
+static long long canonical_number(const char *p, Py_ssize_t n, int maxd, long long max) {
+    if (n < 1 || n > maxd || (n > 1 && p[0] == '0'))
+        return -1;
+    long long v = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        v = v * 10 + (p[i] - '0');
+    }
+    return v <= max ? v : -1;
+}
+
+/* record.host_to_bytes of "a.b.c.d:port" written canonically (decimal octets without leading zeros, a port of
+ * 0..2^32-1 in plain digits) into out[8]: 1; 0 for anything else, which the Python path converts or refuses. */
+static int ipv4_host(PyObject *host, unsigned char out[8]) {
+    Py_ssize_t n;
+    const char *p = PyUnicode_CheckExact(host) ? PyUnicode_AsUTF8AndSize(host, &n) : NULL;
+    if (p == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    const char *colon = memchr(p, ':', (size_t)n);
+    if (colon == NULL)
+        return 0;
+    long long port = canonical_number(colon + 1, n - (colon + 1 - p), 10, 0xFFFFFFFFLL);
+    if (port < 0)
+        return 0;
+    const char *q = p;
+    for (int i = 0; i < 4; i++) {
+        const char *stop = i < 3 ? memchr(q, '.', (size_t)(colon - q)) : colon;
+        long long octet = stop ? canonical_number(q, stop - q, 3, 255) : -1;
+        if (octet < 0)
+            return 0;
+        out[i] = (unsigned char)octet;
+        q = stop + 1;
+    }
+    rs_put32(out + 4, (uint32_t)port);
+    return 1;
+}
+
+/* The PROPERTIES bytes of a message's raw_properties as Message.properties_bytes makes them (no CRC to drop: the
+ * plain path appends none): a str encoded as UTF-8 ("?" for an unpaired surrogate), bytes as they are; NULL with
+ * no error for any other type (Python decides). */
+static PyObject *raw_props(PyObject *raw) {
+    if (PyBytes_CheckExact(raw))
+        return Py_NewRef(raw);
+    if (PyUnicode_CheckExact(raw))
+        return PyUnicode_AsEncodedString(raw, "utf-8", "replace");
+    return NULL;
 }
 
 /* The parts of one keyed message's record on the plain path (see native.h, rs_keyed): 1 and *k filled (its
@@ -549,14 +602,37 @@ int rs_keyed_prepare(PyObject *msg, Py_ssize_t tail_len, Py_ssize_t max_body, Py
         }
     }
     Py_DECREF(born);
+    born = PyObject_GetAttr(msg, s_born_host_attr);
+    if (born == NULL)
+        return -1;
+    k->has_born_host = born != Py_None && !(PyUnicode_CheckExact(born) && PyUnicode_GET_LENGTH(born) == 0);
+    r = !k->has_born_host || ipv4_host(born, k->born_host);
+    Py_DECREF(born);
+    if (!r)
+        return 0;
     body = PyObject_GetAttr(msg, s_body);
     if (body == NULL)
         return -1;
     if (!PyBytes_CheckExact(body) || PyBytes_GET_SIZE(body) > max_body)
         goto none;
-    props = message_props_one(msg, 0, &info);
-    if (props == NULL)
+    PyObject *raw = PyObject_GetAttr(msg, s_raw_properties);
+    if (raw == NULL)
         goto fail;
+    if (raw != Py_None) {
+        props = raw_props(raw);
+        Py_DECREF(raw);
+        if (props == NULL)
+            goto done_raw;
+    } else {
+        Py_DECREF(raw);
+        props = message_props_one(msg, 0, &info);
+    }
+done_raw:
+    if (props == NULL) {
+        if (PyErr_Occurred())
+            goto fail;
+        goto none;
+    }
     if (props == Py_None)
         goto none;
     if (info == NULL)
@@ -601,7 +677,7 @@ void rs_keyed_write(unsigned char *o, const rs_keyed *k, const unsigned char *tt
     rs_record_fields f = {
         .size = k->size, .magic = magic, .queue_id = queue_id, .flag = k->flag, .qoff = qoff, .phys = phys,
         .sysflag = 0, .born_ts = k->born_ts, .store_ts = store_ts, .reconsume = k->reconsume, .pto = k->pto,
-        .born_host = h, .store_host = h, .body = (const unsigned char *)PyBytes_AS_STRING(k->body),
+        .born_host = k->has_born_host ? k->born_host : h, .store_host = h, .body = (const unsigned char *)PyBytes_AS_STRING(k->body),
         .body_len = PyBytes_GET_SIZE(k->body)};
     unsigned char *q = rs_put_record(o, &f, ttail, tl, pl);
     memcpy(q, PyBytes_AS_STRING(k->props), pl);

@@ -12,8 +12,10 @@ one the Python path answers. The common case:
   to be measured again) and the pipeline has its built-in dispatchers alone (no bitmap or added ones);
 - ASYNC_FLUSH without the transient store pool, dispatch in the put path, IPv4 store host, no appended CRC;
 - a topic the writer has already taken once (its cached TopicInfo says `fast`: not a batch-CQ or schedule topic);
-- a message with sysFlag 0, no raw properties, no born/store host of its own, a bytes body, fields that fit,
-  properties put.c encodes (keyed_record's rules);
+- a message with sysFlag 0, no store host of its own, a born host that is none or IPv4 written canonically
+  ("a.b.c.d:port", as a broker's send names its producer), a bytes body, fields that fit, and properties
+  put.c encodes (keyed_record's rules) or raw_properties (str or bytes, as a send carries them) without
+  INNER_NUM / INNER_BASE;
 - the record and an 8-byte filler fit the current segment, in pages already populated;
 - the queue exists, is a plain ConsumeQueue without the ext, and its last file is started, has room and is
   at the unit the queue offset expects.

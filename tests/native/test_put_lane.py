@@ -28,6 +28,33 @@ PROPS = st.one_of(
     st.dictionaries(st.sampled_from(["UNIQ_KEY", "a", "KEYS", "TAGS", "DELAY", "INNER_NUM"]), TEXT, max_size=3),
 )
 TOPICS = ["T", "T", "U", "Topic_%|2"]
+# born hosts as a broker's send names its producer ("ip:port"), and forms the lane leaves to host_to_bytes: IPv6,
+# leading zeros (refused), a port with a space or out of range, no port, the empty string (the store's host)
+HOSTS = st.sampled_from([None, None, "10.0.0.1:9", "127.0.0.1:65535", "255.255.255.255:4294967295", "0.0.0.0:0",
+                         "[::1]:80", "01.2.3.4:5", "1.2.3.4: 5", "1.2.3.4:4294967296", "1.2.3.4", "1.2.3:4", ""])  # fmt: skip
+# raw properties as a producer's send carries them (str or bytes), with the names the queues and the index read
+RAW = st.one_of(
+    st.none(),
+    st.none(),
+    st.lists(
+        st.sampled_from(
+            [
+                "KEYS\x01a b\x02",
+                "TAGS\x01t\x02",
+                "UNIQ_KEY\x01u1\x02",
+                "a\x01b\x02",
+                "é\x01中\x02",
+                "DELAY\x013\x02",
+                "INNER_NUM\x012\x02",
+                "x\ud800\x01y\x02",
+                "KEYS\x01\x02",
+                "TAGS",
+            ]
+        ),
+        max_size=4,
+    ).map("".join),
+    st.binary(max_size=12),
+)
 
 
 @st.composite
@@ -42,7 +69,8 @@ def messages(draw, topic=None):
         flag=draw(st.sampled_from([0, 0, 7, -1])),
         born_timestamp=draw(st.one_of(st.none(), st.just(1_600_000_000_000))),
         sys_flag=R.TRANSACTION_PREPARED_TYPE if odd and draw(st.booleans()) else 0,
-        born_host="10.0.0.1:9" if odd else None,
+        born_host=draw(HOSTS),
+        raw_properties=draw(RAW),
     )
 
 
@@ -125,6 +153,11 @@ def test_lane_takes_the_common_puts(native, tmp_path):
             keys=f"order-{i} k{i % 7}" if i % 4 else ["", f"é{i}"],
             properties={"UNIQ_KEY": f"{i:032X}"} if i % 3 else None,
         )
+        if i % 2:  # as a broker's send puts it: the producer's address, the properties string as it came
+            m.born_host, m.raw_properties = (
+                f"10.0.{i % 3}.7:{40000 + i}",
+                m.properties_bytes().decode() + "CLUSTER\x01c\x02",
+            )
         ops.append((i % 3, "put", m, i % 3))
     got, taken = run(str(tmp_path / "lane"), ops, True, native)
     want, _ = run(str(tmp_path / "pure"), ops, False, native)
