@@ -12,8 +12,9 @@ server use (plain int fields, a known language, string remark and extFields valu
 (`encode_bean`, `decode_general`), which stays the reference and takes everything else; tests hold the two to the
 same output (tests/remoting/test_header_json_fast.py)."""
 
-import json
 import re
+
+import orjson
 
 from . import fastjson
 from .codes import LanguageCode, SerializeType
@@ -29,12 +30,13 @@ def _plain_int(value) -> bool:
     return isinstance(value, int) and value.__class__ is not bool
 
 
-# json's C encoder writes what fastjson writes for this shape (a dict's order, "," and ":" alone, the short escapes
+# orjson writes what fastjson writes for this shape (a dict's order, no spaces, UTF-8, the short escapes
 # \b \t \n \f \r \" \\ and \u00XX for the other control characters) except for two things found afterwards in
 # its output: it spells the hex digits of \u001A..\u001F (and \u000B, \u000E, \u000F) in lower case and leaves
-# 127..159 unescaped, where fastjson writes \u00XX in upper case; a header with either goes to the general writer
-_JSON = json.JSONEncoder(ensure_ascii=False, check_circular=False, separators=(",", ":"))
-_NOT_AS_FASTJSON = re.compile(r"\\u00[01][a-f]|[\x7f-\x9f]")
+# 127..159 unescaped (DEL, and U+0080..U+009F as C2 80..C2 9F), where fastjson writes \u00XX in upper case; a
+# header with either, or a text orjson refuses (a lone surrogate), goes to the general writer. orjson, not json:
+# each direction costs a send a third of json's time (bench/README.md, bench_remoting)
+_NOT_AS_FASTJSON = re.compile(rb"\\u00[01][a-f]|\x7f|\xc2[\x80-\x9f]")
 
 
 def encode(cmd: RemotingCommand) -> bytes:
@@ -69,11 +71,14 @@ def encode(cmd: RemotingCommand) -> bytes:
         bean["remark"] = remark
     bean["serializeTypeCurrentRPC"] = "JSON"
     bean["version"] = version
-    text = _JSON.encode(bean)
-    # isascii is a flag of the string (DEL, 127, is ASCII): the usual header skips the pattern
-    if (not text.isascii() or "\\u00" in text or "\x7f" in text) and _NOT_AS_FASTJSON.search(text):
+    try:
+        data = orjson.dumps(bean)
+    except orjson.JSONEncodeError:  # a lone surrogate, an int past 64 bits
         return encode_bean(cmd)
-    return text.encode("utf-8")
+    # isascii is quick (DEL, 127, is ASCII): the usual header skips the pattern
+    if (not data.isascii() or b"\\u00" in data or b"\x7f" in data) and _NOT_AS_FASTJSON.search(data):
+        return encode_bean(cmd)
+    return data
 
 
 def encode_bean(cmd: RemotingCommand) -> bytes:
@@ -122,9 +127,9 @@ def decode(data: bytes) -> RemotingCommand:
     """The header as `decode_general` reads it; valid JSON with int fields in range, a known language name, a
     string remark and string extFields values is taken apart here, anything else goes to `decode_general`."""
     try:
-        obj = json.loads(str(data, "utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return decode_general(data)  # fastjson's bare map keys, or an error to report
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return decode_general(data)  # fastjson's bare map keys, NaN, a lone surrogate, bad UTF-8, or an error
     if obj.__class__ is not dict:
         return decode_general(data)
     get = obj.get

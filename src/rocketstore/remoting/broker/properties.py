@@ -34,9 +34,14 @@ def hashmap_order(names: list[str], capacity: int = HASHMAP_CAPACITY) -> list[st
     return [n for _, _, n in sorted((_bucket(n, capacity), i, n) for i, n in enumerate(names))]
 
 
+@lru_cache(maxsize=1024)  # the order depends on the names (and their insertion order) alone: a producer's repeat
+def _order(names: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(hashmap_order(list(names)))
+
+
 def to_string(props: dict[str, str]) -> str:
     """messageProperties2String over the HashMap the broker built."""
-    return "".join(f"{k}\x01{props[k]}\x02" for k in hashmap_order(list(props)))
+    return "".join([f"{k}\x01{props[k]}\x02" for k in _order(tuple(props))])
 
 
 _counter = itertools.count(random.randrange(1 << 16))

@@ -10,6 +10,8 @@ permission creates it with min(the producer's defaultTopicQueueNums, the default
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import threading
 
 from ...broker.rules import is_client_send_forbidden
@@ -114,6 +116,7 @@ class BrokerTopics:
         return self.get(name) or self.create(name, 1)
 
 
+@lru_cache(maxsize=4096)  # asked on every send; a pure function of the name
 def send_refusal(topic: str) -> tuple[str, str] | None:
     """msgCheck's topic checks: ("INVALID_PARAMETER" | "NO_PERMISSION", remark) or None (rules.is_client_send_forbidden:
     the one rule of both protocols)."""
