@@ -21,6 +21,7 @@ int rs_verify_init(PyObject *module);   /* verify.c: the VerifyRecords type */
 extern PyMethodDef rs_arrow_methods[];  /* arrow.c */
 extern PyMethodDef rs_index_methods[];  /* index.c */
 extern PyMethodDef rs_props_methods[];  /* props.c */
+extern PyMethodDef rs_remoting_methods[];  /* remoting.c: the remoting protocol's compact header */
 extern PyMethodDef rs_batchcq_methods[];  /* put_batchcq.c */
 
 /* rocketstore.errors.CorruptDataError, looked up at import. */
