@@ -571,7 +571,8 @@ static PyObject *raw_props(PyObject *raw) {
     return NULL;
 }
 
-/* The parts of one keyed message's record on the plain path (see native.h, rs_keyed): 1 and *k filled (its
+/* The parts of one keyed message's record on the plain path (see native.h, rs_keyed; its properties from the
+ * dict, keys and tags, or its raw_properties; its born host none or canonical IPv4): 1 and *k filled (its
  * references held), 0 when Python decides (nothing held, no error: properties the C leaves to Python or with
  * INNER_NUM/INNER_BASE, a field that is not an int of its width, a body that is not bytes or is over max_body,
  * properties over 32767 bytes, a record over max_record), -1 on an error. The clock is not read. */
@@ -618,17 +619,9 @@ int rs_keyed_prepare(PyObject *msg, Py_ssize_t tail_len, Py_ssize_t max_body, Py
     PyObject *raw = PyObject_GetAttr(msg, s_raw_properties);
     if (raw == NULL)
         goto fail;
-    if (raw != Py_None) {
-        props = raw_props(raw);
-        Py_DECREF(raw);
-        if (props == NULL)
-            goto done_raw;
-    } else {
-        Py_DECREF(raw);
-        props = message_props_one(msg, 0, &info);
-    }
-done_raw:
-    if (props == NULL) {
+    props = raw != Py_None ? raw_props(raw) : message_props_one(msg, 0, &info);
+    Py_DECREF(raw);
+    if (props == NULL) {        /* an error, or raw properties of a type Python decides on */
         if (PyErr_Occurred())
             goto fail;
         goto none;
@@ -677,8 +670,8 @@ void rs_keyed_write(unsigned char *o, const rs_keyed *k, const unsigned char *tt
     rs_record_fields f = {
         .size = k->size, .magic = magic, .queue_id = queue_id, .flag = k->flag, .qoff = qoff, .phys = phys,
         .sysflag = 0, .born_ts = k->born_ts, .store_ts = store_ts, .reconsume = k->reconsume, .pto = k->pto,
-        .born_host = k->has_born_host ? k->born_host : h, .store_host = h, .body = (const unsigned char *)PyBytes_AS_STRING(k->body),
-        .body_len = PyBytes_GET_SIZE(k->body)};
+        .born_host = k->has_born_host ? k->born_host : h, .store_host = h,
+        .body = (const unsigned char *)PyBytes_AS_STRING(k->body), .body_len = PyBytes_GET_SIZE(k->body)};
     unsigned char *q = rs_put_record(o, &f, ttail, tl, pl);
     memcpy(q, PyBytes_AS_STRING(k->props), pl);
 }

@@ -46,6 +46,7 @@ RAW = st.one_of(
                 "é\x01中\x02",
                 "DELAY\x013\x02",
                 "INNER_NUM\x012\x02",
+                "INNER_BASE\x01\x02",
                 "x\ud800\x01y\x02",
                 "KEYS\x01\x02",
                 "TAGS",

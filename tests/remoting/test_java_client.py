@@ -76,7 +76,7 @@ def both_runs(classpath: str, root: Path):
 
 @pytest.fixture(scope="module")
 def java_run(java_classpath, tmp_path_factory):
-    """both_runs; a first run that hung (once in CI, 2026-11-28; not seen here in 16 runs since) is reported as a
+    """both_runs; a first run that hung (once in CI, 2026-11-28; not seen since in a dozen runs here) is reported as a
     warning with its threads' stacks and the server's log, and both runs start again on a fresh store: a second
     hang fails."""
     try:
