@@ -57,7 +57,7 @@ def test_clients_cannot_send_to_system_topics(tmp_path):
 
 def test_one_rule_for_both_protocols():
     from rocketstore.broker.rules import is_client_send_forbidden
-    from rocketstore.serve.validator import topic_refusal
+    from rocketstore.grpc.validator import topic_refusal
 
     for t in FORBIDDEN:
         assert is_client_send_forbidden(t)
@@ -305,7 +305,7 @@ def test_idle_and_crowding_connections_lock_nobody_out(tmp_path):
 def test_connection_limits_from_broker_conf():
     from types import SimpleNamespace
 
-    from rocketstore.serve.remoting_side import RemotingSide
+    from rocketstore.cli.remoting_side import RemotingSide
 
     conf = SimpleNamespace(extra={"serverChannelMaxIdleTimeSeconds": "0.5", "serverMaxConnectionsPerAddress": "8"})
     side = RemotingSide(None, conf, "127.0.0.1:0", "127.0.0.1:0")

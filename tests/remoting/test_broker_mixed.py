@@ -15,14 +15,14 @@ CONF = {
     "mappedFileSizeCommitLog": "16777216",
     "minInvisibleTimeMillsForRecv": "1000",
     "grpcClientConsumerMinLongPollingTimeoutMillis": "500",
-}  # fmt: skip (as tests/serve's)
-GRPC_DRIVER = os.path.join(os.path.dirname(__file__), "..", "serve", "client_driver.py")
+}  # fmt: skip (as tests/grpc's)
+GRPC_DRIVER = os.path.join(os.path.dirname(__file__), "..", "grpc", "client_driver.py")
 
 
 @pytest.fixture
 def serve_all(tmp_path):
     pytest.importorskip("grpc")
-    from rocketstore.serve.server import Server
+    from rocketstore.cli.server import Server
 
     path = str(tmp_path / "store")
     with MessageStore.open(path) as store:

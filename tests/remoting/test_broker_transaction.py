@@ -395,8 +395,8 @@ def test_restart_keeps_pending_half_messages(tmp_path):
 # ---------------------------------------------------------------- one state for both protocols
 def test_one_pending_state_for_both_protocols(tmp_path):
     from rocketstore import Message
-    from rocketstore.serve.protocol import definition_pb2 as pb
-    from rocketstore.serve.transactions_grpc import end_transaction
+    from rocketstore.grpc.protocol import definition_pb2 as pb
+    from rocketstore.grpc.transactions_grpc import end_transaction
 
     async def scenario(broker, c, store):
         shared = Transactions.shared(store)  # what the gRPC side gets while the broker runs
@@ -492,7 +492,7 @@ def test_check_body_reads_back_by_message_decoder_layout():
 def test_rocketstore_serve_gives_both_protocols_one_pending_state(tmp_path):
     import threading
 
-    from rocketstore.serve.server import Server
+    from rocketstore.cli.server import Server
 
     s = Server(str(tmp_path / "served"), "127.0.0.1:0", StoreConfig(), namesrv="127.0.0.1:0", remoting="127.0.0.1:0")
     s.start()

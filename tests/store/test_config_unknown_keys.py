@@ -89,7 +89,7 @@ def test_every_store_setting_and_rocketmq_spelling_is_known():
 def test_every_key_serve_reads_is_known():
     pytest.importorskip("grpc")
     from rocketstore.remoting.broker import BrokerSettings
-    from rocketstore.serve.service import ServeConfig
+    from rocketstore.grpc.service import ServeConfig
 
     read = set(ServeConfig.KEYS) | {f.name for f in dataclasses.fields(BrokerSettings)}
     # read straight from StoreConfig.extra by serve/ and remoting/ (transactions, delays, auth, ACL)

@@ -4,11 +4,10 @@ the format layer on nothing but the base. From the bottom:
 
   base (errors, engine and the extension, layout, validation, broker_conf_names) -> formats, files -> config,
   config_files, message, topics -> log (segments and queues) -> services (flush, reput, recovery, cleanup, index) -> the store (every
-  other top-level module, filter) -> broker (the broker's state and rules, no protocol) -> serve (gRPC), remoting
-  (RocketMQ 4.x's protocol), spark -> cli
+  other top-level module, filter) -> broker (the broker's state and rules, no protocol) -> grpc (RocketMQ 5's
+  protocol), remoting (RocketMQ 4.x's), spark -> cli (which wires both protocols into `rocketstore serve`)
 
-serve and remoting are two adapters over broker and import neither each other nor spark (spark neither of them);
-the one exception is serve's wiring of both protocols into one process (serve/remoting_side.py)."""
+grpc and remoting are two adapters over broker and import neither each other nor spark (spark neither of them)."""
 
 import ast
 from pathlib import Path
@@ -25,11 +24,11 @@ RANKS = {
     "services": 4,
     "store": 5, "filter": 5,
     "broker": 6,
-    "serve": 7, "remoting": 7, "spark": 7,
+    "grpc": 7, "remoting": 7, "spark": 7,
     "cli": 8,
 }  # fmt: skip
-APART = {(a, b) for a in ("serve", "remoting", "spark") for b in ("serve", "remoting", "spark") if a != b}
-WIRING = {"rocketstore.serve.remoting_side"}  # serve's process runs both protocols: it starts the remoting side
+ADAPTERS = ("grpc", "remoting", "spark")
+APART = {(a, b) for a in ADAPTERS for b in ADAPTERS if a != b}
 
 
 def layer_of(module: str) -> str:
@@ -83,6 +82,6 @@ def test_every_module_imports_only_its_layer_or_lower():
         me = layer_of(module)
         for target in imports_of(path):
             other = layer_of(target)
-            if RANKS[other] > RANKS[me] or ((me, other) in APART and module not in WIRING):
+            if RANKS[other] > RANKS[me] or (me, other) in APART:
                 wrong.append(f"{path.relative_to(PACKAGE)} ({me}) imports {target} ({other})")
     assert not wrong, "\n".join(wrong)

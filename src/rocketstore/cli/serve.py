@@ -157,7 +157,8 @@ def serve(
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     try:
         from ..broker.address import parse_advertise, parse_host_port
-        from ..serve.server import parse_listen, serve_forever
+        from ..grpc.server import parse_listen
+        from .server import serve_forever
     except ImportError as e:
         click.echo(f"rocketstore: error: serve needs grpcio, protobuf and rocketmq-python-client: {e}", err=True)
         sys.exit(1)
@@ -193,7 +194,7 @@ def serve(
             _check_namesrv_addr(str(cfg.extra["namesrvAddr"]), f"{conf}: namesrvAddr")
         _warn_unknown_keys(conf)
         keys = _access_keys(access_keys, secret_keys, access_keys_file)
-        from ..serve.auth import keys_from_broker_conf
+        from ..grpc.auth import keys_from_broker_conf
 
         keys_from_broker_conf(cfg.extra)  # a bad authentication setting in broker.conf fails here
         remoting_acl = _remoting_acl(acl_paths, conf, cfg.extra)
@@ -263,7 +264,7 @@ def _access_keys(access_keys, secret_keys, path) -> dict[str, str]:
         raise ValueError("each --access-key needs a --secret-key (and the other way round)")
     keys: dict[str, str] = {}
     if path:
-        from ..serve.auth import load_keys_file
+        from ..grpc.auth import load_keys_file
 
         keys.update(load_keys_file(path))
     for ak, sk in zip(access_keys, secret_keys):

@@ -17,11 +17,12 @@ import pytest
 from rocketstore import MessageStore
 from rocketstore.config import StoreConfig
 from rocketstore.broker import address
-from rocketstore.serve.protocol import definition_pb2 as pb
-from rocketstore.serve.protocol import service_pb2 as spb
-from rocketstore.serve.protocol import service_pb2_grpc as sgrpc
-from rocketstore.serve.request_log import MAX_CLIENT_LINES, RequestLog
-from rocketstore.serve.server import ListenError, Server
+from rocketstore.grpc.protocol import definition_pb2 as pb
+from rocketstore.grpc.protocol import service_pb2 as spb
+from rocketstore.grpc.protocol import service_pb2_grpc as sgrpc
+from rocketstore.grpc.request_log import MAX_CLIENT_LINES, RequestLog
+from rocketstore.broker.address import ListenError
+from rocketstore.cli.server import Server
 
 # tests/serve/conftest.py by its path: a bare `import conftest` may find tests/conftest.py
 _spec = importlib.util.spec_from_file_location(

@@ -127,7 +127,7 @@ def test_push_consumer_consumes_acks_and_dead_letters(serve):
 
 def test_query_assignment_raw(serve):
     import grpc
-    from rocketstore.serve.protocol import definition_pb2 as pb, service_pb2 as spb, service_pb2_grpc as sgrpc
+    from rocketstore.grpc.protocol import definition_pb2 as pb, service_pb2 as spb, service_pb2_grpc as sgrpc
 
     s = serve()
     _produce(s, "Assign", ["x"])
@@ -198,8 +198,8 @@ def test_authentication(serve, tmp_path):
         assert bad["code"] == 40100 or any("40100" in x for x in bad["logged"]), bad
     # raw: the RPC's own response carries Code.UNAUTHORIZED
     import grpc
-    from rocketstore.serve.protocol import definition_pb2 as pb, service_pb2 as spb, service_pb2_grpc as sgrpc
-    from rocketstore.serve.auth import sign
+    from rocketstore.grpc.protocol import definition_pb2 as pb, service_pb2 as spb, service_pb2_grpc as sgrpc
+    from rocketstore.grpc.auth import sign
 
     with grpc.insecure_channel(s.endpoint) as ch:
         stub = sgrpc.MessagingServiceStub(ch)

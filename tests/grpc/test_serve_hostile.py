@@ -7,7 +7,7 @@ import uuid
 import grpc
 import pytest
 
-from rocketstore.serve.protocol import definition_pb2 as pb, service_pb2 as spb, service_pb2_grpc as sgrpc
+from rocketstore.grpc.protocol import definition_pb2 as pb, service_pb2 as spb, service_pb2_grpc as sgrpc
 
 Code = pb.Code
 MD = [("x-mq-client-id", "hostile-test")]

@@ -11,7 +11,7 @@ import grpc
 import grpc.aio
 import pytest
 
-from rocketstore.serve.protocol import definition_pb2 as pb, service_pb2 as spb, service_pb2_grpc as sgrpc
+from rocketstore.grpc.protocol import definition_pb2 as pb, service_pb2 as spb, service_pb2_grpc as sgrpc
 
 _spec = importlib.util.spec_from_file_location(
     "serve_conftest_capacity", os.path.join(os.path.dirname(__file__), "conftest.py")

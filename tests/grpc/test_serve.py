@@ -6,7 +6,7 @@ import time
 import grpc
 
 from rocketstore import MessageStore
-from rocketstore.serve.protocol import definition_pb2 as pb, service_pb2 as spb, service_pb2_grpc as sgrpc
+from rocketstore.grpc.protocol import definition_pb2 as pb, service_pb2 as spb, service_pb2_grpc as sgrpc
 
 Code = pb.Code
 

@@ -12,8 +12,8 @@ import pytest
 
 from rocketstore.config import StoreConfig
 from rocketstore.message import Message
-from rocketstore.serve.protocol import definition_pb2 as pb, service_pb2 as spb, service_pb2_grpc as sgrpc
-from rocketstore.serve.server import Server
+from rocketstore.grpc.protocol import definition_pb2 as pb, service_pb2 as spb, service_pb2_grpc as sgrpc
+from rocketstore.cli.server import Server
 
 Code = pb.Code
 MD = [("x-mq-client-id", "journal-test")]

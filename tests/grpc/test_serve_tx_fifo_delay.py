@@ -243,8 +243,8 @@ def test_pop_orderly_blocks_redelivers_and_dead_letters(tmp_path):
 
 
 def test_settings_say_fifo_for_an_orderly_group(tmp_path):
-    from rocketstore.serve.protocol import definition_pb2 as pb
-    from rocketstore.serve.service import MessagingService, ServeConfig
+    from rocketstore.grpc.protocol import definition_pb2 as pb
+    from rocketstore.grpc.service import MessagingService, ServeConfig
 
     with _store(tmp_path) as store:
         SubscriptionGroups(store.root).set_fifo("orderly")
@@ -262,9 +262,9 @@ def test_transactions_rebuilt_from_half_and_op_queues(tmp_path):
     import queue
 
     from rocketstore.message import Message
-    from rocketstore.serve.protocol import definition_pb2 as pb
+    from rocketstore.grpc.protocol import definition_pb2 as pb
     from rocketstore.broker.transaction import Transactions
-    from rocketstore.serve.transactions_grpc import end_transaction, grpc_checker
+    from rocketstore.grpc.transactions_grpc import end_transaction, grpc_checker
 
     outbox = queue.Queue()
     extra = {"transactionTimeOut": "0", "transactionCheckInterval": "0", "transactionCheckMax": "2"}
@@ -308,7 +308,7 @@ def test_transactions_taken_over_with_rocketmq_check_copies(tmp_path):
 
     from rocketstore.message import Message
     from rocketstore.broker.transaction import Transactions
-    from rocketstore.serve.transactions_grpc import grpc_checker
+    from rocketstore.grpc.transactions_grpc import grpc_checker
 
     outbox = queue.Queue()
     extra = {"transactionTimeOut": "0", "transactionCheckInterval": "0", "transactionCheckMax": "3"}

@@ -7,13 +7,13 @@ import os
 import pytest
 
 from rocketstore.errors import RocketStoreError
-from rocketstore.serve import auth, convert
+from rocketstore.grpc import auth, convert
 from rocketstore.broker.pop import Handle, HandleError
-from rocketstore.serve.protocol import definition_pb2 as pb
+from rocketstore.grpc.protocol import definition_pb2 as pb
 
-SERVE_SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src", "rocketstore", "serve")
+GRPC_SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src", "rocketstore", "grpc")
 BROKER_SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src", "rocketstore", "broker")
-PACKAGES = {"serve": SERVE_SRC, "broker": BROKER_SRC}  # the gRPC side and the broker core under it
+PACKAGES = {"grpc": GRPC_SRC, "broker": BROKER_SRC}  # the gRPC side and the broker core under it
 
 
 # ---------------------------------------------------------------- errors
@@ -95,7 +95,7 @@ def _store(tmp_path):
 def test_serve_background_loops_are_service_threads_joined_at_stop(tmp_path):
     import threading
 
-    from rocketstore.serve.service import MessagingService, ServeConfig
+    from rocketstore.grpc.service import MessagingService, ServeConfig
     from rocketstore.services.service_thread import ServiceThread
 
     names = {"transaction-check", "delay-delivery", "renewal"}
@@ -117,7 +117,7 @@ def test_a_failing_transaction_check_round_is_logged_and_checking_goes_on(tmp_pa
     from rocketstore.formats import record as R
     from rocketstore.message import Message
     from rocketstore.broker.transaction import Transactions
-    from rocketstore.serve.transactions_grpc import grpc_checker
+    from rocketstore.grpc.transactions_grpc import grpc_checker
 
     outbox = queue.Queue()
     calls = []
@@ -151,8 +151,8 @@ def test_a_failing_transaction_check_round_is_logged_and_checking_goes_on(tmp_pa
 
 def test_stopping_renewal_clears_every_registered_message():
     from rocketstore.broker.pop import Handle
-    from rocketstore.serve.renew import RenewManager
-    from rocketstore.serve.service import ServeConfig
+    from rocketstore.grpc.renew import RenewManager
+    from rocketstore.grpc.service import ServeConfig
 
     changed = []
     config = ServeConfig()

@@ -120,7 +120,7 @@ def test_a_put_wakes_only_the_long_polls_of_its_topic():
     message stored in topic A sets the event of the poll on A and of none of the 100 polls on B."""
     import asyncio
 
-    from rocketstore.serve.aio_service import Wakeups
+    from rocketstore.grpc.aio_service import Wakeups
 
     async def main():
         w = Wakeups(asyncio.get_running_loop())

@@ -1,0 +1,171 @@
+"""The process of `rocketstore serve`: one MessageStore opened for writing, served by both protocols on one
+event loop thread: RocketMQ 5's gRPC (grpc/server.py) and RocketMQ 4.x's remoting, a name server and a broker
+(remoting_side.py). The two sides share messages, topics and consumer offsets through the store and the broker
+core (rocketstore.broker) and never call each other. Stops cleanly on SIGINT/SIGTERM: no new calls, open ones
+given a moment, then the store closed normally (no abort file left)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import signal
+import sys
+import threading
+
+from ..config import StoreConfig
+from ..grpc.auth import keys_from_broker_conf
+from ..grpc.server import GrpcSide
+from ..store import MessageStore
+from .remoting_side import RemotingSide
+
+
+class Server:
+    """start() opens the store and starts both sides on an event loop thread of its own; stop() stops the
+    calls of both, then closes the store."""
+
+    def __init__(
+        self,
+        store_path: str,
+        listen: str = "127.0.0.1:8081",
+        store_config: StoreConfig | None = None,
+        access_keys: dict[str, str] | None = None,
+        advertise: str | None = None,
+        request_log_interval: float = 60.0,
+        *,
+        grpc_enabled: bool = True,
+        namesrv: str | None = None,
+        remoting: str | None = None,
+        remoting_advertise: str | None = None,
+        remoting_acl=None,
+        namesrv_addr: str | None = None,
+        **overrides,
+    ):
+        self.store_config = store_config or StoreConfig()
+        self.store_path = store_path
+        keys = {**keys_from_broker_conf(self.store_config.extra), **(access_keys or {})}
+        # the gRPC side (RocketMQ 5 clients), None with --no-grpc
+        self.grpc = GrpcSide(listen, advertise, keys, request_log_interval, overrides) if grpc_enabled else None
+        # the remoting side (RocketMQ 4.x clients): a name server and a broker on the same loop and store
+        self.remoting = RemotingSide(
+            None,
+            self.store_config,
+            namesrv,
+            remoting,
+            remoting_advertise,
+            acl=remoting_acl,
+            namesrv_addr=namesrv_addr,
+        )
+        self.store: MessageStore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._stopped = threading.Event()
+
+    @property
+    def service(self):
+        """The gRPC side's MessagingService (None before the start or with --no-grpc)."""
+        return self.grpc.service if self.grpc is not None else None
+
+    @property
+    def port(self) -> int | None:
+        """The gRPC port: the one bound once started."""
+        return self.grpc.port if self.grpc is not None else None
+
+    def start(self) -> int | None:
+        if self.grpc is not None:
+            self.grpc.check_bindable()
+        self.remoting.check_bindable()
+        broker_host = self.remoting.store_host()
+        if broker_host is not None and self.store_config.store_host == StoreConfig.store_host:
+            # no storeHost of the operator's: the records name the broker, as RocketMQ's do
+            self.store_config = dataclasses.replace(self.store_config, store_host=broker_host)
+            self.remoting.store_config = self.store_config
+        self.store = MessageStore.open(self.store_path, self.store_config)
+        self.remoting.store = self.store
+        try:
+            self._loop = asyncio.new_event_loop()
+            self._loop_thread = threading.Thread(target=self._loop.run_forever, name="serve-loop", daemon=True)
+            self._loop_thread.start()
+            if self.grpc is not None:
+                self.grpc.start(self.store, self.store_config, self._loop)
+            asyncio.run_coroutine_threadsafe(self.remoting.start(), self._loop).result(60)
+        except BaseException:
+            self._stopped.set()  # stop() has nothing left to do
+            self._shut(None)
+            raise
+        return self.port
+
+    def _shut(self, grace: float | None) -> None:
+        if self.grpc is not None:
+            self.grpc.stop(grace)
+        if self._loop is not None:
+            wait = 30 if grace is None else grace + 30
+            asyncio.run_coroutine_threadsafe(self.remoting.close(), self._loop).result(wait)
+        if self.grpc is not None:
+            self.grpc.close()
+        self._close_loop()
+        self.store.close()
+
+    def _close_loop(self) -> None:
+        if self._loop is None:
+            return
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._loop_thread.join(10)
+        self._loop.close()
+        self._loop = None
+
+    def stop(self, grace: float = 2.0) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        if self.store is not None:
+            self._shut(grace)
+
+    def wait(self) -> None:
+        self._stopped.wait()
+
+
+def serve_forever(
+    store_path: str,
+    listen: str,
+    store_config: StoreConfig | None = None,
+    echo=print,
+    access_keys: dict[str, str] | None = None,
+    advertise: str | None = None,
+    request_log_interval: float = 60.0,
+    **sides,
+) -> None:
+    """Serve until SIGINT or SIGTERM, then stop cleanly. `sides`: grpc_enabled, namesrv, remoting,
+    remoting_advertise, remoting_acl, namesrv_addr (Server's)."""
+    server = Server(
+        store_path,
+        listen,
+        store_config,
+        access_keys=access_keys,
+        advertise=advertise,
+        request_log_interval=request_log_interval,
+        **sides,
+    )
+    stop = threading.Event()
+
+    def on_signal(signum, frame):
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        server.start()
+        parts = [server.grpc.describe()] if server.grpc is not None else []
+        remoting = server.remoting.describe()
+        if remoting:
+            parts.append(f"{remoting} (RocketMQ remoting)")
+        echo(f"rocketstore serve: store {server.store.root}, " + "; ".join(parts))
+        sys.stdout.flush()
+        while not stop.wait(0.5):
+            pass
+        echo("rocketstore serve: stopping")
+        sys.stdout.flush()
+    finally:
+        server.stop()
+        for s, h in previous.items():
+            signal.signal(s, h)
+    echo("rocketstore serve: stopped, store closed")
+    sys.stdout.flush()
