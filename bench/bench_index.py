@@ -11,7 +11,7 @@ sparse 420 MB file). Each build row is timed on a fresh temporary store (removed
   rebuild    close, delete index/ and consumequeue/, write an abort file, zero the checkpoint's timestamps,
              time MessageStore.open (abnormal recovery re-dispatches every record; CRCs checked)
   verify     `rocketstore verify` of the put-path store (index on): every record's CRC, every ConsumeQueue
-             unit and index entry checked against its record (rocketstore.verify.verify_store)
+             unit and index entry checked against its record (rocketstore.maintenance.verify.verify_store)
 The index's cost is "on" minus "off" of the same row; keys/s = index entries written / that difference.
 Queries (--queries random keys each, after the put-path fill): store.query by an order key (1 hit), by a
 shared key (32 hits), by a missing key; store.by_unique_key; and store.index.query_offsets (the index alone:
@@ -35,7 +35,7 @@ import time
 import rocketstore
 from rocketstore import Message, MessageStore, PutStatus, StoreConfig
 from rocketstore.formats import checkpoint as CP
-from rocketstore.verify import verify_store
+from rocketstore.maintenance.verify import verify_store
 
 TOPIC = "BenchTopic"
 CUSTOMERS = 1001

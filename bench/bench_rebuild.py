@@ -25,7 +25,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
 from rocketstore import Message, MessageStore, StoreConfig  # noqa: E402
-from rocketstore.rebuild import REBUILT  # noqa: E402
+from rocketstore.maintenance.rebuild import REBUILT  # noqa: E402
 
 
 def fill(root: str, cfg: StoreConfig, messages: int, body: int, queues: int) -> int:

@@ -14,7 +14,7 @@ import sys
 import time
 
 from rocketstore import GetStatus, Message, MessageStore, StoreConfig
-from rocketstore.verify import verify_store
+from rocketstore.maintenance.verify import verify_store
 
 TOPICS = ("Orders", "Payments")
 QUEUES = 4

@@ -29,7 +29,7 @@ def _queue_digest(root: str) -> str:
 
 def run(store: str, topics, tags, n: int, parquet_dir: str) -> int:
     from rocketstore.spark import rebuild, session
-    from rocketstore.verify import verify_store
+    from rocketstore.maintenance.verify import verify_store
 
     t0 = time.perf_counter()
     spark = session("local[*]", "rocketstore-mainjob")

@@ -1,6 +1,6 @@
 """rocketstore: Apache RocketMQ's message store, in Python, byte-compatible with RocketMQ 5.x."""
 
-from .config import ASYNC_FLUSH, SYNC_FLUSH, StoreConfig
+from .config.store_config import ASYNC_FLUSH, SYNC_FLUSH, StoreConfig
 from .errors import (
     CorruptDataError,
     RocketStoreError,
@@ -12,7 +12,7 @@ from .errors import (
 from .formats.record import StoredMessage
 from .message import GetResult, GetStatus, Message, PutBatchResult, PutResult, PutStatus
 from .services.dispatch import DispatchRequest
-from .store import MessageStore
+from .store.facade import MessageStore
 
 __all__ = [
     "MessageStore",

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore import rebuild as RB
+from rocketstore.maintenance import rebuild as RB
 from rocketstore.formats import cq as CQ
 from rocketstore.formats import cq_ext as X
 from rocketstore.formats.javahash import java_string_hash

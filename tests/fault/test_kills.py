@@ -14,7 +14,7 @@ import time
 import pytest
 
 from rocketstore import GetStatus, MessageStore
-from rocketstore.verify import verify_store
+from rocketstore.maintenance.verify import verify_store
 
 from . import workload as W
 

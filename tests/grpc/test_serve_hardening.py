@@ -7,7 +7,7 @@ import json
 import time
 
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore.consumer import parse_offsets
+from rocketstore.store.consumer import parse_offsets
 from rocketstore.broker.delay import DelayService
 from _refusing import RefusingStore
 

@@ -10,7 +10,7 @@ import uuid
 import grpc
 import pytest
 
-from rocketstore.config import StoreConfig
+from rocketstore.config.store_config import StoreConfig
 from rocketstore.message import Message
 from rocketstore.grpc.protocol import definition_pb2 as pb, service_pb2 as spb, service_pb2_grpc as sgrpc
 from rocketstore.cli.server import Server

@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 from rocketstore import MessageStore
-from rocketstore.config import StoreConfig
+from rocketstore.config.store_config import StoreConfig
 from rocketstore.broker import address
 from rocketstore.grpc.protocol import definition_pb2 as pb
 from rocketstore.grpc.protocol import service_pb2 as spb

@@ -87,7 +87,7 @@ def test_no_serve_or_broker_module_reaches_into_another_objects_private_names():
 # ---------------------------------------------------------------- background loops
 def _store(tmp_path):
     from rocketstore import MessageStore
-    from rocketstore.config import StoreConfig
+    from rocketstore.config.store_config import StoreConfig
 
     return MessageStore.open(str(tmp_path / "store"), StoreConfig(mapped_file_size_commit_log=1 << 20))
 

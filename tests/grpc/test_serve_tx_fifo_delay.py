@@ -8,7 +8,7 @@ import os
 import pytest
 
 from rocketstore import MessageStore
-from rocketstore.config import StoreConfig
+from rocketstore.config.store_config import StoreConfig
 from rocketstore.formats import record as R
 from rocketstore.broker.fifo import SubscriptionGroups
 

@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from rocketstore.store import resolve_file_sizes
+from rocketstore.store.facade import resolve_file_sizes
 
 from rocketstore import GetStatus, Message, MessageStore, StoreConfig
 from rocketstore.formats import cq_ext as X

@@ -5,8 +5,8 @@ tagsCode i64, storeTime i64, msgBaseOffset i64, batchSize i16, compactedOffset i
 
 import struct
 
-from rocketstore.config import StoreConfig
-from rocketstore.layout import StoreLayout
+from rocketstore.config.store_config import StoreConfig
+from rocketstore.files.layout import StoreLayout
 from rocketstore.log.batch_consume_queue import BatchConsumeQueue
 from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.log.queue import Queue

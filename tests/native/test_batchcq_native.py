@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore import put as put_module
-from rocketstore import put_batch_topic as PBT
+from rocketstore.put import writer as put_module
+from rocketstore.put import batch_topic as PBT
 from rocketstore.errors import CorruptDataError
 from rocketstore.formats import inner_batch as IB
 from rocketstore.formats import properties as P

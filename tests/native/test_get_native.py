@@ -5,7 +5,7 @@ as the careful loop alone does (status, next offset, bytes, messages and every f
 import pytest
 
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore import get_message
+from rocketstore.read import get_message
 
 TAGS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j")
 

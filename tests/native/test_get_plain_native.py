@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from rocketstore.formats import record as R
 from rocketstore.formats.cq_ext import MAX_ADDR
-from rocketstore.get_plain import get_plain, get_plain_py
+from rocketstore.read.get_plain import get_plain, get_plain_py
 
 from ._records import record_params
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.formats import record as R
-from rocketstore.put_lane import make_lane
+from rocketstore.put.lane import make_lane
 
 from .test_put_native import engine, store_files
 

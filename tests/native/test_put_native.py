@@ -10,12 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore import lookups
-from rocketstore import put as put_module
+from rocketstore.read import lookups
+from rocketstore.put import writer as put_module
 from rocketstore.formats import index as I
 from rocketstore.formats import record as R
 from rocketstore.log import index_file
-from rocketstore.put import MessageWriter
+from rocketstore.put.writer import MessageWriter
 from rocketstore.services import index_service
 from rocketstore.services.bulk_dispatch import props_info as props_info_py
 from rocketstore.services.dispatch_rows import index_entries

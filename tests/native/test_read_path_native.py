@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore import get_message
+from rocketstore.read import get_message
 from rocketstore.errors import CorruptDataError
 from rocketstore.formats import cq as CQ
 from rocketstore.formats import record as R

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketstore import rebuild as RB
+from rocketstore.maintenance import rebuild as RB
 from rocketstore.services.dispatch_rows import index_entry_counts
 
 TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x01\x02"), max_size=8)

@@ -9,11 +9,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketstore import engine
-from rocketstore.config import StoreConfig
+from rocketstore.config.store_config import StoreConfig
 from rocketstore.formats import record as R
 from rocketstore.services import bulk_dispatch as B
-from rocketstore.verify import Verifier
-from rocketstore.verify import _Record as Record
+from rocketstore.maintenance.verify import Verifier
+from rocketstore.maintenance.verify import _Record as Record
 
 from ._records import DELAY_LEVELS, SCHEDULE, corrupted, segment
 

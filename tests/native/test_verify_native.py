@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketstore import Message, MessageStore, StoreConfig, engine
-from rocketstore.verify import verify_store
+from rocketstore.maintenance.verify import verify_store
 
 CFG = dict(
     mapped_file_size_commit_log=32 * 1024,

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketstore import Message, MessageStore, StoreConfig, engine
-from rocketstore.verify import _Record as Record
-from rocketstore.verify import _Records as Records
-from rocketstore.verify import verify_store
+from rocketstore.maintenance.verify import _Record as Record
+from rocketstore.maintenance.verify import _Records as Records
+from rocketstore.maintenance.verify import verify_store
 
 
 def _record(topic, qid, qoff, size, tags, flag, keys, uniq):

@@ -1,4 +1,4 @@
-"""rocketstore.rebuild, the Spark-free pieces of the parallel rebuild: each checked against what the store
+"""rocketstore.maintenance.rebuild, the Spark-free pieces of the parallel rebuild: each checked against what the store
 itself does (check_record, IndexService, reput on open), and the whole serial pipeline byte for byte
 against the local engine (open the store without its queue and index files: recovery dispatches every
 record again)."""
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore import rebuild as RB
+from rocketstore.maintenance import rebuild as RB
 from rocketstore.errors import StoreLockedError
 from rocketstore.formats import record as R
 from rocketstore.services.dispatch import OK, check_record

@@ -12,7 +12,7 @@ from rocketstore import Message
 from rocketstore.remoting import fastjson
 from rocketstore.remoting.codes import RequestCode as RC
 from rocketstore.remoting.codes import ResponseCode as R
-from rocketstore.topics import topics_path
+from rocketstore.config.topics import topics_path
 
 
 def create_ext(topic="A", read=4, write=2, perm=6, attributes="", **more):

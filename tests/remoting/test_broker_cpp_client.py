@@ -11,9 +11,9 @@ import time
 import pytest
 from broker_fixtures import broker_on_loop, open_store, wait_until
 
-from rocketstore.consumer import offsets_path, parse_offsets
+from rocketstore.store.consumer import offsets_path, parse_offsets
 from rocketstore.formats.inner_batch import decode_messages
-from rocketstore.verify import verify_store
+from rocketstore.maintenance.verify import verify_store
 
 DRIVER = os.path.join(os.path.dirname(__file__), "cpp_client_driver.py")
 

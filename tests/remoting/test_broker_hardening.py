@@ -213,7 +213,7 @@ def test_name_server_state_changes_need_an_admin_account():
 
 # ---------------------------------------------------------------- 4. offsets persisted on RocketMQ's schedule
 def _file_offsets(store):
-    from rocketstore.consumer import offsets_path, parse_offsets
+    from rocketstore.store.consumer import offsets_path, parse_offsets
 
     try:
         with open(offsets_path(store.root)) as f:

@@ -8,7 +8,7 @@ from broker_fixtures import with_broker
 from remoting_client import Client
 
 from rocketstore import Message
-from rocketstore.consumer import offsets_path, parse_offsets
+from rocketstore.store.consumer import offsets_path, parse_offsets
 from rocketstore.formats.record import decode_record_py
 from rocketstore.remoting.broker import BrokerSettings
 from rocketstore.remoting.codes import RequestCode as RC

@@ -17,7 +17,7 @@ from broker_fixtures import open_store
 from serve_harness import free_pair
 from test_serve_remoting_cli import serve
 
-from rocketstore.config import SMALL_FILE_SIZES
+from rocketstore.config.store_config import SMALL_FILE_SIZES
 from rocketstore.remoting.broker import Broker, BrokerSettings
 from rocketstore.remoting.broker.registration import parse_namesrv_addr, period_seconds
 from rocketstore.remoting.codes import RequestCode as RC

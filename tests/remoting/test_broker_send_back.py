@@ -12,7 +12,7 @@ from rocketstore.remoting import fastjson
 from rocketstore.remoting.broker import BrokerSettings
 from rocketstore.remoting.codes import RequestCode as RC
 from rocketstore.remoting.codes import ResponseCode as R
-from rocketstore.verify import verify_store
+from rocketstore.maintenance.verify import verify_store
 
 FAQ = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."  # FAQUrl.suggestTodo
 SCHEDULE = "SCHEDULE_TOPIC_XXXX"

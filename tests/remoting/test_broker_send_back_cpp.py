@@ -7,7 +7,7 @@ import pytest
 from broker_fixtures import broker_on_loop, free_port, open_store, wait_until
 
 from rocketstore.remoting.broker.subscriptions import SubscriptionGroupConfig
-from rocketstore.verify import verify_store
+from rocketstore.maintenance.verify import verify_store
 
 
 @pytest.fixture

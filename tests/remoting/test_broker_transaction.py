@@ -21,7 +21,7 @@ from rocketstore.remoting.codes import RequestCode as RC
 from rocketstore.remoting.codes import ResponseCode as R
 from rocketstore.remoting.command import ONEWAY_FLAG, RemotingCommand
 from rocketstore.broker.transaction import Transactions
-from rocketstore.verify import verify_store
+from rocketstore.maintenance.verify import verify_store
 
 # MessageSysFlag: TRANSACTION_PREPARED_TYPE 1 << 2, COMMIT 2 << 2, ROLLBACK 3 << 2, NOT 0
 PREPARED, COMMIT, ROLLBACK, NOT_TYPE = 4, 8, 12, 0

@@ -12,7 +12,7 @@ import threading
 import pytest
 from broker_fixtures import broker_on_loop, open_store, wait_until
 
-from rocketstore.verify import verify_store
+from rocketstore.maintenance.verify import verify_store
 
 SOURCE = os.path.join(os.path.dirname(__file__), "cpp_txn_producer.cpp")
 HALF, OP = "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"

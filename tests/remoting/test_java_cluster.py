@@ -26,7 +26,7 @@ import pytest
 from serve_harness import JAVA_DIR, JVM_OPTIONS, Serve, events_of, free_pair, mqadmin_out, of
 
 from rocketstore import MessageStore
-from rocketstore.config import SMALL_FILE_SIZES
+from rocketstore.config.store_config import SMALL_FILE_SIZES
 
 CLUSTER = "JavaCluster"
 BROKERS = ["broker-a", "broker-b", "broker-c"]  # broker-c is stopped and restarted, broker-b killed and restarted

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rocketstore import GetStatus, Message, MessageStore, StoreConfig
-from rocketstore.verify import verify_store
+from rocketstore.maintenance.verify import verify_store
 from rocketstore.formats import batch_cq
 
 SEG = 4096

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rocketstore import GetStatus, Message, MessageStore, PutStatus, StoreConfig
-from rocketstore.verify import verify_store
+from rocketstore.maintenance.verify import verify_store
 from rocketstore.files import mapped_file
 
 SEG = 4096

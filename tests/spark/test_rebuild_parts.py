@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketstore import rebuild as RB
+from rocketstore.maintenance import rebuild as RB
 from rocketstore.formats.record import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,

@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from rocketstore.config import StoreConfig, unknown_keys
+from rocketstore.config.store_config import StoreConfig, unknown_keys
 
 # RocketMQ's distribution: conf/broker.conf and conf/2m-2s-async/broker-a.properties, plus keys operators add
 # (name server, ports, paths, ACL, auth, the proxy, DLedger, tiered store), as written in RocketMQ's docs

@@ -6,7 +6,7 @@ import threading
 import time
 
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore.consumer import format_offsets, offsets_path, parse_offsets
+from rocketstore.store.consumer import format_offsets, offsets_path, parse_offsets
 
 
 def cfg():

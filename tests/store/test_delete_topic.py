@@ -10,8 +10,8 @@ import shutil
 import pytest
 
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore.rebuild import rebuild_serial
-from rocketstore.verify import verify_store
+from rocketstore.maintenance.rebuild import rebuild_serial
+from rocketstore.maintenance.verify import verify_store
 
 CFG = StoreConfig(mapped_file_size_commit_log=64 * 1024, mapped_file_size_consume_queue=40 * 20)
 

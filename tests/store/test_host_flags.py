@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore.verify import verify_store
+from rocketstore.maintenance.verify import verify_store
 
 HOSTS = [None, "10.0.0.7:1234", "[2001:db8::5]:10911"]
 FLAGS = [0, 0x10, 0x20, 0x30, 0x11, 0x2]

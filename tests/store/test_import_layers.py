@@ -2,9 +2,9 @@
 only from its own layer or lower ones, so the store never depends on a protocol, the Spark layer or the CLI, and
 the format layer on nothing but the base. From the bottom:
 
-  base (errors, engine and the extension, layout, validation, broker_conf_names) -> formats, files -> config,
-  config_files, message, topics -> log (segments and queues) -> services (flush, reput, recovery, cleanup, index) -> the store (every
-  other top-level module, filter) -> broker (the broker's state and rules, no protocol) -> grpc (RocketMQ 5's
+  base (errors, engine and the extension, validation) -> formats, files (with the store's layout) -> config,
+  message -> log (segments and queues) -> services (flush, reput, recovery, cleanup, index) -> the store (store/
+  the facade and its collaborators, put/, read/, maintenance/, filter/) -> broker (the broker's state and rules, no protocol) -> grpc (RocketMQ 5's
   protocol), remoting (RocketMQ 4.x's), spark -> cli (which wires both protocols into `rocketstore serve`)
 
 grpc and remoting are two adapters over broker and import neither each other nor spark (spark neither of them)."""
@@ -17,12 +17,12 @@ import rocketstore
 PACKAGE = Path(rocketstore.__file__).parent
 
 RANKS = {
-    "errors": 0, "engine": 0, "_native": 0, "layout": 0, "validation": 0, "broker_conf_names": 0,
+    "errors": 0, "engine": 0, "_native": 0, "validation": 0,
     "formats": 1, "files": 1,
-    "config": 2, "config_files": 2, "message": 2, "topics": 2,
+    "config": 2, "message": 2,
     "log": 3,
     "services": 4,
-    "store": 5, "filter": 5,
+    "store": 5, "put": 5, "read": 5, "maintenance": 5, "filter": 5,
     "broker": 6,
     "grpc": 7, "remoting": 7, "spark": 7,
     "cli": 8,
@@ -32,10 +32,14 @@ APART = {(a, b) for a in ADAPTERS for b in ADAPTERS if a != b}
 
 
 def layer_of(module: str) -> str:
-    """'rocketstore.log.consume_queue' -> 'log'; a top-level module is its own layer if ranked, else the store's."""
+    """'rocketstore.log.consume_queue' -> 'log'; the package itself and its public names ('rocketstore',
+    'rocketstore.Message') are the store's."""
     parts = module.split(".")
-    name = parts[1] if len(parts) > 1 else "store"
-    return name if name in RANKS else "store"
+    if len(parts) == 1:
+        return "store"
+    top = parts[1]
+    is_module = top in RANKS or (PACKAGE / top).is_dir() or (PACKAGE / f"{top}.py").exists()
+    return top if is_module else "store"
 
 
 def imports_of(path: Path) -> set[str]:
@@ -61,9 +65,10 @@ def imports_of(path: Path) -> set[str]:
 
 def test_layer_of():
     assert layer_of("rocketstore.formats.record") == "formats"
-    assert layer_of("rocketstore.config_files") == "config_files"
-    assert layer_of("rocketstore.put") == "store"
+    assert layer_of("rocketstore.config.files") == "config"
+    assert layer_of("rocketstore.put.writer") == "put"
     assert layer_of("rocketstore") == "store"
+    assert layer_of("rocketstore.Message") == "store"
 
 
 def test_relative_imports_resolve():
@@ -78,10 +83,12 @@ def test_every_module_imports_only_its_layer_or_lower():
     sources = sorted(PACKAGE.rglob("*.py"))
     assert len(sources) > 100  # the whole package was read
     for path in sources:
-        module = ".".join(("rocketstore", *path.relative_to(PACKAGE).with_suffix("").parts))
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        module = ".".join(("rocketstore", *(parts[:-1] if parts[-1] == "__init__" else parts)))
         me = layer_of(module)
         for target in imports_of(path):
             other = layer_of(target)
+            assert other in RANKS and me in RANKS, f"{module} or {target}: a package or module with no rank"
             if RANKS[other] > RANKS[me] or (me, other) in APART:
                 wrong.append(f"{path.relative_to(PACKAGE)} ({me}) imports {target} ({other})")
     assert not wrong, "\n".join(wrong)

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore.store_lock import written_by_another
+from rocketstore.store.lock import written_by_another
 
 TOPIC = "Live"
 # small CommitLog segments (1 MiB) so that segments are created and filled while the readers look

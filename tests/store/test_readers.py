@@ -1,9 +1,9 @@
-"""Store-less readers (rocketstore.readers) against what the store itself answers, on a live writer's files."""
+"""Store-less readers (rocketstore.read.file_readers) against what the store itself answers, on a live writer's files."""
 
 from hypothesis import given, settings, strategies as st
 
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore.readers import queue_end
+from rocketstore.read.file_readers import queue_end
 
 CFG = StoreConfig(
     mapped_file_size_commit_log=64 * 1024,

@@ -13,7 +13,7 @@ import pytest
 
 from rocketstore import Message, MessageStore
 from rocketstore.errors import StoreLockedError
-from rocketstore.rebuild import RebuildRun
+from rocketstore.maintenance.rebuild import RebuildRun
 
 OTHER_PROCESS = """
 import sys

@@ -23,7 +23,7 @@ import os
 import threading
 import time
 
-from ..config_files import read_with_backup, write_atomically
+from ..config.files import read_with_backup, write_atomically
 from ..message import GetStatus, Message, PutResult, PutStatus
 from ..services.service_thread import ServiceThread
 from ..validation import topic_problem

@@ -19,7 +19,7 @@ import json
 import os
 import threading
 
-from ..config_files import read_with_backup
+from ..config.files import read_with_backup
 
 SUBSCRIPTION_GROUP_FILE = "subscriptionGroup.json"
 
@@ -57,7 +57,7 @@ class SubscriptionGroups:
 
     def set_fifo(self, group: str, fifo: bool = True) -> None:
         """Mark a group orderly (or not) in the file, keeping the rest (updateSubGroup -o)."""
-        from ..config_files import write_atomically
+        from ..config.files import write_atomically
 
         with self._lock:
             data, _ = read_with_backup(self.path, json.loads)

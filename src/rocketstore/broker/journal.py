@@ -19,7 +19,7 @@ import json
 import logging
 import os
 
-from ..config_files import read_with_backup, write_atomically
+from ..config.files import read_with_backup, write_atomically
 from ..errors import RocketStoreError
 
 log = logging.getLogger("rocketstore.serve")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import click
 
-from .. import topics as TC
+from ..config import topics as TC
 from ..errors import RocketStoreError
 from ..validation import group_problem
 from . import main as M

@@ -19,11 +19,11 @@ import time
 import click
 
 from .. import Message, MessageStore
-from ..consumer import ConsumerOffsets
+from ..store.consumer import ConsumerOffsets
 from ..errors import InvalidMessageIdError, RocketStoreError, StoreLockedError
-from ..store_lock import StoreLock
+from ..store.lock import StoreLock
 from ..formats import properties as P
-from ..topics import queue_type
+from ..config.topics import queue_type
 from ..validation import group_problem, property_name_problem
 from . import main as M
 from . import output as O

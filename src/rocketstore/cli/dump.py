@@ -15,7 +15,7 @@ from __future__ import annotations
 import mmap
 import os
 
-from .. import layout as L
+from ..files import layout as L
 from ..errors import CorruptDataError
 from ..formats import batch_cq as BCQ
 from ..formats import checkpoint as CP

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from .. import layout as L
-from .. import topics as TC
+from ..files import layout as L
+from ..config import topics as TC
 
 
 def _dir_usage(path: str) -> tuple[int, int]:

@@ -12,7 +12,7 @@ import click
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from .. import MessageStore, StoreConfig, engine
-from ..config import unknown_keys
+from ..config.store_config import unknown_keys
 from ..errors import CorruptDataError, RocketStoreError
 from ..formats import index as IX
 from . import dump as D
@@ -288,7 +288,7 @@ def verify(store, conf, as_json, wide):
     """Check every CommitLog record (structure, CRCs, BLANK fillers), every ConsumeQueue and batch
     ConsumeQueue unit against its record, every index entry and the checkpoint. Reads the files directly,
     changing nothing. Exit status 0 when the store is sound, 1 when problems were found."""
-    from .. import verify as V
+    from ..maintenance import verify as V
 
     require_store(store)
     try:

@@ -2,7 +2,7 @@
 
 rebuild makes the ConsumeQueues and index files again by letting recovery dispatch every record of the
 CommitLog (what RocketMQ does when those files are lost) in a staging store, swapped in once complete
-(rocketstore.rebuild_swap: a kill at any instant leaves the old files or the new ones), or with --engine
+(rocketstore.maintenance.rebuild_swap: a kill at any instant leaves the old files or the new ones), or with --engine
 spark runs the parallel rebuild job (rocketstore.spark.rebuild, Spark in local mode), staged the same way;
 clean runs the expired-file cleanup now; recover opens the store, which recovers it, and reports what
 recovery cut. On a terminal each shows what it is doing on stderr (rocketstore.cli.progress): a bar over the
@@ -24,8 +24,8 @@ import click
 
 from .. import MessageStore
 from ..errors import RocketStoreError
-from ..rebuild_swap import REBUILT, StagedRebuild
-from ..store_lock import StoreLock
+from ..maintenance.rebuild_swap import REBUILT, StagedRebuild
+from ..store.lock import StoreLock
 from . import main as M
 from . import output as O
 from .options import conf_opt, json_opt, store_arg
@@ -136,7 +136,7 @@ def rebuild(store, engine, master, spark_conf, yes, dry_run, conf, as_json):
         M.fail(f"{store}: no CommitLog here to rebuild from")
     cfg = M.load_config(conf)
     if engine == "spark" and cfg.enable_consume_queue_ext:
-        from ..rebuild import EXT_REFUSED
+        from ..maintenance.rebuild import EXT_REFUSED
 
         M.fail(f"{store}: {EXT_REFUSED}")
     if engine == "spark":
@@ -150,7 +150,7 @@ def rebuild(store, engine, master, spark_conf, yes, dry_run, conf, as_json):
         return
     try:
         # the lock first (nothing changes without it), the sizes read from the files in place, the new files
-        # made by recovery in a staging store and swapped in only once complete (rocketstore.rebuild_swap)
+        # made by recovery in a staging store and swapped in only once complete (rocketstore.maintenance.rebuild_swap)
         with StagedRebuild(store, cfg) as stage:
             if not yes and not as_json:
                 _confirm(store, stage.present)

@@ -12,10 +12,10 @@ import signal
 import sys
 import threading
 
-from ..config import StoreConfig
+from ..config.store_config import StoreConfig
 from ..grpc.auth import keys_from_broker_conf
 from ..grpc.server import GrpcSide
-from ..store import MessageStore
+from ..store.facade import MessageStore
 from .remoting_side import RemotingSide
 
 

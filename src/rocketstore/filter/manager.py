@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from ..config_files import JAVA_INT, JAVA_LONG, as_int, as_object, as_str, load_json, read_config, write_atomically
+from ..config.files import JAVA_INT, JAVA_LONG, as_int, as_object, as_str, load_json, read_config, write_atomically
 from .bloom import BloomFilter, BloomFilterData
 from .sql92 import Filter, compile as compile_sql
 

@@ -16,7 +16,7 @@ from .protocol import service_pb2 as spb
 from .protocol import service_pb2_grpc as sgrpc
 
 from ..formats.javahash import java_string_hash
-from ..topics import DEFAULT_QUEUE_NUMS
+from ..config.topics import DEFAULT_QUEUE_NUMS
 from ..errors import RocketStoreError
 from ..filter import FilterSyntaxError
 from . import convert as C

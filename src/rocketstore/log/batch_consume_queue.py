@@ -18,7 +18,7 @@ from ..files.mapped_file_queue import MappedFileQueue
 from ..formats import batch_cq as B
 from ..formats import cq_ext
 from ..formats.batch_cq import BatchUnit
-from ..layout import StoreLayout
+from ..files.layout import StoreLayout
 
 log = logging.getLogger("rocketstore.batchconsumequeue")
 UNIT = B.UNIT_SIZE

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from ..config_files import write_checkpoint_file
+from ..config.files import write_checkpoint_file
 from ..errors import CorruptDataError
 from ..formats import checkpoint as CP
 

@@ -7,7 +7,7 @@ import logging
 from ..errors import RocketStoreError
 from ..files.mapped_file_queue import MappedFileQueue
 from ..formats import record as R
-from ..layout import StoreLayout
+from ..files.layout import StoreLayout
 
 log = logging.getLogger("rocketstore.commitlog")
 

@@ -13,7 +13,7 @@ from ..files.mapped_file_queue import MappedFileQueue
 from ..formats import cq
 from ..formats import cq_ext
 from ..formats import record as R
-from ..layout import StoreLayout
+from ..files.layout import StoreLayout
 from .consume_queue_ext import ConsumeQueueExt
 from .queue import QueueUnit
 

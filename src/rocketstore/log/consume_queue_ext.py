@@ -9,7 +9,7 @@ import logging
 import numpy as np
 
 from ..errors import CorruptDataError
-from ..layout import StoreLayout
+from ..files.layout import StoreLayout
 from ..files.mapped_file_queue import MappedFileQueue
 from ..formats import cq_ext as X
 

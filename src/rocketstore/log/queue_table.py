@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 
-from ..layout import BATCH_CONSUMEQUEUE, CONSUMEQUEUE, StoreLayout
+from ..files.layout import BATCH_CONSUMEQUEUE, CONSUMEQUEUE, StoreLayout
 from ..validation import topic_problem
 from .batch_consume_queue import BatchConsumeQueue
 from .consume_queue import ConsumeQueue

@@ -30,7 +30,7 @@ import os
 import threading
 import time
 
-from ..layout import COMMITLOG, CONSUMEQUEUE
+from ..files.layout import COMMITLOG, CONSUMEQUEUE
 from .service_thread import ServiceThread
 
 log = logging.getLogger("rocketstore.cleanup")

@@ -2,7 +2,7 @@
 the row each belongs to. The one place the dispatch rules (formats.record.gets_queue_unit,
 gets_index_entries, formats.index.record_keys) are applied to a run's columns: the bulk decoder's
 `by_queue` (which the ConsumeQueue dispatcher writes), the index service's builds (the put path, reput,
-recovery and the local rebuild) and the parallel rebuild, serial or on Spark executors (rocketstore.rebuild,
+recovery and the local rebuild) and the parallel rebuild, serial or on Spark executors (rocketstore.maintenance.rebuild,
 rocketstore.spark.rebuild_job), which write per queue and per index file and so cannot hold the store's
 dispatchers, all take their rows from here.
 """

@@ -43,7 +43,7 @@ import logging
 import threading
 import time
 
-from ..config import SYNC_FLUSH
+from ..config.store_config import SYNC_FLUSH
 from ..message import PutStatus
 from .service_thread import ServiceThread
 

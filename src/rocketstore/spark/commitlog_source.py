@@ -19,7 +19,7 @@ from struct import Struct
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from .. import layout as L
+from ..files import layout as L
 from ..formats import record as R
 from ..formats.record_scan import chain
 from . import options as O

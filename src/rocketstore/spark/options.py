@@ -11,8 +11,8 @@ import json
 import os
 import re
 
-from ..config import ALIASES, StoreConfig, read_properties_file
-from ..store import resolve_file_sizes
+from ..config.store_config import ALIASES, StoreConfig, read_properties_file
+from ..store.facade import resolve_file_sizes
 from .errors import OptionError
 
 # options of the formats themselves (lower-case, as Spark passes them) -> the name users write

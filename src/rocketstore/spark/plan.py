@@ -11,7 +11,7 @@ import logging
 import math
 import os
 
-from ..store import MessageStore
+from ..store.facade import MessageStore
 from . import options as O
 from .queue_read import DataLossError, QueueRange, ReadSpec
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..formats import cq as CQ
-from .. import layout as L
+from ..files import layout as L
 from ..formats import cq_ext as X
 from . import record_batch as RB
 from .errors import DataLossError
@@ -221,7 +221,7 @@ def _sql_filter(spec: ReadSpec, batch: pa.RecordBatch) -> pa.RecordBatch:
 
 
 def _read_batch_cq(spec: ReadSpec, r: QueueRange):
-    from ..store import MessageStore
+    from ..store.facade import MessageStore
     from .options import store_config
 
     store = MessageStore.open(spec.root, store_config(spec.options, spec.root), read_only=True)

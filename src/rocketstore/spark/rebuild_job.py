@@ -11,7 +11,7 @@ orchestrates them, in two Spark jobs:
 3. the driver makes the store consistent (checkpoint, the CommitLog's end) and reports.
 
 The store's lock is held throughout; the stages write into a staging store that is swapped in only once
-complete (rocketstore.rebuild_swap), so a failure or a kill at any instant leaves the old files or the new
+complete (rocketstore.maintenance.rebuild_swap), so a failure or a kill at any instant leaves the old files or the new
 ones. On a cluster the store must be at the same path on every executor (a shared filesystem): the tasks
 write the new files there, and the decode tasks' files reach the write tasks the same way.
 """
@@ -23,7 +23,7 @@ import shutil
 
 import numpy as np
 
-from .. import rebuild as RB
+from ..maintenance import rebuild as RB
 from .options import store_config
 from .rebuild_parts import PARTS_DIR, GroupUnits, group_of, read_entries, units_path, write_parts
 

@@ -16,7 +16,7 @@ import zlib
 
 import numpy as np
 
-from .. import rebuild as RB
+from ..maintenance import rebuild as RB
 from ..formats import record as R
 
 PARTS_DIR = ".spark-parts"  # under the staging store; removed before the staged files are finished

@@ -225,7 +225,7 @@ def _chunks(rows, sizes, limits: Limits, topic_len: int):
 
 def open_store(root: str, config):
     from ..errors import StoreLockedError, StoreOpenError
-    from ..store import MessageStore
+    from ..store.facade import MessageStore
 
     try:
         return MessageStore.open(root, config)
@@ -319,7 +319,7 @@ def sink_tag(sink_id: str) -> str:
 def parse_state(text: str) -> dict:
     """sparkSinks.json: {"sinks": {sinkId: {"committed": n, "intent": {"batchId": n, "startOffset": n},
     "queryId": s}}}; ValueError for any other shape (the commit would otherwise fail half-way)."""
-    from ..config_files import as_int, as_object, as_str, load_json
+    from ..config.files import as_int, as_object, as_str, load_json
 
     state = as_object(load_json(text), "the file", optional=False)
     sinks = state["sinks"] = as_object(state.get("sinks"), "sinks")
@@ -338,7 +338,7 @@ def parse_state(text: str) -> dict:
 
 
 def load_state(root: str) -> dict:
-    from ..config_files import read_with_backup
+    from ..config.files import read_with_backup
 
     state, problems = read_with_backup(os.path.join(root, STATE_FILE), parse_state)
     if state is None and problems:
@@ -347,7 +347,7 @@ def load_state(root: str) -> dict:
 
 
 def save_state(root: str, state: dict) -> None:
-    from ..config_files import write_atomically
+    from ..config.files import write_atomically
 
     write_atomically(os.path.join(root, STATE_FILE), json.dumps(state, indent=2, sort_keys=True))
 

@@ -18,8 +18,8 @@ import re
 from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
-from .. import layout as L
-from ..readers import queue_end
+from ..files import layout as L
+from ..read.file_readers import queue_end
 from ..validation import topic_problem
 from . import options as O
 from . import plan as PL

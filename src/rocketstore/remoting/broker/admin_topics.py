@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ... import topics as TC
+from ...config import topics as TC
 from ...broker.rules import is_system_topic
 from .. import fastjson, headers
 from ..codes import ResponseCode

@@ -14,7 +14,7 @@ import os
 import re
 import time
 
-from ...config_files import read_with_backup, write_atomically
+from ...config.files import read_with_backup, write_atomically
 from ...formats import properties as P
 from ...message import Message
 from ...broker.delay import DELIVERED, RETRY, deliver

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ...config import SYNC_FLUSH
+from ...config.store_config import SYNC_FLUSH
 from ...errors import CorruptDataError
 from ...formats import properties as P
 from ...formats.inner_batch import decode_messages

@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field, fields
 
-from ...config_files import read_config, write_atomically
+from ...config.files import read_config, write_atomically
 from .. import fastjson, headers
 from ..codes import RequestCode, ResponseCode
 from ..command import response_to

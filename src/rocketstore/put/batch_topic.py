@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import logging
 
-from . import engine
-from .config import wall_clock_ms
-from .formats import inner_batch as IB
-from .formats import properties as P
-from .formats import record as R
-from .message import Message, PutBatchResult, PutResult, PutStatus
+from .. import engine
+from ..config.store_config import wall_clock_ms
+from ..formats import inner_batch as IB
+from ..formats import properties as P
+from ..formats import record as R
+from ..message import Message, PutBatchResult, PutResult, PutStatus
 
 log = logging.getLogger("rocketstore.put")
 _native = engine.native  # None: the pure path alone (the tests compare both)

@@ -13,10 +13,10 @@ import re
 import threading
 import time
 
-from .config_files import JAVA_INT, as_int, as_object, load_json, read_config, write_atomically
-from .errors import StoreOpenError
-from .formats.record import INNER_BATCH_FLAG
-from .message import GetStatus
+from ..config.files import JAVA_INT, as_int, as_object, load_json, read_config, write_atomically
+from ..errors import StoreOpenError
+from ..formats.record import INNER_BATCH_FLAG
+from ..message import GetStatus
 
 SEPARATOR = "@"
 _UNQUOTED_INT_KEY = re.compile(r"([{,]\s*)(-?\d+)(\s*:)")  # topic and group names hold none of {,:

@@ -3,12 +3,12 @@ by key through the index (queryMessage), every index hit re-checked against its 
 
 from __future__ import annotations
 
-from . import engine
-from .errors import CorruptDataError, InvalidMessageIdError
-from .formats import record as R
-from .formats.record import decode_record
-from .message import QueryResult
-from .services.index_service import LONG_MAX
+from .. import engine
+from ..errors import CorruptDataError, InvalidMessageIdError
+from ..formats import record as R
+from ..formats.record import decode_record
+from ..message import QueryResult
+from ..services.index_service import LONG_MAX
 
 _native = engine.native  # None: query_py alone
 HEX_DIGITS = frozenset("0123456789abcdefABCDEF")

@@ -19,15 +19,16 @@ import zlib
 
 import numpy as np
 
-from .formats import properties as P
-from .formats import record as R
-from . import engine, put_batch_topic
-from .config import wall_clock_ms
-from .log.commitlog import CommitLog, DoesNotFit
-from .message import Message, PutBatchResult, PutResult, PutStatus
-from .services.bulk_dispatch import props_info
-from .services.dispatch import SCHEDULE_TOPIC, tags_code_for
-from .validation import topic_problem
+from ..formats import properties as P
+from ..formats import record as R
+from .. import engine
+from . import batch_topic as put_batch_topic
+from ..config.store_config import wall_clock_ms
+from ..log.commitlog import CommitLog, DoesNotFit
+from ..message import Message, PutBatchResult, PutResult, PutStatus
+from ..services.bulk_dispatch import props_info
+from ..services.dispatch import SCHEDULE_TOPIC, tags_code_for
+from ..validation import topic_problem
 
 log = logging.getLogger("rocketstore.put")
 _native = engine.native  # None: the pure path alone (the tests compare both)

@@ -27,11 +27,11 @@ ROCKETSTORE_PURE=1 (no lane) writes the same bytes (tests/native/test_put_lane.p
 
 from __future__ import annotations
 
-from . import put as put_module
-from .config import SYNC_FLUSH, wall_clock_ms
-from .log.consume_queue import ConsumeQueue
-from .message import PutResult, PutStatus
-from .services import index_service
+from . import writer as put_module
+from ..config.store_config import SYNC_FLUSH, wall_clock_ms
+from ..log.consume_queue import ConsumeQueue
+from ..message import PutResult, PutStatus
+from ..services import index_service
 
 
 def make_lane(store):

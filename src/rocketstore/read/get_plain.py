@@ -11,11 +11,11 @@ fills the batch). Only for a get with no record-level filter, no ext and no CRC 
 
 from __future__ import annotations
 
-from . import engine
-from .errors import CorruptDataError
-from .formats import cq as CQ
-from .formats.cq_ext import MAX_ADDR as EXT_MAX_ADDR
-from .formats.record import decode_record_py
+from .. import engine
+from ..errors import CorruptDataError
+from ..formats import cq as CQ
+from ..formats.cq_ext import MAX_ADDR as EXT_MAX_ADDR
+from ..formats.record import decode_record_py
 
 MAX_PULL_MSG_SIZE = 128 * 1024 * 1024
 UNIT = CQ.UNIT_SIZE

@@ -167,7 +167,7 @@ class StoreConfig:
         return dataclasses.replace(self, **{k: v for k, v in small.items() if getattr(self, k) is None})
 
     def delay_levels(self):
-        from .formats.record import parse_delay_levels
+        from ..formats.record import parse_delay_levels
 
         return parse_delay_levels(self.message_delay_level)
 

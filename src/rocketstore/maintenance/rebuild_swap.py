@@ -28,9 +28,9 @@ import os
 import re
 import shutil
 
-from .config import StoreConfig
-from .errors import RocketStoreError, StoreOpenError
-from .store_lock import StoreLock
+from ..config.store_config import StoreConfig
+from ..errors import RocketStoreError, StoreOpenError
+from ..store.lock import StoreLock
 
 log = logging.getLogger("rocketstore.rebuild")
 
@@ -186,7 +186,7 @@ class StagedRebuild:
         self._lock: StoreLock | None = None
 
     def __enter__(self) -> "StagedRebuild":
-        from .file_sizes import resolve_file_sizes
+        from ..store.file_sizes import resolve_file_sizes
 
         if not os.path.isdir(os.path.join(self.root, "commitlog")):
             raise RebuildError(f"{self.root}: no CommitLog here to rebuild from")

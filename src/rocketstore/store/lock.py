@@ -16,7 +16,7 @@ import fcntl
 import os
 import threading
 
-from .errors import StoreLockedError, StoreOpenError
+from ..errors import StoreLockedError, StoreOpenError
 
 _HELD: dict[tuple[int, int], "StoreLock"] = {}  # (st_dev, st_ino) of a store directory -> its lock
 _GUARD = threading.Lock()

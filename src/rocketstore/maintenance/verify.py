@@ -35,22 +35,22 @@ import os
 
 import numpy as np
 
-from . import engine
-from . import layout as L
-from .config import StoreConfig
-from .deleted_topics import DeletedTopics
-from .errors import CorruptDataError
-from .formats import batch_cq as BCQ
-from .formats import checkpoint as CP
-from .formats import cq as CQ
-from .formats import cq_ext as X
-from .formats import index as IX
-from .formats import properties as P
-from .formats import record as R
-from .formats.javahash import index_key_hash  # IndexFile's key hash (the compiled String.hashCode when built)
-from .services.dispatch import gets_queue_unit, tags_code_for
-from .file_sizes import resolve_file_sizes
-from .store_lock import written_by_another
+from .. import engine
+from ..files import layout as L
+from ..config.store_config import StoreConfig
+from ..config.deleted_topics import DeletedTopics
+from ..errors import CorruptDataError
+from ..formats import batch_cq as BCQ
+from ..formats import checkpoint as CP
+from ..formats import cq as CQ
+from ..formats import cq_ext as X
+from ..formats import index as IX
+from ..formats import properties as P
+from ..formats import record as R
+from ..formats.javahash import index_key_hash  # IndexFile's key hash (the compiled String.hashCode when built)
+from ..services.dispatch import gets_queue_unit, tags_code_for
+from ..store.file_sizes import resolve_file_sizes
+from ..store.lock import written_by_another
 
 PRE_BLANK_SIZE = 0x7FFFFFFF
 PROGRESS_STEP = 4 << 20  # progress("commitlog", bytes done, bytes total) every this many bytes
@@ -896,11 +896,11 @@ class Verifier:
     def check_config_files(self) -> None:
         """The config files an open reads: one that neither it nor its .bak can be read from stops the store
         from opening (RocketMQ's ConfigManager.load / loadBak); a fallback to the .bak is a note."""
-        from . import deleted_topics as D
-        from .config_files import read_with_backup
-        from .consumer import offsets_path, parse_offsets
-        from .filter.manager import FILE as FILTERS_FILE, parse_filters
-        from .topics import parse_topic_configs, topics_path
+        from ..config import deleted_topics as D
+        from ..config.files import read_with_backup
+        from ..store.consumer import offsets_path, parse_offsets
+        from ..filter.manager import FILE as FILTERS_FILE, parse_filters
+        from ..config.topics import parse_topic_configs, topics_path
 
         for path, parse in (
             (topics_path(self.root), parse_topic_configs),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 
-from .config_files import as_int, as_object, load_json, read_config, write_atomically
+from .files import as_int, as_object, load_json, read_config, write_atomically
 
 FILE = "deletedTopics.json"
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import logging
 
-from .errors import CorruptDataError
-from .formats.cq_ext import MAX_ADDR as EXT_MAX_ADDR
-from .formats.javahash import java_string_hash
-from .formats.record import decode_record, unit_target_problem
-from . import engine
+from ..errors import CorruptDataError
+from ..formats.cq_ext import MAX_ADDR as EXT_MAX_ADDR
+from ..formats.javahash import java_string_hash
+from ..formats.record import decode_record, unit_target_problem
+from .. import engine
 from .get_plain import get_plain, take_plain
 from .lookups import verify_prop_crc
-from .message import GetResult, GetStatus
-from .services.queue_check import BAD, GOOD, Unit, check_unit, corrupt_record, repair_units
+from ..message import GetResult, GetStatus
+from ..services.queue_check import BAD, GOOD, Unit, check_unit, corrupt_record, repair_units
 
 log = logging.getLogger("rocketstore.get")
 

@@ -8,39 +8,39 @@ import logging
 import os
 import time
 
-from . import get_message
-from . import rebuild_swap
-from . import topics as TC
-from .config import SYNC_FLUSH, StoreConfig
+from ..read import get_message
+from ..maintenance import rebuild_swap
+from ..config import topics as TC
+from ..config.store_config import SYNC_FLUSH, StoreConfig
 from .consumer import Consumer, ConsumerOffsets
-from .deleted_topics import DeletedTopics
-from .errors import CorruptDataError, StoreClosedError, StoreNotWritableError, StoreOpenError
+from ..config.deleted_topics import DeletedTopics
+from ..errors import CorruptDataError, StoreClosedError, StoreNotWritableError, StoreOpenError
 from .file_sizes import resolve_file_sizes
-from .files.transient_pool import TransientStorePool
-from .filter.bloom import BloomFilter
-from .filter.manager import ConsumerFilterManager
-from .layout import StoreLayout
-from .log.checkpoint_file import CheckpointFile
-from .log.commitlog import CommitLog
-from .log.consume_queue import LOWER, UPPER
-from .log.queue_table import QueueTable
-from .lookups import Lookups
-from .long_poll import Arrivals
-from .message import GetResult, GetStatus, Message, PutBatchResult, PutResult, PutStatus, QueryResult
-from .put import MessageWriter
-from .put_lane import make_lane
-from .services import recovery
-from .services.calc_bitmap import CalcBitMapDispatcher
-from .services.cleanup import CleanupService
-from .services.cq_dispatch import ConsumeQueueDispatcher
-from .services.flush import FlushServices
-from .services.index_service import IndexService
-from .services.pipeline import DispatchPipeline
-from .services.queue_check import QueueCheck
-from .services.reput import ReputService
-from .store_lock import StoreLock
+from ..files.transient_pool import TransientStorePool
+from ..filter.bloom import BloomFilter
+from ..filter.manager import ConsumerFilterManager
+from ..files.layout import StoreLayout
+from ..log.checkpoint_file import CheckpointFile
+from ..log.commitlog import CommitLog
+from ..log.consume_queue import LOWER, UPPER
+from ..log.queue_table import QueueTable
+from ..read.lookups import Lookups
+from ..read.long_poll import Arrivals
+from ..message import GetResult, GetStatus, Message, PutBatchResult, PutResult, PutStatus, QueryResult
+from ..put.writer import MessageWriter
+from ..put.lane import make_lane
+from ..services import recovery
+from ..services.calc_bitmap import CalcBitMapDispatcher
+from ..services.cleanup import CleanupService
+from ..services.cq_dispatch import ConsumeQueueDispatcher
+from ..services.flush import FlushServices
+from ..services.index_service import IndexService
+from ..services.pipeline import DispatchPipeline
+from ..services.queue_check import QueueCheck
+from ..services.reput import ReputService
+from .lock import StoreLock
 from .topic_table import TopicTable
-from .validation import group_problem, topic_problem
+from ..validation import group_problem, topic_problem
 
 __all__ = ["MessageStore", "resolve_file_sizes"]  # resolve_file_sizes: file_sizes.py's, imported from here too
 
@@ -724,8 +724,8 @@ class MessageStore:
     def message_filter(self, group: str, topic: str, sql: str):
         """The ExpressionMessageFilter a get with `sql` uses (the group's registered filter, if it is this
         expression, lets the ext bitmaps decide first)."""
-        from .filter import compile as compile_sql
-        from .filter.message_filter import ExpressionMessageFilter
+        from ..filter import compile as compile_sql
+        from ..filter.message_filter import ExpressionMessageFilter
 
         return ExpressionMessageFilter(compile_sql(sql), self.filters.get(topic, group), self.filters.bloom)
 

@@ -7,7 +7,7 @@ import json
 import os
 import time
 
-from .config_files import JAVA_INT, as_int, as_object, as_str, load_json, read_config, write_atomically
+from .files import JAVA_INT, as_int, as_object, as_str, load_json, read_config, write_atomically
 
 QUEUE_TYPE = "queue.type"
 SIMPLE_CQ = "SimpleCQ"

@@ -11,9 +11,9 @@ import os
 
 import numpy as np
 
-from . import layout as L
-from .formats import batch_cq as BCQ
-from .formats import cq as CQ
+from ..files import layout as L
+from ..formats import batch_cq as BCQ
+from ..formats import cq as CQ
 
 
 def written_units(path: str, dtype: np.dtype) -> tuple[int, np.ndarray | None]:

@@ -13,7 +13,7 @@ Reput dispatches every record in CommitLog order, but what it writes splits clea
   arrives while the last file is full (IndexService). `plan_index` numbers the files from per-segment
   counts; `write_index_file` writes one file from its slice, knowing only the entry before it.
 - `RebuildRun` takes the store's lock and has the pieces write into a staging store
-  (rocketstore.rebuild_swap), which it finally opens and closes, so recovery settles the CommitLog's end and
+  (rocketstore.maintenance.rebuild_swap), which it finally opens and closes, so recovery settles the CommitLog's end and
   the checkpoint, then swaps in: a failure or a kill at any instant leaves the old files or the new ones.
 
 Everything here is plain Python and numpy: `rebuild_serial` runs the pieces in this process;
@@ -31,22 +31,22 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import engine
-from . import topics as TC
-from .config import StoreConfig
-from .deleted_topics import DeletedTopics
-from .formats import checkpoint as CP
-from .layout import BATCH_CONSUMEQUEUE, StoreLayout
-from .log.batch_consume_queue import BatchConsumeQueue
-from .log.checkpoint_file import CheckpointFile
-from .log.consume_queue import ConsumeQueue
-from .log.index_file import IndexFile
+from .. import engine
+from ..config import topics as TC
+from ..config.store_config import StoreConfig
+from ..config.deleted_topics import DeletedTopics
+from ..formats import checkpoint as CP
+from ..files.layout import BATCH_CONSUMEQUEUE, StoreLayout
+from ..log.batch_consume_queue import BatchConsumeQueue
+from ..log.checkpoint_file import CheckpointFile
+from ..log.consume_queue import ConsumeQueue
+from ..log.index_file import IndexFile
 from .rebuild_swap import REBUILT, RebuildError, StagedRebuild  # noqa: F401  (REBUILT: part of this API)
-from .services.bulk_dispatch import decode_run
-from .services.dispatch import BLANK, OK, check_record
-from .services.dispatch_rows import index_entries as dispatch_index_entries
-from .services.dispatch_rows import index_entry_counts, unit_rows
-from .services.index_service import file_name_at, name_after
+from ..services.bulk_dispatch import decode_run
+from ..services.dispatch import BLANK, OK, check_record
+from ..services.dispatch_rows import index_entries as dispatch_index_entries
+from ..services.dispatch_rows import index_entry_counts, unit_rows
+from ..services.index_service import file_name_at, name_after
 
 log = logging.getLogger("rocketstore.rebuild")
 EXT_REFUSED = (
@@ -578,7 +578,7 @@ class RebuildRun:
         dispatched above, up to where the log ends, so what is left to recovery is the normal case (an
         abnormal recovery would drop index files newer than the checkpoint's index time). `progress(done,
         total)`: that recovery's progress in bytes (MessageStore.open's)."""
-        from .store import MessageStore
+        from ..store.facade import MessageStore
 
         cp = dataclasses.replace(self.checkpoint)
         written = [q for q in queues if q.last_phys >= 0]

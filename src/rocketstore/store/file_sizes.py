@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from .config import StoreConfig
-from .errors import StoreOpenError
-from .layout import BATCH_CONSUMEQUEUE, COMMITLOG, CONSUMEQUEUE, CONSUMEQUEUE_EXT, StoreLayout
+from ..config.store_config import StoreConfig
+from ..errors import StoreOpenError
+from ..files.layout import BATCH_CONSUMEQUEUE, COMMITLOG, CONSUMEQUEUE, CONSUMEQUEUE_EXT, StoreLayout
 
 # the files whose size is inferred from disk: (directory, what they are, their unit, RocketMQ's setting)
 _INFERRED = {

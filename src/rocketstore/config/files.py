@@ -15,8 +15,8 @@ import json
 import logging
 import os
 
-from .errors import StoreOpenError
-from .files.space import is_sparse
+from ..errors import StoreOpenError
+from ..files.space import is_sparse
 
 log = logging.getLogger("rocketstore.config")
 
