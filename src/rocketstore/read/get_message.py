@@ -201,7 +201,7 @@ def _undecodable(store, cq, e: CorruptDataError, buf, rel: int, limit: int, size
     return WRONG_UNIT
 
 
-def _scan(  # noqa: C901 - past the ceiling, to be split
+def _scan(
     store,
     cq,
     offset: int,
@@ -212,166 +212,243 @@ def _scan(  # noqa: C901 - past the ceiling, to be split
     may_search_again: bool,
     bounds: tuple[int, int] | None = None,
 ):
-    cfg = store.config
-    lo, hi = bounds or (cq.min_offset, cq.max_offset)
-    result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
-    result.requested_offset = offset
-    unit_size = cq.unit_size
-    # the filter cap: no unit at or past this queue offset is looked at
-    cap = offset - (-max(cfg.max_filter_message_size, max_count * unit_size) // unit_size)
-    max_py = store.commitlog.max_offset()
-    memory = int(store.total_memory * (cfg.access_message_in_memory_max_ratio / 100.0))
-    next_begin = offset
-    files_read = 0
-    total = count = 0
-    msgs = result.messages
-    accept = unit_filter(cq, codes, matches)
-    cl_files = store.commitlog.files
-    seg_start, seg_end, seg_buf = 0, -1, None  # the CommitLog segment in hand
-    verify = cfg.force_verify_prop_crc
-    topic, qid = cq.topic, cq.queue_id
-    chained = cq.is_batch  # units carry their own queue offsets, which must follow each other
-    ahead = 1 if chained else 0  # rows needed past the one in hand (the next unit's base offset)
-    checked: set[int] = set()  # slots checked against the CommitLog by this get
-    chunk = max(max_count, 32) + 1  # units as Python tuples a chunk at a time (a full get looks at one more)
-    while total <= 0 and next_begin < hi and files_read < cfg.travel_cq_file_num_when_get_message:
-        files_read += 1
-        got = cq.locate(next_begin)
-        if got is None:
-            result.status = GetStatus.OFFSET_FOUND_NULL
-            next_begin = cq.roll_next_file(next_begin)
-            break
-        slot0, units = got
-        if not chained and accept is None and accept_message is None and not verify:
-            # the compiled fast path (get_plain.take_plain) takes the plain units it can, up to the filter
-            # cap; the loop below goes on from the first unit that needs a closer look
-            head = units[: max(0, min(cap, hi) - slot0)]
-            k, total, count, skipped = take_plain(store, cq, head, slot0, codes, max_count, max_py, memory, msgs)
-            if k:
-                result.status = GetStatus.FOUND if count else GetStatus.NO_MATCHED_MESSAGE if skipped else result.status
-                if count >= max_count or k == len(units):
-                    # the loop below would look at no unit: none is left, or the next would not fit (count
-                    # past max_count: batch_full), so its first unit breaks before anything changes
-                    next_begin = slot0 + k
-                    continue
-                units, slot0, next_begin = units[k:], slot0 + k, slot0 + k
+    """One attempt of scan: its GetResult, or _SEARCH_AGAIN after a repair with nothing found yet."""
+    return _Scan(store, cq, offset, max_count, codes, accept_message, may_search_again, bounds, matches).run()
+
+
+# what a step of the unit loop tells it to do with the unit in hand
+_NEXT = object()  # go on to the next unit (this one is done with: passed over or refused)
+_RETRY = object()  # units were rebuilt: read the rows again and look at this unit once more
+_KEEP = object()  # the unit stands: go on with it
+_EXPIRED = object()  # its record expired with its segment
+
+
+class _Scan:
+    """One attempt of getMessage's loop over a queue's units, file by file (DefaultMessageStore.getMessage):
+    what it carries from unit to unit is its state, each step of a unit a method."""
+
+    def __init__(self, store, cq, offset, max_count, codes, accept_message, may_search_again, bounds, matches):
+        cfg = store.config
+        self.store, self.cq, self.cfg, self.offset = store, cq, cfg, offset
+        self.max_count, self.codes, self.accept_message = max_count, codes, accept_message
+        self.may_search_again = may_search_again
+        self.lo, self.hi = bounds or (cq.min_offset, cq.max_offset)
+        self.result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, self.lo, self.hi)
+        self.result.requested_offset = offset
+        unit_size = cq.unit_size
+        # the filter cap: no unit at or past this queue offset is looked at
+        self.cap = offset - (-max(cfg.max_filter_message_size, max_count * unit_size) // unit_size)
+        self.max_py = store.commitlog.max_offset()
+        self.memory = int(store.total_memory * (cfg.access_message_in_memory_max_ratio / 100.0))
+        self.next_begin = offset
+        self.total = self.count = 0
+        self.accept = unit_filter(cq, codes, matches)
+        self.seg = (0, -1, None)  # the CommitLog segment in hand: start, end of what is written, buffer
+        self.verify = cfg.force_verify_prop_crc
+        self.chained = cq.is_batch  # units carry their own queue offsets, which must follow each other
+        self.checked: set[int] = set()  # slots checked against the CommitLog by this get
+        self.chunk = max(max_count, 32) + 1  # units as Python tuples a chunk at a time (a full get looks at one more)
+        self.prev_next = None  # in a batch queue: the offset the unit before this one says comes next
+        self.next_file_start = None  # past an expired record: records below this are expired too
+
+    def run(self):
+        files_read = 0
+        while (
+            self.total <= 0 and self.next_begin < self.hi and files_read < self.cfg.travel_cq_file_num_when_get_message
+        ):
+            files_read += 1
+            got = self.cq.locate(self.next_begin)
+            if got is None:
+                self.result.status = GetStatus.OFFSET_FOUND_NULL
+                self.next_begin = self.cq.roll_next_file(self.next_begin)
+                break
+            got = self._plain_head(*got)
+            if got is not None and self._units(*got) is _SEARCH_AGAIN:
+                return _SEARCH_AGAIN
+        r = self.result
+        r.next_begin_offset, r.buffer_total_size, r.message_count = self.next_begin, self.total, self.count
+        return r
+
+    def _plain_head(self, slot0: int, units):
+        """The compiled fast path (get_plain.take_plain) takes the plain units it can, up to the filter cap:
+        (first slot, units) left for the careful loop, None when none is (the next file's turn)."""
+        if self.chained or self.accept is not None or self.accept_message is not None or self.verify:
+            return slot0, units
+        head = units[: max(0, min(self.cap, self.hi) - slot0)]
+        k, total, count, skipped = take_plain(
+            self.store, self.cq, head, slot0, self.codes, self.max_count, self.max_py, self.memory, self.result.messages
+        )
+        self.total, self.count = total, count
+        if not k:
+            return slot0, units
+        r = self.result
+        r.status = GetStatus.FOUND if count else GetStatus.NO_MATCHED_MESSAGE if skipped else r.status
+        self.next_begin = slot0 + k
+        if count >= self.max_count or k == len(units):
+            # the loop would look at no unit: none is left, or the next would not fit (count past max_count:
+            # batch_full), so its first unit breaks before anything changes
+            return None
+        return slot0 + k, units[k:]
+
+    def _units(self, slot0: int, units):
+        """The careful loop over one file's units from `slot0`: _SEARCH_AGAIN, or None when it stops."""
+        cq = self.cq
         n_units = len(units)
-        rows = cq.unit_rows(units, slot0, 0, chunk)
-        n_rows = len(rows)
-        next_file_start = None
-        prev_next = None
+        rows = cq.unit_rows(units, slot0, 0, self.chunk)
+        self.next_file_start = self.prev_next = None
+        ahead = 1 if self.chained else 0  # rows needed past the one in hand (the next unit's base offset)
         j = 0
         while j < n_units:
-            if j + ahead >= n_rows and n_rows < n_units:
-                rows += cq.unit_rows(units, slot0, n_rows, chunk)
-                n_rows = len(rows)
+            if j + ahead >= len(rows) and len(rows) < n_units:
+                rows += cq.unit_rows(units, slot0, len(rows), self.chunk)
             pos, size, tcode, base, batch = rows[j]
-            if chained:
-                slot = slot0 + j
-                following = rows[j + 1][3] if j + 1 < n_rows else _base_at(cq, slot + 1)
-                if (
-                    (prev_next is not None and base != prev_next)
-                    or (following is not None and following != base + batch)
-                ) and slot not in checked:
-                    # this unit does not follow the one before it, or the next does not follow it: one of
-                    # them is wrong, and a wrong base offset or batch size would misplace every offset after it
-                    checked.add(slot)
-                    if check_unit(store.queue_check, cq, slot, Unit(pos, size, base, batch))[0] == BAD:
-                        if _repair(store, cq, slot, "does not follow its neighbours"):
-                            if total == 0 and may_search_again:
-                                return _SEARCH_AGAIN
-                            rows = cq.unit_rows(units, slot0, 0, n_rows)
-                            continue
-                        if total == 0:
-                            result.status = GetStatus.MESSAGE_WAS_REMOVING
-                        prev_next = None
-                        j += 1
-                        continue
-                prev_next = base + batch
-                if base + batch <= offset:  # wholly before the offset asked for: only a wrong unit leads here
-                    j += 1
-                    continue
-            if next_begin >= hi or base >= cap:
-                break
-            if total and count and batch_full(cfg, size, batch, max_count, total, count, (max_py - pos) <= memory):
-                break
-            begin_before = next_begin
-            next_begin = base + batch
+            act = self._follows(rows, slot0 + j, j, pos, size, base, batch) if self.chained else _KEEP
+            if act is _RETRY:
+                rows = cq.unit_rows(units, slot0, 0, len(rows))
+                continue
+            if act is _NEXT:
+                j += 1
+                continue
+            if act is _SEARCH_AGAIN:
+                return act
+            if self._stops_before(pos, size, base, batch):
+                return None
+            begin_before, self.next_begin = self.next_begin, base + batch
             j += 1
-            if next_file_start is not None and pos < next_file_start:
-                continue
-            # a tagsCode slot holding an ext address (<= EXT_MAX_ADDR) is no tags hash: it passes here, and
-            # `accept` reads its ext unit; without the ext RocketMQ lets it through (no valid tagsCode)
-            if (codes is not None and int32(tcode) not in codes and tcode > EXT_MAX_ADDR) or (
-                accept is not None and not accept(tcode)
-            ):
-                if total == 0:  # isMatchedByConsumeQueue refused: nothing found so far says so
-                    result.status = GetStatus.NO_MATCHED_MESSAGE
-                continue
-            m = None
-            if not seg_start <= pos <= seg_end - size:  # a record outside the segment in hand: find its own
-                seg = _segment(cl_files, pos, size)
-                if seg is None:  # its record expired
-                    if total == 0:
-                        result.status = GetStatus.MESSAGE_WAS_REMOVING
-                    next_file_start = store.commitlog.roll_next_file(pos)
-                    continue
-                if seg is WRONG_UNIT:
-                    m = WRONG_UNIT
-                else:
-                    seg_start, seg_end, seg_buf = seg
-            if m is None:
-                if size <= 0:
-                    m = WRONG_UNIT
-                else:
-                    rel = pos - seg_start
-                    try:
-                        m = decode_record(seg_buf, rel, rel + size)
-                        if verify:
-                            verify_prop_crc(seg_buf, rel)
-                    except CorruptDataError as e:
-                        m = _undecodable(
-                            store, cq, e, seg_buf, rel, seg_end - seg_start, size, None if chained else base, pos
-                        )
-            # the unit must point at this queue's record for its offset (fields decoded anyway: topic,
-            # queueId, queueOffset, size, physicalOffset): a corrupt unit may point at another record
-            if m is WRONG_UNIT or not m.is_at(topic, qid, base, size, pos):
-                problem = corrupt_record(store.queue_check, pos, size)
-                if problem:  # a damaged record, not a wrong unit: said as any corrupt record is
-                    raise CorruptDataError(problem, pos % store.commitlog.file_size, store.commitlog.segment_path(pos))
-                slot = slot0 + j - 1
-                first_look = slot not in checked
-                checked.add(slot)
-                if (
-                    not first_look
-                    or m is WRONG_UNIT
-                    or check_unit(store.queue_check, cq, slot, Unit(pos, size, base, batch))[0] != GOOD
-                ):
-                    if first_look and _repair(store, cq, slot, "does not point at its record"):
-                        if total == 0 and may_search_again:
-                            return _SEARCH_AGAIN
-                        rows = cq.unit_rows(units, slot0, 0, n_rows)
-                        next_begin, prev_next = begin_before, None
-                        j -= 1
-                        continue
-                    if total == 0:  # RocketMQ's answer for a unit whose record cannot be read
-                        result.status = GetStatus.MESSAGE_WAS_REMOVING
-                    continue
-                # else the unit is what dispatch writes from this record (a batch record's INNER_BASE is not
-                # its QUEUEOFFSET)
-            if accept_message is not None and not accept_message(m):
-                if total == 0:
-                    result.status = GetStatus.NO_MATCHED_MESSAGE
-                continue
-            msgs.append(m)
-            total += size
-            count += batch
-            result.status = GetStatus.FOUND
-            next_file_start = None
-    result.next_begin_offset = next_begin
-    result.buffer_total_size = total
-    result.message_count = count
-    return result
+            act = self._look_at(slot0 + j - 1, pos, size, tcode, base, batch)
+            if act is _RETRY:
+                rows = cq.unit_rows(units, slot0, 0, len(rows))
+                self.next_begin, self.prev_next = begin_before, None
+                j -= 1
+            elif act is _SEARCH_AGAIN:
+                return act
+        return None
+
+    def _follows(self, rows, slot: int, j: int, pos: int, size: int, base: int, batch: int):
+        """In a batch queue: does this unit follow the one before it, and the next one follow it? One of them
+        is wrong otherwise, and a wrong base offset or batch size would misplace every offset after it."""
+        following = rows[j + 1][3] if j + 1 < len(rows) else _base_at(self.cq, slot + 1)
+        broken = (self.prev_next is not None and base != self.prev_next) or (
+            following is not None and following != base + batch
+        )
+        if broken and slot not in self.checked:
+            self.checked.add(slot)
+            if check_unit(self.store.queue_check, self.cq, slot, Unit(pos, size, base, batch))[0] == BAD:
+                act = self._repaired(slot, "does not follow its neighbours")
+                if act is not None:
+                    return act
+                self.prev_next = None
+                return _NEXT
+        self.prev_next = base + batch
+        if base + batch <= self.offset:  # wholly before the offset asked for: only a wrong unit leads here
+            return _NEXT
+        return _KEEP
+
+    def _repaired(self, slot: int, why: str):
+        """After a wrong unit: _SEARCH_AGAIN or _RETRY when it was rebuilt, else None (with nothing found yet,
+        the answer says the record cannot be read)."""
+        if _repair(self.store, self.cq, slot, why):
+            return _SEARCH_AGAIN if self.total == 0 and self.may_search_again else _RETRY
+        if self.total == 0:
+            self.result.status = GetStatus.MESSAGE_WAS_REMOVING
+        return None
+
+    def _stops_before(self, pos: int, size: int, base: int, batch: int) -> bool:
+        """Whether the get ends before this unit: past the queue or the filter cap, or the batch is full."""
+        if self.next_begin >= self.hi or base >= self.cap:
+            return True
+        in_memory = (self.max_py - pos) <= self.memory
+        return bool(self.total and self.count) and batch_full(
+            self.cfg, size, batch, self.max_count, self.total, self.count, in_memory
+        )
+
+    def _look_at(self, slot: int, pos: int, size: int, tcode: int, base: int, batch: int):
+        """A unit the get goes past: its tags, its record, whether that record is the unit's, the record-level
+        filter; the record taken when all pass. _RETRY or _SEARCH_AGAIN after a repair, else None."""
+        if self.next_file_start is not None and pos < self.next_file_start:
+            return None
+        if self._refused_by_tags(tcode):
+            return None
+        m = self._record(pos, size, base)
+        if m is _EXPIRED:
+            return None
+        # the unit must point at this queue's record for its offset (fields decoded anyway: topic,
+        # queueId, queueOffset, size, physicalOffset): a corrupt unit may point at another record
+        if m is WRONG_UNIT or not m.is_at(self.cq.topic, self.cq.queue_id, base, size, pos):
+            act = self._not_its_record(m, slot, pos, size, base, batch)
+            if act is not _KEEP:
+                return act
+            # else the unit is what dispatch writes from this record (a batch record's INNER_BASE is not
+            # its QUEUEOFFSET)
+        if self.accept_message is not None and not self.accept_message(m):
+            if self.total == 0:
+                self.result.status = GetStatus.NO_MATCHED_MESSAGE
+            return None
+        self.result.messages.append(m)
+        self.total += size
+        self.count += batch
+        self.result.status = GetStatus.FOUND
+        self.next_file_start = None
+        return None
+
+    def _refused_by_tags(self, tcode: int) -> bool:
+        """isMatchedByConsumeQueue. A tagsCode slot holding an ext address (<= EXT_MAX_ADDR) is no tags hash:
+        it passes the tag set here, and `accept` reads its ext unit; without the ext RocketMQ lets it through
+        (no valid tagsCode)."""
+        codes = self.codes
+        refused = (codes is not None and int32(tcode) not in codes and tcode > EXT_MAX_ADDR) or (
+            self.accept is not None and not self.accept(tcode)
+        )
+        if refused and self.total == 0:  # nothing found so far says so
+            self.result.status = GetStatus.NO_MATCHED_MESSAGE
+        return refused
+
+    def _record(self, pos: int, size: int, base: int):
+        """The record a unit points at, decoded (CRCs checked when asked); WRONG_UNIT when none can be there,
+        _EXPIRED when its segment is gone."""
+        start, end, buf = self.seg
+        if not start <= pos <= end - size:  # a record outside the segment in hand: find its own
+            seg = _segment(self.store.commitlog.files, pos, size)
+            if seg is None:
+                if self.total == 0:
+                    self.result.status = GetStatus.MESSAGE_WAS_REMOVING
+                self.next_file_start = self.store.commitlog.roll_next_file(pos)
+                return _EXPIRED
+            if seg is WRONG_UNIT:
+                return WRONG_UNIT
+            self.seg = start, end, buf = seg
+        if size <= 0:
+            return WRONG_UNIT
+        rel = pos - start
+        try:
+            m = decode_record(buf, rel, rel + size)
+            if self.verify:
+                verify_prop_crc(buf, rel)
+            return m
+        except CorruptDataError as e:
+            queue_offset = None if self.chained else base
+            return _undecodable(self.store, self.cq, e, buf, rel, end - start, size, queue_offset, pos)
+
+    def _not_its_record(self, m, slot: int, pos: int, size: int, base: int, batch: int):
+        """A unit whose record is not the one it names: a damaged record is raised; a wrong unit is checked
+        against the CommitLog once and rebuilt (_RETRY / _SEARCH_AGAIN), or passed over (None); _KEEP when
+        the check finds the unit is what dispatch writes."""
+        store = self.store
+        problem = corrupt_record(store.queue_check, pos, size)
+        if problem:  # a damaged record, not a wrong unit: said as any corrupt record is
+            raise CorruptDataError(problem, pos % store.commitlog.file_size, store.commitlog.segment_path(pos))
+        first_look = slot not in self.checked
+        self.checked.add(slot)
+        if (
+            first_look
+            and m is not WRONG_UNIT
+            and check_unit(store.queue_check, self.cq, slot, Unit(pos, size, base, batch))[0] == GOOD
+        ):
+            return _KEEP
+        act = self._repaired(slot, "does not point at its record") if first_look else None
+        if act is None and self.total == 0:  # RocketMQ's answer for a unit whose record cannot be read
+            self.result.status = GetStatus.MESSAGE_WAS_REMOVING
+        return act
 
 
 def _repair(store, cq, slot: int, why: str) -> bool:

@@ -34,7 +34,7 @@ def _find(files: list, file_size: int, offset: int):
     return mf.file_from_offset, mf.read_position, mf.buf
 
 
-def get_plain_py(  # noqa: C901 - past the ceiling, to be split
+def get_plain_py(
     cq_files: list,
     cq_file_size: int,
     cq_min_logic_offset: int,
@@ -62,13 +62,12 @@ def get_plain_py(  # noqa: C901 - past the ceiling, to be split
     `cq_files`, `cl_files`: the ConsumeQueue's and the CommitLog's MappedFileQueue.files; `limits`: bytes
     and count in memory, bytes and count on disk (batch_full); `memory`: the bytes of the log deemed in
     memory; `travel`: travel_cq_file_num_when_get_message."""
-    bytes_mem, count_mem, bytes_disk, count_disk = limits
     if travel < 1 or offset < 0 or max_count < 0:
         return None
     cq = _find(cq_files, cq_file_size, offset * UNIT)
     if cq is None or offset * UNIT < cq_min_logic_offset:
         return None
-    cq_from, cq_read, ubuf = cq
+    _, cq_read, ubuf = cq
     in_file = offset * UNIT % cq_file_size
     if in_file >= cq_read:
         return None
@@ -84,37 +83,14 @@ def get_plain_py(  # noqa: C901 - past the ceiling, to be split
         if next_begin >= hi or base >= cap:
             break
         pos, size, tcode = CQ.decode_unit(ubuf, at)
-        if total and count:  # get_message.batch_full
-            in_memory = (max_py - pos) <= memory
-            if (
-                count + 1 > max_count
-                or total + size > MAX_PULL_MSG_SIZE
-                or (
-                    (total + size > bytes_mem or count > count_mem - 1)
-                    if in_memory
-                    else (total + size > bytes_disk or count > count_disk - 1)
-                )
-            ):
-                break
+        if total and count and _batch_full(limits, total, count, size, max_count, (max_py - pos) <= memory):
+            break
         next_begin = base + 1
-        if codes is not None and tcode > ext_max:
-            t = tcode & 0xFFFFFFFF
-            if (t - 0x100000000 if t & 0x80000000 else t) not in codes:
-                continue
-        if size <= 0 or pos < 0:
-            return None
-        if seg is None or not seg[0] <= pos <= seg[0] + seg[1] - size:
-            seg = _find(cl_files, cl_file_size, pos)
-            if seg is None or not 0 <= pos - seg[0] <= seg[1] - size:
-                return None  # expired, or a wrong unit
-        rel = pos - seg[0]
-        if rel + size > len(seg[2]):
-            return None
-        try:
-            m = decode_record_py(seg[2], rel, rel + size)
-        except CorruptDataError:
-            return None
-        if not m.is_at(topic, queue_id, base, size, pos):
+        if codes is not None and tcode > ext_max and _int32(tcode) not in codes:
+            continue
+        seg = _segment_for(cl_files, cl_file_size, seg, pos, size)
+        m = _record_of_unit(seg, pos, size, topic, queue_id, base)
+        if m is None:
             return None
         out.append(m)
         total += size
@@ -122,6 +98,49 @@ def get_plain_py(  # noqa: C901 - past the ceiling, to be split
     if total <= 0 and next_begin < hi and travel > 1:
         return None  # the careful loop goes on into the next file
     return next_begin, total, count, out
+
+
+def _int32(v: int) -> int:
+    """A tagsCode as the Java int the tag set holds."""
+    t = v & 0xFFFFFFFF
+    return t - 0x100000000 if t & 0x80000000 else t
+
+
+def _batch_full(limits, total: int, count: int, size: int, max_count: int, in_memory: bool) -> bool:
+    """get_message.batch_full over the four transfer limits (bytes, count in memory; bytes, count on disk)."""
+    bytes_mem, count_mem, bytes_disk, count_disk = limits
+    if count + 1 > max_count or total + size > MAX_PULL_MSG_SIZE:
+        return True
+    if in_memory:
+        return total + size > bytes_mem or count > count_mem - 1
+    return total + size > bytes_disk or count > count_disk - 1
+
+
+def _segment_for(cl_files: list, cl_file_size: int, seg, pos: int, size: int):
+    """The CommitLog segment (start, read position, buffer) whose written part holds [pos, pos + size): the one
+    in hand when it does, else its own; None for an expired record or a wrong unit."""
+    if size <= 0 or pos < 0:
+        return None
+    if seg is not None and seg[0] <= pos <= seg[0] + seg[1] - size:
+        return seg
+    seg = _find(cl_files, cl_file_size, pos)
+    if seg is None or not 0 <= pos - seg[0] <= seg[1] - size:
+        return None
+    return seg
+
+
+def _record_of_unit(seg, pos: int, size: int, topic: str, queue_id: int, base: int):
+    """The record a unit points at, decoded, when it is that unit's; None when it is not, or does not decode."""
+    if seg is None:
+        return None
+    rel = pos - seg[0]
+    if rel + size > len(seg[2]):
+        return None
+    try:
+        m = decode_record_py(seg[2], rel, rel + size)
+    except CorruptDataError:
+        return None
+    return m if m.is_at(topic, queue_id, base, size, pos) else None
 
 
 # the compiled twin when built (rocketstore.engine); get_plain_py stays the reference
