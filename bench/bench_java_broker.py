@@ -55,7 +55,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from serve_process import ServeProcess, free_pair, free_port, proc_cpu
+from serve_process import ServeProcess, proc_cpu
+from rocketstore.broker.address import free_port, free_port_pair
 
 JAVA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "java" / "rocketmq-5.3.3"
 TOOL_JVM = ["-Xmx512m"]
@@ -107,7 +108,7 @@ def peak_rss_mb(pids) -> float:
 @contextmanager
 def java_broker(java_dir: Path, root: str):
     """RocketMQ's name server and broker (start-broker.sh), stopped by stop-broker.sh whatever happens."""
-    ns, br = free_port(), free_pair()
+    ns, br = free_port(), free_port_pair()
     logdir = os.path.join(root, f"rmqlogs-{ns}")
     try:
         r = subprocess.run(["bash", str(java_dir / "start-broker.sh"), os.path.join(root, "store"), str(ns), str(br)],
@@ -121,7 +122,7 @@ def java_broker(java_dir: Path, root: str):
 
 @contextmanager
 def rocketstore_serve(root: str):
-    ns, br = free_port(), free_pair()
+    ns, br = free_port(), free_port_pair()
     args = ["--no-grpc", "--namesrv", f"127.0.0.1:{ns}", "--remoting", f"127.0.0.1:{br}"]
     with ServeProcess(root, SERVE_CONF, args, "rocketstore serve: store") as server:
         yield f"127.0.0.1:{ns}", [server.proc.pid]

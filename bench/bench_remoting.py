@@ -46,8 +46,9 @@ import sys
 import tempfile
 import time
 
-from serve_process import ServeProcess, free_port
+from serve_process import ServeProcess
 
+from rocketstore.broker.address import free_port
 from rocketstore.remoting import frame
 from rocketstore.remoting.codes import RequestCode as RC
 from rocketstore.remoting.codes import ResponseCode as R

@@ -35,7 +35,8 @@ import tempfile
 import threading
 import time
 
-from serve_process import ServeProcess, free_port
+from serve_process import ServeProcess
+from rocketstore.broker.address import free_port
 
 TOPIC_PREFIX = "BenchServe"
 GROUP = "bench-serve-group"

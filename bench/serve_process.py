@@ -3,32 +3,11 @@ once its log says so, stopped with SIGTERM (killed after 30 s), its CPU seconds 
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 
 CLK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def free_pair() -> int:
-    """A free loopback port p with p - 2 free too (a broker's fast channel listens on its port - 2)."""
-    for _ in range(50):
-        p = free_port()
-        if p > 1026:
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", p - 2))
-                except OSError:
-                    continue
-            return p
-    raise RuntimeError("no free loopback port pair")
 
 
 def proc_cpu(pid: int) -> float:

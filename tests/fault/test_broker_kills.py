@@ -38,7 +38,6 @@ import bisect
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -50,6 +49,7 @@ import pytest
 from rocketstore import GetStatus, MessageStore, StoreConfig
 
 from . import broker_workload as BW
+from rocketstore.broker.address import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHILD = os.path.join(HERE, "broker_workload.py")
@@ -66,12 +66,6 @@ CPP_WINDOW_S = 5.0 + BW.FLUSH_OFFSETS_MS / 1000 + GRACE_S
 KILLS = 5
 SETTLE_S = 60  # the bound on waiting for due deliveries and checks after the last restart
 SEED = int(os.environ.get("ROCKETSTORE_FAULT_SEED", "2511"))  # another seed explores other instants
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Proc:

@@ -1,13 +1,13 @@
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 
 import pytest
+from rocketstore.broker.address import free_port
 
 DRIVER = os.path.join(os.path.dirname(__file__), "client_driver.py")
 CONF = """mappedFileSizeCommitLog=10485760
@@ -15,12 +15,6 @@ brokerName=broker-test
 minInvisibleTimeMillsForRecv=1000
 grpcClientConsumerMinLongPollingTimeoutMillis=500
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class ServeProcess:

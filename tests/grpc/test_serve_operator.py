@@ -320,3 +320,16 @@ def test_invisible_time_limits(tmp_path):
                 assert (st.code, st.message) == (Code.ILLEGAL_INVISIBLE_TIME, text)
     finally:
         s.stop()
+
+
+def test_a_free_port_pair_leaves_both_of_a_brokers_ports_bindable():
+    """free_port_pair: the port and its fast channel (port - 2) both bind afterwards (tests and benchmarks start
+    brokers on them)."""
+    import socket
+
+    for _ in range(5):
+        p = address.free_port_pair()
+        assert p > 1026
+        for port in (p, p - 2):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port))  # raises when taken

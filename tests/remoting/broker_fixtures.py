@@ -3,7 +3,6 @@ on the tests' loop thread (broker_on_loop) for clients in other processes (the C
 
 import asyncio
 import contextlib
-import socket
 import time
 
 from remoting_client import Client
@@ -73,9 +72,3 @@ def wait_until(probe, timeout: float = 30):
     while not probe() and time.monotonic() < deadline:
         time.sleep(0.05)
     return probe()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -18,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from rocketstore.broker.address import free_port_pair
 
 REPO = Path(__file__).resolve().parents[2]
 JAVA_DIR = REPO.parent / "shared" / "java" / "rocketmq-5.3.3"
@@ -105,26 +105,12 @@ def mqadmin_out(events, name) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- the server
-def free_pair() -> int:
-    """A loopback port p with p - 2 free too (the broker's fast channel)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            p = s.getsockname()[1]
-        if p > 1026:
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", p - 2))
-                except OSError:
-                    continue
-            return p
-    raise AssertionError("no free port pair")
 
 
 class Serve:
     def __init__(self, root: Path, conf: str = ""):
         self.root, self.proc, self.lines = root, None, []
-        self.ns_port, self.broker_port = free_pair(), free_pair()
+        self.ns_port, self.broker_port = free_port_pair(), free_port_pair()
         (root / "broker.conf").write_text(BROKER_CONF + conf)
 
     @property

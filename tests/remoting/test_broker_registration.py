@@ -14,7 +14,7 @@ import zlib
 
 import pytest
 from broker_fixtures import open_store
-from serve_harness import free_pair
+
 from test_serve_remoting_cli import serve
 
 from rocketstore.config.store_config import SMALL_FILE_SIZES
@@ -22,6 +22,7 @@ from rocketstore.remoting.broker import Broker, BrokerSettings
 from rocketstore.remoting.broker.registration import parse_namesrv_addr, period_seconds
 from rocketstore.remoting.codes import RequestCode as RC
 from rocketstore.remoting.namesrv import NameServer
+from rocketstore.broker.address import free_port_pair
 
 CLUSTER = "Pond"
 
@@ -202,7 +203,7 @@ def serve_broker(tmp_path, name: str, namesrv_port: int):
     root.mkdir()
     small = "".join(f"{k}={v}\n" for k, v in SMALL_FILE_SIZES.items())  # not gigabytes of the shared disk
     (root / "broker.conf").write_text(f"brokerClusterName={CLUSTER}\nbrokerName={name}\n{small}")
-    port = free_pair()
+    port = free_port_pair()
     proc, lines = serve(root, "-c", str(root / "broker.conf"), "--no-grpc", "--no-namesrv", "--remoting",
                         f"127.0.0.1:{port}", "--namesrv-addr", f"127.0.0.1:{namesrv_port}")  # fmt: skip
     assert proc.poll() is None, "".join(lines)
@@ -282,7 +283,7 @@ def test_namesrv_addr_lists_and_periods():
 def test_namesrv_addr_naming_the_built_in_name_server_is_left_out(tmp_path):
     """A broker.conf copied from RocketMQ names 127.0.0.1:9876; where that is serve's own name server, the broker
     is in its routes already and does not register with it over remoting too."""
-    ns_port, broker_port = free_pair(), free_pair()
+    ns_port, broker_port = free_port_pair(), free_port_pair()
     conf = tmp_path / "broker.conf"
     conf.write_text(f"brokerName=broker-a\nnamesrvAddr=127.0.0.1:{ns_port}\n")
     proc = subprocess.Popen(

@@ -4,10 +4,11 @@ STOREHOST, so the store is opened with the broker's own address as its store hos
 The delay levels are all "1s" (messageDelayLevel) so that the retries come within seconds."""
 
 import pytest
-from broker_fixtures import broker_on_loop, free_port, open_store, wait_until
+from broker_fixtures import broker_on_loop, open_store, wait_until
 
 from rocketstore.remoting.broker.subscriptions import SubscriptionGroupConfig
 from rocketstore.maintenance.verify import verify_store
+from rocketstore.broker.address import free_port
 
 
 @pytest.fixture

@@ -23,10 +23,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from serve_harness import JAVA_DIR, JVM_OPTIONS, Serve, events_of, free_pair, mqadmin_out, of
+from serve_harness import JAVA_DIR, JVM_OPTIONS, Serve, events_of, mqadmin_out, of
 
 from rocketstore import MessageStore
 from rocketstore.config.store_config import SMALL_FILE_SIZES
+from rocketstore.broker.address import free_port_pair
 
 CLUSTER = "JavaCluster"
 BROKERS = ["broker-a", "broker-b", "broker-c"]  # broker-c is stopped and restarted, broker-b killed and restarted
@@ -39,7 +40,7 @@ class NameServerAlone:
     """rocketstore's name server in a process of its own."""
 
     def __init__(self, root: Path):
-        self.port = free_pair()
+        self.port = free_port_pair()
         self.log = open(root / "namesrv.log", "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "rocketstore.remoting.namesrv", "--listen", f"127.0.0.1:{self.port}"],
@@ -64,7 +65,7 @@ class ClusterBroker(Serve):
     def __init__(self, root: Path, name: str, namesrv: str):
         root.mkdir()
         self.root, self.proc, self.lines = root, None, []
-        self.name, self.namesrv_addr, self.broker_port = name, namesrv, free_pair()
+        self.name, self.namesrv_addr, self.broker_port = name, namesrv, free_port_pair()
         # small files: five stores of RocketMQ's default sizes take gigabytes of the shared disk
         small = "".join(f"{k}={v}\n" for k, v in SMALL_FILE_SIZES.items())
         (root / "broker.conf").write_text(f"brokerClusterName={CLUSTER}\nbrokerName={name}\n{small}")
@@ -87,7 +88,7 @@ class RocketMQNameServer:
         missing = [p for p in cp.stdout.strip().split(":") if not Path(p).exists()]
         if cp.returncode != 0 or missing:
             pytest.skip(f"RocketMQ's name server cannot run here: {cp.stderr.strip() or missing[:3]}")
-        self.port, home = free_pair(), root / "rmq-home"
+        self.port, home = free_port_pair(), root / "rmq-home"
         (home / "conf").mkdir(parents=True)
         (root / "namesrv.conf").write_text(
             f"listenPort={self.port}\nbindAddress=127.0.0.1\nrocketmqHome={home}\n"

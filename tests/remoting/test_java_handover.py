@@ -18,9 +18,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from serve_harness import JAVA_DIR, Serve, events_of, free_pair, mqadmin_out, of, queue_messages, run_java
+from serve_harness import JAVA_DIR, Serve, events_of, mqadmin_out, of, queue_messages, run_java
 
 from rocketstore import MessageStore
+from rocketstore.broker.address import free_port_pair
 
 # Both brokers read these (broker.conf). Short delay levels: the retry waits level 2, longer than its consumer
 # takes to shut down; the delayed message level 3, long enough to wait across the hand-over. Check-backs of a half
@@ -60,7 +61,7 @@ class RocketBroker:
         missing = [p for p in cp.stdout.strip().split(":") if not os.path.exists(p)]
         if cp.returncode != 0 or missing:
             pytest.skip(f"the broker's jars of {JAVA_DIR / 'README.md'} are not all installed: {missing[:3]}")
-        self.root, self.ns_port, self.broker_port = root, free_pair(), free_pair()
+        self.root, self.ns_port, self.broker_port = root, free_port_pair(), free_port_pair()
         self.logdir = root / f"rmqlogs-{self.ns_port}"
 
     @property

@@ -4,22 +4,16 @@ without it, --no-grpc), the broker is registered and answers at the address the 
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 
 from remoting_client import Client
-from serve_harness import free_pair
+
 
 from rocketstore.remoting import fastjson
 from rocketstore.remoting.codes import RequestCode as RC
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from rocketstore.broker.address import free_port, free_port_pair
 
 
 def serve(tmp_path, *args):
@@ -131,7 +125,7 @@ def test_records_name_the_broker_as_their_store_host(tmp_path):
 def test_broker_serves_its_fast_channel_too(tmp_path):
     # BrokerController's fastRemotingServer listens on listenPort - 2, where 4.x Java producers send by default
     # (sendMessageWithVIPChannel): the same requests are answered there
-    ns_port, broker_port = free_port(), free_pair()
+    ns_port, broker_port = free_port(), free_port_pair()
     proc, _ = serve(tmp_path, "--no-grpc", "--namesrv", f"127.0.0.1:{ns_port}", "--remoting",
                     f"127.0.0.1:{broker_port}")  # fmt: skip
 

@@ -8,7 +8,6 @@ import json
 import os
 import pickle
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,17 +20,12 @@ from tests.spark.test_rebuild import OPTIONS, assert_rebuilt_as_locally, cleaned
 from tests.rebuild.test_rebuild import assert_same_rebuild
 from tests.spark.test_sink import assert_read_back, sink_rows
 from tests.spark.test_source import N, _expected, make_source_store
+from rocketstore.broker.address import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 SRC = os.path.join(REPO, "src")
 WORKERS = 2
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def spark_env(base):

@@ -98,3 +98,27 @@ def local_address() -> str:
         if not ipaddress.ip_address(addr.split("%")[0]).is_loopback:
             return addr
     return "127.0.0.1"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on at `host` now (the kernel's pick): for a server, a test or a benchmark that
+    must name its port before it starts (a broker writes its own address into the records)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def free_port_pair(host: str = "127.0.0.1") -> int:
+    """A free port p with p - 2 free too: a remoting broker listens on p and on its fast channel, p - 2
+    (BrokerController's fastRemotingServer)."""
+    for _ in range(50):
+        p = free_port(host)
+        if p <= 1026:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind((host, p - 2))
+            except OSError:
+                continue
+        return p
+    raise ListenError(f"{host}: no free port p with p - 2 free after 50 tries")
