@@ -70,10 +70,9 @@ def inspect_store(store) -> dict:
         if os.path.isdir(path):
             n, used = _dir_usage(path)
             files.append({"directory": sub, "files": n, "bytesOnDisk": used})
-    segs = store.commitlog.files.files
-    last = segs[-1] if segs else None
+    segs = store.commitlog_segments()  # (first offset, bytes written, file size)
     queues = []
-    for cq in sorted(store.queues, key=lambda q: (q.topic, q.queue_id)):
+    for cq in sorted(store.consume_queues(), key=lambda q: (q.topic, q.queue_id)):
         topic, qid = cq.topic, cq.queue_id
         lo, hi = cq.min_offset, cq.max_offset
         row = {
@@ -95,12 +94,12 @@ def inspect_store(store) -> dict:
         "commitLogMinOffset": store.min_physical_offset,
         "commitLogMaxOffset": store.max_physical_offset,
         "commitLogSegments": len(segs),
-        "segmentSize": store.commitlog.file_size,
-        "lastSegmentFill": f"{last.wrote / last.file_size:.1%}" if last else "-",
+        "segmentSize": store.config.mapped_file_size_commit_log,
+        "lastSegmentFill": f"{segs[-1][1] / segs[-1][2]:.1%}" if segs else "-",
         "topics": len({q["topic"] for q in queues}),
         "queues": len(queues),
         "batchTopics": sorted(store.batch_topics),
-        "indexFiles": len(store.index.files),
+        "indexFiles": store.index_file_count(),
         "consumeQueueExt": _ext_state(store),
         "abortFilePresent": os.path.exists(os.path.join(root, "abort")),
         "dispatchBehindBytes": max(store.max_physical_offset - max(_queues_end_on_disk(root), 0), 0),

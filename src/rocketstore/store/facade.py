@@ -437,6 +437,33 @@ class MessageStore:
         self._check_writable()
         self.topic_table.create(name, queues, attributes, self.writer)
 
+    def update_topic_config(
+        self,
+        name: str,
+        read_queue_nums: int,
+        write_queue_nums: int,
+        perm: int,
+        *,
+        topic_filter_type: str = "SINGLE_TAG",
+        topic_sys_flag: int = 0,
+        order: bool = False,
+        attributes: dict[str, str] | None = None,
+    ) -> None:
+        """A whole TopicConfig, as a broker's createAndUpdateTopicConfig takes it: create_topic's checks (name,
+        queue type, which cannot change) with the larger queue count, then the fields create_topic does not
+        take (separate read and write queue counts, perm, filter type, sysFlag, order) over its entry in
+        config/topics.json, with puts kept out meanwhile."""
+        self.create_topic(name, max(read_queue_nums, write_queue_nums), attributes)
+        fields = {
+            "readQueueNums": read_queue_nums,
+            "writeQueueNums": write_queue_nums,
+            "perm": perm,
+            "topicFilterType": topic_filter_type,
+            "topicSysFlag": topic_sys_flag,
+            "order": order,
+        }
+        self.topic_table.set_fields(name, fields, attributes or {}, self.writer)
+
     def ensure_topic(self, name: str) -> None:
         """Give a topic that has no config one (config/topics.json) with the default queue count, or as many
         queues as it already has if more: what a broker's auto-create does for a new topic."""
@@ -584,6 +611,58 @@ class MessageStore:
         if self.read_only:
             return 0
         return self.cleanup.delete_expired_files(now_ms)
+
+    def delete_files_manually(self) -> None:
+        """executeDeleteFilesManually, as mqadmin's deleteExpiredCommitLog asks it: the cleanup service's next
+        passes delete expired CommitLog files whatever the hour (delete_expired_files does it now)."""
+        self._check_open()
+        if not self.read_only:
+            self.cleanup.commitlog.execute_delete_files_manually()
+
+    def disk_ratio(self, folder: str = "commitlog") -> float:
+        """The used share (0 to 1) of the disk holding one of the store's folders ("commitlog",
+        "consumequeue"): UtilAll.getDiskPartitionSpaceUsedPercent, as the cleanup service measures it."""
+        return self.cleanup.disk_usage(os.path.join(self.root, folder))
+
+    # ---------------------------------------------------------------- files and dispatch
+    @property
+    def dispatched_offset(self) -> int:
+        """The CommitLog offset below which every record is in its queues and the index (reput's
+        reputFromOffset)."""
+        return self.reput.reput_from_offset
+
+    def dispatch_behind_bytes(self) -> int:
+        """dispatchBehindBytes: CommitLog bytes written and not yet dispatched to the queues and the index."""
+        return max(self.reput.behind(), 0)
+
+    def record_bytes(self, physical_offset: int, size: int):
+        """`size` bytes of the CommitLog from `physical_offset`, as a memoryview of the mapped segment (a
+        whole record, as a pull or a lookup answers it: CommitLog.getMessage), or None when they are not
+        there (expired, or past what is written)."""
+        return self.commitlog.read(physical_offset, size)
+
+    def commitlog_segments(self) -> list[tuple[int, int, int]]:
+        """(first offset, bytes written, file size) of each CommitLog segment, oldest first."""
+        return [(mf.file_from_offset, mf.wrote, mf.file_size) for mf in list(self.commitlog.files.files)]
+
+    def advise_commitlog(self, advice: int) -> None:
+        """madvise(2) every mapped CommitLog segment (mmap.MADV_NORMAL or MADV_RANDOM: RocketMQ's
+        setCommitLogReadAheadMode)."""
+        for mf in list(self.commitlog.files.files):
+            if getattr(mf, "mm", None) is not None:
+                mf.mm.madvise(advice)
+
+    def index_file_count(self) -> int:
+        return len(self.index.files)
+
+    def consume_queue(self, topic: str, queue_id: int):
+        """The queue of (topic, queue id) (getConsumeQueue; log/queue.py's protocol, plain or batch), None
+        when it has none. For reading: its units, offsets and files."""
+        return self.queues.get(topic, queue_id)
+
+    def consume_queues(self) -> list:
+        """Every queue the store has (getConsumeQueueTable), for reading."""
+        return list(self.queues)
 
     # ---------------------------------------------------------------- offsets
     @property

@@ -67,6 +67,18 @@ class TopicTable:
                 batch_topics.add(name)
             writer.forget_topic(name)
 
+    def set_fields(self, name: str, fields: dict, attributes: dict[str, str], writer) -> None:
+        """Write `fields` (TopicConfig's JSON names) and `attributes` (added to the ones it has) over a topic's
+        entry, which create() made (MessageStore.update_topic_config)."""
+        with writer.lock:
+            configs = dict(self.configs)
+            # the entry names a batch topic's queue.type even when the update did not
+            merged = {**(configs[name].get("attributes") or {}), **attributes}
+            configs[name] = {**configs[name], **fields, "topicName": name, "attributes": merged}
+            TC.write_topic_configs(self.layout.root, configs, counter=len(configs))
+            self.configs = configs
+            writer.forget_topic(name)
+
     def ensure(self, name: str, writer) -> None:
         """A config for a topic that has none: the default queue count, or as many queues as it has if more."""
         if name not in self.configs:

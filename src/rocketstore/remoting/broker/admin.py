@@ -93,7 +93,7 @@ class BrokerAdmin:
             "getTransferredTps": stats.tps_text("got", got),
             "commitLogMinOffset": str(store.min_physical_offset),
             "commitLogMaxOffset": str(store.max_physical_offset),
-            "dispatchBehindBytes": str(max(store.reput.behind(), 0)),
+            "dispatchBehindBytes": str(store.dispatch_behind_bytes()),
             "earliestMessageTimeStamp": str(self._earliest_time()),
             "startAcceptSendRequestTimeStamp": "0",
             # isSpecialServiceRunning: a master whose schedule service runs
@@ -106,12 +106,10 @@ class BrokerAdmin:
             "timerDequeueTps": "0.0",
         }
         commitlog_dir = os.path.join(store.root, "commitlog")
-        ratio = bodies.java_double(store.cleanup.disk_usage(commitlog_dir))
+        ratio = bodies.java_double(store.disk_ratio("commitlog"))
         t["commitLogDiskRatio"] = ratio
         t[f"commitLogDiskRatio_{commitlog_dir}"] = ratio
-        t["consumeQueueDiskRatio"] = bodies.java_double(
-            store.cleanup.disk_usage(os.path.join(store.root, "consumequeue"))
-        )
+        t["consumeQueueDiskRatio"] = bodies.java_double(store.disk_ratio("consumequeue"))
         try:
             du = shutil.disk_usage(store.root)
             t["commitLogDirCapacity"] = f"Total : {bodies.human_bytes(du.total)}, Free : {bodies.human_bytes(du.free)}."
@@ -277,7 +275,7 @@ class BrokerAdmin:
         m = self.store.look(offset) if offset >= 0 else None
         if m is None or m.physical_offset != offset:
             return None
-        view = self.store.commitlog.read(m.physical_offset, m.size)
+        view = self.store.record_bytes(m.physical_offset, m.size)
         return None if view is None else bytes(view)
 
     async def _call_consumer(self, cmd, code: int, group: str, client_id: str):

@@ -130,28 +130,17 @@ def alter_attributes(create: bool, current: dict[str, str], changes: dict[str, s
 
 
 def save_topic_config(store, tc) -> None:
-    """Write a full TopicConfig into the store's config/topics.json. store.create_topic checks the name, the
-    queue type (which cannot change) and makes the topic known to the writer; the fields it does not take
-    (separate read/write queue counts, perm, filter type, sysFlag, order) are then written over its entry."""
-    store.create_topic(tc.topic_name, max(tc.read_queue_nums, tc.write_queue_nums), dict(tc.attributes))
-    table = store.topic_table
-    with store.writer.lock:
-        configs = dict(table.configs)
-        # the store's entry names a batch topic's queue.type even when the request did not
-        attributes = {**(configs[tc.topic_name].get("attributes") or {}), **tc.attributes}
-        configs[tc.topic_name] = {
-            "topicName": tc.topic_name,
-            "readQueueNums": tc.read_queue_nums,
-            "writeQueueNums": tc.write_queue_nums,
-            "perm": tc.perm,
-            "topicFilterType": tc.topic_filter_type,
-            "topicSysFlag": tc.topic_sys_flag,
-            "order": tc.order,
-            "attributes": attributes,
-        }
-        TC.write_topic_configs(store.root, configs, counter=len(configs))
-        table.configs = configs
-        store.writer.forget_topic(tc.topic_name)
+    """A full TopicConfig into the store's config/topics.json (MessageStore.update_topic_config)."""
+    store.update_topic_config(
+        tc.topic_name,
+        tc.read_queue_nums,
+        tc.write_queue_nums,
+        tc.perm,
+        topic_filter_type=tc.topic_filter_type,
+        topic_sys_flag=tc.topic_sys_flag,
+        order=tc.order,
+        attributes=dict(tc.attributes),
+    )
 
 
 class TopicAdmin:

@@ -90,7 +90,7 @@ class FeatureOff:
         return response_to(cmd, ResponseCode.SUCCESS)
 
     async def ha_status(self, cmd, conn):
-        body = ha_runtime_info(self.broker.store.commitlog.max_offset())
+        body = ha_runtime_info(self.broker.store.max_physical_offset)
         return response_to(cmd, ResponseCode.SUCCESS, None, None, body)
 
     async def rocksdb_export(self, cmd, conn):
@@ -132,9 +132,7 @@ class FeatureOff:
             return response_to(cmd, ResponseCode.INVALID_PARAMETER, "set commitlog readahead mode param value error")
         advice = mmap.MADV_NORMAL if mode == MADV_NORMAL else mmap.MADV_RANDOM
         try:
-            for mf in list(self.broker.store.commitlog.files.files):
-                if getattr(mf, "mm", None) is not None:
-                    mf.mm.madvise(advice)
+            self.broker.store.advise_commitlog(advice)
         except (OSError, ValueError):
             log.exception("set commitlog readahead mode failed")
             return response_to(cmd, ResponseCode.SYSTEM_ERROR, "set commitlog readahead mode failed")

@@ -96,7 +96,7 @@ class PullHold:
         there), or somewhere unknown (None): the held queues whose max offset grew have their pulls look again."""
         if topic is None:
             self._check_scheduled = False
-            end = self.store.reput.reput_from_offset  # everything below it is in its queue
+            end = self.store.dispatched_offset  # everything below it is in its queue
             if end == self._known_end:
                 return
             self._known_end = end
@@ -105,7 +105,7 @@ class PullHold:
             return
         if put is not None and put.physical_offset == self._known_end:
             after = put.physical_offset + put.size
-            if self.store.reput.reput_from_offset >= after:  # dispatched: its queue's pulls are woken below
+            if self.store.dispatched_offset >= after:  # dispatched: its queue's pulls are woken below
                 self._known_end = after
         self._wake((topic, queue_id))
 

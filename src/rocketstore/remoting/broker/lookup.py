@@ -25,7 +25,7 @@ class Lookups:
         return {RequestCode.QUERY_MESSAGE: self.query_message, RequestCode.VIEW_MESSAGE_BY_ID: self.view_message}
 
     def _record(self, m) -> bytes | None:
-        view = self.store.commitlog.read(m.physical_offset, m.size)
+        view = self.store.record_bytes(m.physical_offset, m.size)
         return None if view is None else bytes(view)
 
     # ------------------------------------------------------------------ by offset

@@ -190,7 +190,7 @@ class PullProcessor:
         return r, self._records(r.messages) if r.status is GetStatus.FOUND else b""
 
     def _records(self, messages) -> bytes:
-        read = self.store.commitlog.read
+        read = self.store.record_bytes
         parts = []
         for m in messages:
             record = m.record()  # the native get's copy, if it made one

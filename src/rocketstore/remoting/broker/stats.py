@@ -77,7 +77,7 @@ class BrokerStats:
         self.got_times: dict[tuple[str, str], int] = {}  # (group, topic) -> pulls that returned messages
         self._boot_mono = time.monotonic()
         self._topic_at_boot: dict[str, int] = {}
-        for cq in list(store.queues):
+        for cq in store.consume_queues():
             self._topic_at_boot[cq.topic] = self._topic_at_boot.get(cq.topic, 0) + max(cq.max_offset, 0)
         self._items: dict[object, Rate] = {}
         self._rates: dict[object, Rate] = {}
@@ -87,7 +87,7 @@ class BrokerStats:
     # ------------------------------------------------------------------ counting
     def queue_total(self, topic: str | None = None) -> int:
         total = 0
-        for cq in list(self.store.queues):
+        for cq in self.store.consume_queues():
             if topic is None or cq.topic == topic:
                 total += max(cq.max_offset, 0)
         return total

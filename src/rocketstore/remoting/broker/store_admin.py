@@ -55,7 +55,7 @@ class StoreAdmin:
 
     async def delete_expired_commitlog(self, cmd, conn):
         log.warning("invoke deleteExpiredCommitLog start.")
-        self.store.cleanup.commitlog.execute_delete_files_manually()
+        self.store.delete_files_manually()
         log.warning("invoke deleteExpiredCommitLog end.")
         return response_to(cmd, ResponseCode.SUCCESS)
 
@@ -63,7 +63,7 @@ class StoreAdmin:
         h = headers.read(cmd, {"topic": "str", "queueId": "int", "index": "long", "count": "int"},
                          {"consumerGroup": "str"})  # fmt: skip
         topic, queue_id, index = h["topic"], h["queueId"], h["index"]
-        queue = self.store.queues.get(topic, queue_id)
+        queue = self.store.consume_queue(topic, queue_id)
         if queue is None:
             return response_to(cmd, ResponseCode.SYSTEM_ERROR, f"{queue_id}@{topic} is not exist!")
         body = Bean(maxQueueIndex=queue.max_offset, minQueueIndex=queue.min_offset)
