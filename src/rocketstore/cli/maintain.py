@@ -82,7 +82,7 @@ def _report(title: str, summary: dict, cuts: list[str], as_json: bool) -> None:
 
 
 def _queue_totals(s: MessageStore) -> tuple[int, int]:
-    queues = list(s.queues)
+    queues = s.consume_queues()
     return len(queues), sum(max(cq.max_offset - max(cq.min_offset, 0), 0) for cq in queues)
 
 
@@ -168,7 +168,7 @@ def rebuild(store, engine, master, spark_conf, yes, dry_run, conf, as_json):
                         "store": stage.root,
                         "queues": queues,
                         "messages": messages,
-                        "indexFiles": len(s.index.files),
+                        "indexFiles": s.index_file_count(),
                         "commitLogMaxOffset": s.max_physical_offset,
                         "seconds": 0.0,
                         "consumeQueueExt": _ext_outcome(cfg, "consumequeue_ext" in stage.present),
