@@ -74,3 +74,21 @@ def test_segments_queues_and_dispatch_progress(tmp_path):
         assert s.consume_queue("T", 1).max_offset == 15 and s.consume_queue("T", 7) is None
         s.advise_commitlog(mmap.MADV_RANDOM)  # every mapped segment takes the advice
         assert 0.0 <= s.disk_ratio("commitlog") <= 1.0
+
+
+def test_filter_groups_and_the_confirmed_offset(tmp_path):
+    conf = StoreConfig(**SMALL, enable_consume_queue_ext=True, enable_calc_filter_bit_map=True)
+    with MessageStore.open(tmp_path / "s", conf) as s:
+        assert s.filter_groups() == set()
+        s.register_filter("G1", "T", "a > 1")
+        s.register_filter("G2", "U", "b = 'x'")
+        assert s.filter_groups() == {"G1", "G2"}
+        s.put(Message("T", b"x"), 0)
+        s.flush()
+        end = s.max_physical_offset
+    with MessageStore.open(tmp_path / "s", conf, read_only=True) as s:
+        # StoreCheckpoint's confirmPhyOffset: 8 bytes at 32 (physic, logics and index msg timestamps, then
+        # masterFlushedOffset, before it)
+        with open(tmp_path / "s" / "checkpoint", "rb") as f:
+            on_disk = struct.unpack(">q", f.read()[32:40])[0]
+        assert s.confirm_offset == on_disk and 0 <= on_disk <= end

@@ -206,7 +206,7 @@ def delete_group(store, name, conf, as_json):
     s = open_store(store, conf, read_only=False, locked_hint=" (a delete writes config/consumerOffset.json)")
     try:
         topics = s.consumer_offsets.groups().get(name, [])
-        registered = any(name in groups for groups in s.filters.by_topic.values())
+        registered = name in s.filter_groups()
         if not topics and not registered:
             M.fail(f"no consumer group {name} in {s.root}")
         s.consumer_offsets.remove_group(name)

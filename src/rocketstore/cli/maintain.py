@@ -206,7 +206,7 @@ def _rebuild_dry_run(store: str, conf, as_json: bool) -> None:
             c = s.config
             index_size = IX.file_size(c.max_hash_slot_num, c.max_index_num)
             rows, queue_bytes = [], 0
-            for cq in sorted(s.queues, key=lambda q: (q.topic, q.queue_id)):
+            for cq in sorted(s.consume_queues(), key=lambda q: (q.topic, q.queue_id)):
                 size = c.mapped_file_size_batch_consume_queue if cq.is_batch else c.mapped_file_size_consume_queue
                 files = max(len(cq.files.files), 1)
                 queue_bytes += files * size
@@ -220,7 +220,7 @@ def _rebuild_dry_run(store: str, conf, as_json: bool) -> None:
                         "fileSize": size,
                     }
                 )
-            index_files = len(s.index.files)
+            index_files = s.index_file_count()
             summary = {
                 "store": s.root,
                 "dryRun": True,
@@ -517,7 +517,7 @@ def recover(store, conf, as_json):
                 "lastShutdown": "crash (abort file)" if crashed else "clean",
                 "commitLogMinOffset": s.min_physical_offset,
                 "commitLogMaxOffset": s.max_physical_offset,
-                "confirmPhyOffset": s.checkpoint.confirm_phy_offset,
+                "confirmPhyOffset": s.confirm_offset,
                 "queues": queues,
                 "messages": messages,
             }

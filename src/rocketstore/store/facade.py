@@ -626,6 +626,11 @@ class MessageStore:
 
     # ---------------------------------------------------------------- files and dispatch
     @property
+    def confirm_offset(self) -> int:
+        """The checkpoint's confirmPhyOffset: the CommitLog offset below which every record is known whole."""
+        return self.checkpoint.confirm_phy_offset
+
+    @property
     def dispatched_offset(self) -> int:
         """The CommitLog offset below which every record is in its queues and the index (reput's
         reputFromOffset)."""
@@ -817,6 +822,11 @@ class MessageStore:
         if problem:
             raise ValueError(problem)
         return self.filters.register(group, topic, sql)
+
+    def filter_groups(self) -> set[str]:
+        """The consumer groups with a SQL92 filter in config/consumerFilter.json (an unregistered one stays, dead,
+        until cleaned a day later, as ConsumerFilterManager keeps it)."""
+        return {g for groups in self.filters.by_topic.values() for g in groups}
 
     def unregister_filter(self, group: str) -> None:
         self._check_open()
