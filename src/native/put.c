@@ -2,8 +2,8 @@
  * from them (props_info, exported for the scan path too), whole records of a producer batch with their
  * CRCs (the index keys of dispatched records are index.c's).
  *
- * The pure Python modules are the reference (put.py, message.py, services/bulk_dispatch.props_info,
- * services/index_service.put_batch); tests/native/test_put_native.py holds both to
+ * The pure Python modules are the reference (put/encode.py, put/batch.py, message.py,
+ * services/bulk_dispatch.props_info, services/index_service.put_batch); tests/native/test_put_native.py holds both to
  * the same bytes. Anything these functions do not handle the way the reference does (an unusual type, a
  * separator in a text) is handed back to Python: they answer None and the caller runs the reference. */
 #include "native.h"
@@ -75,7 +75,7 @@ typedef struct {
 
 static PyObject *direct_info(PyObject *tags, PyObject *kstr, PyObject *uniq);
 
-/* The PROPERTIES bytes of one message, as MessageWriter._props / Message.properties_bytes make them;
+/* The PROPERTIES bytes of one message, as put/encode.py message_props / Message.properties_bytes make them;
  * Py_None (a new reference) when the message is not one this handles (raw_properties, a type other than
  * the documented ones, a separator in a text): the caller then runs the Python path, which decides.
  * With `info` given, *info is set to props_info of the bytes made straight from the message's own texts
@@ -104,7 +104,8 @@ static PyObject *message_props_one(PyObject *msg, int drop_crc, PyObject **info)
         goto fallback;
     int with_dict = props != Py_None && PyDict_GET_SIZE(props) > 0;
     /* KEYS: a str, or a list/tuple of str joined by spaces. Without a properties dict a KEYS that joins to
-     * "" is left out (put.py's fast path); with one, any non-empty list counts (Message.property_map). */
+     * "" is left out (put/encode.py message_props_py's common case); with one, any non-empty list counts
+     * (Message.property_map). */
     PyObject *kstr = NULL;
     int keys_present = 0;
     if (keys == Py_None) {
@@ -414,7 +415,7 @@ error:
 
 /* ---------------------------------------------------------------- records of a producer batch */
 /* encode_batch(template, bodies, props_list, topic_tail, reserve, flags, first_queue_offset, phys, total,
- * append_crc) -> bytes: the records of a batch end to end, as put.py's pure path writes them. `template`
+ * append_crc) -> bytes: the records of a batch end to end, as put/batch.py's append_numpy writes them. `template`
  * is the fixed part (TOTALSIZE .. BODYLEN) with the fields all records share; each record gets its own
  * TOTALSIZE, BODYCRC, FLAG, QUEUEOFFSET, PHYSICALOFFSET and BODYLEN, then body, topic tail, PROPLEN,
  * properties and `reserve` bytes: with append_crc, the __CRC32# entry over the record before it.
@@ -663,7 +664,7 @@ void rs_keyed_clear(rs_keyed *k) {
 }
 
 /* The record of rs_keyed_prepare's parts at o (k->size bytes): fixed fields (IPv4 host `h` as born and store
- * host, sysFlag 0), body, topic tail, PROPLEN, properties, as MessageWriter._put writes them. */
+ * host, sysFlag 0), body, topic tail, PROPLEN, properties, as put/single.py put_general writes them. */
 void rs_keyed_write(unsigned char *o, const rs_keyed *k, const unsigned char *ttail, Py_ssize_t tl, int magic,
                     int queue_id, long long qoff, long long phys, const unsigned char *h, long long store_ts) {
     Py_ssize_t pl = PyBytes_GET_SIZE(k->props);
@@ -677,8 +678,8 @@ void rs_keyed_write(unsigned char *o, const rs_keyed *k, const unsigned char *tt
 }
 
 /* keyed_record(msg, topic_tail, magic, queue_id, queue_offset, phys, room, max_body, max_record, host, clock)
- * -> (record, props, info, store_ts) | None: put.py's plain-path record of one message (IPv4 hosts `host`
- * for both, sysFlag 0, no appended CRC) at `phys` with `queue_offset`, as MessageWriter._put writes it:
+ * -> (record, props, info, store_ts) | None: put/single.py's plain-path record of one message (IPv4 hosts `host`
+ * for both, sysFlag 0, no appended CRC) at `phys` with `queue_offset`, as put/single.py put_general writes it:
  * fixed fields, body, topic tail, PROPLEN, properties. `props` and `info` are message_props and props_info
  * of the message. None, before the clock is read, for whatever Python decides (rs_keyed_prepare) and for a
  * record that does not leave 8 bytes of `room`. Then born_ts (unless the message has one) and store_ts are
@@ -725,7 +726,7 @@ done:
 
 /* batch_fields(msgs, topic) -> (bodies, flags, body lengths) | None: put_batch's per-message columns and
  * checks in one pass, for a batch of `topic` whose bodies are all bytes and flags all int32 (exactly: no
- * subclass, no bool); None otherwise, and then put.py's own checks decide (and say what is wrong). */
+ * subclass, no bool); None otherwise, and then put/batch.py's own checks decide (and say what is wrong). */
 static PyObject *s_topic_attr;
 
 static PyObject *batch_fields(PyObject *self, PyObject *args) {

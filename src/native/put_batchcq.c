@@ -1,7 +1,7 @@
 /* Puts to a batch-ConsumeQueue topic (RIP-26): the record of one message or inner batch, and the body of a
  * producer batch made into one inner batch (MessageDecoder.encodeMessages), and that body decoded again.
  *
- * The pure Python is the reference (put_batch_topic.put_py / put_batch_py, formats/inner_batch.*_py);
+ * The pure Python is the reference (put/batch_topic.py put_py / put_batch_py, formats/inner_batch.*_py);
  * tests/native/test_batchcq_native.py holds both to the same bytes. These functions handle the common
  * messages; anything else (raw_properties, a None property value, a separator in a text, an INNER_NUM that is
  * not a short, a record that does not fit the segment's room) answers None before any side effect, and
@@ -142,7 +142,7 @@ static void pmap_remove(pmap_t *m, Py_ssize_t i) {
     m->n--;
 }
 
-/* Message.property_map() without __CRC32# (put_batch_topic's `props`): the dict's pairs, then KEYS (a str,
+/* Message.property_map() without __CRC32# (put/batch_topic.py's `props`): the dict's pairs, then KEYS (a str,
  * or a non-empty list joined by spaces) and TAGS unless the dict names them. 1 when built; 0 when Python
  * decides (raw_properties, a type other than the documented ones, a None value, a separator: whatever
  * text_problem refuses or property_map/format_properties treat specially); -1 on an error. */
@@ -284,7 +284,7 @@ static PyObject *read_back(pmap_t *m, Py_ssize_t i, const unsigned char *raw, Py
 /* bcq_record(msg, topic_tail, magic, queue_id, queue_offset, phys, room, max_body, max_record, born_host,
  *            store_host, append_crc, clock)
  * -> (record, props, tags_code, batch_size, info, store_ts, sys_flag, takes_offset) | None:
- * put_batch_topic.put_py's record of `msg` at `phys`: INNER_NUM read as a short, INNER_BASE = queue_offset
+ * put/batch_topic.py put_py's record of `msg` at `phys`: INNER_NUM read as a short, INNER_BASE = queue_offset
  * added to an inner batch that takes a queue offset with its properties in HashMap order, the appended CRC
  * when append_crc. `props` are the properties without the CRC entry (what the dispatch reads), `info` their
  * props_info as the index reads it ((tagsCode, KEYS or "", UNIQ_KEY or None, False)). None, before the clock
@@ -744,7 +744,7 @@ done:
 }
 
 PyMethodDef rs_batchcq_methods[] = {
-    {"bcq_record", bcq_record, METH_VARARGS, "The record of one message to a batch-CQ topic (see put_batch_topic)."},
+    {"bcq_record", bcq_record, METH_VARARGS, "The record of one message to a batch-CQ topic (see put/batch_topic.py)."},
     {"inner_body", inner_body, METH_VARARGS, "encodeMessages of a producer batch, or None."},
     {"inner_encode", inner_encode, METH_O, "encodeMessages of (body, properties, flag) bytes triples, or None."},
     {"inner_decode", inner_decode, METH_VARARGS, "decodeMessages of an inner batch, or None."},

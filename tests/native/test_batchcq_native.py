@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore.put import writer as put_module
+from rocketstore.put import compiled
 from rocketstore.put import batch_topic as PBT
 from rocketstore.errors import CorruptDataError
 from rocketstore.formats import inner_batch as IB
@@ -101,13 +101,13 @@ OPS = st.lists(
 
 @contextmanager
 def engine(on: bool, native):
-    saved = (PBT.put, PBT.put_batch, put_module._native, index_service._native, index_file._native)
+    saved = (PBT.put, PBT.put_batch, compiled.native, index_service._native, index_file._native)
     PBT.put, PBT.put_batch = (PBT.put_native, PBT.put_batch_native) if on else (PBT.put_py, PBT.put_batch_py)
-    put_module._native = index_service._native = index_file._native = native if on else None
+    compiled.native = index_service._native = index_file._native = native if on else None
     try:
         yield
     finally:
-        PBT.put, PBT.put_batch, put_module._native, index_service._native, index_file._native = saved
+        PBT.put, PBT.put_batch, compiled.native, index_service._native, index_file._native = saved
 
 
 def run_store(path, ops, append_crc, max_size, on, native):

@@ -1,4 +1,4 @@
-"""The put lane (put_lane.py, lane.c) against the pure path: random message sequences put with the lane and with
+"""The put lane (put/lane.py, lane.c) against the pure path: random message sequences put with the lane and with
 the pure engine give the same PutResults and byte-identical CommitLog, ConsumeQueue and index files, through
 segment rolls (tiny CommitLog segments), ConsumeQueue file rolls, new queues, several topics, keys with spaces,
 empty keys and unicode, with producer batches and messages the lane leaves to Python in between."""

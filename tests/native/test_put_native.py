@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.read import lookups
-from rocketstore.put import writer as put_module
+from rocketstore.put import compiled
 from rocketstore.formats import index as I
 from rocketstore.formats import record as R
 from rocketstore.log import index_file
-from rocketstore.put.writer import MessageWriter
+from rocketstore.put.encode import message_props_py
 from rocketstore.services import index_service
 from rocketstore.services.bulk_dispatch import props_info as props_info_py
 from rocketstore.services.dispatch_rows import index_entries
@@ -69,7 +69,7 @@ def messages(draw, topic=None):
 @given(messages(), st.booleans())
 def test_message_props_same_as_reference(native, msg, drop_crc):
     got = native.message_props(msg, drop_crc)
-    want = MessageWriter._props_py(msg, drop_crc)
+    want = message_props_py(msg, drop_crc)
     if got is None:
         # left to Python: only what the C does not take on (raw properties, odd types, a separator)
         assert (
@@ -179,12 +179,12 @@ def test_index_keys_leaves_odd_records_to_python(native):
 # ---------------------------------------------------------------- whole stores, byte for byte
 @contextmanager
 def engine(on: bool, native):
-    saved = put_module._native, index_service._native, index_file._native, lookups._native
-    put_module._native = index_service._native = index_file._native = lookups._native = native if on else None
+    saved = compiled.native, index_service._native, index_file._native, lookups._native
+    compiled.native = index_service._native = index_file._native = lookups._native = native if on else None
     try:
         yield
     finally:
-        put_module._native, index_service._native, index_file._native, lookups._native = saved
+        compiled.native, index_service._native, index_file._native, lookups._native = saved
 
 
 def run_store(path, ops, append_crc, on, native, slots=8, entries=24):
@@ -470,7 +470,7 @@ def test_keyed_record_is_encode_record(
         return ticks[-1]
 
     got = native.keyed_record(msg, tail, magic, qid, qoff, phys, room, max_body, max_record, host, clock)
-    props = MessageWriter._props_py(msg, False)
+    props = message_props_py(msg, False)
     info = props_info_py(props) if props is not None else None
     if got is None:
         assert ticks == []

@@ -5,25 +5,25 @@ As RocketMQ does it (CommitLog.getMessageNum, BatchConsumeQueue.assignQueueOffse
 queue offset, an inner batch gets the INNER_BASE property (= that offset) with its properties rewritten
 in java.util.HashMap order, and the queue offset then advances by the batch size.
 
-With the compiled engine the record (properties in HashMap order, CRC entry), what the dispatch reads from
-it (tagsCode, KEYS, UNIQ_KEY) and a producer batch's inner-batch body are made in C (put_batchcq.c); put_py
-and put_batch_py are the reference, and run whatever the C leaves to Python (it answers None).
+With the compiled engine (compiled.native) the record (properties in HashMap order, CRC entry), what the
+dispatch reads from it (tagsCode, KEYS, UNIQ_KEY) and a producer batch's inner-batch body are made in C
+(put_batchcq.c); put_py and put_batch_py are the reference, and run whatever the C leaves to Python (it
+answers None).
 """
 
 from __future__ import annotations
 
 import logging
 
-from .. import engine
 from ..config.store_config import wall_clock_ms
 from ..formats import inner_batch as IB
 from ..formats import properties as P
 from ..formats import record as R
 from ..message import Message, PutBatchResult, PutResult, PutStatus
+from . import compiled
+from .checks import MAX_PROPERTIES
 
 log = logging.getLogger("rocketstore.put")
-_native = engine.native  # None: the pure path alone (the tests compare both)
-MAX_PROPERTIES = 32767
 
 
 def batch_size_of(props: dict[str, str]) -> int | None:
@@ -189,7 +189,7 @@ def put_native(writer, msg: Message, queue_id: int, topic) -> PutResult:
         if files:
             mf = files[-1]
             phys = mf.file_from_offset + mf.wrote
-            got = _native.bcq_record(
+            got = compiled.native.bcq_record(
                 msg,
                 topic.tail,
                 topic.magic,
@@ -237,11 +237,12 @@ def put_batch_native(writer, msgs: list[Message], queue_id: int, topic) -> PutBa
     """put_batch_py with the inner-batch body made in C (inner_body) and its record by put_native; what the
     C leaves to Python runs put_batch_py. (inner_body answers bytes only for messages of this topic, with
     bodies and texts put_batch_py's checks accept.)"""
-    body = _native.inner_body(msgs, topic.name) if type(msgs) is list else None
+    body = compiled.native.inner_body(msgs, topic.name) if type(msgs) is list else None
     if body is None:
         return put_batch_py(writer, msgs, queue_id, topic)
     return _put_batch(writer, msgs, queue_id, topic, body, put_native)
 
 
-put = put_native if _native is not None else put_py
-put_batch = put_batch_native if _native is not None else put_batch_py
+# (chosen once: the tests set these two to compare the engines)
+put = put_native if compiled.native is not None else put_py
+put_batch = put_batch_native if compiled.native is not None else put_batch_py

@@ -2,11 +2,13 @@
 
 The Python path stays the reference and the path of everything else: put -> MessageWriter.put (checks,
 queue offset, record) -> CommitLog segment -> pipeline.put -> ConsumeQueue dispatcher and index. For the
-common case the lane does those same steps in C, on the same objects: it encodes the record straight into
-the mapped CommitLog segment, moves the segment's write position, the writer's queue offset and last
-offset, writes the 20-byte unit into the queue's mapped ConsumeQueue file and moves its positions, queues
-the record for the index (IndexService.add), moves reput's offset and wakes long polls; the PutResult is the
-one the Python path answers. The common case:
+common case the lane does those same steps in C over one object, the writer's PutState (state.py: its
+fields, who sets them, and the public attributes the C touches on the objects it names): it encodes the
+record straight into the mapped CommitLog segment, moves the segment's write position and the state's queue
+offset and last offset, writes the 20-byte unit into the queue's mapped ConsumeQueue file and moves its
+positions, hands the record to the index (IndexService.add), moves reput's offset and wakes long polls; the
+PutResult is the one the Python path answers (a copy of the state's put_ok with the record's numbers). The
+common case:
 
 - the store's gates are open (CommitLog health writeable, no dispatch error, the disk not full and not due
   to be measured again) and the pipeline has its built-in dispatchers alone (no bitmap or added ones);
@@ -16,7 +18,8 @@ one the Python path answers. The common case:
   ("a.b.c.d:port", as a broker's send names its producer), a bytes body, fields that fit, and properties
   put.c encodes (keyed_record's rules) or raw_properties (str or bytes, as a send carries them) without
   INNER_NUM / INNER_BASE;
-- the record and an 8-byte filler fit the current segment, in pages already populated;
+- the record and an 8-byte filler fit the current segment (pages MappedFile.append has not populated yet
+  fault in as the lane writes them);
 - the queue exists, is a plain ConsumeQueue without the ext, and its last file is started, has room and is
   at the unit the queue offset expects.
 
@@ -27,16 +30,16 @@ ROCKETSTORE_PURE=1 (no lane) writes the same bytes (tests/native/test_put_lane.p
 
 from __future__ import annotations
 
-from . import writer as put_module
-from ..config.store_config import SYNC_FLUSH, wall_clock_ms
+from ..config.store_config import SYNC_FLUSH
 from ..log.consume_queue import ConsumeQueue
-from ..message import PutResult, PutStatus
-from ..services import index_service
+from . import compiled
 
 
 def make_lane(store):
-    """The store's PutLane, or None when its configuration is not one the lane covers (or no native engine)."""
-    native = put_module.lane_engine()
+    """The store's PutLane over the writer's PutState (state.py), or None when its configuration is not one
+    the lane covers (or no native engine). Fills the state's "lane" fields: the dispatch's targets and the
+    gates, the objects MessageStore.put reads them from."""
+    native = compiled.lane_engine()
     writer = store.writer
     config = store.config
     if (
@@ -50,26 +53,18 @@ def make_lane(store):
     ):
         return None
     pipeline = store.pipeline
-    return native.PutLane(
-        writer,
-        writer.lock,
-        put_module.TopicInfo,
-        store.commitlog.files,
-        store.queues.get_by_key,
-        ConsumeQueue,
-        store.checkpoint,
-        store.index if pipeline.index is not None else None,
-        store.reput,
-        store.arrivals,
-        store.flush_service.health,
-        pipeline,
-        store.cleanup,
-        store.cleanup.commitlog,  # the disk_full flag (CleanCommitLogService)
-        writer.store_host,
-        None if config.clock is wall_clock_ms else config.clock,
-        writer.max_body,
-        writer.max_record,
-        index_service.BUILD_AT,
-        PutResult,
-        PutStatus.PUT_OK,
-    )
+    state = writer.state
+    state.queue_of = store.queues.get_by_key
+    state.queue_type = ConsumeQueue
+    state.checkpoint = store.checkpoint
+    state.index_add = store.index.add if pipeline.index is not None else None
+    state.reput = store.reput
+    state.arrivals = store.arrivals
+    state.health = store.flush_service.health
+    state.pipeline = pipeline
+    state.disk = store.cleanup.commitlog  # the disk_full flag (CleanCommitLogService)
+    state.cleanup = store.cleanup
+    missing = state.missing("writer") + state.missing("lane")
+    if missing:
+        raise ValueError(f"make_lane: the put state has no {', '.join(missing)}")
+    return native.PutLane(state)

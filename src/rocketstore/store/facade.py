@@ -173,7 +173,8 @@ class MessageStore:
         self.flush_service = FlushServices(config, self.commitlog, self.queues, self.checkpoint_file, self.reput, root)
         self._health = self.flush_service.health  # NOT_WRITEABLE: set when a CommitLog sync fails
         self.cleanup = CleanupService(config, self.commitlog, self.queues, self.index, self.writer.lock, self.layout)
-        # the common put in one C call (put_lane.py), None when the engine or the configuration has none
+        # the common put in one C call (put/lane.py, over the writer's PutState), None when the engine or the
+        # configuration has none
         self._lane = None if read_only else make_lane(self)
 
     # ---------------------------------------------------------------- opening and closing
