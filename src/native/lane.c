@@ -9,7 +9,7 @@
  * The data path is the Python one, step for step: the store's gates, the writer's checks (put/single.py put
  * and put_keyed), the record encoded straight into the mapped CommitLog segment, the queue offset taken,
  * then the dispatch of pipeline.put: the 20-byte unit into the mapped ConsumeQueue file (ConsumeQueue.put's
- * common case), the record handed to the index (state.index_add), the reput offset moved, long polls woken.
+ * common case), the record put on the index's pending list (state.index), the reput offset moved, long polls woken.
  * The positions are the state's (queue_offsets, last_physical_offset) and the files' own (MappedFile.wrote,
  * max_physic_offset), so both paths always see one state.
  *
@@ -26,12 +26,13 @@
 /* PutState's fields (put/state.py FIELDS), in its order */
 enum {
     PS_TOPICS, PS_QUEUE_OFFSETS, PS_LAST_PHYS, PS_LOCK, PS_STORE_HOST, PS_CLOCK, PS_MAX_BODY, PS_MAX_RECORD, PS_PUT_OK,
-    PS_TOPIC_TYPE, PS_COMMITLOG, PS_QUEUE_OF, PS_QUEUE_TYPE, PS_CHECKPOINT, PS_INDEX_ADD, PS_REPUT, PS_ARRIVALS,
+    PS_TOPIC_TYPE, PS_COMMITLOG, PS_QUEUE_OF, PS_QUEUE_TYPE, PS_CHECKPOINT, PS_INDEX, PS_INDEX_BUILD_AT, PS_REPUT,
+    PS_ARRIVALS,
     PS_HEALTH, PS_PIPELINE, PS_DISK, PS_CLEANUP, NPS
 };
 static const char *const STATE_FIELDS[NPS] = {
     "topics", "queue_offsets", "last_physical_offset", "lock", "store_host", "clock", "max_body", "max_record",
-    "put_ok", "topic_type", "commitlog", "queue_of", "queue_type", "checkpoint", "index_add", "reput",
+    "put_ok", "topic_type", "commitlog", "queue_of", "queue_type", "checkpoint", "index", "index_build_at", "reput",
     "arrivals", "health", "pipeline", "disk", "cleanup"};
 
 /* the public attributes the lane reads or writes on the objects the state names (and on the message) */
@@ -40,6 +41,7 @@ enum {
     A_FILES, A_WBUF, A_FILE_SIZE, A_FROM, A_BUF, A_WROTE, A_STORE_TS,           /* MappedFileQueue, MappedFile */
     A_EXT, A_MAX_PHYS,                                                          /* ConsumeQueue */
     A_LOGICS_TS, A_REPUT_FROM, A_WAITERS, A_NOTIFY,                             /* checkpoint, reput, arrivals */
+    A_PENDING, A_BUILD,                                                         /* IndexService */
     A_WRITEABLE, A_ERROR, A_PLAIN, A_DISK_FULL, A_NEXT_CHECK,                   /* the gates */
     A_ACQUIRE, A_RELEASE,                                                       /* the lock */
     NA
@@ -47,7 +49,7 @@ enum {
 static const char *const LANE_ATTRIBUTES[NA] = {
     "topic", "sys_flag", "store_host", "files", "wbuf", "file_size", "file_from_offset", "buf", "wrote",
     "store_timestamp", "ext", "max_physic_offset", "logics_msg_timestamp", "reput_from_offset", "waiters",
-    "notify", "writeable", "error", "plain", "disk_full", "next_disk_check", "acquire", "release"};
+    "notify", "pending", "build", "writeable", "error", "plain", "disk_full", "next_disk_check", "acquire", "release"};
 static PyObject *attr[NA];      /* interned */
 
 /* TopicInfo's slots the lane reads (put/topic.py), and the PutResult slots it sets on a copy of put_ok */
@@ -205,23 +207,54 @@ static PyObject *ok_result(Lane *L, PyObject **vals) {
     return o;
 }
 
+/* IndexService.add without the call: the record's entry (topic, phy, store time, sysFlag 0, UNIQ_KEY, KEYS) on
+ * the service's pending list, which build() places once index_build_at are waiting. 0, -1 */
+static int index_add(Lane *L, PyObject *index, PyObject *name, PyObject *o_phys, PyObject *o_ts, PyObject *info) {
+    PyObject *pending = PyObject_GetAttr(index, attr[A_PENDING]);
+    if (pending == NULL)
+        return -1;
+    int r = -1;
+    if (!PyList_CheckExact(pending)) {
+        PyErr_SetString(PyExc_TypeError, "IndexService.pending is not a list");
+        goto done;
+    }
+    PyObject *rec = PyTuple_New(6);
+    if (rec == NULL)
+        goto done;
+    PyTuple_SET_ITEM(rec, 0, Py_NewRef(name));
+    PyTuple_SET_ITEM(rec, 1, Py_NewRef(o_phys));
+    PyTuple_SET_ITEM(rec, 2, Py_NewRef(o_ts));
+    PyTuple_SET_ITEM(rec, 3, PyLong_FromLong(0));     /* (a small int: never NULL) */
+    PyTuple_SET_ITEM(rec, 4, Py_NewRef(PyTuple_GET_ITEM(info, 2)));
+    PyTuple_SET_ITEM(rec, 5, Py_NewRef(PyTuple_GET_ITEM(info, 1)));
+    int appended = PyList_Append(pending, rec);
+    Py_DECREF(rec);
+    if (appended < 0)
+        goto done;
+    Py_ssize_t build_at = PyLong_AsSsize_t(FIELD(L, PS_INDEX_BUILD_AT));
+    if (build_at == -1 && PyErr_Occurred())
+        goto done;
+    if (PyList_GET_SIZE(pending) >= build_at) {
+        PyObject *b = PyObject_CallMethodObjArgs(index, attr[A_BUILD], NULL);
+        if (b == NULL)
+            goto done;
+        Py_DECREF(b);
+    }
+    r = 0;
+done:
+    Py_DECREF(pending);
+    return r;
+}
+
 /* The dispatch's effects after the unit (pipeline.put, ConsumeQueue dispatcher and index): the checkpoint's
  * logics time, the index, reput's offset, long polls. 0, -1 */
 static int dispatched(Lane *L, PyObject *name, PyObject *o_phys, PyObject *o_ts, PyObject *o_end, long long end,
                       PyObject *info) {
     if (PyObject_SetAttr(FIELD(L, PS_CHECKPOINT), attr[A_LOGICS_TS], o_ts) < 0)
         return -1;
-    PyObject *index_add = FIELD(L, PS_INDEX_ADD);
-    if (index_add != Py_None) {     /* IndexService.add(topic, phy, store_timestamp, sys_flag, uniq_key, keys) */
-        /* (args[0] free for the bound method's self: no copy of the arguments) */
-        PyObject *args[7] = {NULL, name, o_phys, o_ts, PyLong_FromLong(0), PyTuple_GET_ITEM(info, 2),
-                             PyTuple_GET_ITEM(info, 1)};     /* (a small int: never NULL) */
-        PyObject *r = PyObject_Vectorcall(index_add, args + 1, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-        Py_DECREF(args[4]);
-        if (r == NULL)
-            return -1;
-        Py_DECREF(r);
-    }
+    PyObject *index = FIELD(L, PS_INDEX);
+    if (index != Py_None && index_add(L, index, name, o_phys, o_ts, info) < 0)
+        return -1;
     PyObject *reput = FIELD(L, PS_REPUT);
     long long reput_from;
     int r = ll_attr(reput, attr[A_REPUT_FROM], &reput_from);
@@ -512,7 +545,7 @@ static int ssize_field(Lane *L, int i, Py_ssize_t *out) {
     return 0;
 }
 
-/* PutLane(state): state is a PutState (put/state.py) with every field set (clock and index_add may be None) */
+/* PutLane(state): state is a PutState (put/state.py) with every field set (clock and index may be None) */
 static PyObject *lane_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
     PyObject *state;
     if (lane_names() < 0 || find_dict_get() < 0 || !PyArg_ParseTuple(args, "O:PutLane", &state))
@@ -530,7 +563,7 @@ static PyObject *lane_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
     if (rs_slot_offsets((PyObject *)Py_TYPE(state), STATE_FIELDS, NPS, L->f_off) < 0)
         goto fail;
     for (int i = 0; i < NPS; i++)
-        if (FIELD(L, i) == NULL || (FIELD(L, i) == Py_None && i != PS_CLOCK && i != PS_INDEX_ADD)) {
+        if (FIELD(L, i) == NULL || (FIELD(L, i) == Py_None && i != PS_CLOCK && i != PS_INDEX)) {
             PyErr_Format(PyExc_ValueError, "PutLane: state.%s is not set", STATE_FIELDS[i]);
             goto fail;
         }

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from ..config.store_config import SYNC_FLUSH
 from ..log.consume_queue import ConsumeQueue
+from ..services import index_service
 from . import compiled
 
 
@@ -57,7 +58,8 @@ def make_lane(store):
     state.queue_of = store.queues.get_by_key
     state.queue_type = ConsumeQueue
     state.checkpoint = store.checkpoint
-    state.index_add = store.index.add if pipeline.index is not None else None
+    state.index = store.index if pipeline.index is not None else None
+    state.index_build_at = index_service.BUILD_AT
     state.reput = store.reput
     state.arrivals = store.arrivals
     state.health = store.flush_service.health

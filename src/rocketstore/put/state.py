@@ -18,8 +18,8 @@ rocketstore._native.PUT_LANE_ATTRIBUTES; the test checks that none is private):
   readers, flush and commit see it as they see a Python append;
 - the queue a key names (`queue_of`), when it is a `queue_type` (ConsumeQueue) without the ext (`ext`,
   `files`, `max_physic_offset`), and its last MappedFile: the 20-byte unit;
-- the dispatch's other effects: `checkpoint.logics_msg_timestamp`, `index_add(...)` (IndexService.add, as
-  the index dispatcher calls it), `reput.reput_from_offset`, `arrivals.waiters` / `arrivals.notify()`;
+- the dispatch's other effects: `checkpoint.logics_msg_timestamp`, `index.pending` / `index.build()` (what
+  IndexService.add does), `reput.reput_from_offset`, `arrivals.waiters` / `arrivals.notify()`;
 - the gates MessageStore.put checks (`health.writeable`, `pipeline.error`, `pipeline.plain`,
   `disk.disk_full`, `cleanup.next_disk_check`): the lane answers None unless all are open.
 
@@ -56,7 +56,8 @@ FIELDS: tuple[Field, ...] = (
     Field("queue_of", "lane", "(topic, queue id) -> the ConsumeQueue, or None (QueueTable.get_by_key)"),
     Field("queue_type", "lane", "ConsumeQueue: the lane writes units only into a queue of exactly this class"),
     Field("checkpoint", "lane", "the checkpoint: logics_msg_timestamp takes the record's store time"),
-    Field("index_add", "lane", "IndexService.add, or None with the index off"),
+    Field("index", "lane", "IndexService: the record's entry goes on its `pending` list, build() once index_build_at wait (its add(), without the call); None with the index off"),
+    Field("index_build_at", "lane", "index_service.BUILD_AT: how many pending entries make the lane call build()"),
     Field("reput", "lane", "ReputService: reput_from_offset moves past the record (it is dispatched)"),
     Field("arrivals", "lane", "Arrivals: notify() when someone waits"),
     Field("health", "lane", "FlushHealth: the lane puts only while writeable is True"),
@@ -80,9 +81,9 @@ class PutState:
             raise TypeError(f"PutState has no field {sorted(values)[0]!r}")
 
     def missing(self, set_by: str) -> list[str]:
-        """The fields `set_by` sets that are still None (clock and index_add may be None)."""
+        """The fields `set_by` sets that are still None (clock and index may be None)."""
         return [
             f.name
             for f in FIELDS
-            if f.set_by == set_by and f.name not in ("clock", "index_add") and getattr(self, f.name) is None
+            if f.set_by == set_by and f.name not in ("clock", "index") and getattr(self, f.name) is None
         ]

@@ -69,8 +69,9 @@ class IndexService:
         self.on_full_flushed = on_full_flushed
         self.files: list[IndexFile] = []
         self.lock = threading.RLock()
-        # records queued one by one (add), after those in _queued; the put lane (lane.c) appends as add() does
-        self._pending: list[tuple] = []
+        # records queued one by one (add), after those in _queued; public: the put lane (lane.c) appends to it as
+        # add() does, without the call
+        self.pending: list[tuple] = []
         # earlier pieces of the queue, oldest first: ("rows", records as add takes them) or ("cols", a run's
         # columns: topics, phys, stamps, sys_flags, uniqs, keys); _queued_rows counts their records
         self._queued: list[tuple[str, object]] = []
@@ -123,14 +124,14 @@ class IndexService:
     # ---------------------------------------------------------------- dispatch
     def add(self, topic: str, phy: int, store_timestamp: int, sys_flag: int, uniq_key, keys) -> None:
         """One dispatched record (CommitLogDispatcherBuildIndex.dispatch)."""
-        self._pending.append((topic, phy, store_timestamp, sys_flag, uniq_key, keys))
-        if len(self._pending) >= BUILD_AT:
+        self.pending.append((topic, phy, store_timestamp, sys_flag, uniq_key, keys))
+        if len(self.pending) >= BUILD_AT:
             self.build()
 
     def add_many(self, records: list[tuple]) -> None:
         """Several dispatched records, as add() takes them, in dispatch order."""
-        self._pending.extend(records)
-        if len(self._pending) >= BUILD_AT:
+        self.pending.extend(records)
+        if len(self.pending) >= BUILD_AT:
             self.build()
 
     def add_columns(self, topics, phys, stamps, sys_flags, uniqs, keys) -> None:
@@ -140,10 +141,10 @@ class IndexService:
         if not n:
             return
         with self.lock:  # a query's build may be taking the queue apart on another thread
-            if self._pending:  # what add() queued came first
-                self._queued.append(("rows", self._pending))
-                self._queued_rows += len(self._pending)
-                self._pending = []
+            if self.pending:  # what add() queued came first
+                self._queued.append(("rows", self.pending))
+                self._queued_rows += len(self.pending)
+                self.pending = []
             self._queued.append(("cols", (topics, phys, stamps, sys_flags, uniqs, keys)))
             self._queued_rows += n
             if self._queued_rows >= BUILD_AT:
@@ -177,7 +178,7 @@ class IndexService:
         if self._roll_pending:
             self._last_file()
             self._roll_pending = False
-        while self._queued or self._pending:
+        while self._queued or self.pending:
             # a piece leaves the queue once its entries are made (the last file's end tells which records are
             # indexed already); entries that then find no file wait in _unplaced
             end = self._last_file().end_phy_offset
@@ -186,7 +187,7 @@ class IndexService:
                 n = len(piece) if kind == "rows" else len(piece[1])
                 self._queued_rows -= n
             else:
-                kind, (piece, self._pending) = "rows", (self._pending, [])
+                kind, (piece, self.pending) = "rows", (self.pending, [])
                 n = len(piece)
             hashes, entry_phys, entry_stamps, last_owner = _entries(kind, piece, end)
             # RocketMQ opens the next file as soon as a record arrives while the last one is full
@@ -261,7 +262,7 @@ class IndexService:
     ) -> tuple[list[int], int, int]:
         """IndexService.queryOffset: (physical offsets, newest file's end time, its end offset), newest
         file first, stopping once a file begins before `begin` or max_num offsets are found."""
-        if self._pending or self._queued or self._unplaced is not None or self._roll_pending or self.error is not None:
+        if self.pending or self._queued or self._unplaced is not None or self._roll_pending or self.error is not None:
             self.build()
         offsets: list[int] = []
         key_hash = index_key_hash(f"{topic}#{key}")  # formats.index.build_key's key (compiled hash when built)
@@ -283,7 +284,7 @@ class IndexService:
         """query_offsets with lookups.Lookups.query_py's re-check of each hit against its record, in one
         native call (the native engine only): a `result_type` (message.QueryResult) of the messages in offset
         order, with the newest file's end time and offset when a hit was counted."""
-        if self._pending or self._queued or self._unplaced is not None or self._roll_pending or self.error is not None:
+        if self.pending or self._queued or self._unplaced is not None or self._roll_pending or self.error is not None:
             self.build()
         with self.lock:
             return _native.query_index(
