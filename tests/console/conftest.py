@@ -124,3 +124,45 @@ def serve_http(tmp_path):
     if s.proc is not None and s.proc.poll() is None:
         s.proc.kill()
         s.proc.wait(10)
+
+
+# ---------------------------------------------------------------- a store with known contents
+ORDERS = 20  # messages in Orders, over 4 queues (5 each), keys order-0 .. order-19
+COMMITTED = 2  # g1's committed offset in each queue of Orders: 8 consumed, a lag of 12
+BINARY = bytes(range(256))
+
+
+def make_store(path) -> dict:
+    """Orders (4 queues, 20 keyed messages with a property), Binary (one message of bytes 0..255), group g1 at
+    offset 2 of each Orders queue, and Orders' first message retried once in %RETRY%g1 and then in %DLQ%g1 (as
+    the remoting broker's send-back writes them: RETRY_TOPIC, the same UNIQ_KEY). Returns what was put."""
+    from rocketstore import Message, MessageStore, StoreConfig
+
+    store = MessageStore.open(str(path), StoreConfig(mapped_file_size_commit_log=10 << 20).with_small_files())
+    try:
+        store.create_topic("Orders", 4)
+        store.create_topic("Binary", 1)
+        orders = []
+        for i in range(ORDERS):
+            uniq = f"C0A8000100002A9F{i:016X}"  # a client id, not an offset msgId
+            m = Message("Orders", f"order body {i}".encode(), tags="TagA" if i % 2 == 0 else "TagB",
+                        keys=[f"order-{i}"], properties={"color": "red", "UNIQ_KEY": uniq})  # fmt: skip
+            r = store.put(m, i % 4)
+            assert r.ok
+            orders.append({"i": i, "uniq": uniq, "msg_id": r.msg_id, "queue": r.queue_id, "offset": r.queue_offset,
+                           "phys": r.physical_offset})  # fmt: skip
+        r = store.put(Message("Binary", BINARY, keys=["bin-1"]), 0)
+        binary = {"msg_id": r.msg_id, "phys": r.physical_offset}
+        first = orders[0]
+        origin = {"RETRY_TOPIC": "Orders", "UNIQ_KEY": first["uniq"], "ORIGIN_MESSAGE_ID": first["msg_id"]}
+        retry = store.put(Message("%RETRY%g1", b"order body 0", tags="TagA", keys=["order-0"],
+                                  properties={**origin, "RECONSUME_TIME": "1"}, reconsume_times=1), 0)  # fmt: skip
+        dlq = store.put(Message("%DLQ%g1", b"order body 0", tags="TagA", keys=["order-0"],
+                                properties={**origin, "DLQ_ORIGIN_TOPIC": "Orders", "RECONSUME_TIME": "17"},
+                                reconsume_times=17), 0)  # fmt: skip
+        assert retry.ok and dlq.ok
+        store.consumer_offsets.commit("g1", "Orders", {q: COMMITTED for q in range(4)})
+        store.wait_dispatched(10)
+        return {"orders": orders, "binary": binary, "dlq_phys": dlq.physical_offset, "dlq_msg_id": dlq.msg_id}
+    finally:
+        store.close()

@@ -68,6 +68,13 @@ def check_topic_name(name) -> str:
     return name
 
 
+def queue_ids(store, name: str) -> list[int]:
+    """A topic's queues: those with files and those its config names (a new topic's queues have no file yet)."""
+    cfg = store.topic_configs.get(name) or {}
+    n = max(int(cfg.get("writeQueueNums") or 0), int(cfg.get("readQueueNums") or 0))
+    return sorted(set(store.topics().get(name, [])) | set(range(n)))
+
+
 def require_topic(store, name: str) -> str:
     name = check_topic_name(name)
     if name not in store.topic_configs and name not in store.topics():
@@ -149,7 +156,7 @@ def topic_detail(store, name: str, hooks=None) -> dict:
     name = require_topic(store, name)
     cfg = store.topic_configs.get(name) or {}
     queues = []
-    for q in store.topics().get(name, []):
+    for q in queue_ids(store, name):
         lo, hi = max(store.min_offset(name, q), 0), store.max_offset(name, q)
         last = store.store_timestamp_at(name, q, hi - 1) if hi > 0 else -1
         queues.append({"queue": q, "min": lo, "max": hi, "messages": hi - lo, "last": iso(last)})
@@ -265,7 +272,7 @@ def reset_offset(store, source, hooks, form: dict) -> str:
         raise BadInput(problem)
     topic = require_topic(store, form.get("topic"))
     to = form.get("to") or ""
-    ids = store.topics().get(topic, [])
+    ids = queue_ids(store, topic)
     queue_text = (form.get("queue") or "").strip()
     if queue_text:
         q = parse_int(queue_text, "queue", 0, max(len(ids) - 1, 0))
@@ -308,7 +315,7 @@ def _summary(m) -> dict:
         "queue": m.queue_id,
         "queue_offset": m.queue_offset,
         "tags": m.tags or "",
-        "keys": " ".join(m.keys),
+        "key_text": " ".join(m.keys),
         "size": m.size,
         "store_time": iso(m.store_timestamp),
     }
@@ -434,6 +441,7 @@ def trace(store, m, uniq: str) -> list[dict]:
             )
     if not uniq:
         return out
+    copies_found = []
     for topic in sorted(store.topics()):
         if not (topic.startswith(RETRY_PREFIX) or topic.startswith(DLQ_PREFIX)) or topic == m.topic:
             continue
@@ -443,7 +451,7 @@ def trace(store, m, uniq: str) -> list[dict]:
         dlq = topic.startswith(DLQ_PREFIX)
         group = topic[len(DLQ_PREFIX if dlq else RETRY_PREFIX) :]
         for c in copies:
-            out.append(
+            copies_found.append(
                 {
                     "group": group,
                     "what": "reached the dead-letter queue" if dlq else f"retried (attempt {c.reconsume_times})",
@@ -451,7 +459,7 @@ def trace(store, m, uniq: str) -> list[dict]:
                     "offset": c.physical_offset,
                 }
             )
-    return out
+    return out + sorted(copies_found, key=lambda t: t["offset"])  # in the order they were stored
 
 
 _DROPPED = {"RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID", "RECONSUME_TIME",

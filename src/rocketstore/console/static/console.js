@@ -5,7 +5,7 @@
   var opts = {
     width: 860, height: 280,
     scales: { x: { time: true }, y: { range: function (u, min, max) { return [0, Math.max(1, max * 1.1)]; } } },
-    series: [{}, { label: "in/s", stroke: "#2a6fdb", width: 2 }, { label: "out/s", stroke: "#e8741f", width: 2 }],
+    series: [{}, { label: "in/s", stroke: "#2a6fdb", width: 2, points: { show: false } }, { label: "out/s", stroke: "#e8741f", width: 2, points: { show: false } }],
     axes: [{}, { label: "messages/s" }]
   };
   var plot = new uPlot(opts, [[], [], []], el);
