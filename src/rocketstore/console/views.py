@@ -393,7 +393,7 @@ def by_id(store, text) -> list:
             m = store.by_unique_key(topic, msg_id.upper())
             if m is not None:
                 found.append(m)
-    return found
+    return sorted(found, key=lambda m: m.physical_offset)  # a client id: its copies in retry / DLQ topics too
 
 
 def message_detail(store, hooks, offset_text) -> dict:
