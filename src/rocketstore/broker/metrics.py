@@ -3,9 +3,9 @@ RemotingMetricsConstant in apache/rocketmq), for Prometheus through prometheus_c
 
 Two kinds, as RocketMQ has them:
 - instruments the protocols increment as requests are answered (counters and histograms: messages and bytes in
-  and out, message sizes, RPC latency). Each labelled child is made once and kept in a dict, so a send or a pull
-  pays one dict lookup and one increment; the store's put path itself pays nothing (the protocols count after
-  the put answered);
+  and out, message sizes, RPC latency): tallies of plain ints per label set, so a send or a pull pays a dict
+  lookup and a few additions, exported by prometheus_client at scrape time; the store's put path itself pays
+  nothing (the protocols count after the put answered);
 - gauges computed when Prometheus scrapes (a custom collector over the store's public API and what the wiring
   hands it: topics, groups, lags, in-flight messages, storage and flush / dispatch behind, connections), so they
   cost nothing between scrapes.
@@ -16,12 +16,12 @@ Every sample carries RocketMQ's node labels: cluster (brokerClusterName), node_t
 from __future__ import annotations
 
 import shutil
-import threading
 import time
+from bisect import bisect_left
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from .rules import SYSTEM_GROUP_PREFIX, is_system_topic
 
@@ -70,10 +70,17 @@ def message_type(properties: dict) -> str:
 class BrokerMetrics:
     """One broker's instruments and its registry (one per `rocketstore serve`, so tests can run several).
 
+    The instruments are tallies: per label set a small list of ints (count, bytes, histogram buckets, sum) that
+    the protocols bump as they answer, exported as prometheus_client metric families when Prometheus scrapes.
+    Every bump happens on serve's event loop thread (both protocols answer there), so the lists take no lock and
+    a request pays a dict lookup and a few integer additions; a scrape (another thread) reads them as they are.
+    Label texts (a request code's name) are made at scrape time too.
+
     `store`: the MessageStore (read at scrape time only). The wiring sets the optional callables:
     `inflight(group, topic) -> int` (popped, not acked), `clients() -> list[dict]` (each with protocol, kind
     "producer"/"consumer", group, language, version), `groups() -> {group: topics}` (commits the broker holds
-    and has not written to the store yet), `committed(group, topic, queue)` (the broker's newest offsets)."""
+    and has not written to the store yet), `committed(group, topic, queue)` (the broker's newest offsets), and
+    `code_names[protocol] = (request names, response names)`: dicts from the codes the meters pass to texts."""
 
     def __init__(self, store, cluster: str = "DefaultCluster", node_id: str = "broker-a"):
         self.store = store
@@ -83,94 +90,115 @@ class BrokerMetrics:
         self.clients: Callable[[], list[dict]] | None = None
         self.groups: Callable[[], dict[str, set[str]]] | None = None
         self.committed: Callable[[str, str, int], int] | None = None  # the broker's newest committed offsets
-        self.boot_ms = int(time.time() * 1000)
-        labels_in = NODE_LABELS + IN_LABELS
-        labels_out = NODE_LABELS + OUT_LABELS
-        reg = self.registry
-        self.messages_in = Counter("rocketmq_messages_in", "Total number of incoming messages", labels_in, registry=reg)
-        self.throughput_in = Counter(
-            "rocketmq_throughput_in", "Total traffic of incoming messages (bytes)", labels_in, registry=reg
-        )
-        self.message_size = Histogram(
-            "rocketmq_message_size", "Incoming messages size", labels_in, buckets=MESSAGE_SIZE_BUCKETS, registry=reg
-        )
-        self.messages_out = Counter(
-            "rocketmq_messages_out", "Total number of outgoing messages", labels_out, registry=reg
-        )
-        self.throughput_out = Counter(
-            "rocketmq_throughput_out", "Total traffic of outgoing messages (bytes)", labels_out, registry=reg
-        )
-        self.rpc_latency = Histogram(
-            "rocketmq_rpc_latency",
-            "Rpc latency (milliseconds)",
-            NODE_LABELS + RPC_LABELS,
-            buckets=RPC_LATENCY_BUCKETS_MS,
-            registry=reg,
-        )
-        self._in: dict[tuple, tuple] = {}
-        self._out: dict[tuple, tuple] = {}
-        self._rpc: dict[tuple, object] = {}
-        self._lock = threading.Lock()  # making children only; increments take prometheus_client's own locks
-        reg.register(StoreCollector(self))
+        self.code_names: dict[str, tuple[dict, dict]] = {}
+        # (topic, message type) -> [messages, bytes, size sum, size buckets (6 bounds + Inf)...]
+        self.tally_in: dict[tuple[str, str], list] = {}
+        # (topic, group) -> [messages, bytes]
+        self.tally_out: dict[tuple[str, str], list] = {}
+        # (protocol, request code, response code) -> [calls, milliseconds sum, latency buckets (9 + Inf)...]
+        self.tally_rpc: dict[tuple, list] = {}
+        self.registry.register(TallyCollector(self))
+        self.registry.register(StoreCollector(self))
 
     # ------------------------------------------------------------------ what the protocols call
-    def _in_children(self, topic: str, kind: str) -> tuple:
-        key = (topic, kind)
-        children = self._in.get(key)
-        if children is None:
-            with self._lock:
-                labels = (*self.node, topic, kind, _flag(is_system_topic(topic)))
-                children = (
-                    self.messages_in.labels(*labels),
-                    self.throughput_in.labels(*labels),
-                    self.message_size.labels(*labels),
-                )
-                self._in[key] = children
-        return children
-
     def message_in(self, topic: str, kind: str, size: int, count: int = 1) -> None:
         """`count` messages of `size` bytes in all stored in `topic` by a client's send (SendMessageProcessor's
-        messagesInTotal / throughputInTotal / messageSize: one size observation of size/count)."""
-        if is_retry_or_dlq(topic):
-            return
-        n, b, h = self._in_children(topic, kind)
-        n.inc(count)
-        b.inc(size)
-        h.observe(size / count if count else size)
+        messagesInTotal / throughputInTotal / messageSize: one size observation of size/count). Retry and
+        dead-letter topics are tallied and left out of the export, as RocketMQ counts neither."""
+        t = self.tally_in.get((topic, kind))
+        if t is None:
+            t = self.tally_in[(topic, kind)] = [0, 0, 0] + [0] * (len(MESSAGE_SIZE_BUCKETS) + 1)
+        each = size // count if count > 1 else size
+        t[0] += count
+        t[1] += size
+        t[2] += each
+        t[3 + bisect_left(MESSAGE_SIZE_BUCKETS, each)] += 1
 
     def message_out(self, topic: str, group: str, count: int, size: int) -> None:
         """`count` messages, `size` bytes, handed to `group` by a pull or a receive (messagesOutTotal /
         throughputOutTotal)."""
-        if count <= 0 or is_retry_or_dlq(topic):
-            return
-        key = (topic, group)
-        children = self._out.get(key)
-        if children is None:
-            with self._lock:
-                labels = (*self.node, topic, group, _flag(is_system_topic(topic) or is_system_group(group)))
-                children = (self.messages_out.labels(*labels), self.throughput_out.labels(*labels))
-                self._out[key] = children
-        children[0].inc(count)
-        children[1].inc(size)
+        t = self.tally_out.get((topic, group))
+        if t is None:
+            t = self.tally_out[(topic, group)] = [0, 0]
+        t[0] += count
+        t[1] += size
 
-    def rpc(self, protocol: str, request_code: str, response_code: str, millis: float) -> None:
-        """One request answered (rocketmq_rpc_latency, in milliseconds as RocketMQ records it)."""
-        key = (protocol, request_code, response_code)
-        child = self._rpc.get(key)
-        if child is None:
-            with self._lock:
-                child = self.rpc_latency.labels(*self.node, protocol, request_code, response_code)
-                self._rpc[key] = child
-        child.observe(millis)
+    def rpc(self, protocol: str, request_code, response_code, millis: float) -> None:
+        """One request answered (rocketmq_rpc_latency, in milliseconds as RocketMQ records it); the codes as the
+        protocol has them (named at scrape time through code_names)."""
+        t = self.tally_rpc.get((protocol, request_code, response_code))
+        if t is None:
+            t = self.tally_rpc[(protocol, request_code, response_code)] = [0, 0.0] + [0] * (
+                len(RPC_LATENCY_BUCKETS_MS) + 1
+            )
+        t[0] += 1
+        t[1] += millis
+        t[2 + bisect_left(RPC_LATENCY_BUCKETS_MS, millis)] += 1
 
     # ------------------------------------------------------------------ sums (the console's live chart)
-    def totals(self) -> tuple[float, float]:
-        """(messages in, messages out) since the start, summed over every label."""
-        return _total(self.messages_in), _total(self.messages_out)
+    def totals(self) -> tuple[int, int]:
+        """(messages in, messages out) since the start, as exported (retry and dead-letter topics left out)."""
+        tin = sum(t[0] for (topic, _), t in list(self.tally_in.items()) if not is_retry_or_dlq(topic))
+        tout = sum(t[0] for (topic, _), t in list(self.tally_out.items()) if not is_retry_or_dlq(topic))
+        return tin, tout
 
 
-def _total(counter: Counter) -> float:
-    return sum(s.value for family in counter.collect() for s in family.samples if s.name.endswith("_total"))
+def _buckets(bounds, counts) -> list[tuple[str, int]]:
+    """Cumulative (le, count) pairs from per-bucket counts (the last one +Inf)."""
+    out, running = [], 0
+    for bound, n in zip([*bounds, float("inf")], counts):
+        running += n
+        out.append(("+Inf" if bound == float("inf") else repr(float(bound)), running))
+    return out
+
+
+class TallyCollector:
+    """The protocols' tallies as prometheus_client metric families (counters and histograms)."""
+
+    def __init__(self, metrics: BrokerMetrics):
+        self.m = metrics
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        m, node = self.m, list(self.m.node)
+        labels_in = list(NODE_LABELS + IN_LABELS)
+        n_in = CounterMetricFamily("rocketmq_messages_in", "Total number of incoming messages", labels=labels_in)
+        b_in = CounterMetricFamily(
+            "rocketmq_throughput_in", "Total traffic of incoming messages (bytes)", labels=labels_in
+        )
+        h_in = HistogramMetricFamily("rocketmq_message_size", "Incoming messages size", labels=labels_in)
+        for (topic, kind), t in sorted(list(m.tally_in.items())):
+            if is_retry_or_dlq(topic):
+                continue
+            labels = node + [topic, kind, _flag(is_system_topic(topic))]
+            t = list(t)
+            n_in.add_metric(labels, t[0])
+            b_in.add_metric(labels, t[1])
+            h_in.add_metric(labels, _buckets(MESSAGE_SIZE_BUCKETS, t[3:]), t[2])
+        yield from (n_in, b_in, h_in)
+        labels_out = list(NODE_LABELS + OUT_LABELS)
+        n_out = CounterMetricFamily("rocketmq_messages_out", "Total number of outgoing messages", labels=labels_out)
+        b_out = CounterMetricFamily(
+            "rocketmq_throughput_out", "Total traffic of outgoing messages (bytes)", labels=labels_out
+        )
+        for (topic, group), t in sorted(list(m.tally_out.items())):
+            if is_retry_or_dlq(topic):
+                continue
+            labels = node + [topic, group, _flag(is_system_topic(topic) or is_system_group(group))]
+            n_out.add_metric(labels, t[0])
+            b_out.add_metric(labels, t[1])
+        yield from (n_out, b_out)
+        rpc = HistogramMetricFamily(
+            "rocketmq_rpc_latency", "Rpc latency (milliseconds)", labels=list(NODE_LABELS + RPC_LABELS)
+        )
+        for (protocol, req, resp), t in list(m.tally_rpc.items()):
+            requests, responses = m.code_names.get(protocol, ({}, {}))
+            t = list(t)
+            labels = node + [protocol, str(requests.get(req, req)), str(responses.get(resp, resp))]
+            rpc.add_metric(labels, _buckets(RPC_LATENCY_BUCKETS_MS, t[2:]), t[1])
+        yield rpc
 
 
 def queue_groups(store, more=None) -> dict[str, list[str]]:

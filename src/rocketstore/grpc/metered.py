@@ -17,11 +17,12 @@ _CODES = {v: k.lower() for k, v in pb.Code.items()}
 class GrpcMeter:
     def __init__(self, metrics):
         self.metrics = metrics
+        metrics.code_names["grpc"] = ({}, _CODES)
 
     def answered(self, name: str, request, responses, started: float) -> None:
         m = self.metrics
         code = responses[0].status.code if responses else _OK
-        m.rpc("grpc", name, _CODES.get(code, str(code)), (time.perf_counter() - started) * 1000.0)
+        m.rpc("grpc", name, code, (time.perf_counter() - started) * 1000.0)
         if name == "SendMessage":
             entries = responses[0].entries
             for msg, entry in zip(request.messages, entries):
