@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 from conftest import BINARY, COMMITTED, ORDERS, ServeHttp, free_port, http_get, http_post, make_store
@@ -201,6 +202,16 @@ def test_serve_forms_change_the_store_as_mqadmin_would(tmp_path):
         assert s.post("/groups/reset", {"group": "g1", "topic": "Orders", "to": "earliest"})[0] == 200
         _, page = s.get("/group?name=g1")
         assert re.search(r'id="group-lag">' + str(ORDERS) + "<", page)
+        # then to the latest: its consumption (committed offsets' growth) shows as a rate once sampled
+        assert s.post("/groups/reset", {"group": "g1", "topic": "Orders", "to": "latest"})[0] == 200
+        _, page = s.get("/group?name=g1")
+        assert re.search(r'id="group-lag">0<', page)
+        deadline = time.monotonic() + 60
+        while not re.search(
+            r'data-group="g1">.*?class="rate">([1-9][0-9.]*|0\.[0-9]*[1-9])<', s.get("/groups")[1], re.S
+        ):
+            assert time.monotonic() < deadline, "no consumption rate shown for g1"
+            time.sleep(0.2)
         status, page = s.post("/groups/reset", {"group": "g1", "topic": "Orders", "to": "offset", "value": "x"})
         assert status == 400 and "offset must be a whole number" in html.unescape(page)
         # resend the dead-letter message to Orders: one more message there, its body and key

@@ -106,6 +106,18 @@ def topic_totals(store) -> dict[str, int]:
     return {t: sum(max(store.max_offset(t, q), 0) for q in qs) for t, qs in store.topics().items()}
 
 
+def group_totals(store, hooks: Hooks) -> dict[str, int]:
+    """group -> the sum of its committed offsets (the broker's newest): its consumption, as a counter."""
+    from ..broker.metrics import queue_groups
+
+    query = hooks.committed or store.consumer_offsets.query
+    queues = store.topics()
+    return {
+        g: sum(max(query(g, t, q), 0) for t in topics for q in queues.get(t, ()))
+        for g, topics in queue_groups(store, hooks.groups).items()
+    }
+
+
 class Sampler:
     """Once a second: (time, messages in, messages out) and each topic's queue total; rates are differences."""
 
@@ -115,6 +127,7 @@ class Sampler:
         self.every_s = every_s
         self.samples: deque[tuple[float, float, float]] = deque(maxlen=int(keep_s / every_s) + 1)
         self.topics: deque[tuple[float, dict[str, int]]] = deque(maxlen=int(60 / every_s) + 1)
+        self.groups: deque[tuple[float, dict[str, int]]] = deque(maxlen=int(60 / every_s) + 1)
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._base: tuple[float, float] | None = None  # the store's totals when sampling began (standalone)
@@ -140,6 +153,7 @@ class Sampler:
         now = time.time()
         with self.source.store() as store:
             by_topic = topic_totals(store)
+            by_group = group_totals(store, self.hooks)
             if self.hooks.totals is not None:
                 tin, tout = self.hooks.totals()
             else:
@@ -147,6 +161,7 @@ class Sampler:
         with self._lock:
             self.samples.append((now, float(tin), float(tout)))
             self.topics.append((now, by_topic))
+            self.groups.append((now, by_group))
 
     def series(self) -> dict:
         """Per-second rates over the kept window: {t: [unix seconds], in: [...], out: [...]}."""
@@ -164,9 +179,16 @@ class Sampler:
 
     def topic_rates(self) -> dict[str, float]:
         """Each topic's messages per second over the last minute (as many samples as there are)."""
+        return self._rates(self.topics)
+
+    def group_rates(self) -> dict[str, float]:
+        """Each group's consumption (committed offsets' growth) per second over the last minute."""
+        return self._rates(self.groups)
+
+    def _rates(self, samples) -> dict[str, float]:
         with self._lock:
-            if len(self.topics) < 2:
+            if len(samples) < 2:
                 return {}
-            (t0, first), (t1, last) = self.topics[0], self.topics[-1]
+            (t0, first), (t1, last) = samples[0], samples[-1]
         dt = t1 - t0
         return {k: max(v - first.get(k, 0), 0) / dt for k, v in last.items()} if dt > 0 else {}

@@ -219,7 +219,7 @@ def delete_topic(store, source, form: dict) -> str:
 
 
 # ---------------------------------------------------------------- groups
-def group_rows(store, hooks) -> list[dict]:
+def group_rows(store, hooks, rates: dict[str, float] | None = None) -> list[dict]:
     online: dict[str, int] = {}
     for c in hooks.clients() if hooks.clients is not None else []:
         if c.get("kind") == "consumer" and c.get("group"):
@@ -229,7 +229,8 @@ def group_rows(store, hooks) -> list[dict]:
     for group in sorted(set(groups) | set(online)):
         topics = [t for t in groups.get(group, []) if t in store.topics()]
         lag = sum(r["lag"] for t in topics for r in lag_rows(store, group, t, hooks.committed))
-        rows.append({"group": group, "topics": ", ".join(topics), "lag": lag, "clients": online.get(group, 0)})
+        rows.append({"group": group, "topics": ", ".join(topics), "lag": lag, "clients": online.get(group, 0),
+                     "rate": round((rates or {}).get(group, 0.0), 2)})  # fmt: skip
     return rows
 
 

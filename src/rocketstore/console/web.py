@@ -110,7 +110,8 @@ class Console:
         )  # fmt: skip
 
     def groups(self, q):
-        return self._page("groups.html", "/groups", lambda s: {"rows": V.group_rows(s, self.hooks)}, q)
+        rates = self.sampler.group_rates()
+        return self._page("groups.html", "/groups", lambda s: {"rows": V.group_rows(s, self.hooks, rates)}, q)
 
     def group(self, q, flash=None):
         return self._page(
