@@ -387,7 +387,7 @@ def by_id(store, text) -> list:
             m = store.by_msg_id(msg_id)
         except RocketStoreError:
             m = None
-        if m is not None:
+        if m is not None and m.msg_id.upper() == msg_id.upper():  # not a client id that happens to decode
             found.append(m)
     if not found:  # a client's id (UNIQ_KEY), in any topic
         for topic in store.topics():
