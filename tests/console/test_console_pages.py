@@ -22,10 +22,15 @@ class ConsoleProcess:
         cmd = [sys.executable, "-m", "rocketstore.cli", "console", str(store), "--http", f"127.0.0.1:{self.port}",
                "--refresh", "1"]  # fmt: skip
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.first = self.proc.stdout.readline()
+        self.before: list[str] = []  # what came before the ready line (a damaged store's recovery log)
+        for line in self.proc.stdout:
+            if line.startswith("rocketstore console: store"):
+                break
+            self.before.append(line)
+        else:
+            raise AssertionError("the console did not start: " + "".join(self.before))
         self.rest: list[str] = []
         threading.Thread(target=lambda: self.rest.extend(self.proc.stdout), daemon=True).start()
-        assert self.first.startswith("rocketstore console: store"), self.first + self.proc.stdout.read()
 
     def get(self, path):
         return http_get(self.base + path)
@@ -228,3 +233,29 @@ def test_serve_forms_change_the_store_as_mqadmin_would(tmp_path):
         assert status == 403
     finally:
         assert s.stop() == 0, "".join(s.lines)
+
+
+def test_verify_findings_within_a_range_of_offsets(tmp_path):
+    """One record's body damaged on disk: verify finds it at its physical offset, inside a range that holds it
+    and not in one that does not."""
+    contents = make_store(tmp_path / "store")
+    bad = contents["orders"][10]["phys"]
+    segment = tmp_path / "store" / "commitlog" / "00000000000000000000"
+    data = bytearray(segment.read_bytes())
+    at = data.index(b"order body 10", bad)
+    data[at] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    c = ConsoleProcess(tmp_path / "store")
+    try:
+        _, page = c.get(f"/health?verify=1&part=commitlog&from={bad}&to={bad + 1}")
+        t = text(page)
+        assert f"1 problem(s) in commitlog, CommitLog offsets {bad} to {bad + 1}" in t
+        assert re.findall(r"<tr><td>(commitlog/[0-9]+)</td><td>(\d+)</td>", page) == [
+            ("commitlog/00000000000000000000", str(bad))
+        ]
+        _, page = c.get(f"/health?verify=1&part=all&from=0&to={bad}")
+        assert f"no problem in all, CommitLog offsets 0 to {bad}" in text(page)
+        status, page = c.get("/health?verify=1&part=all&from=9&to=3")
+        assert status == 400 and "the range's end (3) must be past its start (9)" in html.unescape(page)
+    finally:
+        assert c.stop() == 0

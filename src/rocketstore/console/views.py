@@ -507,19 +507,36 @@ def health(store, source) -> dict:
 VERIFY_PARTS = {"all": "", "commitlog": "commitlog", "consumequeue": "consumequeue", "index": "index"}
 
 
-def run_verify(root: str, config, part: str, limit_text) -> dict:
-    """verify's findings (the whole store checked read-only), shown for one part of it and up to `limit`."""
+def run_verify(root: str, config, part: str, limit_text, begin_text=None, end_text=None) -> dict:
+    """verify's findings (the whole store checked read-only), shown for one part of it (the CommitLog, the queues,
+    the index, or all), within a range of CommitLog offsets if one is given (the findings that name a physical
+    offset: records, and the units and index entries pointing at them), up to `limit`."""
     from ..maintenance.verify import verify_store
 
     if part not in VERIFY_PARTS:
         raise BadInput(f"part must be one of {', '.join(VERIFY_PARTS)}, not {part!r}")
     limit = parse_int(limit_text or "100", "limit", 1, 10000)
+    begin = parse_int(begin_text, "from offset") if (begin_text or "").strip() else None
+    end = parse_int(end_text, "to offset") if (end_text or "").strip() else None
+    if begin is not None and end is not None and end <= begin:
+        raise BadInput(f"the range's end ({end}) must be past its start ({begin})")
     started = time.monotonic()
     report = verify_store(root, config)
     prefix = VERIFY_PARTS[part]
     problems = [p for p in report.get("problems", []) if str(p.get("file", "")).startswith(prefix)]
+    if begin is not None or end is not None:
+        lo, hi = begin or 0, end if end is not None else JAVA_LONG_MAX
+
+        def within(p) -> bool:
+            phys = p.get("physicalOffset")
+            return isinstance(phys, int) and lo <= phys < hi
+
+        problems = [p for p in problems if within(p)]
     return {
         "ok": not problems,
+        "range": ""
+        if begin is None and end is None
+        else f"CommitLog offsets {begin or 0} to {end if end is not None else 'the end'}",
         "part": part,
         "problems": problems[:limit],
         "more": max(len(problems) - limit, 0),

@@ -139,7 +139,9 @@ class Console:
             if q.get("verify"):
                 root = store.root
                 with self._verify_lock:  # one verify at a time: it reads the whole store
-                    out["report"] = V.run_verify(root, self.store_config, q.get("part", "all"), q.get("limit"))
+                    out["report"] = V.run_verify(
+                        root, self.store_config, q.get("part", "all"), q.get("limit"), q.get("from"), q.get("to")
+                    )
             return out
 
         return self._page("health.html", "/health", build, q)
