@@ -189,6 +189,7 @@ def serve(
                 raise ValueError(str(e).replace("--advertise", "--remoting-advertise", 1)) from None
     except ValueError as e:
         raise click.UsageError(str(e)) from None
+    http_optional = http is None and not no_http  # the default address: a warning if taken
     http = _http_address(http, no_http)
     if namesrv_addr is not None:
         if no_remoting:
@@ -230,6 +231,7 @@ def serve(
             remoting_acl=remoting_acl,
             namesrv_addr=namesrv_addr,
             http=http,
+            http_optional=http_optional,
         )
     except (OSError, RocketStoreError, RuntimeError) as e:
         click.echo(f"rocketstore: error: {e}", err=True)
@@ -237,10 +239,10 @@ def serve(
 
 
 def _http_address(http: str | None, no_http: bool) -> str | None:
-    """--http as given (a bad one a usage error), None with --no-http, else the default when its port is free: a
-    default port another process holds (a second serve on the machine) is a warning, and serve goes on without
-    the HTTP side; a --http given is held to."""
-    from ..broker.address import ListenError, check_bindable, parse_host_port
+    """--http as given (a bad one a usage error), None with --no-http, else the default (which serve checks with
+    the other ports: taken by another process, a second serve on the machine say, it is a warning and serve goes
+    on without the HTTP side; a --http given is held to)."""
+    from ..broker.address import parse_host_port
 
     if http is not None:
         if no_http:
@@ -250,15 +252,7 @@ def _http_address(http: str | None, no_http: bool) -> str | None:
         except ValueError as e:
             raise click.UsageError(str(e)) from None
         return http
-    if no_http:
-        return None
-
-    try:
-        check_bindable(*parse_host_port(DEFAULT_HTTP, "--http"))
-    except (ListenError, OSError) as e:
-        click.echo(f"rocketstore: warning: no HTTP side (/metrics, console): {e}; give --http HOST:PORT", err=True)
-        return None
-    return DEFAULT_HTTP
+    return None if no_http else DEFAULT_HTTP
 
 
 def _check_namesrv_addr(text: str, what: str, usage: bool = False) -> None:

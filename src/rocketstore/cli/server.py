@@ -40,6 +40,7 @@ class Server:
         remoting_acl=None,
         namesrv_addr: str | None = None,
         http: str | None = None,
+        http_optional: bool = False,
         **overrides,
     ):
         self.store_config = store_config or StoreConfig()
@@ -59,6 +60,7 @@ class Server:
         )
         # the HTTP side (/metrics and the console), None with --no-http; HOST:PORT checked by serve's options
         self.http_listen = address.parse_host_port(http, "--http") if http else None
+        self.http_optional = http_optional  # the default address: taken, it is a warning and no HTTP side
         self.http = None  # console.web.HttpSide once started
         self.metrics = None  # broker.metrics.BrokerMetrics once started with HTTP
         self.store: MessageStore | None = None
@@ -81,7 +83,16 @@ class Server:
             self.grpc.check_bindable()
         self.remoting.check_bindable()
         if self.http_listen is not None:
-            address.check_bindable(*self.http_listen)
+            try:
+                address.check_bindable(*self.http_listen)
+            except address.ListenError as e:
+                if not self.http_optional:
+                    raise
+                print(
+                    f"rocketstore: warning: no HTTP side (/metrics, console): {e}; give --http HOST:PORT",
+                    file=sys.stderr,
+                )
+                self.http_listen = None
         broker_host = self.remoting.store_host()
         if broker_host is not None and self.store_config.store_host == StoreConfig.store_host:
             # no storeHost of the operator's: the records name the broker, as RocketMQ's do
