@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # the suite's parts (tests/conftest.py's PARTS): `make test-lib`, ...; ARGS="..." passes more to pytest
 PARTS := lib native cli broker fault spark
 
-.PHONY: setup run lint test $(addprefix test-,$(PARTS)) bench clean
+.PHONY: setup run lint test $(addprefix test-,$(PARTS)) bench vendor clean
 
 setup: $(STAMP)
 
@@ -34,6 +34,15 @@ $(addprefix test-,$(PARTS)): setup
 
 bench: setup
 	$(PY) bench/bench_store.py
+
+# the console's JavaScript and CSS (htmx, uPlot) from the npm registry, as pinned by its package-lock.json, copied
+# into the package (src/rocketstore/console/static, committed: an install needs no npm); needs node and npm
+CONSOLE_ASSETS := src/rocketstore/console/assets
+vendor:
+	cd $(CONSOLE_ASSETS) && npm ci --no-audit --no-fund --silent
+	cp $(CONSOLE_ASSETS)/node_modules/htmx.org/dist/htmx.min.js src/rocketstore/console/static/htmx.min.js
+	cp $(CONSOLE_ASSETS)/node_modules/uplot/dist/uPlot.iife.min.js src/rocketstore/console/static/uPlot.iife.min.js
+	cp $(CONSOLE_ASSETS)/node_modules/uplot/dist/uPlot.min.css src/rocketstore/console/static/uPlot.min.css
 
 clean:
 	rm -rf work build dist src/*.egg-info

@@ -21,7 +21,7 @@ PARTS = [
     ),
     ("native", ("native",), "the C engine against the pure Python one", "5"),
     ("cli", ("cli",), "the `rocketstore` command, run as a process", "4"),
-    ("broker", ("grpc", "remoting"), "`rocketstore serve` and its clients", "5"),
+    ("broker", ("grpc", "remoting", "console"), "`rocketstore serve` and its clients, /metrics, the console", "5"),
     ("fault", ("fault",), "damaged files, SIGKILLed writers", "2"),
     ("spark", ("spark",), "the Spark source, sink and rebuild", "3"),
 ]

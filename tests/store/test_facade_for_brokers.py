@@ -69,7 +69,7 @@ def test_segments_queues_and_dispatch_progress(tmp_path):
         assert [f"{start:020d}" for start, _, _ in segments] == names
         assert all(size == 4096 for _, _, size in segments)
         assert segments[-1][0] + segments[-1][1] == s.max_physical_offset
-        assert s.dispatched_offset == s.max_physical_offset and s.dispatch_behind_bytes() == 0
+        assert s.dispatched_offset == s.max_physical_offset and s.dispatch_behind_bytes == 0
         assert sorted((q.topic, q.queue_id, q.max_offset) for q in s.consume_queues()) == [("T", 0, 15), ("T", 1, 15)]
         assert s.consume_queue("T", 1).max_offset == 15 and s.consume_queue("T", 7) is None
         s.advise_commitlog(mmap.MADV_RANDOM)  # every mapped segment takes the advice

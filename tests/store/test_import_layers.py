@@ -24,10 +24,10 @@ RANKS = {
     "services": 4,
     "store": 5, "put": 5, "read": 5, "maintenance": 5, "filter": 5,
     "broker": 6,
-    "grpc": 7, "remoting": 7, "spark": 7,
+    "grpc": 7, "remoting": 7, "spark": 7, "console": 7,
     "cli": 8,
 }  # fmt: skip
-ADAPTERS = ("grpc", "remoting", "spark")
+ADAPTERS = ("grpc", "remoting", "spark", "console")
 APART = {(a, b) for a in ADAPTERS for b in ADAPTERS if a != b}
 
 

@@ -367,6 +367,9 @@ _register_maintenance(cli)
 from .serve import register as _register_serve  # noqa: E402  serve (gRPC, RocketMQ 5 clients)
 
 _register_serve(cli)
+from .web_console import register as _register_console  # noqa: E402  console (the web console, read-only)
+
+_register_console(cli)
 
 
 # `rocketstore CMD -h` ends with examples for the commands people run first. "\b" keeps a paragraph's line
@@ -409,6 +412,11 @@ EXAMPLES = {
     "serve": [
         "rocketstore serve ./store   # gRPC 127.0.0.1:8081, 9876, 10911",
         "rocketstore serve ./store --listen 0.0.0.0:8081 --no-remoting",
+        "rocketstore serve ./store --http 0.0.0.0:8082   # /metrics, the console",
+    ],
+    "console": [
+        "rocketstore console ./store   # http://127.0.0.1:8082/, read-only",
+        "rocketstore console ./store --http 0.0.0.0:8090 --refresh 2",
     ],
     "rebuild": [
         "rocketstore rebuild ./store --dry-run   # what, and the room needed",

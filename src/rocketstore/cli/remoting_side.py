@@ -43,6 +43,7 @@ class RemotingSide:
         self.broker = None
         self.namesrv_port = None
         self.broker_port = None
+        self.on_response = None  # each answered request (the metrics' remoting/broker/metered.py), set by the wiring
 
     def check_bindable(self) -> None:
         for listen in (self.namesrv_listen, self.remoting_listen):
@@ -100,6 +101,8 @@ class RemotingSide:
             options["idle_timeout_s"] = float(extra["serverChannelMaxIdleTimeSeconds"])
         if extra.get("serverMaxConnectionsPerAddress") not in (None, ""):
             options["max_connections_per_address"] = int(extra["serverMaxConnectionsPerAddress"])
+        if self.on_response is not None:
+            options["on_response"] = self.on_response
         return options
 
     def broker_address(self) -> tuple[str, int]:
@@ -130,6 +133,36 @@ class RemotingSide:
             await self.broker.close()
         if self.namesrv is not None:
             await self.namesrv.close()
+
+    def clients(self) -> list[dict]:
+        """The broker's connected clients (heartbeats: producers and consumers by group), for the console and the
+        connection gauges."""
+        from ..remoting.codes import LanguageCode
+
+        if self.broker is None:
+            return []
+        out = []
+        c = self.broker.clients
+        for kind, table in (("producer", dict(c.producers)), ("consumer", dict(c.consumers))):
+            for group, entry in table.items():
+                channels = entry.channels if kind == "consumer" else entry
+                for ch in list(channels.values()):
+                    try:
+                        language = LanguageCode(ch.language).name.lower()
+                    except ValueError:
+                        language = str(ch.language)
+                    out.append({"protocol": "remoting", "id": ch.client_id, "kind": kind, "group": group,
+                                "language": language, "version": str(ch.version)})  # fmt: skip
+        return out
+
+    def reset(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        """An offset reset the broker hands to the group's next pulls (assignResetOffset), committed at once."""
+        if self.broker is None:
+            self.store.consumer_offsets.commit(group, topic, offsets)
+            return
+        for q, off in offsets.items():
+            self.broker.offsets.assign_reset(group, topic, q, off)
+        self.store.consumer_offsets.commit(group, topic, offsets)
 
     def describe(self) -> str:
         parts = []

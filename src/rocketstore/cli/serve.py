@@ -11,6 +11,8 @@ import click
 from .. import StoreConfig
 from ..errors import RocketStoreError
 
+DEFAULT_HTTP = "127.0.0.1:8082"
+
 
 @click.command()
 @click.argument("store_arg", metavar="[STORE]", required=False, type=click.Path(file_okay=False))
@@ -60,6 +62,13 @@ from ..errors import RocketStoreError
     help="Name servers (RocketMQ's or another serve's) the broker registers with over remoting, as broker.conf's "
     "namesrvAddr (which this overrides): one broker of a cluster. Usually with --no-namesrv.",
 )
+@click.option(
+    "--http",
+    metavar="HOST:PORT",
+    help=f"HOST:PORT of the HTTP side: GET /metrics (Prometheus, RocketMQ's metric names) and the web console "
+    f"[default: {DEFAULT_HTTP}; when that default port is taken, serve warns and goes on without it].",
+)
+@click.option("--no-http", is_flag=True, help="Leave out the HTTP side (--http): no /metrics, no console.")
 @click.option("--no-grpc", is_flag=True, help="Leave out the gRPC endpoint (--listen).")
 @click.option("--no-remoting", is_flag=True, help="Leave out the remoting broker (--remoting).")
 @click.option("--no-namesrv", is_flag=True, help="Leave out the name server (--namesrv).")
@@ -125,6 +134,8 @@ def serve(
     remoting,
     remoting_advertise,
     namesrv_addr,
+    http,
+    no_http,
     no_grpc,
     no_remoting,
     no_namesrv,
@@ -147,7 +158,8 @@ def serve(
     minInvisibleTimeMillsForRecv (10 s; auto_renew receives get defaultInvisibleTimeMills). With access keys,
     requests that do not verify (RocketMQ 5's HMAC-SHA1 signature) are refused as UNAUTHORIZED. With --acl (or
     aclEnable=true), remoting requests are checked as RocketMQ's plain ACL does (refused with SYSTEM_ERROR and
-    an AclException remark). Stops cleanly on SIGINT/SIGTERM."""
+    an AclException remark). HTTP (--http, 127.0.0.1:8082): /metrics for Prometheus and the web console.
+    Stops cleanly on SIGINT/SIGTERM."""
     if (store_arg is None) == (store is None):
         raise click.UsageError("give the store directory once: as STORE (like every command) or --store")
     store = store or store_arg
@@ -177,6 +189,8 @@ def serve(
                 raise ValueError(str(e).replace("--advertise", "--remoting-advertise", 1)) from None
     except ValueError as e:
         raise click.UsageError(str(e)) from None
+    http_optional = http is None and not no_http  # the default address: a warning if taken
+    http = _http_address(http, no_http)
     if namesrv_addr is not None:
         if no_remoting:
             raise click.UsageError(
@@ -216,10 +230,29 @@ def serve(
             remoting_advertise=remoting_advertise,
             remoting_acl=remoting_acl,
             namesrv_addr=namesrv_addr,
+            http=http,
+            http_optional=http_optional,
         )
     except (OSError, RocketStoreError, RuntimeError) as e:
         click.echo(f"rocketstore: error: {e}", err=True)
         sys.exit(1)
+
+
+def _http_address(http: str | None, no_http: bool) -> str | None:
+    """--http as given (a bad one a usage error), None with --no-http, else the default (which serve checks with
+    the other ports: taken by another process, a second serve on the machine say, it is a warning and serve goes
+    on without the HTTP side; a --http given is held to)."""
+    from ..broker.address import parse_host_port
+
+    if http is not None:
+        if no_http:
+            raise click.UsageError("--http and --no-http together: give one")
+        try:
+            parse_host_port(http, "--http")
+        except ValueError as e:
+            raise click.UsageError(str(e)) from None
+        return http
+    return None if no_http else DEFAULT_HTTP
 
 
 def _check_namesrv_addr(text: str, what: str, usage: bool = False) -> None:

@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 
+from ..broker import address
 from ..config.store_config import StoreConfig
 from ..grpc.auth import keys_from_broker_conf
 from ..grpc.server import GrpcSide
@@ -38,6 +39,8 @@ class Server:
         remoting_advertise: str | None = None,
         remoting_acl=None,
         namesrv_addr: str | None = None,
+        http: str | None = None,
+        http_optional: bool = False,
         **overrides,
     ):
         self.store_config = store_config or StoreConfig()
@@ -55,6 +58,11 @@ class Server:
             acl=remoting_acl,
             namesrv_addr=namesrv_addr,
         )
+        # the HTTP side (/metrics and the console), None with --no-http; HOST:PORT checked by serve's options
+        self.http_listen = address.parse_host_port(http, "--http") if http else None
+        self.http_optional = http_optional  # the default address: taken, it is a warning and no HTTP side
+        self.http = None  # console.web.HttpSide once started
+        self.metrics = None  # broker.metrics.BrokerMetrics once started with HTTP
         self.store: MessageStore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
@@ -74,6 +82,17 @@ class Server:
         if self.grpc is not None:
             self.grpc.check_bindable()
         self.remoting.check_bindable()
+        if self.http_listen is not None:
+            try:
+                address.check_bindable(*self.http_listen)
+            except address.ListenError as e:
+                if not self.http_optional:
+                    raise
+                print(
+                    f"rocketstore: warning: no HTTP side (/metrics, console): {e}; give --http HOST:PORT",
+                    file=sys.stderr,
+                )
+                self.http_listen = None
         broker_host = self.remoting.store_host()
         if broker_host is not None and self.store_config.store_host == StoreConfig.store_host:
             # no storeHost of the operator's: the records name the broker, as RocketMQ's do
@@ -82,19 +101,101 @@ class Server:
         self.store = MessageStore.open(self.store_path, self.store_config)
         self.remoting.store = self.store
         try:
+            if self.http_listen is not None:
+                self._meter()
             self._loop = asyncio.new_event_loop()
             self._loop_thread = threading.Thread(target=self._loop.run_forever, name="serve-loop", daemon=True)
             self._loop_thread.start()
             if self.grpc is not None:
                 self.grpc.start(self.store, self.store_config, self._loop)
             asyncio.run_coroutine_threadsafe(self.remoting.start(), self._loop).result(60)
+            if self.http_listen is not None:
+                self._start_http()
         except BaseException:
             self._stopped.set()  # stop() has nothing left to do
             self._shut(None)
             raise
         return self.port
 
+    def _meter(self) -> None:
+        """The broker's metrics, counted by both protocols from their first request on."""
+        from ..broker.metrics import BrokerMetrics
+        from ..grpc.metered import GrpcMeter
+        from ..remoting.broker.metered import RemotingMeter
+
+        extra = self.store_config.extra or {}
+        self.metrics = BrokerMetrics(
+            self.store,
+            str(extra.get("brokerClusterName") or "DefaultCluster"),
+            str(extra.get("brokerName") or "rocketstore"),
+        )
+        if self.grpc is not None:
+            self.grpc.meter = GrpcMeter(self.metrics)
+        self.remoting.on_response = RemotingMeter(self.metrics)
+        self.metrics.clients = self.clients
+        self.metrics.inflight = self.inflight
+        self.metrics.committed = self.committed
+        self.metrics.groups = self.pending_groups
+
+    def clients(self) -> list[dict]:
+        """Every connected client, both protocols."""
+        out = list(self.remoting.clients())
+        if self.grpc is not None and self.grpc.service is not None:
+            out += self.grpc.service.connected_clients()
+        return out
+
+    def committed(self, group: str, topic: str, queue_id: int) -> int:
+        """A group's newest committed offset: the remoting broker's (commits it has not flushed yet), else the store's."""
+        broker = self.remoting.broker
+        if broker is not None:
+            return broker.offsets.query(group, topic, queue_id)
+        return self.store.consumer_offsets.query(group, topic, queue_id)
+
+    def pending_groups(self) -> dict[str, set[str]]:
+        broker = self.remoting.broker
+        return broker.offsets.pending_groups() if broker is not None else {}
+
+    def inflight(self, group: str, topic: str) -> int:
+        """Messages received over gRPC and not yet acked (the remoting side's pulls have none in flight)."""
+        if self.grpc is None or self.grpc.service is None:
+            return 0
+        return self.grpc.service.pop.inflight_count(group, topic)
+
+    def _start_http(self) -> None:
+        from ..console.source import Hooks, LiveSource
+        from ..console.web import Console, HttpSide
+
+        protocols = []
+        if self.grpc is not None:
+            protocols.append(f"gRPC {self.grpc.describe()}")
+        if self.remoting.describe():
+            protocols.append(f"remoting: {self.remoting.describe()}")
+        hooks = Hooks(
+            clients=self.clients,
+            inflight=self.inflight,
+            reset=self.remoting.reset,
+            committed=self.committed,
+            groups=self.pending_groups,
+            totals=self.metrics.totals,
+            topic_changed=self._topic_changed,
+            protocols=protocols,
+        )
+        console = Console(LiveSource(self.store), hooks, self.metrics.registry, self.store_config)
+        self.http = HttpSide(*self.http_listen, console, self.metrics.registry)
+        self.http.start()
+
+    def _topic_changed(self) -> None:
+        broker = self.remoting.broker
+        if broker is not None:
+            broker.register()
+
+    def describe_http(self) -> str | None:
+        return None if self.http is None else f"{self.http.url()} (console, /metrics)"
+
     def _shut(self, grace: float | None) -> None:
+        if self.http is not None:
+            self.http.stop()
+            self.http = None
         if self.grpc is not None:
             self.grpc.stop(grace)
         if self._loop is not None:
@@ -135,7 +236,7 @@ def serve_forever(
     **sides,
 ) -> None:
     """Serve until SIGINT or SIGTERM, then stop cleanly. `sides`: grpc_enabled, namesrv, remoting,
-    remoting_advertise, remoting_acl, namesrv_addr (Server's)."""
+    remoting_advertise, remoting_acl, namesrv_addr, http (Server's)."""
     server = Server(
         store_path,
         listen,
@@ -157,6 +258,9 @@ def serve_forever(
         remoting = server.remoting.describe()
         if remoting:
             parts.append(f"{remoting} (RocketMQ remoting)")
+        http = server.describe_http()
+        if http:
+            parts.append(f"HTTP on {http}")
         echo(f"rocketstore serve: store {server.store.root}, " + "; ".join(parts))
         sys.stdout.flush()
         while not stop.wait(0.5):

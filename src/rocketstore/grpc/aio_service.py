@@ -130,6 +130,7 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
         self.streams = 0  # open Telemetry streams
         self.polls = 0  # ReceiveMessage calls polling
         self.wakeups = Wakeups(loop)
+        self.meter = None  # metered.GrpcMeter: each call counted (rocketmq_rpc_latency, messages in / out), or None
         core.store.add_dispatcher(lambda req: self.wakeups.notify((("m", req.topic),)))
         core.pop.on_change = lambda touched: self.wakeups.notify([("s", g, t) for g, t in touched])
 
@@ -146,6 +147,7 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
 
     # ------------------------------------------------------------------ unary calls
     async def _unary(self, name: str, request, context):
+        started = time.perf_counter()
         response_class = getattr(spb, _METHODS[name].output_type.name)
         if self.waiting_unary >= self.config.grpc_threads + self.config.grpc_queue_capacity:
             response = response_class(status=pb.Status(code=Code.TOO_MANY_REQUESTS, message="flow limit"))
@@ -161,6 +163,8 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
             finally:
                 self.waiting_unary -= 1
         self._log(context, name, response.status.code)
+        if self.meter is not None:
+            self.meter.answered(name, request, (response,), started)
         return response
 
     def _log(self, context, kind: str, code: int | None) -> None:
@@ -201,6 +205,7 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
     # ------------------------------------------------------------------ long polls
     async def ReceiveMessage(self, request, context):
         core = self.core
+        started = time.perf_counter()
         if self.polls >= self.config.max_long_polls:
             for response in core.receive_finish(
                 Code.TOO_MANY_REQUESTS, f"polling full: {self.polls} receive calls are polling (maxPopPollingSize)"
@@ -214,6 +219,8 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
         finally:
             self.polls -= 1
         self._log(context, "ReceiveMessage", responses[0].status.code)
+        if self.meter is not None:
+            self.meter.answered("ReceiveMessage", request, responses, started)
         for response in responses:
             yield response
 

@@ -48,6 +48,7 @@ class GrpcSide:
         self.aio_service: AsyncMessagingService | None = None
         self.requests: RequestLog | None = None
         self.grpc_server = None
+        self.meter = None  # metered.GrpcMeter, set by the wiring before start() (None: no metrics)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def check_bindable(self) -> None:
@@ -76,6 +77,7 @@ class GrpcSide:
 
     async def _start(self, config: ServeConfig) -> int:
         self.aio_service = AsyncMessagingService(self.service, self._loop, self.requests)
+        self.aio_service.meter = self.meter
         self.grpc_server = grpc.aio.server(
             interceptors=[AuthInterceptor(self.access_keys)] if self.access_keys else None,
             options=[

@@ -222,6 +222,25 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             c = self._clients.get(client_id)
             return c.settings if c is not None else None
 
+    def connected_clients(self) -> list[dict]:
+        """The clients heard of within channelExpiredTimeout, for the console and the connection gauges: id,
+        kind (producer / consumer, from the settings sent on Telemetry), group (a consumer's)."""
+        with self._clients_lock:
+            clients = list(self._clients.values())
+        out = []
+        for c in clients:
+            if (time.monotonic() - c.last_seen) * 1000 >= self.config.channel_expired_ms:
+                continue
+            s = c.settings
+            kind, group = "producer", ""
+            if s is not None and s.HasField("subscription"):
+                kind, group = "consumer", s.subscription.group.name
+            language = pb.Language.Name(s.user_agent.language).lower() if s is not None else ""
+            version = s.user_agent.version if s is not None else ""
+            out.append({"protocol": "grpc", "id": c.client_id, "kind": kind, "group": group,
+                        "language": language, "version": version})  # fmt: skip
+        return out
+
     def producer_outboxes(self, topic: str) -> list:
         """The Telemetry outboxes of the clients whose settings publish `topic`, newest first: where a
         transaction check goes."""

@@ -24,6 +24,7 @@ broker asking a producer about a transaction) are matched by opaque."""
 import asyncio
 import itertools
 import logging
+import time
 import types
 from collections.abc import Awaitable, Callable
 
@@ -165,6 +166,7 @@ class RemotingServer:
         max_connections_per_address: int = MAX_CONNECTIONS_PER_ADDRESS,
         on_close: Callable[[Connection], None] | None = None,
         on_request: Callable[[RemotingCommand, Connection], None] | None = None,
+        on_response: Callable[[RemotingCommand, RemotingCommand | None, float], None] | None = None,
         before_request: Callable[[RemotingCommand, Connection], RemotingCommand | None] | None = None,
     ):
         self.handlers = dict(handlers)
@@ -180,6 +182,7 @@ class RemotingServer:
         self._sweeper: asyncio.Task | None = None
         self.on_close = on_close
         self.on_request = on_request
+        self.on_response = on_response  # (request, response or None, perf_counter() at its start), once answered
         self.before_request = before_request
         self.connections: dict[int, Connection] = {}
         self.in_flight = 0
@@ -315,6 +318,8 @@ class RemotingServer:
         return response_to(request, code, remark, version=self.version)
 
     async def _handle(self, cmd: RemotingCommand, conn: Connection) -> None:
+        started = time.perf_counter()
+        response = None
         try:
             handler = self.handlers.get(cmd.code)
             refusal = None if self.before_request is None else self.before_request(cmd, conn)
@@ -346,6 +351,11 @@ class RemotingServer:
             pass
         finally:
             self.in_flight -= 1
+            if self.on_response is not None:  # the metrics (remoting/broker/metered.py): never fails a request
+                try:
+                    self.on_response(cmd, response, started)
+                except Exception:
+                    log.exception("%s: counting request %d failed", self.name, cmd.code)
 
 
 @types.coroutine

@@ -637,10 +637,6 @@ class MessageStore:
         reputFromOffset)."""
         return self.reput.reput_from_offset
 
-    def dispatch_behind_bytes(self) -> int:
-        """dispatchBehindBytes: CommitLog bytes written and not yet dispatched to the queues and the index."""
-        return max(self.reput.behind(), 0)
-
     def record_bytes(self, physical_offset: int, size: int):
         """`size` bytes of the CommitLog from `physical_offset`, as a memoryview of the mapped segment (a
         whole record, as a pull or a lookup answers it: CommitLog.getMessage), or None when they are not
@@ -678,6 +674,24 @@ class MessageStore:
     @property
     def max_physical_offset(self) -> int:
         return self.commitlog.max_offset()
+
+    @property
+    def flush_behind_bytes(self) -> int:
+        """flushBehindBytes: CommitLog bytes written but not yet flushed to disk (0 for a read-only store)."""
+        if self.read_only:
+            return 0
+        return max(self.commitlog.max_offset() - self.commitlog.files.flushed_where, 0)
+
+    @property
+    def dispatch_behind_bytes(self) -> int:
+        """dispatchBehindBytes: CommitLog bytes not yet dispatched to the queues and the index."""
+        return max(self.reput.behind(), 0)
+
+    def earliest_store_time(self) -> int:
+        """getEarliestMessageTime: the store time of the CommitLog's first record, -1 without one."""
+        if self.commitlog.max_offset() <= 0:
+            return -1
+        return self._store_time(self.commitlog.min_offset()) or -1
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         cq = self.queues.get(topic, queue_id)

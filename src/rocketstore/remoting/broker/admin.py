@@ -93,7 +93,7 @@ class BrokerAdmin:
             "getTransferredTps": stats.tps_text("got", got),
             "commitLogMinOffset": str(store.min_physical_offset),
             "commitLogMaxOffset": str(store.max_physical_offset),
-            "dispatchBehindBytes": str(store.dispatch_behind_bytes()),
+            "dispatchBehindBytes": str(store.dispatch_behind_bytes),
             "earliestMessageTimeStamp": str(self._earliest_time()),
             "startAcceptSendRequestTimeStamp": "0",
             # isSpecialServiceRunning: a master whose schedule service runs

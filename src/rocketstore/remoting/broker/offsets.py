@@ -47,6 +47,15 @@ class Offsets:
                 pending = self._pending.get((group, topic), {}).get(queue_id)
         return pending if pending is not None else self.store.consumer_offsets.query(group, topic, queue_id)
 
+    def pending_groups(self) -> dict[str, set[str]]:
+        """group -> topics with commits not yet written to the store (the metrics' and the console's lags)."""
+        with self._lock:
+            keys = list(self._pending) + list(self._resets)
+        out: dict[str, set[str]] = {}
+        for group, topic in keys:
+            out.setdefault(group, set()).add(topic)
+        return out
+
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         with self._lock:
             self._pending.setdefault((group, topic), {})[queue_id] = offset
