@@ -11,7 +11,7 @@ import shutil
 import threading
 
 import pytest
-from conftest import COMMITTED, ORDERS, ServeHttp, make_store
+from console_harness import COMMITTED, ORDERS, ServeHttp, make_store
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (requirements-test.txt)")
 from selenium.webdriver.chrome.service import Service  # noqa: E402
@@ -200,7 +200,7 @@ def test_the_live_chart_follows_sends(served, browser, shots):
         sender.join(WAIT_S)
         stop.set()
     # the counters behind the chart: every message sent is counted in
-    from conftest import value
+    from console_harness import value
 
     assert value(s.metrics(), "rocketmq_messages_in", topic="Live") == 100
     wait(browser, lambda d: float(chart.get_attribute("data-peak-in") or 0) > 0)

@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from conftest import BINARY, COMMITTED, ORDERS, ServeHttp, free_port, http_get, http_post, make_store
+from console_harness import BINARY, COMMITTED, ORDERS, ServeHttp, free_port, http_get, http_post, make_store
 
 
 class ConsoleProcess:

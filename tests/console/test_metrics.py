@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ServeHttp, free_port, value
+from console_harness import ServeHttp, free_port, value
 
 from rocketstore.formats.inner_batch import encode_messages
 from rocketstore.remoting.codes import RequestCode as RC
