@@ -238,7 +238,7 @@ class StoreCollector:
     def _gauge(self, name: str, doc: str, labels=()) -> GaugeMetricFamily:
         return GaugeMetricFamily(name, doc, labels=list(NODE_LABELS) + list(labels))
 
-    def collect(self):  # noqa: C901 (one gauge after the other)
+    def collect(self):
         m, store = self.m, self.m.store
         node = list(m.node)
         now = int(time.time() * 1000)
@@ -246,19 +246,24 @@ class StoreCollector:
         g.add_metric(node, len(set(store.topic_configs) | set(store.topics())))
         yield g
         offsets = queue_groups(store, m.groups)
-        names = set(offsets)
         g = self._gauge("rocketmq_consumer_group_number", "Active subscription group number")
-        g.add_metric(node, len(names))
+        g.add_metric(node, len(set(offsets)))
         yield g
+        known = store.topics()
+        yield from self._lags(node, now, offsets, known)
+        yield self._dlq(node, known)
+        yield from self._storage(node, now)
+        yield from self._connections(node)
+
+    def _lags(self, node: list, now: int, offsets: dict, known: dict):
+        """Lag, lag latency, in-flight and ready messages of each group on each topic it has offsets in."""
+        m, store = self.m, self.m.store
         lag = self._gauge("rocketmq_consumer_lag_messages", "Consumer lag messages", LAG_LABELS)
         latency = self._gauge("rocketmq_consumer_lag_latency", "Consumer lag time (milliseconds)", LAG_LABELS)
         inflight = self._gauge("rocketmq_consumer_inflight_messages", "Consumer inflight messages", LAG_LABELS)
         ready = self._gauge("rocketmq_consumer_ready_messages", "Consumer ready messages", LAG_LABELS)
-        known = store.topics()
         for group in sorted(offsets):
-            for topic in sorted(offsets[group]):
-                if topic not in known:
-                    continue
+            for topic in sorted(t for t in offsets[group] if t in known):
                 rows = lag_rows(store, group, topic, m.committed)
                 labels = node + [
                     topic,
@@ -274,6 +279,9 @@ class StoreCollector:
                 inflight.add_metric(labels, flying)
                 ready.add_metric(labels, max(total - flying, 0))
         yield from (lag, latency, inflight, ready)
+
+    def _dlq(self, node: list, known: dict) -> CounterMetricFamily:
+        store = self.m.store
         dlq = CounterMetricFamily(
             "rocketmq_send_to_dlq_messages",
             "Consumer send to DLQ messages (counted from each %DLQ%group topic's queues)",
@@ -284,9 +292,7 @@ class StoreCollector:
                 group = topic[len(DLQ_PREFIX) :]
                 n = sum(max(store.max_offset(topic, q), 0) for q in queues)
                 dlq.add_metric(node + [topic, group, _flag(is_system_group(group))], n)
-        yield dlq
-        yield from self._storage(node, now)
-        yield from self._connections(node)
+        return dlq
 
     def _storage(self, node: list, now: int):
         store = self.m.store
