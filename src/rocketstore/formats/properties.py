@@ -101,7 +101,6 @@ def java_hashmap_order(names: list[str]) -> list[str]:
     iterates these names inserted in this order: by bucket ((h ^ h >>> 16) & (capacity - 1), h the
     String.hashCode), then insertion order within a bucket. RocketMQ rewrites an inner batch's properties
     from such a map (Message.properties) after adding INNER_BASE, so the stored order is this one."""
-
     capacity = 16
     while len(names) > capacity * 3 // 4:
         capacity *= 2

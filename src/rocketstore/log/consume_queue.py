@@ -691,4 +691,4 @@ def _store_ts(cl_files, cl_file_size, cl_min, cl_max, pos, size) -> int:
 
 
 # the chosen twin (rocketstore.engine.TWINS); search_by_time_py stays the reference
-from ..engine import search_by_time  # noqa: E402
+from ..engine import search_by_time

@@ -9,7 +9,6 @@ import logging
 
 from ..errors import CorruptDataError
 from ..formats.cq_ext import MAX_ADDR as EXT_MAX_ADDR
-
 from ..formats.record import unit_target_problem
 from .. import engine
 from .get_plain import take_plain

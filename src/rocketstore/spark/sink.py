@@ -355,7 +355,6 @@ def save_state(root: str, state: dict) -> None:
 
 def landed_puts(store, start_offset: int, prefix: str) -> dict[int, int]:
     """put number -> messages found in the CommitLog from `start_offset` whose marker starts with prefix."""
-
     from ..formats.record import INNER_BATCH_FLAG
 
     counts: Counter = Counter()
