@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # the suite's parts (tests/conftest.py's PARTS): `make test-lib`, ...; ARGS="..." passes more to pytest
 PARTS := lib native cli broker fault spark
 
-.PHONY: setup run lint test $(addprefix test-,$(PARTS)) bench vendor clean
+.PHONY: setup run lint test test-pure $(addprefix test-,$(PARTS)) bench vendor clean
 
 setup: $(STAMP)
 
@@ -28,6 +28,11 @@ lint: setup
 
 test: lint
 	$(PY) -m pytest
+
+# the whole suite on the pure Python engine (the reference, and the fallback without a compiler); one part of it:
+# `make test-pure ARGS="--part lib"`
+test-pure: setup
+	ROCKETSTORE_PURE=1 $(PY) -m pytest $(ARGS)
 
 $(addprefix test-,$(PARTS)): setup
 	$(PY) -m pytest --part $(@:test-%=%) $(ARGS)

@@ -6,8 +6,9 @@ import enum
 from dataclasses import dataclass, field
 
 from .formats import properties as P
-from .formats.inner_batch import decode_messages
+
 from .formats.record import INNER_BATCH_FLAG, StoredMessage, body_crc, make_msg_id
+from .engine import decode_messages, parse_properties
 
 
 class PutStatus(enum.Enum):
@@ -87,7 +88,7 @@ class Message:
 
     def property_map(self) -> dict[str, str]:
         if self.raw_properties is not None:
-            return P.parse_properties(self.raw_properties)
+            return parse_properties(self.raw_properties)
         props = dict(self.properties or {})
         if self.keys:
             props.setdefault(P.KEYS, self.keys if isinstance(self.keys, str) else P.KEY_SEPARATOR.join(self.keys))
@@ -100,7 +101,7 @@ class Message:
             raw = self.raw_properties
             raw = raw.encode("utf-8", "replace") if isinstance(raw, str) else bytes(raw)
             if drop_crc and P.CRC32.encode() in raw:
-                return P.format_properties({k: v for k, v in P.parse_properties(raw).items() if k != P.CRC32}).encode(
+                return P.format_properties({k: v for k, v in parse_properties(raw).items() if k != P.CRC32}).encode(
                     "utf-8", "surrogatepass"
                 )
             return raw
@@ -280,7 +281,7 @@ class BatchedMessage:
     @property
     def properties(self) -> dict[str, str]:
         if self._props is None:
-            self._props = P.parse_properties(self.properties_raw) if self.properties_raw else {}
+            self._props = parse_properties(self.properties_raw) if self.properties_raw else {}
         return self._props
 
     topic = property(lambda self: self.batch.topic)

@@ -14,13 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore.put import compiled
-from rocketstore.put import batch_topic as PBT
+from rocketstore import engine as engine_module
 from rocketstore.errors import CorruptDataError
 from rocketstore.formats import inner_batch as IB
 from rocketstore.formats import properties as P
-from rocketstore.log import index_file
-from rocketstore.services import index_service
 
 SPECIAL = ["", " ", "a b", "TagA", "\ud800", "\udfff", "é", "\U0001f600", "中文", "\ud83d\ude00"]
 CLEAN = st.one_of(
@@ -101,13 +98,8 @@ OPS = st.lists(
 
 @contextmanager
 def engine(on: bool, native):
-    saved = (PBT.put, PBT.put_batch, compiled.native, index_service._native, index_file._native)
-    PBT.put, PBT.put_batch = (PBT.put_native, PBT.put_batch_native) if on else (PBT.put_py, PBT.put_batch_py)
-    compiled.native = index_service._native = index_file._native = native if on else None
-    try:
+    with engine_module.using("native" if on else "pure"):
         yield
-    finally:
-        PBT.put, PBT.put_batch, compiled.native, index_service._native, index_file._native = saved
 
 
 def run_store(path, ops, append_crc, max_size, on, native):

@@ -144,3 +144,40 @@ def test_unbuilt_checkout_runs_pure_python(tmp_path):
     assert r.stdout.strip() == "PUT_OK b'hello' True"
     assert r.stderr.count("rocketstore runs in pure Python") == 1
     assert "the compiled extension is not available" in r.stderr
+
+
+def test_using_switches_every_binding_and_puts_them_back(native):
+    """engine.using("pure") in a process running the extension: the twins every loaded module bound, the names
+    bound to the extension (put/'s own, until it takes the table's) and engine.native switch, and come back."""
+    import rocketstore.spark.record_batch as RB
+    from rocketstore.formats import javahash, record
+    from rocketstore.put import batch_topic, writer
+    from rocketstore.read import get_message
+    from rocketstore.store import topic_table
+
+    before = {m: dict(vars(m)) for m in (javahash, record, get_message, topic_table, writer, batch_topic, RB, engine)}
+    with engine.using("pure"):
+        assert engine.native is None
+        assert javahash.java_string_hash is javahash.java_string_hash_py
+        assert topic_table.java_string_hash is javahash.java_string_hash_py
+        assert get_message.decode_record is record.decode_record_py
+        assert RB.from_records is RB.from_records_py and RB.from_records_native is not RB.from_records_py
+        assert batch_topic.put is batch_topic.put_py and writer._native is None  # noqa: SLF001
+        # nothing loaded still holds a native side (the names defining the sides aside)
+        natives = {id(engine.native_side(t.name)): t.name for t in engine.TWINS} | {id(native): "the extension"}
+        defining = {tuple(w.split(":")) for t in engine.TWINS for w in (t.reference, t.native) if ":" in w}
+        defining.add(("rocketstore.engine", "EXTENSION"))
+        left = [
+            f"{name}.{key}: {natives[id(value)]}"
+            for name, m in list(sys.modules.items())
+            if m is not None and m is not native and name.startswith("rocketstore")
+            for key, value in vars(m).items()
+            if id(value) in natives and (name, key) not in defining and value is not None
+        ]
+        assert not left, left
+        with engine.using("native"):  # nested: the extension again inside
+            assert engine.native is native and javahash.java_string_hash is native.java_string_hash
+        assert javahash.java_string_hash is javahash.java_string_hash_py
+    for m, names in before.items():
+        now = vars(m)
+        assert [k for k in names if now.get(k) is not names[k]] == [], m.__name__

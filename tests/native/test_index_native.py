@@ -13,10 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rocketstore import engine as engine_module
 from rocketstore.formats import index as I
-from rocketstore.log import index_file
 from rocketstore.log.index_file import IndexFile
-from rocketstore.services import index_service
 from rocketstore.services.dispatch_rows import index_entries
 from rocketstore.services.index_service import IndexService
 
@@ -40,12 +39,8 @@ RECORD = st.tuples(
 @contextmanager
 def engine(native):
     """The index build with the compiled functions (native) or the pure reference (None)."""
-    saved = index_service._native, index_file._native
-    index_service._native = index_file._native = native
-    try:
+    with engine_module.using("pure" if native is None else "native"):
         yield
-    finally:
-        index_service._native, index_file._native = saved
 
 
 def np_list(raw: bytes, dtype: str) -> list[int]:

@@ -10,14 +10,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore.read import lookups
-from rocketstore.put import compiled
+from rocketstore import engine as engine_module
 from rocketstore.formats import index as I
 from rocketstore.formats import record as R
-from rocketstore.log import index_file
 from rocketstore.put.encode import message_props_py
-from rocketstore.services import index_service
-from rocketstore.services.bulk_dispatch import props_info as props_info_py
+from rocketstore.services.bulk_dispatch import props_info_py
 from rocketstore.services.dispatch_rows import index_entries
 
 # texts as callers pass them: any code point (lone surrogates too), the separators, spaces, empty strings
@@ -179,12 +176,8 @@ def test_index_keys_leaves_odd_records_to_python(native):
 # ---------------------------------------------------------------- whole stores, byte for byte
 @contextmanager
 def engine(on: bool, native):
-    saved = compiled.native, index_service._native, index_file._native, lookups._native
-    compiled.native = index_service._native = index_file._native = lookups._native = native if on else None
-    try:
+    with engine_module.using("native" if on else "pure"):
         yield
-    finally:
-        compiled.native, index_service._native, index_file._native, lookups._native = saved
 
 
 def run_store(path, ops, append_crc, on, native, slots=8, entries=24):

@@ -22,9 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore.read import get_message
+from rocketstore import engine
 from rocketstore.errors import CorruptDataError
-from rocketstore.formats import cq as CQ
 from rocketstore.formats import record as R
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -113,11 +112,8 @@ def answer(get):
 
 @contextlib.contextmanager
 def pure_get():
-    """get on the pure path inside: the careful loop, decode_record_py and take_units_py."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(get_message, "_ONE_CALL", False)
-        mp.setattr(get_message, "decode_record", R.decode_record_py)
-        mp.setattr(CQ, "take_units", CQ.take_units_py)
+    """get on the pure engine inside: the careful loop, decode_record_py and take_units_py."""
+    with engine.using("pure"):
         yield
 
 

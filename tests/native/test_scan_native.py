@@ -129,14 +129,9 @@ def _verify(buf: bytes, segment_size: int, pure: bool, crc_wanted: bool):
         with open(os.path.join(root, "commitlog", "0" * 20), "wb") as fh:
             fh.write(buf[:segment_size].ljust(segment_size, b"\0"))
         cfg = StoreConfig(mapped_file_size_commit_log=segment_size, enabled_append_prop_crc=crc_wanted)
-        saved = engine.native
-        try:
-            if pure:
-                engine.native = None
+        with engine.using("pure" if pure else "native"):
             v = Verifier(root, cfg)
             v.check_commitlog()
-        finally:
-            engine.native = saved
         records = [
             (phys, {k: getattr(v.records.get(phys), k) for k in Record.__slots__}) for phys in v.records.offsets()
         ]

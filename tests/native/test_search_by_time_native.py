@@ -1,5 +1,5 @@
 """offset_by_time's binary search (getOffsetInQueueByTime) in C against the pure reference,
-log.consume_queue.search_by_time: the same queue offset for any time, boundary and search floor, over a
+log.consume_queue.search_by_time_py: the same queue offset for any time, boundary and search floor, over a
 real store whose messages carry chosen store times (repeats included), and over ConsumeQueue bytes with
 units overwritten by garbage (offsets and sizes pointing anywhere, into the log or past it)."""
 
@@ -40,7 +40,7 @@ def _answers(store, buf, floor, ceiling, ts, lower, native):
     cl = store.commitlog
     args = (buf, 0, floor, ceiling, ts, lower, cl.min_offset(), cl.files.files, cl.file_size, cl.min_offset(),
             cl.max_offset())  # fmt: skip
-    return CQ.search_by_time(*args), native.search_by_time(*args)
+    return CQ.search_by_time_py(*args), native.search_by_time(*args)
 
 
 @SETTINGS

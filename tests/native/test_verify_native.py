@@ -48,13 +48,8 @@ def _files(root):
 
 
 def _report(root, pure):
-    saved = engine.native
-    try:
-        if pure:
-            engine.native = None
+    with engine.using("pure" if pure else "native"):
         r = verify_store(root, StoreConfig(**CFG))
-    finally:
-        engine.native = saved
     r.pop("root")
     return r
 

@@ -63,13 +63,8 @@ CFG = dict(mapped_file_size_commit_log=4096, max_hash_slot_num=16, max_index_num
 
 
 def _report(root, pure):
-    saved = engine.native
-    try:
-        if pure:
-            engine.native = None
+    with engine.using("pure" if pure else "native"):
         r = verify_store(root, StoreConfig(**CFG))
-    finally:
-        engine.native = saved
     r.pop("root")
     return r
 

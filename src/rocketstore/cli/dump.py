@@ -24,6 +24,7 @@ from ..formats import cq_ext as X
 from ..formats import index as IX
 from ..formats import record as R
 from . import output as O
+from ..engine import decode_record
 
 KINDS = ("commitlog", "consumequeue", "consumequeue_ext", "batchconsumequeue", "index", "checkpoint")
 # the columns a table shows by default (fits 80 columns); --wide and --json give every field
@@ -114,7 +115,7 @@ def commitlog_rows(path: str, bodies: bool = False):
             yield {"offset": base + pos, "size": size, "kind": "BLANK"}
             break
         try:
-            m = R.decode_record(buf, pos)
+            m = decode_record(buf, pos)
         except CorruptDataError as e:
             yield {"offset": base + pos, "size": size, "kind": "BAD", "problem": e.reason}
             break

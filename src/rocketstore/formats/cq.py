@@ -4,7 +4,6 @@ from struct import Struct
 
 import numpy as np
 
-from .. import engine
 from ..errors import CorruptDataError
 from .record import decode_record_py
 
@@ -113,5 +112,5 @@ def take_units_py(
     return len(arr), total, count, skipped
 
 
-# the compiled twin when built (rocketstore.engine); take_units_py stays the reference
-take_units = engine.native.take_units if engine.native is not None else take_units_py
+# the chosen twin (rocketstore.engine.TWINS); take_units_py stays the reference
+from ..engine import take_units  # noqa: F401  (the public name)

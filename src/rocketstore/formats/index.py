@@ -16,7 +16,6 @@ from struct import Struct
 
 import numpy as np
 
-from .. import engine
 
 HEADER_SIZE = 40
 SLOT_SIZE = 4
@@ -269,5 +268,5 @@ def select_chain_py(
         n = prev
 
 
-# the compiled twin when built (rocketstore.engine); select_chain_py stays the reference
-select_chain = engine.native.select_chain if engine.native is not None else select_chain_py
+# the chosen twin (rocketstore.engine.TWINS); select_chain_py stays the reference
+from ..engine import select_chain  # noqa: F401  (the public name)

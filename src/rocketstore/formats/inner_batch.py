@@ -20,6 +20,7 @@ from .. import engine
 from ..errors import CorruptDataError
 from . import properties as P
 from .record import INNER_BATCH_FLAG
+from ..engine import parse_properties
 
 HEAD = Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLength
 PROPLEN = Struct(">h")
@@ -35,7 +36,7 @@ class InnerMessage(NamedTuple):
 
     @property
     def properties(self) -> dict[str, str]:
-        return P.parse_properties(self.properties_raw) if self.properties_raw else {}
+        return parse_properties(self.properties_raw) if self.properties_raw else {}
 
 
 def _properties_bytes(properties) -> bytes:
@@ -63,7 +64,7 @@ def encode_messages_py(messages: Iterable) -> bytes:
 
 def encode_messages_native(messages: Iterable) -> bytes:
     messages = list(messages)
-    got = _native.inner_encode(messages)
+    got = engine.native.inner_encode(messages)
     return encode_messages_py(messages) if got is None else got
 
 
@@ -126,19 +127,17 @@ def _ints(start, end) -> bool:
 
 
 def decode_messages_native(buf, start: int = 0, end: int | None = None) -> list[InnerMessage]:
-    got = _native.inner_decode(buf, start, end, InnerMessage) if _ints(start, end) else None
+    got = engine.native.inner_decode(buf, start, end, InnerMessage) if _ints(start, end) else None
     return decode_messages_py(buf, start, end) if got is None else got
 
 
 def count_messages_native(buf, start: int = 0, end: int | None = None) -> int:
-    got = _native.inner_count(buf, start, end) if _ints(start, end) else None
+    got = engine.native.inner_count(buf, start, end) if _ints(start, end) else None
     return count_messages_py(buf, start, end) if got is None else got
 
 
-_native = engine.native
-encode_messages = encode_messages_native if _native is not None else encode_messages_py
-decode_messages = decode_messages_native if _native is not None else decode_messages_py
-count_messages = count_messages_native if _native is not None else count_messages_py
+# the chosen twins (rocketstore.engine.TWINS); the *_py functions stay the reference
+from ..engine import count_messages, decode_messages, encode_messages  # noqa: F401  (the public name)
 
 
 # ---- the INNER_NUM / INNER_BASE properties of an inner-batch record ------------------------------

@@ -3,8 +3,6 @@
 from functools import lru_cache
 from struct import Struct
 
-from .. import engine
-
 _U16 = {}
 
 
@@ -26,8 +24,8 @@ def java_string_hash_py(s: str) -> int:
     return h - 0x100000000 if h & 0x80000000 else h
 
 
-# the compiled twin when built (rocketstore.engine); java_string_hash_py stays the reference
-java_string_hash = engine.native.java_string_hash if engine.native is not None else java_string_hash_py
+# the chosen twin (rocketstore.engine.TWINS); java_string_hash_py stays the reference
+from ..engine import java_string_hash  # noqa: F401  (the public name)
 
 
 def index_key_hash(key: str) -> int:

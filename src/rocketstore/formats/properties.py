@@ -1,6 +1,7 @@
 """Message properties: UTF-8 `name \\x01 value \\x02` pairs, parsed exactly as RocketMQ's MessageDecoder does."""
 
-from .. import engine
+from ..engine import java_string_hash
+
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
@@ -60,9 +61,8 @@ def property_values_py(raws, names) -> list[tuple]:
     return out
 
 
-# the compiled twins when built (rocketstore.engine); the *_py functions stay the reference
-parse_properties = engine.native.parse_properties if engine.native is not None else parse_properties_py
-property_values = engine.native.property_values if engine.native is not None else property_values_py
+# the chosen twins (rocketstore.engine.TWINS); the *_py functions stay the reference
+from ..engine import parse_properties, property_values  # noqa: F401  (the public name)
 
 
 def storable_text(value) -> bool:
@@ -101,8 +101,6 @@ def java_hashmap_order(names: list[str]) -> list[str]:
     iterates these names inserted in this order: by bucket ((h ^ h >>> 16) & (capacity - 1), h the
     String.hashCode), then insertion order within a bucket. RocketMQ rewrites an inner batch's properties
     from such a map (Message.properties) after adding INNER_BASE, so the stored order is this one."""
-    from .javahash import java_string_hash
-
     capacity = 16
     while len(names) > capacity * 3 // 4:
         capacity *= 2

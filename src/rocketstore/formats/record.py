@@ -18,7 +18,8 @@ import numpy as np
 from .. import engine
 from ..errors import CorruptDataError
 from . import properties as P
-from .javahash import java_string_hash
+from ..engine import java_string_hash, parse_properties
+
 
 MAGIC_V1 = -626843481  # 0xDAA320A7
 MAGIC_V2 = -626843477  # 0xDAA320AB
@@ -444,7 +445,7 @@ class StoredMessage:
     @property
     def properties(self) -> dict[str, str]:
         if self._props is None:
-            self._props = P.parse_properties(self._props_raw) if self._props_raw else {}
+            self._props = parse_properties(self._props_raw) if self._props_raw else {}
         return self._props
 
     @property
@@ -667,13 +668,12 @@ def decode_record_py(buf, pos: int = 0, end: int | None = None, with_body: bool 
 _SIZE_MAGIC_UNPACK = Struct(">ii").unpack_from
 _FIXED_V4_UNPACK = fixed_part(8, 8).unpack_from
 
-# the compiled twin when built (rocketstore.engine): the same StoredMessage, fields and CorruptDataErrors;
-# decode_record_py stays the reference
+# the extension's decode_record makes StoredMessages (the same fields and CorruptDataErrors as decode_record_py)
 if engine.native is not None:
     engine.native.set_message_type(StoredMessage)
-    decode_record = engine.native.decode_record
-else:
-    decode_record = decode_record_py
+
+# the chosen twin (rocketstore.engine.TWINS); decode_record_py stays the reference
+from ..engine import decode_record
 
 
 def store_timestamp_at(buf, pos: int, size: int | None = None) -> int:
@@ -694,7 +694,7 @@ def verify_crc(buf, h: RecordHeader, pos: int, force_verify_prop_crc: bool) -> s
             if actual != h.body_crc:
                 return f"body CRC {actual} does not match the stored {h.body_crc}"
         return None
-    props = h.properties if h.properties is not None else P.parse_properties(h.props_raw)
+    props = h.properties if h.properties is not None else parse_properties(h.props_raw)
     text = props.get(P.CRC32)
     if text is None:
         return "the appended CRC property is missing"

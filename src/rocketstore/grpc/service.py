@@ -15,7 +15,7 @@ from .protocol import definition_pb2 as pb
 from .protocol import service_pb2 as spb
 from .protocol import service_pb2_grpc as sgrpc
 
-from ..formats.javahash import java_string_hash
+
 from ..config.topics import DEFAULT_QUEUE_NUMS
 from ..errors import RocketStoreError
 from ..filter import FilterSyntaxError
@@ -29,6 +29,7 @@ from ..broker.transaction import Transactions
 from .transactions_grpc import end_transaction, grpc_checker
 from ..broker.delay import DelayService
 from ..broker.fifo import SubscriptionGroups
+from ..engine import java_string_hash
 
 log = logging.getLogger("rocketstore.serve")
 Code = pb.Code

@@ -7,7 +7,6 @@ from itertools import repeat
 
 import numpy as np
 
-from .. import engine
 from ..files.mapped_file import MappedFile
 from ..files.mapped_file_queue import MappedFileQueue
 from ..formats import cq
@@ -568,7 +567,7 @@ class ConsumeQueue:
             rng = mf.wrote
         if rng > mf.read_position:
             return 0  # selectMappedBuffer(0, range) fails on a file not written that far
-        search = search_by_time if engine.native is None or rng - UNIT < low else engine.native.search_by_time
+        search = search_by_time_py if rng - UNIT < low else search_by_time  # a file of one unit: the loop
         return search(
             mf.buf, base, low, rng - UNIT, timestamp, boundary == LOWER, commitlog.min_offset(),
             commitlog.files.files, commitlog.file_size, commitlog.min_offset(), commitlog.max_offset(),
@@ -622,11 +621,11 @@ def _ints(values) -> list[int]:
     return values.tolist() if hasattr(values, "tolist") else list(values)
 
 
-def search_by_time(buf, base, floor, ceiling, timestamp, lower, min_phy, cl_files, cl_file_size, cl_min, cl_max):
+def search_by_time_py(buf, base, floor, ceiling, timestamp, lower, min_phy, cl_files, cl_file_size, cl_min, cl_max):
     """getOffsetInQueueByTime's binary search over one ConsumeQueue file's units [floor, ceiling] (byte
     positions in `buf`, the file starting at queue byte `base`), probing each unit's record's store time in the
     CommitLog (`cl_files`: its segments; cl_min/cl_max: its offsets); the compiled twin is
-    _native.search_by_time. Ported literally: its corner cases are RocketMQ's answers."""
+    the extension's search_by_time. Ported literally: its corner cases are RocketMQ's answers."""
     boundary = LOWER if lower else UPPER
     high = ceiling
     low = floor
@@ -689,3 +688,7 @@ def _store_ts(cl_files, cl_file_size, cl_min, cl_max, pos, size) -> int:
     if not 0 <= at < cl_file_size or mf.buf is None or at + size > mf.read_position:
         return -1
     return R.store_timestamp_at(mf.buf, at, size)
+
+
+# the chosen twin (rocketstore.engine.TWINS); search_by_time_py stays the reference
+from ..engine import search_by_time

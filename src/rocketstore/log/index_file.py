@@ -14,8 +14,7 @@ from .. import engine
 from ..errors import StoreOpenError
 from ..files.mapped_file import MappedFile
 from ..formats import index as I
-
-_native = engine.native  # None: the numpy placement alone (the tests compare both)
+from ..engine import select_chain
 
 
 class IndexFile:
@@ -83,7 +82,8 @@ class IndexFile:
     # -- writing
     def put_entries(self, hashes: np.ndarray, phys: np.ndarray, timestamps: np.ndarray) -> int:
         """Append as many entries as fit (IndexFile.putKey over a run); returns how many went in."""
-        if _native is None:
+        native = engine.native  # None: the numpy placement alone (the tests compare both)
+        if native is None:
             return self.put_entries_py(hashes, phys, timestamps)
         h = self.header
         (
@@ -94,7 +94,7 @@ class IndexFile:
             h.end_phy_offset,
             h.hash_slot_count,
             h.index_count,
-        ) = _native.index_place(
+        ) = native.index_place(
             self.mf.buf,
             self.hash_slot_num,
             self.index_num,
@@ -173,7 +173,7 @@ class IndexFile:
         offsets of entries with the same hash stored within [begin, end]; `accept(offset)` may veto one
         (rocketstore re-checks topic and key, so a hash collision never counts)."""
         h = self.header
-        I.select_chain(
+        select_chain(
             self.mf.buf,
             self.hash_slot_num,
             h.begin_timestamp,

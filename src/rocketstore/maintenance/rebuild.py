@@ -42,11 +42,12 @@ from ..log.checkpoint_file import CheckpointFile
 from ..log.consume_queue import ConsumeQueue
 from ..log.index_file import IndexFile
 from .rebuild_swap import REBUILT, RebuildError, StagedRebuild  # noqa: F401  (REBUILT: part of this API)
-from ..services.bulk_dispatch import decode_run
+
 from ..services.dispatch import BLANK, OK, check_record
 from ..services.dispatch_rows import index_entries as dispatch_index_entries
 from ..services.dispatch_rows import index_entry_counts, unit_rows
 from ..services.index_service import file_name_at, name_after
+from ..engine import decode_run
 
 log = logging.getLogger("rocketstore.rebuild")
 EXT_REFUSED = (

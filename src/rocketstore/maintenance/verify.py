@@ -51,6 +51,7 @@ from ..formats.javahash import index_key_hash  # IndexFile's key hash (the compi
 from ..services.dispatch import gets_queue_unit, tags_code_for
 from ..store.file_sizes import resolve_file_sizes
 from ..store.lock import written_by_another
+from ..engine import parse_properties
 
 PRE_BLANK_SIZE = 0x7FFFFFFF
 PROGRESS_STEP = 4 << 20  # progress("commitlog", bytes done, bytes total) every this many bytes
@@ -347,7 +348,7 @@ class Verifier:
         walk = getattr(self.records, "walk", None)  # the compiled table's walk, if it is the compiled one
 
         def delay_code(topic: str, raw: bytes, store_ts: int, sys_flag: int) -> int:
-            return tags_code_for(topic, P.parse_properties(raw), store_ts, sys_flag, self.delay_levels)
+            return tags_code_for(topic, parse_properties(raw), store_ts, sys_flag, self.delay_levels)
 
         for i, n in enumerate(names):
             path = os.path.join(directory, n)
@@ -446,7 +447,7 @@ class Verifier:
             return False
         self.checked["records"] += 1
         try:
-            props = P.parse_properties(h.props_raw) if h.props_raw else {}
+            props = parse_properties(h.props_raw) if h.props_raw else {}
         except (ValueError, UnicodeDecodeError) as e:
             self.problem(rel, pos, f"properties do not decode: {e}", physicalOffset=phys)
             props = {}

@@ -6,6 +6,7 @@
 - encode.py: PROPERTIES bytes, props_info and tagsCodes, a batch's record layout;
 - append.py: the CommitLog append and what moves after it (last offset, store time, queue offset);
 - single.py: one message; batch.py: a producer batch; batch_topic.py: batch-ConsumeQueue topics (RIP-26);
-- lane.py: the C lane over the PutState for the common message (src/native/lane.c);
-- compiled.py: the compiled engine, or None (the pure reference alone).
+- lane.py: the C lane over the PutState for the common message (src/native/lane.c).
+
+Each module asks rocketstore.engine.native when it runs (engine.using() switches them all in the tests).
 """

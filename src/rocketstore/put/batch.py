@@ -20,7 +20,8 @@ from ..formats import properties as P
 from ..formats import record as R
 from ..message import Message, PutBatchResult, PutStatus
 from ..services.dispatch import SCHEDULE_TOPIC
-from . import batch_topic, checks, compiled
+from .. import engine
+from . import batch_topic, checks
 from .append import append, appended
 from .checks import BYTES_TYPES, MAX_PROPERTIES
 from .encode import (
@@ -139,14 +140,14 @@ def plan_batch(w, msgs: list[Message], queue_id: int, t) -> BatchPlan | PutBatch
         store_host=store_host,
         sys_flag=R.with_host_flags(first.sys_flag, hflags),
         born_ts=born_ts,
-        native=compiled.native is not None and (checked_in_c or set(map(type, bodies)) == {bytes}),
+        native=engine.native is not None and (checked_in_c or set(map(type, bodies)) == {bytes}),
     )
 
 
 def body_columns(msgs: list[Message], tname: str):
     """(bodies, flags, body lengths, whether the C checked them) of a batch of one topic whose bodies are
     bytes and whose fields fit the record; or the refusal. One C pass (batch_fields) when it takes the batch."""
-    native = compiled.native
+    native = engine.native
     got = native.batch_fields(msgs, tname) if native is not None and type(msgs) is list else None
     if got is not None:
         if not checks.fields_fit(msgs[0]):
@@ -168,7 +169,7 @@ def props_columns(msgs: list[Message], append_crc: bool):
     """(each message's PROPERTIES, their props_info or None, whether all are the same, the C's tagsCodes or
     None); or the refusal: a tag, key or property that cannot be stored, a delayed batch."""
     n = len(msgs)
-    native = compiled.native
+    native = engine.native
     if native is not None:
         props_list, infos, uniform, careful, codes = native.batch_props(msgs, append_crc)
         if careful and None in props_list:  # what the C leaves to Python
@@ -259,7 +260,7 @@ def append_native(w, plan: BatchPlan) -> PutBatchResult:
     reserve = P.CRC32_RESERVED_LEN if append_crc else 0
     fixed = R.fixed_part(len(plan.born), len(plan.store_host))
     props = plan.props_list[0] if plan.uniform else plan.props_list
-    encode_batch = compiled.native.encode_batch
+    encode_batch = engine.native.encode_batch
     state = w.state
     with state.lock:
         base = state.queue_offsets.get((t.name, plan.queue_id), 0)

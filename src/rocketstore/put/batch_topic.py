@@ -5,7 +5,7 @@ As RocketMQ does it (CommitLog.getMessageNum, BatchConsumeQueue.assignQueueOffse
 queue offset, an inner batch gets the INNER_BASE property (= that offset) with its properties rewritten
 in java.util.HashMap order, and the queue offset then advances by the batch size.
 
-With the compiled engine (compiled.native) the record (properties in HashMap order, CRC entry), what the
+With the compiled engine (engine.native) the record (properties in HashMap order, CRC entry), what the
 dispatch reads from it (tagsCode, KEYS, UNIQ_KEY) and a producer batch's inner-batch body are made in C
 (put_batchcq.c); put_py and put_batch_py are the reference, and run whatever the C leaves to Python (it
 answers None).
@@ -20,7 +20,7 @@ from ..formats import inner_batch as IB
 from ..formats import properties as P
 from ..formats import record as R
 from ..message import Message, PutBatchResult, PutResult, PutStatus
-from . import compiled
+from .. import engine
 from .checks import MAX_PROPERTIES
 
 log = logging.getLogger("rocketstore.put")
@@ -189,7 +189,7 @@ def put_native(writer, msg: Message, queue_id: int, topic) -> PutResult:
         if files:
             mf = files[-1]
             phys = mf.file_from_offset + mf.wrote
-            got = compiled.native.bcq_record(
+            got = engine.native.bcq_record(
                 msg,
                 topic.tail,
                 topic.magic,
@@ -237,12 +237,11 @@ def put_batch_native(writer, msgs: list[Message], queue_id: int, topic) -> PutBa
     """put_batch_py with the inner-batch body made in C (inner_body) and its record by put_native; what the
     C leaves to Python runs put_batch_py. (inner_body answers bytes only for messages of this topic, with
     bodies and texts put_batch_py's checks accept.)"""
-    body = compiled.native.inner_body(msgs, topic.name) if type(msgs) is list else None
+    body = engine.native.inner_body(msgs, topic.name) if type(msgs) is list else None
     if body is None:
         return put_batch_py(writer, msgs, queue_id, topic)
     return _put_batch(writer, msgs, queue_id, topic, body, put_native)
 
 
-# (chosen once: the tests set these two to compare the engines)
-put = put_native if compiled.native is not None else put_py
-put_batch = put_batch_native if compiled.native is not None else put_batch_py
+# the chosen twins (rocketstore.engine.TWINS: batchcq_put, batchcq_put_batch), after the sides they choose from
+from ..engine import batchcq_put as put, batchcq_put_batch as put_batch  # noqa: E402, F401

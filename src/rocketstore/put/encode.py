@@ -1,7 +1,7 @@
 """Encode: a message's PROPERTIES bytes, what the queues and the index read from them (props_info, the
 tagsCode), and a producer batch's records laid out in one buffer.
 
-With the compiled engine (compiled.native) the per-message work runs in C (message_props, props_info); the
+With the compiled engine (engine.native) the per-message work runs in C (message_props, props_info); the
 Python here is the reference and the path of whatever the C leaves to it (it answers None)."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import numpy as np
 
 from ..formats import properties as P
 from ..message import Message
-from ..services.bulk_dispatch import props_info as props_info_py
+from ..services.bulk_dispatch import props_info_py
 from ..services.dispatch import SCHEDULE_TOPIC, tags_code_for
-from . import compiled
+from .. import engine
 
 log = logging.getLogger("rocketstore.put")
 NO_KEYS = (0, "", None, False)  # props_info of properties without TAGS, KEYS, UNIQ_KEY or DELAY
@@ -27,13 +27,13 @@ def props_info(props: bytes):
     read from them, computed once per record."""
     if not props:
         return NO_KEYS
-    native = compiled.native
+    native = engine.native
     return native.props_info(props) if native is not None else props_info_py(props)
 
 
 def message_props(msg: Message, drop_crc: bool) -> bytes | None:
     """The PROPERTIES bytes, None when a tag, key or property cannot be stored (Message.text_problem)."""
-    native = compiled.native
+    native = engine.native
     if native is not None:
         got = native.message_props(msg, drop_crc)
         if got is not None:

@@ -33,14 +33,20 @@ from __future__ import annotations
 from ..config.store_config import SYNC_FLUSH
 from ..log.consume_queue import ConsumeQueue
 from ..services import index_service
-from . import compiled
+from .. import engine
+
+
+def lane_engine():
+    """The extension when it has the put lane (lane.c), asked when a store opens; else None."""
+    native = engine.native
+    return native if native is not None and hasattr(native, "PutLane") else None
 
 
 def make_lane(store):
     """The store's PutLane over the writer's PutState (state.py), or None when its configuration is not one
     the lane covers (or no native engine). Fills the state's "lane" fields: the dispatch's targets and the
     gates, the objects MessageStore.put reads them from."""
-    native = compiled.lane_engine()
+    native = lane_engine()
     writer = store.writer
     config = store.config
     if (

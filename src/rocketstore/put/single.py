@@ -17,7 +17,8 @@ from ..config.store_config import wall_clock_ms
 from ..formats import properties as P
 from ..formats import record as R
 from ..message import Message, PutResult, PutStatus
-from . import batch_topic, checks, compiled
+from .. import engine
+from . import batch_topic, checks
 from .append import append, appended
 from .checks import BYTES, MAX_PROPERTIES, illegal
 from .encode import message_props, props_info, tags_code
@@ -48,7 +49,7 @@ def put(w, msg: Message, queue_id: int) -> PutResult:
             if not checks.fields_fit(msg):
                 return illegal(checks.fields_problem(msg))
             return put_plain(w, msg, queue_id, t)
-        if compiled.native is not None:
+        if engine.native is not None:
             return put_keyed(w, msg, queue_id, t)
     return put_checked(w, msg, queue_id)
 
@@ -96,7 +97,7 @@ def put_keyed(w, msg: Message, queue_id: int, t: TopicInfo) -> PutResult:
         qoff = state.queue_offsets.get(key, 0)
         phys = mf.file_from_offset + mf.wrote
         clock = w.config.clock
-        got = compiled.native.keyed_record(
+        got = engine.native.keyed_record(
             msg,
             t.tail,
             t.magic,

@@ -9,7 +9,7 @@ PutState (state.py) whose positions they move, the same object the C lane is han
 
 Python pays per message, so what does not change between messages (topic bytes, validation, host bytes,
 Structs) is computed once and cached, and a record is one Struct.pack plus its body and tail. With the
-compiled engine (compiled.native) the per-message loops run in C; the pure code is the reference and the
+compiled engine (engine.native) the per-message loops run in C; the pure code is the reference and the
 fallback (the C answers None where it leaves a message to Python)."""
 
 from __future__ import annotations

@@ -9,13 +9,13 @@ import logging
 
 from ..errors import CorruptDataError
 from ..formats.cq_ext import MAX_ADDR as EXT_MAX_ADDR
-from ..formats.javahash import java_string_hash
-from ..formats.record import decode_record, unit_target_problem
+from ..formats.record import unit_target_problem
 from .. import engine
-from .get_plain import get_plain, take_plain
+from .get_plain import take_plain
 from .lookups import verify_prop_crc
 from ..message import GetResult, GetStatus
 from ..services.queue_check import BAD, GOOD, Unit, check_unit, corrupt_record, repair_units
+from ..engine import decode_record, get_plain, java_string_hash
 
 log = logging.getLogger("rocketstore.get")
 
@@ -97,10 +97,6 @@ def _parse_subscription(tags) -> frozenset[int] | None:
     return codes or None
 
 
-# the native engine answers most gets in one call (get_plain.get_plain); the pure one always scans
-_ONE_CALL = engine.native is not None
-
-
 def get(store, cq, offset: int, max_count: int, codes, matches=None, accept_message=None) -> GetResult:
     """getMessage on a queue that exists: the answers for an offset outside it, else the scan (with the
     native engine, get_plain's one call first: the scan answers what it leaves)."""
@@ -113,7 +109,8 @@ def get(store, cq, offset: int, max_count: int, codes, matches=None, accept_mess
         return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
     if offset > hi:
         return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
-    if _ONE_CALL and matches is None and accept_message is None and not cq.is_batch and cq.ext is None:
+    # the native engine answers most gets in one call (get_plain); the pure one always scans
+    if engine.native is not None and matches is None and accept_message is None and not cq.is_batch and cq.ext is None:
         cfg = store.config
         if not cfg.force_verify_prop_crc:
             cl = store.commitlog

@@ -11,11 +11,11 @@ fills the batch). Only for a get with no record-level filter, no ext and no CRC 
 
 from __future__ import annotations
 
-from .. import engine
 from ..errors import CorruptDataError
 from ..formats import cq as CQ
 from ..formats.cq_ext import MAX_ADDR as EXT_MAX_ADDR
 from ..formats.record import decode_record_py
+from ..engine import take_units
 
 MAX_PULL_MSG_SIZE = 128 * 1024 * 1024
 UNIT = CQ.UNIT_SIZE
@@ -143,8 +143,8 @@ def _record_of_unit(seg, pos: int, size: int, topic: str, queue_id: int, base: i
     return m if m.is_at(topic, queue_id, base, size, pos) else None
 
 
-# the compiled twin when built (rocketstore.engine); get_plain_py stays the reference
-get_plain = engine.native.get_plain if engine.native is not None else get_plain_py
+# the chosen twin (rocketstore.engine.TWINS); get_plain_py stays the reference
+from ..engine import get_plain  # noqa: F401  (the public name)
 
 
 def take_plain(
@@ -165,7 +165,7 @@ def take_plain(
         cfg.max_transfer_bytes_on_message_in_disk,
         cfg.max_transfer_count_on_message_in_disk,
     )
-    return CQ.take_units(
+    return take_units(
         units,
         start,
         codes,

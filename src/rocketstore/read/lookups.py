@@ -6,11 +6,11 @@ from __future__ import annotations
 from .. import engine
 from ..errors import CorruptDataError, InvalidMessageIdError
 from ..formats import record as R
-from ..formats.record import decode_record
+
 from ..message import QueryResult
 from ..services.index_service import LONG_MAX
+from ..engine import decode_record
 
-_native = engine.native  # None: query_py alone
 HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 
 
@@ -63,7 +63,7 @@ class Lookups:
         """queryMessage (see MessageStore.query): with the native engine the index walk and the re-check of
         every hit in one call (IndexService.query_checked), else query_py, the reference."""
         cfg = self.config
-        if _native is None or cfg.force_verify_prop_crc:
+        if engine.native is None or cfg.force_verify_prop_crc:
             return self.query_py(topic, key, max_count, begin_ms, end_ms)
         try:
             return self.index.query_checked(

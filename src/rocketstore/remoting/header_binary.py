@@ -66,14 +66,11 @@ class _Reader:
             raise RemotingProtocolError(f"ROCKETMQ header {what} is not UTF-8: {e}") from None
 
 
-_native = engine.native
-
-
 def decode(data: bytes) -> RemotingCommand:
     """The header's command: in one C call (remoting.c) when the header is well formed; decode_py says what is
     wrong with one that is not, and is the reference."""
-    if _native is not None:
-        got = _native.decode_binary_header(data)
+    if engine.native is not None:
+        got = engine.native.decode_binary_header(data)
         if got is not None:
             code, language, version, opaque, flag, remark, ext = got
             return RemotingCommand(code, language, version, opaque, flag, remark, ext, b"", SerializeType.ROCKETMQ)

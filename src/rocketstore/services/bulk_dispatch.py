@@ -13,12 +13,12 @@ import re
 import zlib
 
 from .. import engine
-from ..formats import properties as P
 from ..formats import record as R
 from ..formats.record_scan import chain, scan
 from .dispatch import SCHEDULE_TOPIC, tags_code_for
 from .dispatch_rows import unit_rows
 from .pipeline import DispatchColumns
+from ..engine import parse_properties
 
 RUN = 4096  # records per run: big enough to amortise numpy, small enough to stay in cache
 _WANTED = re.compile(rb"(?:^|(?<=\x02))(TAGS|KEYS|UNIQ_KEY|DELAY|INNER_NUM|INNER_BASE)\x01([^\x02]*)")
@@ -26,7 +26,7 @@ _props_cache: dict[bytes, tuple | None] = {}
 _topic_cache: dict[bytes, str] = {}
 
 
-def props_info(raw: bytes):
+def props_info_py(raw: bytes):
     """(tagsCode, KEYS, UNIQ_KEY, has DELAY) from a properties string, as parse_properties would read
     them (names at item starts, the last non-empty value wins); None when the record needs the careful
     path (INNER_NUM/INNER_BASE)."""
@@ -103,14 +103,14 @@ def decode_run_py(
             continue
         topic = _topic(bytes(buf[tpos[i] : tpos[i] + tlen[i]]))
         raw = bytes(buf[ppos[i] : ppos[i] + plen[i]])
-        info = props_info(raw)
+        info = props_info_py(raw)
         if info is None:
             done = i
             break
         code, k, u, has_delay = info
         if has_delay and topic == SCHEDULE_TOPIC:
             try:
-                code = tags_code_for(topic, P.parse_properties(raw), stamps[i], flags[i], delay_levels)
+                code = tags_code_for(topic, parse_properties(raw), stamps[i], flags[i], delay_levels)
             except ValueError:
                 done = i
                 break
@@ -148,15 +148,14 @@ def decode_run_native(
     run without the GIL."""
 
     def delay_code(topic: str, raw: bytes, store_ts: int, sys_flag: int) -> int:
-        return tags_code_for(topic, P.parse_properties(raw), store_ts, sys_flag, delay_levels)
+        return tags_code_for(topic, parse_properties(raw), store_ts, sys_flag, delay_levels)
 
-    done, after, last, cols = _native_run(buf, pos, limit, RUN, check_crc, dispatch_after, delay_code)
+    done, after, last, cols = engine.native.decode_run(buf, pos, limit, RUN, check_crc, dispatch_after, delay_code)
     return done, after, last, (DispatchColumns(*cols) if cols is not None else None)
 
 
-_native_run = engine.native.decode_run if engine.native is not None else None
-# the compiled twin when built (rocketstore.engine); decode_run_py stays the reference
-decode_run = decode_run_native if engine.native is not None else decode_run_py
+# the chosen twins (rocketstore.engine.TWINS); the *_py functions stay the reference
+from ..engine import decode_run, props_info  # noqa: F401  (the public name)
 
 
 def dispatch_run(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 from ..formats import properties as P
+from ..engine import parse_properties, property_values
 
 log = logging.getLogger("rocketstore.filter")
 
@@ -27,7 +28,7 @@ class CalcBitMapDispatcher:
             return
         props = req.properties
         if isinstance(props, (bytes, bytearray, memoryview)):
-            props = P.parse_properties(bytes(props))
+            props = parse_properties(bytes(props))
         req.bit_map = self._bits(filters, props or {}, req.topic, req.commit_log_offset)
 
     def dispatch_columns(self, cols) -> None:
@@ -80,7 +81,7 @@ class CalcBitMapDispatcher:
         names = sorted(names)
         if len(names) > P.MAX_PROPERTY_VALUES:
             return self._record_bits(filters, topic, raws, offsets)
-        values = P.property_values(raws, names)
+        values = property_values(raws, names)
         bits_of: dict[tuple, bytes] = {}  # one bytes per set of hits
         outcome: dict[tuple, bytes] = {}
         failures: dict[tuple, list] = {}
@@ -117,7 +118,7 @@ class CalcBitMapDispatcher:
         bits_of: dict[tuple, bytes] = {}
         out = []
         for raw, offset in zip(raws, offsets):
-            hits = self._hits(filters, P.parse_properties(raw) if raw else {}, topic, offset)
+            hits = self._hits(filters, parse_properties(raw) if raw else {}, topic, offset)
             bits = bits_of.get(hits)
             if bits is None:
                 bits = bits_of[hits] = self._bits_of(filters, hits)

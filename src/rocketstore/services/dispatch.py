@@ -10,6 +10,7 @@ from ..errors import CorruptDataError
 from ..formats import properties as P
 from ..formats.inner_batch import dispatch_batch_fields
 from ..formats import record as R
+from ..engine import parse_properties
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
@@ -108,7 +109,7 @@ def check_record(
         size = R.I32.unpack_from(buf, pos)[0]
         mismatch = "does not match its fields" in e.reason and 0 < size <= end - pos
         return BAD, (size if mismatch else -1), None, e.reason
-    props = P.parse_properties(h.props_raw) if h.props_raw else {}
+    props = parse_properties(h.props_raw) if h.props_raw else {}
     h.properties = props
     if check_crc:
         problem = R.verify_crc(buf, h, pos, force_verify_prop_crc)

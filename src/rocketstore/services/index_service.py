@@ -19,14 +19,12 @@ from operator import itemgetter
 import numpy as np
 
 from .. import engine
+from ..engine import parse_properties, props_info
 from ..formats.javahash import index_key_hash
-from ..formats.properties import parse_properties
 from ..log.index_file import IndexFile
-from .bulk_dispatch import props_info
 from .dispatch_rows import index_entries
 
 log = logging.getLogger("rocketstore.index")
-_native = engine.native  # None: the pure loops alone (the tests compare both)
 BUILD_AT = 4096  # queued records that trigger a build
 LONG_MAX = (1 << 63) - 1
 
@@ -287,7 +285,7 @@ class IndexService:
         if self.pending or self._queued or self._unplaced is not None or self._roll_pending or self.error is not None:
             self.build()
         with self.lock:
-            return _native.query_index(
+            return engine.native.query_index(
                 result_type, self.files, max_num, begin, end, commitlog.files.files, commitlog.file_size, topic, key
             )
 
@@ -329,8 +327,9 @@ class IndexService:
 def _entries(kind: str, piece, end: int):
     """The index entries of a queued piece, records from `end` on: (key hashes, physical offsets, store times)
     as numpy arrays, and the piece's row of the last entry (-1: none)."""
-    if _native is not None:  # index_entries' loop in C (None: a record it leaves to Python)
-        got = _native.index_keys(piece, end) if kind == "rows" else _native.index_columns(*piece, end)
+    native = engine.native
+    if native is not None:  # index_entries' loop in C (None: a record it leaves to Python)
+        got = native.index_keys(piece, end) if kind == "rows" else native.index_columns(*piece, end)
         if got is not None:
             hashes, phys, stamps, last_owner = got
             return (
@@ -366,7 +365,7 @@ class IndexDispatcher:
         """The record the put path just wrote (`props`: its properties as stored; `info`: their props_info
         when the put path has it)."""
         if info is None:
-            info = _props_info(props) if props else _NO_KEYS
+            info = props_info(props) if props else _NO_KEYS
         if info is None:  # inner-batch properties: read them in full
             pmap = parse_properties(props)
             info = (0, pmap.get("KEYS") or "", pmap.get("UNIQ_KEY"), False)
@@ -396,10 +395,6 @@ class IndexDispatcher:
 
 _NO_KEYS = (0, "", None, False)
 _KEYS_OF, _UNIQ_OF = itemgetter(1), itemgetter(2)  # a props_info's KEYS and UNIQ_KEY
-
-
-def _props_info(props: bytes):
-    return _native.props_info(props) if _native is not None else props_info(props)
 
 
 def _may_hold_keys(props_list: list[bytes]) -> bool:

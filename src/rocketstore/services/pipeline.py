@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import logging
 
-from ..formats.properties import parse_properties
+
 from .dispatch import DispatchRequest
+from ..engine import parse_properties
 
 log = logging.getLogger("rocketstore")
 

@@ -24,6 +24,7 @@ from ..formats import record as R
 from ..formats.record_scan import chain
 from . import options as O
 from . import record_batch as RB
+from ..engine import from_records
 
 log = logging.getLogger("rocketstore.spark")
 _SIZE_MAGIC = Struct(">ii")
@@ -102,7 +103,7 @@ def read_segment(path: str, last: bool, batch_rows: int, fail_on_data_loss: bool
         while pos + 8 <= size:
             positions, sizes = chain(buf, pos, size, batch_rows)
             if positions:
-                yield RB.from_records(buf, positions, sizes)
+                yield from_records(buf, positions, sizes)
                 pos = positions[-1] + sizes[-1]
                 continue
             total, magic = _SIZE_MAGIC.unpack_from(buf, pos)

@@ -14,6 +14,7 @@ import os
 from ..store.facade import MessageStore
 from . import options as O
 from .queue_read import DataLossError, QueueRange, ReadSpec
+from ..engine import java_string_hash
 
 log = logging.getLogger("rocketstore.spark")
 EARLIEST, LATEST = -2, -1
@@ -27,7 +28,6 @@ def open_store(opts) -> MessageStore:
 
 
 def read_spec(opts, store: MessageStore, tags=None) -> ReadSpec:
-    from ..formats.javahash import java_string_hash
 
     wanted = tags if tags is not None else _tags_option(opts)
     # the executors rebuild the store's settings from these (brokerConf and MessageStoreConfig names)

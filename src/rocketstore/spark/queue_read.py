@@ -23,6 +23,7 @@ from ..files import layout as L
 from ..formats import cq_ext as X
 from . import record_batch as RB
 from .errors import DataLossError
+from ..engine import from_records
 
 log = logging.getLogger("rocketstore.spark")
 
@@ -146,7 +147,7 @@ def read_range(spec: ReadSpec, r: QueueRange):
                         f"{offsets[a]}..{offsets[b - 1]}",
                     )
                     continue
-                batch = RB.from_records(buf, phys[a:b] - start, sizes[a:b])
+                batch = from_records(buf, phys[a:b] - start, sizes[a:b])
                 yield _sql_filter(spec, _exact_tags(spec, batch))
     finally:
         segments.close()

@@ -17,6 +17,7 @@ from .. import engine
 from ..formats import properties as P
 from ..formats import record as R
 from ..formats.record_scan import _gather, scan
+from ..engine import decode_record, parse_properties
 
 SCHEMA = pa.schema(
     [
@@ -133,7 +134,7 @@ def from_records_py(buf, positions: list[int], sizes: list[int]) -> pa.RecordBat
             parts.append(_columns(buf, c))
             done += c.count
         if done < len(positions):
-            parts.append(from_messages([R.decode_record(buf, positions[done], positions[done] + sizes[done])]))
+            parts.append(from_messages([decode_record(buf, positions[done], positions[done] + sizes[done])]))
             done += 1
     if len(parts) == 1:
         return parts[0]
@@ -157,7 +158,7 @@ def from_records_native(buf, positions, sizes) -> pa.RecordBatch:
             parts.append(_from_buffers(count, pairs, buffers))
             done += count
         if done < len(pos):
-            parts.append(from_messages([R.decode_record(buf, int(pos[done]), int(pos[done] + size[done]))]))
+            parts.append(from_messages([decode_record(buf, int(pos[done]), int(pos[done] + size[done]))]))
             done += 1
     if len(parts) == 1:
         return parts[0]
@@ -232,7 +233,8 @@ def _from_buffers(n: int, pairs: int, b: tuple) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
 
 
-from_records = from_records_native if engine.native is not None else from_records_py
+# the chosen twin (rocketstore.engine.TWINS); from_records_py stays the reference
+from ..engine import from_records  # noqa: F401  (the public name)
 
 
 def empty() -> pa.RecordBatch:
@@ -241,7 +243,7 @@ def empty() -> pa.RecordBatch:
 
 def _columns(buf, c) -> pa.RecordBatch:
     if (c.sys_flag & _V6).any():
-        return from_messages([R.decode_record(buf, p, p + s) for p, s in zip(c.pos.tolist(), c.size.tolist())])
+        return from_messages([decode_record(buf, p, p + s) for p, s in zip(c.pos.tolist(), c.size.tolist())])
     data = np.frombuffer(buf, dtype=np.uint8)
     pos = c.pos
     view = memoryview(buf)
@@ -250,7 +252,7 @@ def _columns(buf, c) -> pa.RecordBatch:
     props, props_off = _joined(view, c.props_pos.tolist(), c.props_len.tolist())
     parsed = _property_maps(props, props_off)
     if parsed is None:  # unusual properties: parse_properties per record, as StoredMessage does
-        rows = [P.parse_properties(props[a:b]) if b > a else {} for a, b in zip(props_off[:-1], props_off[1:])]
+        rows = [parse_properties(props[a:b]) if b > a else {} for a, b in zip(props_off[:-1], props_off[1:])]
         parsed = (
             pa.array([list(r.items()) for r in rows], pa.map_(pa.string(), pa.string())),
             pa.array([r.get(P.TAGS) for r in rows], pa.string()),
@@ -261,7 +263,7 @@ def _columns(buf, c) -> pa.RecordBatch:
     try:
         topics.validate(full=True)
     except pa.ArrowInvalid:  # a topic that is not UTF-8 (a damaged record): decoded one at a time, as get does
-        return from_messages([R.decode_record(buf, p, p + s) for p, s in zip(c.pos.tolist(), c.size.tolist())])
+        return from_messages([decode_record(buf, p, p + s) for p, s in zip(c.pos.tolist(), c.size.tolist())])
     born_host = _gather(data, pos + 48, 8)
     store_host = _gather(data, pos + 64, 8)
     us = lambda ms: pa.array(ms.astype(np.int64) * 1000, pa.timestamp("us", tz="UTC"))

@@ -63,6 +63,7 @@ from .sink_rows import (
     staged_schema,
     validate_batch,
 )
+from ..engine import decode_messages, parse_properties
 
 log = logging.getLogger("rocketstore.spark.sink")
 
@@ -354,8 +355,6 @@ def save_state(root: str, state: dict) -> None:
 
 def landed_puts(store, start_offset: int, prefix: str) -> dict[int, int]:
     """put number -> messages found in the CommitLog from `start_offset` whose marker starts with prefix."""
-    from ..formats.inner_batch import decode_messages
-    from ..formats.properties import parse_properties
     from ..formats.record import INNER_BATCH_FLAG
 
     counts: Counter = Counter()

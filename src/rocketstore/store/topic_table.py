@@ -7,12 +7,13 @@ from __future__ import annotations
 import os
 
 from ..config import topics as TC
-from ..formats.javahash import java_string_hash
-from ..formats.properties import parse_properties
+
+
 from ..files.layout import BATCH_CONSUMEQUEUE, CONSUMEQUEUE, CONSUMEQUEUE_EXT
 from ..message import Message
 from ..config.topics import BATCH_CQ
 from ..validation import topic_problem
+from ..engine import java_string_hash, parse_properties
 
 DEFAULT_QUEUES = 4  # a put to a topic with no config: a producer's defaultTopicQueueNums (DefaultMQProducer)
 SHARDING_KEY = "__SHARDINGKEY"

@@ -10,8 +10,8 @@ import random
 import struct
 import time
 
-from ...formats import properties as P
-from ...formats.javahash import java_string_hash
+from ...engine import java_string_hash, parse_properties
+
 
 CLUSTER = "CLUSTER"
 HASHMAP_CAPACITY = 128  # string2messageProperties: new HashMap<>(128)
@@ -19,7 +19,7 @@ HASHMAP_CAPACITY = 128  # string2messageProperties: new HashMap<>(128)
 
 def parse(text: str | None) -> dict[str, str]:
     """string2messageProperties: empty names and values dropped; a repeated name keeps its first place."""
-    return P.parse_properties(text) if text else {}
+    return parse_properties(text) if text else {}
 
 
 @lru_cache(maxsize=4096)  # a producer sends the same few names with every message

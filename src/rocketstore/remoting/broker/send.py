@@ -20,7 +20,7 @@ import asyncio
 from ...config.store_config import SYNC_FLUSH
 from ...errors import CorruptDataError
 from ...formats import properties as P
-from ...formats.inner_batch import decode_messages
+
 from ...message import Message, PutStatus
 from .. import headers
 from ..codes import ResponseCode
@@ -28,6 +28,7 @@ from ..command import RemotingCommand, response_to
 from . import properties as BP
 from .send_back import max_delay_level, to_schedule
 from .topics import FAQ, RETRY_PREFIX, send_refusal
+from ...engine import decode_messages
 
 REQUIRED = {"producerGroup": "str", "topic": "str", "defaultTopic": "str", "defaultTopicQueueNums": "int",
             "queueId": "int", "sysFlag": "int", "bornTimestamp": "long", "flag": "int"}  # fmt: skip
