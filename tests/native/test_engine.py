@@ -147,8 +147,8 @@ def test_unbuilt_checkout_runs_pure_python(tmp_path):
 
 
 def test_using_switches_every_binding_and_puts_them_back(native):
-    """engine.using("pure") in a process running the extension: the twins every loaded module bound, the names
-    bound to the extension (put/'s own, until it takes the table's) and engine.native switch, and come back."""
+    """engine.using("pure") in a process running the extension: the twins every loaded module bound and
+    engine.native switch (put/ asks engine.native when it runs), and come back."""
     import rocketstore.spark.record_batch as RB
     from rocketstore.formats import javahash, record
     from rocketstore.put import batch_topic, writer
@@ -162,7 +162,7 @@ def test_using_switches_every_binding_and_puts_them_back(native):
         assert topic_table.java_string_hash is javahash.java_string_hash_py
         assert get_message.decode_record is record.decode_record_py
         assert RB.from_records is RB.from_records_py and RB.from_records_native is not RB.from_records_py
-        assert batch_topic.put is batch_topic.put_py and writer._native is None  # noqa: SLF001
+        assert batch_topic.put is batch_topic.put_py and batch_topic.put_batch is batch_topic.put_batch_py
         # nothing loaded still holds a native side (the names defining the sides aside)
         natives = {id(engine.native_side(t.name)): t.name for t in engine.TWINS} | {id(native): "the extension"}
         defining = {tuple(w.split(":")) for t in engine.TWINS for w in (t.reference, t.native) if ":" in w}
