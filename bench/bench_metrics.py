@@ -26,7 +26,7 @@ import time
 import urllib.request
 
 from bench_remoting import CONF, Serve, run_pull, run_send
-from serve_process import free_port
+from rocketstore.broker.address import free_port
 
 RC_SEND_V2 = 310  # RequestCode.SEND_MESSAGE_V2
 
