@@ -23,6 +23,9 @@ class RemotingCommand:
     ext_fields: dict[str, str] | None = None
     body: bytes = b""
     serialize_type: int = SerializeType.JSON
+    # how many CommitLog records `body` holds, when the handler that built it knows (a pull's answer): read by the
+    # counters of pulled messages instead of walking the body again; never on the wire
+    records: int | None = None
 
     @property
     def is_response(self) -> bool:

@@ -68,6 +68,5 @@ class RemotingMeter:
                 m.message_in(ext.get("topic") or ext.get("b") or "", message_type(props), len(cmd.body or b""), count)
         elif code in _PULL and answer == 0 and response.body:
             ext = cmd.ext_fields or {}
-            m.message_out(
-                ext.get("topic", ""), ext.get("consumerGroup", ""), records_in(response.body), len(response.body)
-            )
+            n = response.records if response.records is not None else records_in(response.body)
+            m.message_out(ext.get("topic", ""), ext.get("consumerGroup", ""), n, len(response.body))

@@ -159,14 +159,16 @@ class PullProcessor:
             # on the loop: the get holds the GIL from start to end (in C or in Python, page faults included), so a
             # worker thread would block the loop as long, and its trip there and back costs the loop more CPU than a
             # get of 32 messages
-            r, body = self._get(h, sub)
+            r, body, records = self._get(h, sub)
         else:
             # a SQL92 filter may read many records for few matches: in a worker, where the GIL's switch interval
             # lets the loop in between
-            r, body = await asyncio.to_thread(self._get, h, sub)
+            r, body, records = await asyncio.to_thread(self._get, h, sub)
         code = response_code(r.status, h["queueOffset"])
         ext = self._header(h["consumerGroup"], r.next_begin_offset, r.min_offset, r.max_offset)
-        return response_to(cmd, code, r.status.name, ext, body)
+        response = response_to(cmd, code, r.status.name, ext, body)
+        response.records = records
+        return response
 
     def _header(self, group: str, next_begin: int, lo: int, hi: int) -> dict:
         """headers.write's text of PullMessageResponseHeader, spelled out: one per pull."""
@@ -180,16 +182,17 @@ class PullProcessor:
         }
 
     def _get(self, h, sub):
-        """The store's get and, when it found messages (the only status answered SUCCESS), their records."""
+        """The store's get and, when it found messages (the only status answered SUCCESS), their records and how
+        many they are."""
         kind, expr = sub
         tags, sql = (expr, None) if kind == "TAG" else (None, expr)
         max_count = max(h["maxMsgNums"], 0)
         r = self.store.get(
             h["consumerGroup"], h["topic"], h["queueId"], h["queueOffset"], max_count, tags, 0, None, sql
         )
-        return r, self._records(r.messages) if r.status is GetStatus.FOUND else b""
+        return (r, *self._records(r.messages)) if r.status is GetStatus.FOUND else (r, b"", 0)
 
-    def _records(self, messages) -> bytes:
+    def _records(self, messages) -> tuple[bytes, int]:
         read = self.store.record_bytes
         parts = []
         for m in messages:
@@ -198,4 +201,4 @@ class PullProcessor:
                 record = read(m.physical_offset, m.size)
             if record is not None:
                 parts.append(record)
-        return b"".join(parts)  # one copy, out of the mapped CommitLog
+        return b"".join(parts), len(parts)  # one copy, out of the mapped CommitLog

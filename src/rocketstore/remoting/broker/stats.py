@@ -101,7 +101,7 @@ class BrokerStats:
         async def counted(cmd, conn):
             response = await handler(cmd, conn)
             if response is not None and response.code == 0 and response.body:
-                n = records_in(response.body)
+                n = response.records if response.records is not None else records_in(response.body)
                 ext = cmd.ext_fields or {}
                 key = (ext.get("consumerGroup", ""), ext.get("topic", ""))
                 with self._lock:
