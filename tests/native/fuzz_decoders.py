@@ -27,21 +27,10 @@ with atheris.instrument_imports(include=["rocketstore"], enable_loader_override=
     from rocketstore.formats import record as R
     from rocketstore.services import bulk_dispatch as B
 
+# the differential tests' record helpers (this script runs from its folder: tests/native is on sys.path)
+from _records import COLUMNS, plain_record
+
 DELAY_LEVELS = (1000, 5000, 10000)
-COLUMNS = (
-    "topic",
-    "queue_id",
-    "queue_offset",
-    "phys",
-    "size",
-    "store_ts",
-    "sys_flag",
-    "tags_code",
-    "keys",
-    "uniq",
-    "props",
-    "by_queue",
-)
 
 
 def _run(fn, buf, check_crc, dispatch_after):
@@ -155,23 +144,7 @@ def _seeds() -> list[bytes]:
         struct.pack_into(">iqii", index, base + 20 * n, 1, phy, diff, prev)
     out.append(bytes([2, 0x0D, 5, 8]) + bytes(index))
     units = b"".join(struct.pack(">qiq", p, s, 0) for p, s in [(0, 0), (0, 0)])
-    first = R.encode_record(
-        topic=b"TopicA",
-        body=b"x",
-        props=b"TAGS\x01a",
-        queue_id=0,
-        flag=0,
-        sys_flag=0,
-        born_timestamp=0,
-        born_host=bytes(8),
-        store_timestamp=0,
-        store_host=bytes(8),
-        reconsume_times=0,
-        prepared_transaction_offset=0,
-        queue_offset=0,
-        physical_offset=0,
-        v2=True,
-    )
+    first = plain_record(topic=b"TopicA", props=b"TAGS\x01a", v2=True)
     units = struct.pack(">qiq", 0, len(first), 97) + units
     out.append(bytes([3, 0, 9, 9]) + units.ljust(200, b"\0") + first)
     out.append(bytes([4, 0, 0, 0]) + "TAGS\x01TagA\x02KEYS\x01k1 k2\x02UNIQ_KEY\x01\u00e9\x02".encode())

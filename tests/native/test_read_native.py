@@ -11,7 +11,7 @@ from rocketstore.errors import CorruptDataError
 from rocketstore.formats import index as I
 from rocketstore.formats import record as R
 
-from ._records import corrupted, record_params, segment
+from ._records import corrupted, plain_record, record_params, segment
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -58,23 +58,7 @@ def test_same_on_random_bytes(native, buf, pos):
 
 
 def test_errors_name_the_offset(native):
-    rec = R.encode_record(
-        topic=b"T",
-        body=b"x",
-        props=b"",
-        queue_id=0,
-        flag=0,
-        sys_flag=0,
-        born_timestamp=0,
-        born_host=bytes(8),
-        store_timestamp=0,
-        store_host=bytes(8),
-        reconsume_times=0,
-        prepared_transaction_offset=0,
-        queue_offset=0,
-        physical_offset=0,
-        v2=False,
-    )
+    rec = plain_record()
     buf = bytes(7) + rec[:-1]
     for fn in (R.decode_record, R.decode_record_py):
         try:
@@ -86,23 +70,7 @@ def test_errors_name_the_offset(native):
 
 
 def test_keyword_arguments(native):
-    rec = R.encode_record(
-        topic=b"T",
-        body=b"x",
-        props=b"TAGS\x01a",
-        queue_id=0,
-        flag=0,
-        sys_flag=0,
-        born_timestamp=0,
-        born_host=bytes(8),
-        store_timestamp=0,
-        store_host=bytes(8),
-        reconsume_times=0,
-        prepared_transaction_offset=0,
-        queue_offset=0,
-        physical_offset=0,
-        v2=True,
-    )
+    rec = plain_record(props=b"TAGS\x01a", v2=True)
     m = R.decode_record(buf=rec, pos=0, end=None, with_body=False)
     assert m.body is None and m.tags == "a" and m.topic == "T"
 
@@ -196,19 +164,10 @@ def queue_and_segment(draw):
     for i in range(draw(st.integers(0, 12))):
         other = draw(st.integers(0, 9)) == 0
         pos = seg_start + len(seg)
-        rec = R.encode_record(
+        rec = plain_record(
             topic=b"Other" if other else b"T",
             body=draw(st.binary(max_size=30)),
             props=b"TAGS\x01" + draw(st.sampled_from([b"a", b"b", b"c"])),
-            queue_id=0,
-            flag=0,
-            sys_flag=0,
-            born_timestamp=0,
-            born_host=bytes(8),
-            store_timestamp=0,
-            store_host=bytes(8),
-            reconsume_times=0,
-            prepared_transaction_offset=0,
             queue_offset=start + i,
             physical_offset=pos,
             v2=draw(st.booleans()),

@@ -15,22 +15,8 @@ from rocketstore.services import bulk_dispatch as B
 from rocketstore.maintenance.verify import Verifier
 from rocketstore.maintenance.verify import _Record as Record
 
-from ._records import DELAY_LEVELS, SCHEDULE, corrupted, segment
+from ._records import COLUMNS, DELAY_LEVELS, SCHEDULE, corrupted, plain_record, segment
 
-COLUMNS = (
-    "topic",
-    "queue_id",
-    "queue_offset",
-    "phys",
-    "size",
-    "store_ts",
-    "sys_flag",
-    "tags_code",
-    "keys",
-    "uniq",
-    "props",
-    "by_queue",
-)
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -89,22 +75,13 @@ def test_delay_of_the_schedule_topic(native):
     # ends the run (check_record judges it), the ones before it are dispatched
     recs = b""
     for level in (b"2", b"9", b"x"):
-        recs += R.encode_record(
+        recs += plain_record(
             topic=SCHEDULE.encode(),
             body=b"b",
             props=b"DELAY\x01" + level + b"\x02TAGS\x01t",
-            queue_id=0,
-            flag=0,
-            sys_flag=0,
             born_timestamp=1,
-            born_host=bytes(8),
             store_timestamp=1000,
-            store_host=bytes(8),
-            reconsume_times=0,
-            prepared_transaction_offset=0,
-            queue_offset=0,
             physical_offset=len(recs),
-            v2=False,
         )
     pure, got = both(recs)
     assert got == pure
