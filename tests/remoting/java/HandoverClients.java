@@ -16,6 +16,8 @@ import java.util.function.Consumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.store.OffsetStore;
+import org.apache.rocketmq.client.consumer.store.ReadOffsetType;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.LocalTransactionState;
 import org.apache.rocketmq.client.producer.SendResult;
@@ -25,6 +27,7 @@ import org.apache.rocketmq.client.producer.TransactionSendResult;
 import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.remoting.protocol.admin.ConsumeStats;
 import org.apache.rocketmq.remoting.protocol.route.BrokerData;
 import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig;
@@ -157,6 +160,12 @@ public class HandoverClients extends Harness {
         try {
             send(s, p, RETRY, "retry-0", null);
             waitFor(() -> seen.contains("retry-0"));
+            // the listener has seen it; the consumer moves its offset past it only once its send-back is answered:
+            // stopped before that, it would commit offset 0 and the next broker would hand the original out again
+            MessageQueue mq = new MessageQueue(RETRY, "broker-a", 0);
+            OffsetStore offsets = c.getDefaultMQPushConsumerImpl().getOffsetStore();
+            emit(s, "offset_moved", "done",
+                waitFor(() -> offsets.readOffset(mq, ReadOffsetType.READ_FROM_MEMORY) >= 1));
         } finally {
             c.shutdown(); // before the retry's delay is up: it stays unconsumed in the retry topic
             p.shutdown();
