@@ -65,6 +65,12 @@ def test_remoting_sends_and_pulls_are_counted_under_rocketmqs_names(serve_http):
                 assert r.code == R.SUCCESS, r.remark
             r = await c.call(RC.SEND_BATCH_MESSAGE, v2(send_ext("Orders", 2)), batch_body)
             assert r.code == R.SUCCESS, r.remark
+            # a delayed message and a half (prepared) one: counted under their topic by their kind
+            r = await c.call(RC.SEND_MESSAGE, send_ext("Kinds", 0, "DELAY\x012\x02"), b"later")
+            assert r.code == R.SUCCESS, r.remark
+            half = send_ext("Kinds", 0, "TRAN_MSG\x01true\x02PGROUP\x01pg\x02", sysFlag="4")
+            r = await c.call(RC.SEND_MESSAGE_V2, v2(half), b"half")
+            assert r.code == R.SUCCESS, r.remark
             r = await c.call(RC.SEND_MESSAGE, send_ext("rmq_sys_forbidden", 0), b"no")  # refused: not counted
             assert r.code == R.NO_PERMISSION
             pulled = await c.call(RC.PULL_MESSAGE, pull_ext("Orders", "g1", 0, 2))  # offsets 2..6 of queue 0
@@ -87,14 +93,18 @@ def test_remoting_sends_and_pulls_are_counted_under_rocketmqs_names(serve_http):
     assert value(m, "rocketmq_message_size", "rocketmq_message_size_count", **orders) == 7 + 3 + 1
     assert value(m, "rocketmq_message_size", "rocketmq_message_size_bucket", le="1024.0", message_type="normal") == 8
     assert value(m, "rocketmq_message_size", "rocketmq_message_size_bucket", le="4096.0", message_type="fifo") == 2
+    kinds = dict(topic="Kinds", is_system="false", **NODE)
+    assert value(m, "rocketmq_messages_in", message_type="delay", **kinds) == 1
+    assert value(m, "rocketmq_messages_in", message_type="transaction", **kinds) == 1
+    assert value(m, "rocketmq_messages_in", message_type="normal", **kinds) == 0
     assert value(m, "rocketmq_messages_in", topic="rmq_sys_forbidden") == 0
     assert value(m, "rocketmq_messages_out", topic="Orders", consumer_group="g1") == 5
     assert value(m, "rocketmq_throughput_out", topic="Orders", consumer_group="g1") == len(pulled.body)
     rpc = dict(protocol_type="remoting", **NODE)
     assert value(m, "rocketmq_rpc_latency", "rocketmq_rpc_latency_count", request_code="send_message",
-                 response_code="success", **rpc) == 7  # fmt: skip
+                 response_code="success", **rpc) == 7 + 1  # fmt: skip
     assert value(m, "rocketmq_rpc_latency", "rocketmq_rpc_latency_count", request_code="send_message_v2",
-                 response_code="success", **rpc) == 3  # fmt: skip
+                 response_code="success", **rpc) == 3 + 1  # fmt: skip
     assert value(m, "rocketmq_rpc_latency", "rocketmq_rpc_latency_count", request_code="send_message",
                  response_code="no_permission", **rpc) == 1  # fmt: skip
     assert value(m, "rocketmq_rpc_latency", "rocketmq_rpc_latency_count", request_code="pull_message", **rpc) == 1

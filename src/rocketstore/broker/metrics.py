@@ -31,6 +31,7 @@ DLQ_PREFIX = "%DLQ%"  # MixAll.DLQ_GROUP_TOPIC_PREFIX
 # BrokerMetricsManager's views: message sizes 1 KiB .. 4 MiB; RemotingMetricsManager's RPC latency 1 ms .. 3 s
 MESSAGE_SIZE_BUCKETS = (1024.0, 4096.0, 512 * 1024.0, 1024 * 1024.0, 2 * 1024 * 1024.0, 4 * 1024 * 1024.0)
 RPC_LATENCY_BUCKETS_MS = (1.0, 3.0, 5.0, 7.0, 10.0, 100.0, 1000.0, 2000.0, 3000.0)
+_FIRST_SIZE, _FIRST_MS = MESSAGE_SIZE_BUCKETS[0], RPC_LATENCY_BUCKETS_MS[0]
 
 NODE_LABELS = ("cluster", "node_type", "node_id")
 IN_LABELS = ("topic", "message_type", "is_system")
@@ -54,9 +55,16 @@ def _flag(b: bool) -> str:
     return "true" if b else "false"
 
 
+# the names getMessageType looks for: a message with none of them is "normal"
+TYPED_NAMES = frozenset(("TRAN_MSG", "__SHARDINGKEY", "__STARTDELIVERTIME", "DELAY", "TIMER_DELIVER_MS",
+                         "TIMER_DELAY_SEC", "TIMER_DELAY_MS"))  # fmt: skip
+
+
 def message_type(properties: dict) -> str:
     """BrokerMetricsManager.getMessageType over a message's properties: transaction, fifo (a sharding key),
     delay (a delay level or a delivery time), else normal."""
+    if TYPED_NAMES.isdisjoint(properties):  # the common message: a look at each of its few names
+        return "normal"
     if str(properties.get("TRAN_MSG", "")).lower() == "true":
         return "transaction"
     if "__SHARDINGKEY" in properties:
@@ -105,14 +113,7 @@ class BrokerMetrics:
         """`count` messages of `size` bytes in all stored in `topic` by a client's send (SendMessageProcessor's
         messagesInTotal / throughputInTotal / messageSize: one size observation of size/count). Retry and
         dead-letter topics are tallied and left out of the export, as RocketMQ counts neither."""
-        t = self.tally_in.get((topic, kind))
-        if t is None:
-            t = self.tally_in[(topic, kind)] = [0, 0, 0] + [0] * (len(MESSAGE_SIZE_BUCKETS) + 1)
-        each = size // count if count > 1 else size
-        t[0] += count
-        t[1] += size
-        t[2] += each
-        t[3 + bisect_left(MESSAGE_SIZE_BUCKETS, each)] += 1
+        add_in(self.in_tally(topic, kind), size, count)
 
     def message_out(self, topic: str, group: str, count: int, size: int) -> None:
         """`count` messages, `size` bytes, handed to `group` by a pull or a receive (messagesOutTotal /
@@ -126,14 +127,23 @@ class BrokerMetrics:
     def rpc(self, protocol: str, request_code, response_code, millis: float) -> None:
         """One request answered (rocketmq_rpc_latency, in milliseconds as RocketMQ records it); the codes as the
         protocol has them (named at scrape time through code_names)."""
+        add_rpc(self.rpc_tally(protocol, request_code, response_code), millis)
+
+    # the tallies themselves, for a meter that keeps them at hand (remoting/broker/metered.py): found or made once
+    # per label set, then bumped by add_in / add_rpc
+    def in_tally(self, topic: str, kind: str) -> list:
+        t = self.tally_in.get((topic, kind))
+        if t is None:
+            t = self.tally_in[(topic, kind)] = [0, 0, 0] + [0] * (len(MESSAGE_SIZE_BUCKETS) + 1)
+        return t
+
+    def rpc_tally(self, protocol: str, request_code, response_code) -> list:
         t = self.tally_rpc.get((protocol, request_code, response_code))
         if t is None:
             t = self.tally_rpc[(protocol, request_code, response_code)] = [0, 0.0] + [0] * (
                 len(RPC_LATENCY_BUCKETS_MS) + 1
             )
-        t[0] += 1
-        t[1] += millis
-        t[2 + bisect_left(RPC_LATENCY_BUCKETS_MS, millis)] += 1
+        return t
 
     # ------------------------------------------------------------------ sums (the console's live chart)
     def totals(self) -> tuple[int, int]:
@@ -141,6 +151,23 @@ class BrokerMetrics:
         tin = sum(t[0] for (topic, _), t in list(self.tally_in.items()) if not is_retry_or_dlq(topic))
         tout = sum(t[0] for (topic, _), t in list(self.tally_out.items()) if not is_retry_or_dlq(topic))
         return tin, tout
+
+
+def add_in(t: list, size: int, count: int) -> None:
+    """`count` messages of `size` bytes in all into an in_tally (one size observation: size / count)."""
+    each = size // count if count > 1 else size
+    t[0] += count
+    t[1] += size
+    t[2] += each
+    # the first bucket (up to 1 KiB) is the common one: a comparison, not a search
+    t[3 if each <= _FIRST_SIZE else 3 + bisect_left(MESSAGE_SIZE_BUCKETS, each)] += 1
+
+
+def add_rpc(t: list, millis: float) -> None:
+    """One request of `millis` milliseconds into an rpc_tally."""
+    t[0] += 1
+    t[1] += millis
+    t[2 if millis <= _FIRST_MS else 2 + bisect_left(RPC_LATENCY_BUCKETS_MS, millis)] += 1
 
 
 def _buckets(bounds, counts) -> list[tuple[str, int]]:

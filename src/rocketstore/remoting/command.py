@@ -23,9 +23,10 @@ class RemotingCommand:
     ext_fields: dict[str, str] | None = None
     body: bytes = b""
     serialize_type: int = SerializeType.JSON
-    # how many CommitLog records `body` holds, when the handler that built it knows (a pull's answer): read by the
-    # counters of pulled messages instead of walking the body again; never on the wire
+    # for the metrics, never on the wire: how many CommitLog records `body` holds (a pull's answer, so the counters
+    # need not walk it again), and what a send stored: (topic, its properties, how many messages)
     records: int | None = None
+    stored: tuple[str, dict, int] | None = None
 
     @property
     def is_response(self) -> bool:

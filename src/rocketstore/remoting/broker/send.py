@@ -150,13 +150,17 @@ class SendProcessor:
         q = h["queueId"]
         return q if q >= 0 else self.broker.random_queue(tc.write_queue_nums)
 
-    def _answer(self, cmd, status, msg_id, queue_id, queue_offset, uniq):
-        code, remark = put_status_answer(status, self.store.config.max_message_size)
+    def _answer(self, cmd, r, msg_id, queue_id, queue_offset, uniq, stored):
+        """The answer to a put's result `r`; when the messages were stored it carries `stored` (topic, properties,
+        count) for the metrics."""
+        code, remark = put_status_answer(r.status, self.store.config.max_message_size)
         if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
                         ResponseCode.SLAVE_NOT_AVAILABLE):  # fmt: skip
             return response_to(cmd, code, remark)
         ext = headers.write(msgId=msg_id, queueId=queue_id, queueOffset=queue_offset, transactionId=uniq)
-        return response_to(cmd, code, None, ext)
+        response = response_to(cmd, code, None, ext)
+        response.stored = stored
+        return response
 
     # ------------------------------------------------------------------ one message
     async def _single(self, cmd, conn, h):
@@ -192,12 +196,12 @@ class SendProcessor:
         r = await self._put(self.store.put, msg, put_queue)
         if r.ok:
             self.broker.arrived(msg.topic, put_queue, r)
-        return self._answer(cmd, r.status, r.msg_id, queue_id, r.queue_offset, uniq)
+        return self._answer(cmd, r, r.msg_id, queue_id, r.queue_offset, uniq, (h["topic"], props, 1))
 
     async def _prepare(self, cmd, conn, h, queue_id, props, uniq):
         msg = _message(cmd, conn, h, h["topic"], properties=props)
         r = await self._put(self.broker.transactions.prepare, msg, queue_id, BP.to_string)
-        return self._answer(cmd, r.status, r.msg_id, queue_id, r.queue_offset, uniq)
+        return self._answer(cmd, r, r.msg_id, queue_id, r.queue_offset, uniq, (h["topic"], props, 1))
 
     # ------------------------------------------------------------------ a batch
     async def _batch(self, cmd, conn, h):
@@ -231,10 +235,11 @@ class SendProcessor:
         ]
         r = await self._put(self.store.put_batch, msgs, queue_id)
         if not r.ok:
-            return self._answer(cmd, r.status, None, queue_id, None, None)
+            return self._answer(cmd, r, None, queue_id, None, None, None)
         self.broker.arrived(topic, queue_id, r)
-        uniq = BP.parse(h["properties"]).get(P.UNIQ_KEY)
-        return self._answer(cmd, r.status, ",".join(r.msg_ids), queue_id, r.queue_offset, uniq)
+        props = BP.parse(h["properties"])
+        return self._answer(cmd, r, ",".join(r.msg_ids), queue_id, r.queue_offset, props.get(P.UNIQ_KEY),
+                            (topic, props, len(msgs)))  # fmt: skip
 
 
 def _regional(response: RemotingCommand) -> RemotingCommand:
