@@ -647,6 +647,12 @@ class MessageStore:
         """(first offset, bytes written, file size) of each CommitLog segment, oldest first."""
         return [(mf.file_from_offset, mf.wrote, mf.file_size) for mf in list(self.commitlog.files.files)]
 
+    def commitlog_position(self, physical_offset: int) -> tuple[str, int]:
+        """Where a physical offset lies on disk: (the path of the CommitLog segment holding it, the offset
+        within that segment). The path is the commitlog directory when no segment holds it (expired, or
+        past what is written)."""
+        return self.commitlog.segment_path(physical_offset), physical_offset % self.commitlog.file_size
+
     def advise_commitlog(self, advice: int) -> None:
         """madvise(2) every mapped CommitLog segment (mmap.MADV_NORMAL or MADV_RANDOM: RocketMQ's
         setCommitLogReadAheadMode)."""
