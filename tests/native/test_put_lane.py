@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.formats import record as R
-from rocketstore.put.lane import make_lane
 
 from .test_put_native import engine, store_files
 
@@ -176,7 +175,7 @@ def test_no_lane_where_it_does_not_apply(native, tmp_path):
     ):
         d = str(tmp_path / str(id(cfg)))
         with MessageStore.open(d, cfg) as s:
-            assert make_lane(s) is None
+            assert s._make_lane() is None
 
 
 ODD_FIELDS = st.one_of(

@@ -8,7 +8,6 @@ import pytest
 
 from rocketstore import MessageStore
 from rocketstore.put import state as S
-from rocketstore.put.lane import make_lane
 
 LANE_C = Path(__file__).resolve().parents[2] / "src" / "native" / "lane.c"
 
@@ -58,7 +57,7 @@ def test_put_lane_refuses_a_state_that_is_not_the_table(native, tmp_path):
     with MessageStore.open(tmp_path / "s") as store:
         state = store.writer.state
         assert state.missing("writer") == [] and state.missing("lane") == []
-        assert make_lane(store) is not None
+        assert store._make_lane() is not None
 
         class Reordered:
             __slots__ = tuple(reversed(S.FIELD_NAMES))

@@ -173,9 +173,32 @@ class MessageStore:
         self.flush_service = FlushServices(config, self.commitlog, self.queues, self.checkpoint_file, self.reput, root)
         self._health = self.flush_service.health  # NOT_WRITEABLE: set when a CommitLog sync fails
         self.cleanup = CleanupService(config, self.commitlog, self.queues, self.index, self.writer.lock, self.layout)
+        # what a get reads through (read/get_message.py is handed these, never the store)
+        self._reads = get_message.ReadParts(
+            config, self.commitlog, self.queue_check, self.writer.lock, self.total_memory
+        )
         # the common put in one C call (put/lane.py, over the writer's PutState), None when the engine or the
         # configuration has none
-        self._lane = None if read_only else make_lane(self)
+        self._lane = self._make_lane()
+
+    def _make_lane(self):
+        """The put lane over the writer's PutState (put/lane.py), handed the parts it dispatches into and
+        the gates it reads; None for a read-only store, or when the engine or the configuration has none."""
+        if self.read_only:
+            return None
+        return make_lane(
+            config=self.config,
+            writer=self.writer,
+            commitlog=self.commitlog,
+            queues=self.queues,
+            checkpoint=self.checkpoint,
+            index=self.index,
+            reput=self.reput,
+            arrivals=self.arrivals,
+            health=self.flush_service.health,
+            pipeline=self.pipeline,
+            cleanup=self.cleanup,
+        )
 
     # ---------------------------------------------------------------- opening and closing
     @classmethod
@@ -857,4 +880,4 @@ class MessageStore:
         cq = self.queues.get(topic, queue_id)
         if cq is None:
             return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, self.min_offset(topic, queue_id), 0)
-        return get_message.get(self, cq, offset, max_count, codes, matches, accept)
+        return get_message.get(self._reads, cq, offset, max_count, codes, matches, accept)
