@@ -192,7 +192,7 @@ def lazy_and_eager(tmp_path):
         props = {"UNIQ_KEY": "u1", "x": "\u00e9t\u00e9"}
         r = s.put(Message("T", b"body", tags="a", keys=["k1", "k2"], properties=props, flag=3), 0)
         lazy = s.get("g", "T", 0, 0, 1).messages[0]
-        eager = R.decode_record_py(s.commitlog.read(r.physical_offset, r.size), 0)
+        eager = R.decode_record_py(s.record_bytes(r.physical_offset, r.size), 0)
         return lazy, eager
 
 

@@ -42,7 +42,7 @@ def test_all_producer_info_lists_each_producer_group(tmp_path):
 
 
 def record_bytes(store, phys: int, size: int) -> bytes:
-    with open(store.commitlog.segment_path(phys), "rb") as f:
+    with open(store.commitlog_position(phys)[0], "rb") as f:
         f.seek(phys % (16 << 20))
         return f.read(size)
 

@@ -110,7 +110,7 @@ def test_async_flush_waits_for_least_pages_then_flushes_thoroughly_and_writes_th
         assert cp.physic_msg_timestamp == last.store_timestamp
         assert cp.logics_msg_timestamp == last.store_timestamp
         assert s.flush_service.consume_queue.checkpoints_written >= 2
-        cq = s.queues.get("T", 0)
+        cq = s.consume_queue("T", 0)
         assert cq.files.flushed_where == cq.files.max_offset()
 
 
@@ -331,7 +331,7 @@ def test_sigkill_loses_no_acknowledged_message_and_reopens_consistent(tmp_path, 
                 m = g.messages[0]
                 assert (m.physical_offset, m.body.decode()) == (phys, body), (q, qoff)
             for q in range(3):  # the queues match the CommitLog: every unit's record is there
-                cq = s.queues.get("C", q)
+                cq = s.consume_queue("C", q)
                 if cq is None:
                     continue
                 assert len(read_all(s, "C", q, cq.min_offset)) == cq.max_offset - cq.min_offset

@@ -194,7 +194,7 @@ def test_time_ranges_across_files(tmp_path):
         for i in range(60):
             rec.put("T", keys=f"k k{i % 2}")
         s.index.build()
-        assert len(s.index.files) == 7
+        assert s.index_file_count() == 7
         ref = rec.reference()
         for b, e in [
             (0, REF.LONG_MAX),
@@ -219,7 +219,7 @@ def test_max_count_newest_first_and_the_batch_cap(tmp_path):
         rs = [rec.put("T", keys="same") for _ in range(70)]
         o = [r.physical_offset for r in rs]
         s.index.build()
-        assert len(s.index.files) == 4  # 70 entries in files of 19
+        assert s.index_file_count() == 4  # 70 entries in files of 19
         assert offsets(s.query("T", "same", 5)) == o[-5:]
         assert offsets(s.query("T", "same")) == o[-32:]
         assert offsets(s.query("T", "same", 1000)) == o[-64:]  # maxMsgsNumBatch = 64
