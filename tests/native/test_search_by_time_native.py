@@ -37,7 +37,7 @@ def _close(store):
 
 
 def _answers(store, buf, floor, ceiling, ts, lower, native):
-    cl = store.commitlog
+    cl = store._commitlog
     args = (buf, 0, floor, ceiling, ts, lower, cl.min_offset(), cl.files.files, cl.file_size, cl.min_offset(),
             cl.max_offset())  # fmt: skip
     return CQ.search_by_time_py(*args), native.search_by_time(*args)

@@ -155,9 +155,9 @@ def test_update_topic_list_creates_every_topic(tmp_path):
 
 def test_delete_expired_commitlog_arms_the_manual_deletes(tmp_path):
     async def scenario(broker, admin, store):
-        before = store.cleanup.commitlog.manual_delete_times
+        before = store._cleanup.commitlog.manual_delete_times
         resp = await admin.call(RC.DELETE_EXPIRED_COMMITLOG, {})
-        return before, resp, store.cleanup.commitlog.manual_delete_times
+        return before, resp, store._cleanup.commitlog.manual_delete_times
 
     (before, resp, after), store = with_broker(tmp_path, scenario, QUIET)
     assert (before, resp.code, resp.remark) == (0, R.SUCCESS, None)

@@ -107,7 +107,7 @@ def test_commitlog_read_mode_advises_the_segments(tmp_path, monkeypatch):
     async def scenario(broker, admin, store):
         store.create_topic("T", 1)
         assert store.put(Message("T", b"x"), 0).ok
-        segments = list(store.commitlog.files.files)
+        segments = list(store._commitlog.files.files)
         assert segments
 
         class Spy:  # stands in for each segment's mmap, recording the advice

@@ -163,7 +163,7 @@ def test_confirm_phy_offset_is_what_recovery_found_and_the_flush_services_write_
     assert read_cp(root).confirm_phy_offset == 0  # the shutdown does not move it either
     with MessageStore.open(root, cfg) as s:
         assert s.confirm_offset == last1  # recoverNormally: the last valid record's start
-        assert s.commitlog.confirm_offset == last1
+        assert s._commitlog.confirm_offset == last1
         before = read_cp(root).logics_msg_timestamp
         for i in range(200):  # into the next segments
             r = s.put(Message("T", b"c" * 500))
