@@ -14,7 +14,7 @@ sparse 420 MB file). Each build row is timed on a fresh temporary store (removed
              unit and index entry checked against its record (rocketstore.maintenance.verify.verify_store)
 The index's cost is "on" minus "off" of the same row; keys/s = index entries written / that difference.
 Queries (--queries random keys each, after the put-path fill): store.query by an order key (1 hit), by a
-shared key (32 hits), by a missing key; store.by_unique_key; and store.index.query_offsets (the index alone:
+shared key (32 hits), by a missing key; store.by_unique_key; and store._index.query_offsets (the index alone:
 offsets only, no record read), the like-for-like peer of SQLite's `SELECT phy FROM k WHERE key = ?`.
 """
 
@@ -69,7 +69,7 @@ def make_messages(n: int, body_size: int, batch: int):
 
 
 def entries(store) -> int:
-    return sum(f.header.index_count - 1 for f in store.index.files)
+    return sum(f.header.index_count - 1 for f in store._index.files)
 
 
 def config(index: bool, **kw) -> StoreConfig:
@@ -117,7 +117,7 @@ def put_path_and_queries(batches, n, n_keys, picks, base, res, index: bool) -> N
         with MessageStore.open(d, config=config(index)) as store:
             t0 = time.perf_counter()
             fill(store, batches)
-            store.index.build()  # queued records become entries here at the latest (any query does it too)
+            store._index.build()  # queued records become entries here at the latest (any query does it too)
             res.add(f"put_{index}", time.perf_counter() - t0)
             if entries(store) != (n_keys if index else 0):
                 raise RuntimeError(f"put path indexed {entries(store)} keys, expected {n_keys if index else 0}")
@@ -155,7 +155,7 @@ def queries(store, picks, n, res) -> None:
         "q_uniq": (lambda i: store.by_unique_key(TOPIC, uniq(i)), lambda i, r: r and r.unique_key == uniq(i)),
         "q_missing": (lambda i: q(TOPIC, f"nope-{i}"), lambda i, r: len(r) == 0),
         # offsets whose key hash matches: another key with the same hash adds one (query re-checks, this does not)
-        "q_offsets": (lambda i: store.index.query_offsets(TOPIC, f"order-{i}", 32), lambda i, r: len(r[0]) >= 1),
+        "q_offsets": (lambda i: store._index.query_offsets(TOPIC, f"order-{i}", 32), lambda i, r: len(r[0]) >= 1),
     }
     for key, (fn, ok) in rows.items():
         if not all(ok(i, fn(i)) for i in picks[:200]):
@@ -167,7 +167,7 @@ def reput(batches, n, n_keys, base, res, index: bool) -> None:
     d = tempfile.mkdtemp(prefix="rs-reput-", dir=base)
     try:
         with MessageStore.open(d, config=config(index, dispatch_in_put_path=False)) as store:
-            store.reput.stop(drain=False)  # held back while putting: one pass over the whole CommitLog
+            store._reput.stop(drain=False)  # held back while putting: one pass over the whole CommitLog
             fill(store, batches)
             t0 = time.perf_counter()
             store.wait_dispatched()

@@ -208,7 +208,7 @@ def rs_keyed(msgs, batches, base, res: Results | None, want: set[str]) -> None:
                         r = put_batch(b, QUEUE)
                         if r.status is not PUT_OK:
                             check_put(r)
-                store.index.build()
+                store._index.build()
                 t = time.perf_counter() - t0
                 if store.max_offset(TOPIC, QUEUE) != len(msgs):
                     raise RuntimeError(f"{key}: {store.max_offset(TOPIC, QUEUE)} of {len(msgs)} in the queue")
@@ -323,7 +323,7 @@ def rs_reput_held(batches, n, base, res: Results | None, bitmaps: bool = False) 
         with MessageStore.open(d, config=rs_config(dispatch_in_put_path=False, **extra)) as store:
             if bitmaps:
                 store.register_filter(GROUP, TOPIC, BITMAP_SQL)
-            store.reput.stop(drain=False)  # hold the background reput back (as Java's "reput held back")
+            store._reput.stop(drain=False)  # hold the background reput back (as Java's "reput held back")
             put_batch = store.put_batch
             t0 = time.perf_counter()
             for b in batches:

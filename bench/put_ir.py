@@ -25,8 +25,8 @@ else:
 d = tempfile.mkdtemp(prefix="rs-ir-")
 try:
     s = MessageStore.open(d, StoreConfig())
-    s.cleanup.commitlog.disk_usage = lambda path: 0.5  # a shared disk over 90% would refuse every put
-    s.cleanup.commitlog.disk_full = False
+    s._cleanup.commitlog.disk_usage = lambda path: 0.5  # a shared disk over 90% would refuse every put
+    s._cleanup.commitlog.disk_full = False
     s.put(Message(topic="T", body=b"x", tags="TagA"), 0)
     if mode == "put":
         put = s.put
@@ -35,7 +35,7 @@ try:
     else:
         for i in range(0, n, 1000):
             s.put_batch(msgs[i : min(i + 1000, n)], 0)
-    s.index.build()
+    s._index.build()
     assert s.max_offset("T", 0) == n + 1
     s.close()
 finally:

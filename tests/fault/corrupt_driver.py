@@ -105,7 +105,7 @@ def read_everything(store, acked: dict) -> dict:
     got = {}
     for topic in (W.TOPIC, W.BATCH_TOPIC):
         for q in range(W.QUEUES):
-            if store.queues.get(topic, q) is None:
+            if store.consume_queue(topic, q) is None:
                 continue
             off, end = store.min_offset(topic, q), store.max_offset(topic, q)
             while off < end:

@@ -211,7 +211,7 @@ def read_queue(s: MessageStore, topic: str, q: int) -> list:
 def check_sends(s: MessageStore, acked: dict) -> None:
     got = {}
     for q in range(BW.QUEUES):
-        if s.queues.get(BW.SEND_TOPIC, q) is not None:
+        if s.consume_queue(BW.SEND_TOPIC, q) is not None:
             got.update({(BW.SEND_TOPIC, q, m.queue_offset): BW.sha1(m.body) for m in read_queue(s, BW.SEND_TOPIC, q)})
     for k, h in acked.items():
         assert got.get(k) == h, f"acknowledged send {k} lost or changed after the kill"
@@ -220,7 +220,7 @@ def check_sends(s: MessageStore, acked: dict) -> None:
 def by_key(s: MessageStore, topic: str) -> dict[str, list]:
     out = defaultdict(list)
     for q in range(BW.QUEUES):
-        if s.queues.get(topic, q) is not None:
+        if s.consume_queue(topic, q) is not None:
             for m in read_queue(s, topic, q):
                 out[m.body.split(b"|", 1)[0].decode()].append(m)
     return out
@@ -228,10 +228,10 @@ def by_key(s: MessageStore, topic: str) -> dict[str, list]:
 
 def unresolved_halves(s: MessageStore) -> list[int]:
     """Half messages (queue offsets) without an op record."""
-    if s.queues.get(HALF, 0) is None:
+    if s.consume_queue(HALF, 0) is None:
         return []
     done = set()
-    if s.queues.get(OP, 0) is not None:
+    if s.consume_queue(OP, 0) is not None:
         for m in read_queue(s, OP, 0):
             done.update(int(x) for x in m.body.decode().split(",") if x)
     return [m.queue_offset for m in read_queue(s, HALF, 0) if m.queue_offset not in done]

@@ -75,7 +75,7 @@ def check_store(root: str, acked: dict, cleaned: bool) -> None:
     with MessageStore.open(root, W.config()) as s:
         for topic in (W.TOPIC, W.BATCH_TOPIC):
             for q in range(W.QUEUES):
-                if s.queues.get(topic, q) is None:
+                if s.consume_queue(topic, q) is None:
                     assert not [k for k in acked if k[:2] == (topic, q)], f"queue {topic}/{q} lost"
                     continue
                 got = read_queue(s, topic, q, cleaned)

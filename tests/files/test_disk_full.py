@@ -82,7 +82,7 @@ FILL_WRITER = """
     import json, sys
     from rocketstore import Message, MessageStore, StoreConfig
     s = MessageStore.open(sys.argv[1], StoreConfig(**json.loads(sys.argv[2])))
-    s.cleanup.disk_usage = lambda path: 0.0   # warning level aside: the segment that cannot be created
+    s._cleanup.disk_usage = lambda path: 0.0   # warning level aside: the segment that cannot be created
     acked, failed = [], None
     for i in range(100_000):
         r = s.put(Message("T", b"%06d" % i + b"x" * 994, keys=[f"k{i}"]), 0)
@@ -251,7 +251,7 @@ def test_full_disk_when_a_consume_queue_file_must_be_created_loses_no_acknowledg
         cfg = StoreConfig(mapped_file_size_commit_log=256 * 1024, mapped_file_size_consume_queue=20 * 1024,
                           max_hash_slot_num=16, max_index_num=64)
         s = MessageStore.open(sys.argv[1], cfg)
-        s.cleanup.disk_usage = lambda path: 0.0   # (another process fills the disk between two measures)
+        s._cleanup.disk_usage = lambda path: 0.0   # (another process fills the disk between two measures)
         assert s.put(Message("T", b"q0", keys=["a"]), 0).ok
         s.flush()                                 # the first ConsumeQueue and index files exist
         with open(sys.argv[2], "wb", buffering=0) as fh:   # the ballast: the rest of the disk
@@ -300,7 +300,7 @@ def test_full_disk_when_an_index_file_must_be_created_catches_up_once_space_is_f
         cfg = StoreConfig(mapped_file_size_commit_log=256 * 1024, mapped_file_size_consume_queue=20 * 1024,
                           max_hash_slot_num=8, max_index_num=32)
         s = MessageStore.open(sys.argv[1], cfg)
-        s.cleanup.disk_usage = lambda path: 0.0
+        s._cleanup.disk_usage = lambda path: 0.0
         for i in range(31):                        # 31 keys fill the first index file
             assert s.put(Message("T", b"m%d" % i, keys=[f"k{i}"]), 0).ok
         s.flush()

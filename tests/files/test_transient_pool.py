@@ -29,7 +29,7 @@ def test_nothing_is_readable_before_it_is_committed(tmp_path):
         assert s.max_physical_offset == 0  # the file holds nothing yet
         assert s.get("g", "T", 0, 0).status is GetStatus.NO_MESSAGE_IN_QUEUE
         assert s.look(r.physical_offset) is None
-        s.flush_service.commit.commit_once(0)  # what the commit service does every 200 ms
+        s._flush_service.commit.commit_once(0)  # what the commit service does every 200 ms
         assert s.wait_dispatched(timeout_s=5)
         got = s.get("g", "T", 0, 0)
         assert got.status is GetStatus.FOUND and got.messages[0].body == b"pooled"
@@ -67,7 +67,7 @@ def test_pooled_files_are_the_bytes_the_plain_path_writes(tmp_path):
             for i in range(300):  # several segments, BLANK fillers included
                 assert s.put(Message("T", b"m" * (i % 200), tags="A", born_timestamp=1), i % 2).ok
                 if pooled and i % 37 == 0:
-                    s.flush_service.commit.commit_once(0)
+                    s._flush_service.commit.commit_once(0)
             s.put_batch([Message("T", b"b%d" % i, born_timestamp=1) for i in range(20)], 1)
         return {
             str(p.relative_to(root)): p.read_bytes()
@@ -82,10 +82,10 @@ def test_pooled_files_are_the_bytes_the_plain_path_writes(tmp_path):
 
 def test_the_pool_limits_how_many_segments_hold_a_buffer(tmp_path):
     with MessageStore.open(tmp_path, cfg(transient_store_pool_size=1)) as s:
-        pool = s.commitlog.files.pool
+        pool = s._commitlog.files.pool
         for i in range(200):  # fills several 16 KiB segments, uncommitted
             s.put(Message("T", b"y" * 150), 0)
-        buffered = [mf for mf in s.commitlog.files.files if mf.wbuf is not None]
+        buffered = [mf for mf in s._commitlog.files.files if mf.wbuf is not None]
         assert len(buffered) == 1 and pool.available == 0  # the rest were written directly
         s.flush()
         assert s.wait_dispatched(timeout_s=5)
@@ -94,5 +94,5 @@ def test_the_pool_limits_how_many_segments_hold_a_buffer(tmp_path):
 
 def test_sync_flush_keeps_the_pool_off(tmp_path):
     with MessageStore.open(tmp_path, cfg(flush_disk_type="SYNC_FLUSH")) as s:
-        assert s.commitlog.files.pool is None
+        assert s._commitlog.files.pool is None
         assert s.put(Message("T", b"z"), 0).ok and s.max_offset("T", 0) == 1

@@ -102,13 +102,13 @@ def test_filters_persist_as_rocketmq_writes_them_and_survive_reopen(tmp_path):
     assert entry["bloomFilterData"]["bitNum"] == 112 and len(entry["bloomFilterData"]["bitPos"]) == 3
     assert entry["deadTime"] == 0 and entry["dead"] is False
     with MessageStore.open(root, _config()) as s:
-        data = s.filters.get("Shop", "g1")
+        data = s._filters.get("Shop", "g1")
         assert data is not None and data.dead  # RocketMQ: every loaded filter is dead until it registers
         _put(s, 100, 100)  # dead filters still get their bits until cleaned
         for q in (0, 1):
             assert _read_all(s, q, sql=SQL) == [i for i in range(q, 200, 2) if wanted(i)]
     with MessageStore.open(root, read_only=True) as s:  # a read-only open reads them, writes nothing
-        assert s.filters.get("Shop", "g1").expression == SQL
+        assert s._filters.get("Shop", "g1").expression == SQL
 
 
 def _assert_ext_bitmaps(root, positions, count):

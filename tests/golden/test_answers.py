@@ -122,7 +122,7 @@ def check_answers(store, answers, problems, simple_only=True) -> int:
             )
     cp = answers.get("checkpointInMemory")
     if cp:
-        same("confirmPhyOffset", store.checkpoint.confirm_phy_offset, cp["confirmPhyOffset"])
+        same("confirmPhyOffset", store.confirm_offset, cp["confirmPhyOffset"])
     return count
 
 

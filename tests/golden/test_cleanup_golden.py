@@ -60,7 +60,7 @@ def test_cleanup_of_store_expired_leaves_rocketmqs_files_and_answers(tmp_path, m
                 e["queueOffset"],
             ), e["seq"]
         store.flush()
-        store.cleanup.disk_usage = lambda path: 0.10  # this machine's disk must not matter
+        store._cleanup.disk_usage = lambda path: 0.10  # this machine's disk must not matter
         aged = m["agedCommitLogFiles_mtimeMinus100h"]
         old, fresh = (now - 100 * 3600 * 1000) * 1_000_000, now * 1_000_000
         for n in os.listdir(root / "commitlog"):  # every segment's age set here, against the clock used below

@@ -14,8 +14,8 @@ from _refusing import RefusingStore
 
 def open_store(tmp_path):
     store = MessageStore.open(str(tmp_path / "store"), StoreConfig(mapped_file_size_commit_log=16 << 20))
-    store.cleanup.disk_usage = lambda path: 0.0  # the shared machine's disk may be above the warning level
-    store.cleanup.check_disk_full()
+    store._cleanup.disk_usage = lambda path: 0.0  # the shared machine's disk may be above the warning level
+    store._cleanup.check_disk_full()
     return store
 
 

@@ -250,9 +250,9 @@ def test_get_answers_exactly_as_without_the_ext(tmp_path):
 def test_reopen_continues_the_ext(tmp_path):
     with MessageStore.open(tmp_path, ext_config()) as s:
         fill(s, 20, queues=1)
-        before = s.queues.get("T", 0).ext.max_address()
+        before = s.consume_queue("T", 0).ext.max_address()
     with MessageStore.open(tmp_path, ext_config()) as s:
-        ext = s.queues.get("T", 0).ext
+        ext = s.consume_queue("T", 0).ext
         assert ext.max_address() == before
         fill(s, 5, start=20, queues=1)
         slots = cq_tags_slots(str(tmp_path), "T", 0)
@@ -308,7 +308,7 @@ def test_crash_recovery_copy_while_open(tmp_path):
     with MessageStore.open(copy, ext_config()) as c:
         assert [answers_without_store_time(c, q, 20) for q in range(2)] == want
         for q in range(2):
-            cq = c.queues.get("T", q)
+            cq = c.consume_queue("T", q)
             for off in range(cq.max_offset):
                 pos, size, slot = cq.get_unit(off)
                 assert X.is_ext_addr(slot)
@@ -320,7 +320,7 @@ def test_crash_recovery_copy_while_open(tmp_path):
 def test_recovery_cuts_ext_units_no_consume_queue_unit_refers_to(tmp_path):
     with MessageStore.open(tmp_path, ext_config()) as s:
         fill(s, 12, queues=1)
-        ext = s.queues.get("T", 0).ext
+        ext = s.consume_queue("T", 0).ext
         end = ext.max_address()
         last = ext.files.last()
         path, pos = last.path, last.wrote
@@ -329,7 +329,7 @@ def test_recovery_cuts_ext_units_no_consume_queue_unit_refers_to(tmp_path):
         fh.seek(pos)
         fh.write(X.encode_unit(99, 1, b"\x07" * 8))
     with MessageStore.open(tmp_path, ext_config()) as s:
-        ext = s.queues.get("T", 0).ext
+        ext = s.consume_queue("T", 0).ext
         assert ext.max_address() == end  # recover walked into it, then truncateByMaxAddress cut it
         assert s.put(Message("T", b"next", tags="TagA"), 0).ok
         assert cq_tags_slots(str(tmp_path), "T", 0)[-1][2] == end
@@ -341,8 +341,8 @@ def test_truncated_commitlog_cuts_the_queue_and_leaves_the_ext_as_rocketmq(tmp_p
     with MessageStore.open(live, ext_config()) as s:
         fill(s, 10, queues=1)
         s.flush()
-        last_phys = s.queues.get("T", 0).get_unit(9)[0]
-        ext_end = s.queues.get("T", 0).ext.max_address()
+        last_phys = s.consume_queue("T", 0).get_unit(9)[0]
+        ext_end = s.consume_queue("T", 0).ext.max_address()
         copy = tmp_path / "crash"
         shutil.copytree(live, copy)
     # the last record is torn: recovery cuts the CommitLog and the ConsumeQueue unit pointing at it
@@ -351,7 +351,7 @@ def test_truncated_commitlog_cuts_the_queue_and_leaves_the_ext_as_rocketmq(tmp_p
         fh.seek(last_phys)
         fh.write(b"\x00" * 8)
     with MessageStore.open(copy, ext_config()) as c:
-        cq = c.queues.get("T", 0)
+        cq = c.consume_queue("T", 0)
         assert cq.max_offset == 9
         # truncateDirtyLogicFiles leaves the ext (RocketMQ's ext truncation there never runs with an address);
         # abnormal recovery re-dispatched the kept records, each adding an ext unit, as RocketMQ does
@@ -364,7 +364,7 @@ def test_truncated_commitlog_cuts_the_queue_and_leaves_the_ext_as_rocketmq(tmp_p
         assert [m.body for m in c.get("g", "T", 0, 7, 32, tags="TagA").messages] == [b"body-8", b"new"]
         end_now = cq.ext.max_address()
     with MessageStore.open(copy, ext_config()) as c:  # clean reopen: the ext is cut at the last address held
-        assert c.queues.get("T", 0).ext.max_address() == end_now
+        assert c.consume_queue("T", 0).ext.max_address() == end_now
         assert [m.body for m in c.get("g", "T", 0, 0, 32, tags="TagA").messages] == [
             b"body-0",
             b"body-4",
@@ -390,7 +390,7 @@ def test_cleanup_trims_the_ext_with_the_queue(tmp_path):
         ext_dir = tmp_path / "consumequeue_ext" / "T" / "0"
         ext_files_before = sorted(os.listdir(ext_dir))
         assert s.delete_expired_files() == 4
-        cq = s.queues.get("T", 0)
+        cq = s.consume_queue("T", 0)
         assert cq.min_offset > 0
         min_addr = cq.get_unit(cq.min_offset)[2]
         real = min_addr - LONG_MIN
@@ -423,7 +423,7 @@ def test_bitmap_dispatcher_hook_and_matches(tmp_path):
             fill(s, 8, queues=1)
             assert s.put_batch([Message("T", b"bb", tags="TagA")] * 2, 0).ok
             s.wait_dispatched()
-            cq = s.queues.get("T", 0)
+            cq = s.consume_queue("T", 0)
             units = [cq.get_ext(cq.get_unit(i)[2]) for i in range(10)]
             assert [u.filter_bit_map for u in units] == [b"\x01" * 8, b"\x02" * 8, None, b"\x02" * 8] * 2 + [
                 b"\x01" * 8
@@ -558,6 +558,6 @@ def test_sigkill_writer_recovers_with_the_ext(tmp_path):
                         for m in s.get("g", "C", q, qoff, 1, tags="TagB").messages
                     )
             for q in range(2):
-                cq = s.queues.get("C", q)
+                cq = s.consume_queue("C", q)
                 assert all(X.is_ext_addr(cq.get_unit(o)[2]) for o in range(cq.min_offset, cq.max_offset))
     assert len(acked) >= 100

@@ -143,7 +143,7 @@ def run_store(path, ops, append_crc, max_size, on, native):
                     )
                 )
             answers.append(("max", s.max_offset("B", 0), s.max_offset("B", 1), s.max_offset("T", 0)))
-            s.index.build()
+            s._index.build()
         finally:
             s.close()
     return answers

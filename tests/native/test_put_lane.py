@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.formats import record as R
-from rocketstore.put.lane import make_lane
 
 from .test_put_native import engine, store_files
 
@@ -126,7 +125,7 @@ def run(path, ops, lane_on, native, index=True):
                 sorted((t, q, s.max_offset(t, q)) for t in set(TOPICS) for q in range(4) if s.max_offset(t, q))
             )
             answers.append([(m.physical_offset, m.body) for m in s.query("T", "a", 100)])
-            s.index.build()
+            s._index.build()
         finally:
             s.close()
     return answers, counting.taken if lane_on else 0
@@ -176,7 +175,7 @@ def test_no_lane_where_it_does_not_apply(native, tmp_path):
     ):
         d = str(tmp_path / str(id(cfg)))
         with MessageStore.open(d, cfg) as s:
-            assert make_lane(s) is None
+            assert s._make_lane() is None
 
 
 ODD_FIELDS = st.one_of(
@@ -206,10 +205,10 @@ def test_lane_wakes_long_polls(native, tmp_path):
     """A put through the lane wakes a get waiting for arrivals (as pipeline.put's notify does)."""
     with MessageStore.open(str(tmp_path), StoreConfig()) as s:
         assert s.put(Message("T", b"a"), 0).ok  # (the queue's first unit: the Python path)
-        s.cleanup.next_disk_check = float("inf")  # (a put due to measure the disk goes the Python way)
+        s._cleanup.next_disk_check = float("inf")  # (a put due to measure the disk goes the Python way)
         waiter = threading.Thread(target=s.wait_for_arrival, args=(600.0,))
         waiter.start()
-        while s.arrivals.waiters == 0:
+        while s._arrivals.waiters == 0:
             time.sleep(0.001)
         assert s._lane.put(Message("T", b"b"), 0).ok
         waiter.join(60.0)
@@ -219,17 +218,17 @@ def test_lane_wakes_long_polls(native, tmp_path):
 def test_lane_leaves_closed_gates_and_extra_dispatchers_to_python(native, tmp_path):
     with MessageStore.open(str(tmp_path), StoreConfig()) as s:
         assert s.put(Message("T", b"a"), 0).ok
-        s.cleanup.next_disk_check = float("inf")  # (a put due to measure the disk goes the Python way)
+        s._cleanup.next_disk_check = float("inf")  # (a put due to measure the disk goes the Python way)
         assert s._lane.put(Message("T", b"b"), 0).queue_offset == 1
-        s.cleanup.commitlog.disk_full = True
+        s._cleanup.commitlog.disk_full = True
         assert s._lane.put(Message("T", b"c"), 0) is None
-        s.cleanup.commitlog.disk_full = False
-        s.flush_service.health.writeable = False
+        s._cleanup.commitlog.disk_full = False
+        s._flush_service.health.writeable = False
         assert s._lane.put(Message("T", b"c"), 0) is None
-        s.flush_service.health.writeable = True
-        s.cleanup.next_disk_check = 0.0  # due to measure the disk again: the Python path measures it
+        s._flush_service.health.writeable = True
+        s._cleanup.next_disk_check = 0.0  # due to measure the disk again: the Python path measures it
         assert s._lane.put(Message("T", b"c"), 0) is None
-        s.cleanup.next_disk_check = float("inf")
+        s._cleanup.next_disk_check = float("inf")
         seen = []
         s.add_dispatcher(lambda req: seen.append(req.consume_queue_offset))
         assert s._lane.put(Message("T", b"c"), 0) is None

@@ -206,7 +206,7 @@ def run_store(path, ops, append_crc, on, native, slots=8, entries=24):
                         [(x.physical_offset, x.size) for x in r] if kind == "batch" and r.ok else None,
                     )
                 )
-            s.index.build()
+            s._index.build()
         finally:
             s.close()
     return answers

@@ -8,7 +8,6 @@ import pytest
 
 from rocketstore import MessageStore
 from rocketstore.put import state as S
-from rocketstore.put.lane import make_lane
 
 LANE_C = Path(__file__).resolve().parents[2] / "src" / "native" / "lane.c"
 
@@ -56,9 +55,9 @@ def test_lane_c_reads_and_writes_attributes_only_by_its_table():
 
 def test_put_lane_refuses_a_state_that_is_not_the_table(native, tmp_path):
     with MessageStore.open(tmp_path / "s") as store:
-        state = store.writer.state
+        state = store._writer.state
         assert state.missing("writer") == [] and state.missing("lane") == []
-        assert make_lane(store) is not None
+        assert store._make_lane() is not None
 
         class Reordered:
             __slots__ = tuple(reversed(S.FIELD_NAMES))
@@ -85,7 +84,7 @@ def test_the_writer_and_the_lane_move_one_state(native, tmp_path):
     from rocketstore import Message
 
     with MessageStore.open(tmp_path / "s") as store:
-        w, lane = store.writer, store._lane
+        w, lane = store._writer, store._lane
         assert lane is not None
         assert w.put(Message("T", b"a"), 0).queue_offset == 0  # the writer takes the topic once
         r = lane.put(Message("T", b"bb"), 0)
@@ -104,13 +103,13 @@ def test_a_queue_of_other_than_a_dicts_get_is_called(native, tmp_path):
     from rocketstore import Message
 
     with MessageStore.open(tmp_path / "s") as store:
-        state = store.writer.state
+        state = store._writer.state
         real = state.queue_of
         asked = []
         state.queue_of = lambda key: asked.append(key) or real(key)
         try:
             lane = native.PutLane(state)
-            assert store.writer.put(Message("T", b"a"), 0).ok
+            assert store._writer.put(Message("T", b"a"), 0).ok
             r = lane.put(Message("T", b"b"), 0)
             assert r is not None and r.queue_offset == 1 and asked == [("T", 0)]
         finally:

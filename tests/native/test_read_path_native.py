@@ -81,11 +81,11 @@ def damage(s, workload, places):
     _, _, flips, expire = workload
     for which, at, xor in flips:
         pos, size = places[which % len(places)]
-        mf = s.commitlog.files.find(pos)
+        mf = s._commitlog.files.find(pos)
         rel = pos - mf.file_from_offset + at % size
         mf.buf[rel] ^= xor
-    if expire and len(s.commitlog.files.files) > 1:
-        s.commitlog.files.delete_head([s.commitlog.files.files[0]])
+    if expire and len(s._commitlog.files.files) > 1:
+        s._commitlog.files.delete_head([s._commitlog.files.files[0]])
 
 
 def answer(get):
@@ -165,7 +165,7 @@ def test_query_answers_as_the_pure_path(native, workload, data):
                     for n in (32, 1, 2):
                         for begin, end in ((0, None), (times[-1], None), (0, times[1])):
                             args = (topic, key, n, begin, end)
-                            assert query_answer(s.query, *args) == query_answer(s.lookups.query_py, *args), args
+                            assert query_answer(s.query, *args) == query_answer(s._lookups.query_py, *args), args
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -175,13 +175,13 @@ def test_query_is_native_when_built(native, tmp_path):
         s.put(Message("T", b"x", keys=["kAa", "kBB"]), 0)
         s.put(Message("T", b"y", keys="kBB"), 0)
         calls = []
-        real = s.lookups.look
-        s.lookups.look = lambda phy: calls.append(phy) or real(phy)
+        real = s._lookups.look
+        s._lookups.look = lambda phy: calls.append(phy) or real(phy)
         got = s.query("T", "kBB")
         assert calls == []  # no Python look per hit
         # x's two entries (kAa, kBB: one hash) both lead to a record with kBB: counted twice, as query_py does
         assert [m.body for m in got] == [b"x", b"x", b"y"] and got[0] is got[1]
-        assert query_answer(s.query, "T", "kBB") == query_answer(s.lookups.query_py, "T", "kBB")
+        assert query_answer(s.query, "T", "kBB") == query_answer(s._lookups.query_py, "T", "kBB")
         assert [m.body for m in s.query("T", "kAa")] == [b"x", b"x"]  # y's kBB entry re-checked away
         with pytest.raises(TypeError, match="as strings"):
             s.query("T", 5)
@@ -192,7 +192,7 @@ def lazy_and_eager(tmp_path):
         props = {"UNIQ_KEY": "u1", "x": "\u00e9t\u00e9"}
         r = s.put(Message("T", b"body", tags="a", keys=["k1", "k2"], properties=props, flag=3), 0)
         lazy = s.get("g", "T", 0, 0, 1).messages[0]
-        eager = R.decode_record_py(s.commitlog.read(r.physical_offset, r.size), 0)
+        eager = R.decode_record_py(s.record_bytes(r.physical_offset, r.size), 0)
         return lazy, eager
 
 

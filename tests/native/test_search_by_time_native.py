@@ -37,7 +37,7 @@ def _close(store):
 
 
 def _answers(store, buf, floor, ceiling, ts, lower, native):
-    cl = store.commitlog
+    cl = store._commitlog
     args = (buf, 0, floor, ceiling, ts, lower, cl.min_offset(), cl.files.files, cl.file_size, cl.min_offset(),
             cl.max_offset())  # fmt: skip
     return CQ.search_by_time_py(*args), native.search_by_time(*args)
@@ -55,7 +55,7 @@ def test_same_offset_as_reference(native, steps, probes):
         times.append(t)
     store = _store(times)
     try:
-        cq = store.queues.get(TOPIC, 0)
+        cq = store.consume_queue(TOPIC, 0)
         mf = cq.files.files[0]
         ceiling = len(times) * UNIT - UNIT
         for ts, lower, floor_unit in probes:
@@ -89,7 +89,7 @@ def test_same_offset_as_reference(native, steps, probes):
 def test_same_offset_over_garbage_units(native, n, garbage, near, ts, lower):
     store = _store([1000 + i for i in range(n)])
     try:
-        buf = bytearray(store.queues.get(TOPIC, 0).files.files[0].buf[: n * UNIT])
+        buf = bytearray(store.consume_queue(TOPIC, 0).files.files[0].buf[: n * UNIT])
         for i, pos, size in garbage + near:  # units anywhere: past the log, mid-record, too short, negative
             if i < n:
                 struct.pack_into(">qi", buf, i * UNIT, pos, size)

@@ -16,8 +16,8 @@ def open_store(tmp_path, **more) -> MessageStore:
     """Small segments; the disk measured as empty, so puts go on when the shared test machine's disk is above
     RocketMQ's 90 % warning level."""
     store = MessageStore.open(str(tmp_path / "store"), StoreConfig(mapped_file_size_commit_log=16 << 20, **more))
-    store.cleanup.disk_usage = lambda path: 0.0
-    store.cleanup.check_disk_full()
+    store._cleanup.disk_usage = lambda path: 0.0
+    store._cleanup.check_disk_full()
     return store
 
 

@@ -42,7 +42,7 @@ def test_all_producer_info_lists_each_producer_group(tmp_path):
 
 
 def record_bytes(store, phys: int, size: int) -> bytes:
-    with open(store.commitlog.segment_path(phys), "rb") as f:
+    with open(store.commitlog_position(phys)[0], "rb") as f:
         f.seek(phys % (16 << 20))
         return f.read(size)
 
@@ -155,9 +155,9 @@ def test_update_topic_list_creates_every_topic(tmp_path):
 
 def test_delete_expired_commitlog_arms_the_manual_deletes(tmp_path):
     async def scenario(broker, admin, store):
-        before = store.cleanup.commitlog.manual_delete_times
+        before = store._cleanup.commitlog.manual_delete_times
         resp = await admin.call(RC.DELETE_EXPIRED_COMMITLOG, {})
-        return before, resp, store.cleanup.commitlog.manual_delete_times
+        return before, resp, store._cleanup.commitlog.manual_delete_times
 
     (before, resp, after), store = with_broker(tmp_path, scenario, QUIET)
     assert (before, resp.code, resp.remark) == (0, R.SUCCESS, None)

@@ -55,7 +55,7 @@ def kv(resp) -> dict:
 
 def test_runtime_info_counts_puts_and_pulls(tmp_path):
     async def scenario(broker, c, store):
-        store.cleanup.disk_usage = lambda path: 0.25
+        store._cleanup.disk_usage = lambda path: 0.25
         before = int(time.time() * 1000)
         store.create_topic("T", 1)
         puts = [store.put(Message("T", b"p" * (10 + i)), 0) for i in range(3)]

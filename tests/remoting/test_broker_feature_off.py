@@ -21,7 +21,7 @@ def test_ha_status_of_a_master_without_slaves(tmp_path):
         store.create_topic("T", 1)
         for i in range(3):
             assert store.put(Message("T", b"x" * 50), 0).ok
-        return await admin.call(RC.GET_BROKER_HA_STATUS), store.commitlog.max_offset()
+        return await admin.call(RC.GET_BROKER_HA_STATUS), store.max_physical_offset
 
     (resp, end), store = with_broker(tmp_path, scenario, QUIET)
     assert end > 150
@@ -107,7 +107,7 @@ def test_commitlog_read_mode_advises_the_segments(tmp_path, monkeypatch):
     async def scenario(broker, admin, store):
         store.create_topic("T", 1)
         assert store.put(Message("T", b"x"), 0).ok
-        segments = list(store.commitlog.files.files)
+        segments = list(store._commitlog.files.files)
         assert segments
 
         class Spy:  # stands in for each segment's mmap, recording the advice

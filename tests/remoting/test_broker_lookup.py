@@ -20,7 +20,7 @@ LONG_MAX = 2**63 - 1
 
 
 def segment_bytes(store, phys, size):
-    with open(store.commitlog.segment_path(phys), "rb") as f:
+    with open(store.commitlog_position(phys)[0], "rb") as f:
         f.seek(phys % (16 << 20))
         return f.read(size)
 

@@ -31,8 +31,8 @@ def serve_all(tmp_path):
     s = Server(path, "127.0.0.1:0", conf, namesrv="127.0.0.1:0", remoting="127.0.0.1:0")
     s.start()
     # the shared test machine's disk is above RocketMQ's 90 % cap: measure it as empty
-    s.store.cleanup.disk_usage = lambda p: 0.0
-    s.store.cleanup.check_disk_full()
+    s.store._cleanup.disk_usage = lambda p: 0.0
+    s.store._cleanup.check_disk_full()
     yield s
     s.stop()
 

@@ -41,7 +41,7 @@ def header(resp):
 
 
 def segment_bytes(store, phys, size):
-    path = store.commitlog.segment_path(phys)
+    path = store.commitlog_position(phys)[0]
     with open(path, "rb") as f:
         f.seek(phys % (16 << 20))
         return f.read(size)

@@ -16,7 +16,7 @@ def test_record_is_the_commitlog_record(tmp_path):
         assert len(got.messages) == 32
         records = [m.record() for m in got.messages]  # before anything decodes the messages
         for m, rec in zip(got.messages, records):
-            on_disk = bytes(store.commitlog.read(m.physical_offset, m.size))
+            on_disk = bytes(store.record_bytes(m.physical_offset, m.size))
             if engine.native is not None:
                 assert rec == on_disk
             else:

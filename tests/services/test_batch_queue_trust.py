@@ -61,7 +61,7 @@ def put_batch(s, topic, bodies):
 def open_store(root):
     s = MessageStore.open(root, cfg())
     for t in ("B", "C"):
-        if s.queues.get(t, 0) is None:
+        if s.consume_queue(t, 0) is None:
             s.create_topic(t, queues=1, attributes={"queue.type": "BatchCQ"})
     return s
 

@@ -42,7 +42,7 @@ def disk(ratio):
 
 def open_store(path, ratio=0.10, **kw):
     s = MessageStore.open(path, config(**kw))
-    s.cleanup.disk_usage = disk(ratio)
+    s._cleanup.disk_usage = disk(ratio)
     return s
 
 
@@ -69,15 +69,15 @@ def test_deletes_expired_files_only_at_the_delete_when_hour(tmp_path):
         names = cl_files(s)
         assert len(names) >= 5
         age(s, names[:3], AT_4)
-        assert s.cleanup.run_once(AT_3) == 0  # expired, but not the hour and the disk is fine
+        assert s._cleanup.run_once(AT_3) == 0  # expired, but not the hour and the disk is fine
         assert cl_files(s) == names
-        assert s.cleanup.run_once(local_ms(5, 0)) == 0
-        assert s.cleanup.run_once(AT_4) == 3
+        assert s._cleanup.run_once(local_ms(5, 0)) == 0
+        assert s._cleanup.run_once(AT_4) == 3
         assert cl_files(s) == names[3:]
         assert s.min_physical_offset == int(names[3])
         # 71 h old is not expired (file_reserved_time 72)
         age(s, names[3:4], AT_4, hours=71)
-        assert s.cleanup.run_once(AT_4) == 0
+        assert s._cleanup.run_once(AT_4) == 0
 
 
 def test_stops_at_the_first_unexpired_file(tmp_path):
@@ -85,7 +85,7 @@ def test_stops_at_the_first_unexpired_file(tmp_path):
         fill(s, 60)
         names = cl_files(s)
         age(s, [names[0], names[1], names[3]], AT_4)  # names[2] is fresh: no hole in the middle
-        assert s.cleanup.run_once(AT_4) == 2
+        assert s._cleanup.run_once(AT_4) == 2
         assert cl_files(s) == names[2:]
 
 
@@ -101,9 +101,9 @@ def test_disk_above_max_used_ratio_deletes_expired_files_at_any_hour(tmp_path):
         fill(s, 60)
         names = cl_files(s)
         age(s, names[:2], AT_10)
-        assert s.cleanup.run_once(AT_10) == 2  # 10 o'clock, but 80% > 75%: expired ones go
+        assert s._cleanup.run_once(AT_10) == 2  # 10 o'clock, but 80% > 75%: expired ones go
         assert cl_files(s) == names[2:]
-        assert s.cleanup.run_once(AT_10) == 0  # unexpired ones stay below the forcible ratio
+        assert s._cleanup.run_once(AT_10) == 0  # unexpired ones stay below the forcible ratio
         assert not s.disk_full
 
 
@@ -111,7 +111,7 @@ def test_disk_above_forcible_ratio_deletes_unexpired_files_too(tmp_path):
     with open_store(tmp_path, ratio=0.86) as s:
         fill(s, 60)
         names = cl_files(s)
-        assert s.cleanup.run_once(AT_10) == len(names) - 1  # nothing expired, all but the last go
+        assert s._cleanup.run_once(AT_10) == len(names) - 1  # nothing expired, all but the last go
         assert cl_files(s) == names[-1:]
         assert not s.disk_full  # 86% is below the warning ratio
         assert s.put(Message("T", b"still writable")).ok
@@ -121,17 +121,17 @@ def test_forcible_deletion_can_be_turned_off(tmp_path):
     with open_store(tmp_path, ratio=0.86, clean_file_forcibly_enable=False) as s:
         fill(s, 60)
         names = cl_files(s)
-        assert s.cleanup.run_once(AT_10) == 0
+        assert s._cleanup.run_once(AT_10) == 0
         assert cl_files(s) == names
 
 
 def test_ratios_are_clamped_as_rocketmq_clamps_them(tmp_path):
     with open_store(tmp_path, disk_space_warning_level_ratio=99, disk_space_clean_forcibly_ratio=99) as s:
-        assert s.cleanup.commitlog.disk_space_warning_level_ratio() == 0.90
-        assert s.cleanup.commitlog.disk_space_clean_forcibly_ratio() == 0.85
+        assert s._cleanup.commitlog.disk_space_warning_level_ratio() == 0.90
+        assert s._cleanup.commitlog.disk_space_clean_forcibly_ratio() == 0.85
     with open_store(tmp_path, disk_space_warning_level_ratio=10, disk_space_clean_forcibly_ratio=10) as s:
-        assert s.cleanup.commitlog.disk_space_warning_level_ratio() == 0.35
-        assert s.cleanup.commitlog.disk_space_clean_forcibly_ratio() == 0.30
+        assert s._cleanup.commitlog.disk_space_warning_level_ratio() == 0.35
+        assert s._cleanup.commitlog.disk_space_clean_forcibly_ratio() == 0.30
 
 
 def test_batch_max_per_pass_and_never_the_last_file(tmp_path):
@@ -140,12 +140,12 @@ def test_batch_max_per_pass_and_never_the_last_file(tmp_path):
         names = cl_files(s)
         age(s, names, AT_4)  # the last one too
         for k in range(1, 10):
-            n = s.cleanup.run_once(AT_4)
+            n = s._cleanup.run_once(AT_4)
             assert n == min(2, len(names) - 1 - 2 * (k - 1)) if 2 * k <= len(names) else n == 0
             if n == 0:
                 break
         assert cl_files(s) == names[-1:]
-        assert s.cleanup.run_once(AT_4) == 0
+        assert s._cleanup.run_once(AT_4) == 0
         assert s.put(Message("T", b"after")).ok
 
 
@@ -154,7 +154,7 @@ def test_manual_trigger_deletes_expired_files_now_pass_after_pass(tmp_path):
         fill(s, 60)
         names = cl_files(s)
         age(s, names[:5], AT_10)
-        assert s.cleanup.run_once(AT_10) == 0  # not the hour, disk fine
+        assert s._cleanup.run_once(AT_10) == 0  # not the hour, disk fine
         assert s.delete_expired_files(now_ms=AT_10) == 5  # 2 + 2 + 1, whatever the hour
         assert cl_files(s) == names[5:]
         assert s.delete_expired_files(now_ms=AT_10) == 0  # unexpired files are kept
@@ -208,7 +208,7 @@ def test_consume_queue_and_index_files_go_in_step(tmp_path):
         # index files that end below the min are gone, the others stay
         idx_after = sorted(os.listdir(tmp_path / "index"))
         assert idx_after == idx_before[len(idx_before) - len(idx_after) :] and len(idx_after) < len(idx_before)
-        assert s.index.files[0].end_phy_offset >= min_phy
+        assert s._index.files[0].end_phy_offset >= min_phy
         # readers of deleted offsets: no crash
         assert s.look(rs[0].physical_offset + 1) is None
         assert s.look(rs[1].physical_offset) is None
@@ -267,10 +267,10 @@ def test_batch_consume_queue_goes_in_step(tmp_path):
 def test_refuses_writes_above_the_warning_ratio_and_recovers_by_itself(tmp_path):
     ratio = [0.10]
     with open_store(tmp_path) as s:
-        s.cleanup.disk_usage = lambda path: ratio[0]
+        s._cleanup.disk_usage = lambda path: ratio[0]
         rs = fill(s, 30)
         ratio[0] = 0.95
-        assert s.cleanup.run_once(AT_10) >= 1  # above 90%: forcible deletion as well
+        assert s._cleanup.run_once(AT_10) >= 1  # above 90%: forcible deletion as well
         assert s.disk_full
         r = s.put(Message("T", b"refused"))
         assert r.status is PutStatus.SERVICE_NOT_AVAILABLE and not r.ok
@@ -278,7 +278,7 @@ def test_refuses_writes_above_the_warning_ratio_and_recovers_by_itself(tmp_path)
         assert s.max_offset("T", 0) == 30  # nothing was written
         assert s.get("g", "T", 0, 29).status is GetStatus.FOUND  # reads go on
         ratio[0] = 0.50
-        s.cleanup.run_once(AT_10)
+        s._cleanup.run_once(AT_10)
         assert not s.disk_full
         assert s.put(Message("T", b"accepted")).queue_offset == 30
         assert rs
@@ -287,10 +287,10 @@ def test_refuses_writes_above_the_warning_ratio_and_recovers_by_itself(tmp_path)
 def test_the_cleanup_thread_clears_the_disk_full_flag(tmp_path):
     ratio = [0.95]
     with open_store(tmp_path, clean_resource_interval=10) as s:
-        s.cleanup.stop()
-        s.cleanup.disk_usage = lambda path: ratio[0]
-        s.cleanup.first_run_delay_ms = 10
-        s.cleanup.start()
+        s._cleanup.stop()
+        s._cleanup.disk_usage = lambda path: ratio[0]
+        s._cleanup.first_run_delay_ms = 10
+        s._cleanup.start()
         deadline = time.monotonic() + 5
         while not s.disk_full and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -303,9 +303,9 @@ def test_the_cleanup_thread_clears_the_disk_full_flag(tmp_path):
         assert s.put(Message("T", b"x")).ok
     # close() stopped the thread
     assert not any(
-        t.name == "rocketstore-cleanup" and t.is_alive() for t in threading.enumerate() if t is s.cleanup._thread
+        t.name == "rocketstore-cleanup" and t.is_alive() for t in threading.enumerate() if t is s._cleanup._thread
     )
-    assert s.cleanup._thread is None
+    assert s._cleanup._thread is None
 
 
 def test_disk_usage_ratio_of_a_real_path(tmp_path):
@@ -353,7 +353,7 @@ def test_readers_during_cleanup_never_crash(tmp_path):
         t.start()
         try:
             for _ in range(6):
-                s.cleanup.run_once(AT_10)
+                s._cleanup.run_once(AT_10)
                 time.sleep(0.01)
         finally:
             stop.set()

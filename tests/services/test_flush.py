@@ -77,14 +77,14 @@ def test_async_flush_waits_for_least_pages_then_flushes_thoroughly_and_writes_th
     )
     with MessageStore.open(tmp_path, cfg) as s:
         hook = Recorder()
-        s.flush_service.sync = hook
-        files = s.commitlog.files
+        s._flush_service.sync = hook
+        files = s._commitlog.files
         time.sleep(0.1)  # the first (thorough) round has passed with nothing to do
         r = s.put(Message("T", b"x" * 100), 0)  # one dirty page: below least pages
         assert r.ok
         time.sleep(0.15)
         assert files.flushed_where == 0 and hook.calls == 0
-        assert s.checkpoint.physic_msg_timestamp == 0
+        assert s._checkpoint.physic_msg_timestamp == 0
         for _ in range(200):  # 200 x ~200 bytes: more than 4 pages
             last = s.put(Message("T", b"y" * 100), 0)
         deadline = time.monotonic() + 0.5
@@ -95,11 +95,11 @@ def test_async_flush_waits_for_least_pages_then_flushes_thoroughly_and_writes_th
         # the thorough round (every 0.7 s) flushes the rest and sets physicMsgTimestamp by what it flushed
         deadline = time.monotonic() + 2.5
         while (
-            files.flushed_where < s.max_physical_offset or s.checkpoint.physic_msg_timestamp == 0
+            files.flushed_where < s.max_physical_offset or s._checkpoint.physic_msg_timestamp == 0
         ) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert files.flushed_where == s.max_physical_offset
-        assert s.checkpoint.physic_msg_timestamp == last.store_timestamp
+        assert s._checkpoint.physic_msg_timestamp == last.store_timestamp
         # the ConsumeQueue service's thorough round wrote the checkpoint file (logicsMsgTimestamp etc.)
         deadline = time.monotonic() + 2.5
         while time.monotonic() < deadline:
@@ -109,8 +109,8 @@ def test_async_flush_waits_for_least_pages_then_flushes_thoroughly_and_writes_th
             time.sleep(0.05)
         assert cp.physic_msg_timestamp == last.store_timestamp
         assert cp.logics_msg_timestamp == last.store_timestamp
-        assert s.flush_service.consume_queue.checkpoints_written >= 2
-        cq = s.queues.get("T", 0)
+        assert s._flush_service.consume_queue.checkpoints_written >= 2
+        cq = s.consume_queue("T", 0)
         assert cq.files.flushed_where == cq.files.max_offset()
 
 
@@ -121,14 +121,14 @@ def test_async_flush_service_stops_on_close_and_flushes_everything(tmp_path):
     # flush threads of stores other tests left open (a failed test's) are not this store's
     others = {t for t in threading.enumerate() if t.name.startswith("rocketstore-flush")}
     s = MessageStore.open(tmp_path, cfg)
-    assert s.flush_service.commitlog._thread.is_alive() and s.flush_service.consume_queue._thread.is_alive()
-    ours = {s.flush_service.commitlog._thread, s.flush_service.consume_queue._thread}
+    assert s._flush_service.commitlog._thread.is_alive() and s._flush_service.consume_queue._thread.is_alive()
+    ours = {s._flush_service.commitlog._thread, s._flush_service.consume_queue._thread}
     assert all(t.name.startswith("rocketstore-flush") for t in ours) and not ours & others
     r = s.put(Message("T", b"z"), 0)
     t0 = time.monotonic()
     s.close()
     assert time.monotonic() - t0 < 8.0  # stop does not wait out the 10 s interval (room for a loaded machine)
-    assert s.flush_service.commitlog._thread is None and s.flush_service.consume_queue._thread is None
+    assert s._flush_service.commitlog._thread is None and s._flush_service.consume_queue._thread is None
     assert not any(t.is_alive() for t in ours)
     assert {t for t in threading.enumerate() if t.name.startswith("rocketstore-flush")} <= others
     assert read_checkpoint(tmp_path).logics_msg_timestamp == r.store_timestamp
@@ -139,7 +139,7 @@ def test_async_flush_service_stops_on_close_and_flushes_everything(tmp_path):
 def test_sync_flush_group_commit_concurrent_puts_share_fsyncs(tmp_path):
     with MessageStore.open(tmp_path, sync_config()) as s:
         hook = Recorder(delay=0.002)  # a slow disk lets requests pile up, as a real fsync does
-        s.flush_service.sync = hook
+        s._flush_service.sync = hook
         threads, per = 16, 40
         results: list = []
         unreadable = []
@@ -164,14 +164,14 @@ def test_sync_flush_group_commit_concurrent_puts_share_fsyncs(tmp_path):
         assert all(r.status is PutStatus.PUT_OK for r in results)
         assert not unreadable
         assert 0 < hook.calls < threads * per  # group commit: fewer fsyncs than puts
-        assert s.flush_service.commitlog.commits < threads * per
-        assert s.commitlog.files.flushed_where == s.max_physical_offset
+        assert s._flush_service.commitlog.commits < threads * per
+        assert s._commitlog.files.flushed_where == s.max_physical_offset
 
 
 def test_sync_flush_put_batch_waits_for_its_flush(tmp_path):
     with MessageStore.open(tmp_path, sync_config()) as s:
         hook = Recorder()
-        s.flush_service.sync = hook
+        s._flush_service.sync = hook
         r = s.put_batch([Message("T", b"a%d" % i) for i in range(50)], 1)
         assert r.ok and hook.durable >= r.physical_offset + r.size
         assert [m.body for m in read_all(s, "T", 1)] == [b"a%d" % i for i in range(50)]
@@ -179,17 +179,17 @@ def test_sync_flush_put_batch_waits_for_its_flush(tmp_path):
 
 def test_a_failed_fsync_never_answers_put_ok_and_nothing_unflushed_is_readable(tmp_path):
     with MessageStore.open(tmp_path, sync_config()) as s:
-        s.flush_service.sync = Recorder(fail=True)
+        s._flush_service.sync = Recorder(fail=True)
         r = s.put(Message("T", b"lost?"), 0)
         assert r.status is PutStatus.FLUSH_DISK_TIMEOUT
         assert not s.writeable  # RunningFlags: not writeable after a failed sync
         assert s.put_batch([Message("T", b"b1"), Message("T", b"b2")], 0).status is PutStatus.SERVICE_NOT_AVAILABLE
         # the disk "comes back": a later sync would succeed, yet nothing is flushed or confirmed any more
         # (after a failed fsync the kernel may have dropped the pages; a new fsync proves nothing about them)
-        s.flush_service.sync = Recorder()
+        s._flush_service.sync = Recorder()
         assert s.put(Message("T", b"after"), 0).status is PutStatus.SERVICE_NOT_AVAILABLE
         time.sleep(0.05)
-        assert s.commitlog.files.flushed_where == 0
+        assert s._commitlog.files.flushed_where == 0
         s.wait_dispatched(0.1)
         assert s.get("g", "T", 0, 0).status is GetStatus.NO_MESSAGE_IN_QUEUE  # not flushed: not visible
     assert os.path.exists(tmp_path / "abort")  # closed without flushing: the next open recovers
@@ -201,13 +201,13 @@ def test_a_failed_fsync_never_answers_put_ok_and_nothing_unflushed_is_readable(t
 
 def test_a_slow_fsync_answers_flush_disk_timeout(tmp_path):
     with MessageStore.open(tmp_path, sync_config(sync_flush_timeout=100)) as s:
-        s.flush_service.sync = Recorder(delay=0.6)
+        s._flush_service.sync = Recorder(delay=0.6)
         t0 = time.monotonic()
         r = s.put(Message("T", b"slow"), 0)
         assert r.status is PutStatus.FLUSH_DISK_TIMEOUT
         assert time.monotonic() - t0 < 0.5
         assert r.physical_offset == 0 and r.queue_offset == 0  # written, not confirmed
-        s.flush_service.sync = None
+        s._flush_service.sync = None
         time.sleep(0.7)  # the slow flush finishes
         # a real fsync on a busy machine may take more than 100 ms: the fast put gets a timeout no disk misses
         s.config.sync_flush_timeout = 30_000
@@ -218,7 +218,7 @@ def test_a_slow_fsync_answers_flush_disk_timeout(tmp_path):
 def test_sync_flush_get_never_returns_unflushed_bytes(tmp_path):
     with MessageStore.open(tmp_path, sync_config()) as s:
         hook = Recorder(delay=0.003)
-        s.flush_service.sync = hook
+        s._flush_service.sync = hook
         stop = threading.Event()
         bad, seen = [], [0]
 
@@ -257,10 +257,10 @@ def test_sync_flush_get_never_returns_unflushed_bytes(tmp_path):
 
 def test_read_uncommitted_keeps_inline_dispatch(tmp_path):
     with MessageStore.open(tmp_path, sync_config(read_uncommitted=True)) as s:
-        assert s.writer.dispatch is not None
+        assert s._writer.dispatch is not None
         assert s.put(Message("T", b"x"), 0).ok
     with MessageStore.open(tmp_path, sync_config()) as s:
-        assert s.writer.dispatch is None  # SYNC_FLUSH: reput dispatches, up to the flushed offset
+        assert s._writer.dispatch is None  # SYNC_FLUSH: reput dispatches, up to the flushed offset
         assert [m.body for m in s.get("g", "T", 0, 0).messages] == [b"x"]
 
 
@@ -331,7 +331,7 @@ def test_sigkill_loses_no_acknowledged_message_and_reopens_consistent(tmp_path, 
                 m = g.messages[0]
                 assert (m.physical_offset, m.body.decode()) == (phys, body), (q, qoff)
             for q in range(3):  # the queues match the CommitLog: every unit's record is there
-                cq = s.queues.get("C", q)
+                cq = s.consume_queue("C", q)
                 if cq is None:
                     continue
                 assert len(read_all(s, "C", q, cq.min_offset)) == cq.max_offset - cq.min_offset
@@ -347,7 +347,7 @@ def test_flush_moves_past_deleted_segments(tmp_path):
     with MessageStore.open(tmp_path, cfg) as s:
         for i in range(100):
             assert s.put(Message("T", b"x" * 100), 0).ok
-        files = s.commitlog.files
+        files = s._commitlog.files
         assert len(files.files) > 3
         files.flush(0)
         assert files.flushed_where == 4096  # the first segment flushed
@@ -369,7 +369,7 @@ def test_power_loss_keeps_every_message_acknowledged_under_sync_flush(tmp_path):
         real_sync(mf, start, length)
         synced[mf.path] = max(synced.get(mf.path, 0), start + length)
 
-    s.flush_service.sync = hook
+    s._flush_service.sync = hook
     acked = []
     try:
         for i in range(300):
@@ -377,10 +377,10 @@ def test_power_loss_keeps_every_message_acknowledged_under_sync_flush(tmp_path):
             r = s.put(Message("P", body), i % 2)
             assert r.ok
             acked.append((i % 2, r.queue_offset, body))
-        s.flush_service.sync = lambda mf, start, length: (_ for _ in ()).throw(OSError(5, "EIO"))
+        s._flush_service.sync = lambda mf, start, length: (_ for _ in ()).throw(OSError(5, "EIO"))
         lost = s.put(Message("P", b"never-synced"), 0)  # written, its fsync failed: not acknowledged
         assert lost.status is PutStatus.FLUSH_DISK_TIMEOUT
-        with s.writer.lock:  # the "power cut": copy what is on disk now, the store still open
+        with s._writer.lock:  # the "power cut": copy what is on disk now, the store still open
             shutil.copytree(root, image, ignore=shutil.ignore_patterns("lock"))
             synced_at_cut = dict(synced)
     finally:
@@ -406,12 +406,12 @@ def test_power_loss_keeps_every_message_acknowledged_under_sync_flush(tmp_path):
 def test_a_failed_async_flush_makes_the_store_not_writeable(tmp_path):
     cfg = StoreConfig(mapped_file_size_commit_log=1024 * 1024, flush_interval_commit_log=10)
     with MessageStore.open(tmp_path, cfg) as s:
-        s.flush_service.sync = Recorder(fail=True)
+        s._flush_service.sync = Recorder(fail=True)
         assert s.put(Message("T", b"x"), 0).ok  # ASYNC_FLUSH answers before any flush
         deadline = time.monotonic() + 2
         while s.writeable and time.monotonic() < deadline:
             time.sleep(0.01)
         assert not s.writeable
         assert s.put(Message("T", b"y"), 0).status is PutStatus.SERVICE_NOT_AVAILABLE
-        assert s.commitlog.files.flushed_where == 0
+        assert s._commitlog.files.flushed_where == 0
     assert os.path.exists(tmp_path / "abort")

@@ -127,7 +127,7 @@ def test_index_files_are_what_build_index_writes(tmp_path, inline):
             if i % 10 == 9:
                 rec.put_batch("T", [f"b{i}", None, f"b{i} k1"])
         assert s.wait_dispatched(timeout_s=10)
-        s.index.build()  # rocketstore queues dispatched records and indexes them a run at a time
+        s._index.build()  # rocketstore queues dispatched records and indexes them a run at a time
         live = index_bytes(tmp_path)
     ref = rec.reference()
     assert len(ref.files) >= 4
@@ -193,8 +193,8 @@ def test_time_ranges_across_files(tmp_path):
         rec = Recorder(s)
         for i in range(60):
             rec.put("T", keys=f"k k{i % 2}")
-        s.index.build()
-        assert len(s.index.files) == 7
+        s._index.build()
+        assert s.index_file_count() == 7
         ref = rec.reference()
         for b, e in [
             (0, REF.LONG_MAX),
@@ -218,8 +218,8 @@ def test_max_count_newest_first_and_the_batch_cap(tmp_path):
         rec = Recorder(s)
         rs = [rec.put("T", keys="same") for _ in range(70)]
         o = [r.physical_offset for r in rs]
-        s.index.build()
-        assert len(s.index.files) == 4  # 70 entries in files of 19
+        s._index.build()
+        assert s.index_file_count() == 4  # 70 entries in files of 19
         assert offsets(s.query("T", "same", 5)) == o[-5:]
         assert offsets(s.query("T", "same")) == o[-32:]
         assert offsets(s.query("T", "same", 1000)) == o[-64:]  # maxMsgsNumBatch = 64
@@ -290,7 +290,7 @@ def test_colliding_keys_never_answer_for_each_other(tmp_path):
         for _ in range(6):  # the newest entries of the chain are all someone else's
             rec.put("T", keys=k2)
         # the index itself cannot tell them apart (hash only, as RocketMQ) ...
-        raw, _, _ = s.index.query_offsets("T", k1, 64)
+        raw, _, _ = s._index.query_offsets("T", k1, 64)
         assert sorted(raw) == expected(rec.reference(), "T", k1, 64) and len(raw) == 24
         # ... but a query only answers with its own key, and others do not use up max_count
         assert offsets(s.query("T", k1)) == own
@@ -439,7 +439,7 @@ def _crash_copy(tmp_path, n):
     s.flush()
     shutil.copytree(src, dst)
     answers = _answers(s)
-    full_ends = [f.end_timestamp for f in s.index.files if f.is_write_full()]
+    full_ends = [f.end_timestamp for f in s._index.files if f.is_write_full()]
     s.close()
     assert (dst / "abort").exists()
     return dst, rec, answers, full_ends
@@ -530,23 +530,23 @@ def test_delete_expired_keeps_the_last_file(tmp_path):
         rec = Recorder(s)
         for _ in range(80):  # 80 entries: 4 full files and one more
             rec.put("T", keys="all")
-        s.index.build()
-        files = list(s.index.files)
+        s._index.build()
+        files = list(s._index.files)
         ends = [f.end_phy_offset for f in files]
         names = [f.name for f in files]
         assert len(files) == 5 and ends == sorted(ends)
         idx = tmp_path / "index"
-        assert s.index.delete_expired(ends[0]) == 0  # not below: kept (strictly less)
-        assert s.index.delete_expired(0) == 0
+        assert s._index.delete_expired(ends[0]) == 0  # not below: kept (strictly less)
+        assert s._index.delete_expired(0) == 0
         assert sorted(os.listdir(idx)) == names
-        assert s.index.delete_expired(ends[0] + 1) == 1
+        assert s._index.delete_expired(ends[0] + 1) == 1
         assert sorted(os.listdir(idx)) == names[1:]
-        assert s.index.delete_expired(ends[2] + 1) == 2
+        assert s._index.delete_expired(ends[2] + 1) == 2
         assert sorted(os.listdir(idx)) == names[3:]
-        assert s.index.delete_expired(1 << 50) == 1  # everything below, but the last stays
+        assert s._index.delete_expired(1 << 50) == 1  # everything below, but the last stays
         assert sorted(os.listdir(idx)) == names[4:]
-        assert s.index.delete_expired(1 << 50) == 0
-        assert [f.name for f in s.index.files] == names[4:]
+        assert s._index.delete_expired(1 << 50) == 0
+        assert [f.name for f in s._index.files] == names[4:]
         # queries see only what is left; new entries still go in
         ref = REF.RefIndexService(SLOTS, NUM)
         ref.files = [REF.RefIndexFile(SLOTS, NUM, data=index_bytes(tmp_path)[0])]
@@ -573,7 +573,7 @@ def test_query_drops_offsets_in_deleted_commitlog_files(tmp_path):
         n = len(in_second)
         assert offsets(s.query("T", "k", n)) == in_second
         assert offsets(s.query("T", "k", n + 2)) == in_second
-        assert s.index.query_offsets("T", "k", 64)[0] == o[::-1]
+        assert s._index.query_offsets("T", "k", 64)[0] == o[::-1]
         assert offsets(s.query("T", "k", 64)) == in_second  # the walk reaches the entry for offset 0
 
 
@@ -611,7 +611,7 @@ def test_index_file_names_stay_ordered_after_a_quick_reopen(tmp_path, monkeypatc
         assert offsets(s.query("T", "new")) == [r.physical_offset]
         r2 = rec.put("T", keys="newer")
         assert offsets(s.query("T", "newer")) == [r2.physical_offset]
-        assert s.index.files[-1].end_phy_offset == r2.physical_offset
+        assert s._index.files[-1].end_phy_offset == r2.physical_offset
 
 
 def test_a_corrupt_index_count_never_escapes_as_a_deep_error(tmp_path):
@@ -649,8 +649,8 @@ def test_a_full_index_file_is_written_out_off_the_put_path(tmp_path, monkeypatch
     with MessageStore.open(tmp_path, StoreConfig(max_hash_slot_num=4, max_index_num=4)) as s:
         for i in range(7):  # 3 entries per file: two files fill
             s.put(Message("T", b"x", keys=[f"k{i}"]), 0)
-        s.index.build()
+        s._index.build()
         s.flush()
         full = [name for name, was_full in seen if was_full]
         assert full and all(name == "rocketstore-index-flush" for name in full[:2])
-        assert s.checkpoint.index_msg_timestamp == s.index.files[1].end_timestamp
+        assert s._checkpoint.index_msg_timestamp == s._index.files[1].end_timestamp

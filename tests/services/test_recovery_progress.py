@@ -159,11 +159,11 @@ def test_confirm_phy_offset_is_what_recovery_found_and_the_flush_services_write_
         last1 = s.put(Message("T", b"b" * 500)).physical_offset
         # a new store: the flush services' checkpoints carry 0, as RocketMQ's
         cp = wait_checkpoint(root, lambda cp: cp.logics_msg_timestamp > 0)
-        assert cp.confirm_phy_offset == 0 and s.checkpoint.confirm_phy_offset == 0
+        assert cp.confirm_phy_offset == 0 and s.confirm_offset == 0
     assert read_cp(root).confirm_phy_offset == 0  # the shutdown does not move it either
     with MessageStore.open(root, cfg) as s:
-        assert s.checkpoint.confirm_phy_offset == last1  # recoverNormally: the last valid record's start
-        assert s.commitlog.confirm_offset == last1
+        assert s.confirm_offset == last1  # recoverNormally: the last valid record's start
+        assert s._commitlog.confirm_offset == last1
         before = read_cp(root).logics_msg_timestamp
         for i in range(200):  # into the next segments
             r = s.put(Message("T", b"c" * 500))
@@ -171,16 +171,16 @@ def test_confirm_phy_offset_is_what_recovery_found_and_the_flush_services_write_
         last2 = r.physical_offset
         cp = wait_checkpoint(root, lambda cp: cp.logics_msg_timestamp > before)
         assert cp.confirm_phy_offset == last1  # written by the flush service, not moved by puts
-        assert s.checkpoint.confirm_phy_offset == last1
+        assert s.confirm_offset == last1
     assert read_cp(root).confirm_phy_offset == last1
     with MessageStore.open(root, cfg) as s:
-        assert s.checkpoint.confirm_phy_offset == last2
+        assert s.confirm_offset == last2
         last3 = s.put(Message("T", b"d" * 500)).physical_offset
         s.flush()
     # a crash: the abort file stays; abnormal recovery finds the last record again
     crash(root)
     with MessageStore.open(root, cfg) as s:
-        assert s.checkpoint.confirm_phy_offset == last3
+        assert s.confirm_offset == last3
         assert sum(s.max_offset("T", q) for q in range(4)) == 232  # puts without a queue id: round robin
         s.flush()
         assert read_cp(root).confirm_phy_offset == last3

@@ -236,8 +236,8 @@ def test_cli_rebuild_on_the_standalone_cluster(cluster, tmp_path):
     assert_same_rebuild(rebuilt, ref)
     with MessageStore.open(ref, cfg, read_only=True) as s:
         assert (summary["queues"], summary["indexFiles"], summary["commitLogMaxOffset"]) == (
-            len(s.queues),
-            len(s.index.files),
+            len(s.consume_queues()),
+            s.index_file_count(),
             s.max_physical_offset,
         )
     with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5) as r:

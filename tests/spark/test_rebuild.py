@@ -72,8 +72,8 @@ def assert_rebuilt_as_locally(summary, root, ref, cfg):
     assert not os.path.exists(os.path.join(root, "consumequeue", "Pays"))  # deleted stays deleted
     with MessageStore.open(ref, cfg, read_only=True) as s:
         assert (summary["queues"], summary["indexFiles"], summary["commitLogMaxOffset"]) == (
-            len(s.queues),
-            len(s.index.files),
+            len(s.consume_queues()),
+            s.index_file_count(),
             s.max_physical_offset,
         )
     assert not [n for n in os.listdir(root) if n.startswith(".rebuild-")]

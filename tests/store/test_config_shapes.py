@@ -202,7 +202,7 @@ def test_consumer_filters_fall_back_to_the_bak(tmp_path, shape, read_only):
     root = filters_store(tmp_path / "s")
     write(root, "consumerFilter.json", FILTERS_BAD[shape])
     with MessageStore.open(root, config=StoreConfig(**FILTER_CONFIG), read_only=read_only) as s:
-        assert s.filters.get("T", "g").expression == "a > 1"
+        assert s._filters.get("T", "g").expression == "a > 1"
 
 
 @pytest.mark.parametrize("read_only", [False, True])

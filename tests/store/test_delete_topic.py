@@ -86,7 +86,7 @@ def test_deletions_are_forgotten_once_their_records_expired(tmp_path):
             assert s.put(Message("A", b"x" * 1000), queue_id=0).ok
         for n in os.listdir(os.path.join(root, "commitlog")):
             os.utime(os.path.join(root, "commitlog", n), (1, 1))  # 1970: every segment but the last expired
-        s.cleanup.disk_usage = lambda path: 0.10  # this machine's disk must not matter
+        s._cleanup.disk_usage = lambda path: 0.10  # this machine's disk must not matter
         assert s.delete_expired_files() > 0
         assert s.min_physical_offset > end
     with MessageStore.open(root, CFG):

@@ -92,3 +92,21 @@ def test_filter_groups_and_the_confirmed_offset(tmp_path):
         with open(tmp_path / "s" / "checkpoint", "rb") as f:
             on_disk = struct.unpack(">q", f.read()[32:40])[0]
         assert s.confirm_offset == on_disk and 0 <= on_disk <= end
+
+
+def test_commitlog_position_names_the_segment_file_and_the_offset_in_it(tmp_path):
+    root = tmp_path / "s"
+    with MessageStore.open(root, StoreConfig(**SMALL)) as s:
+        results = [s.put(Message("T", b"%d" % i * 100), 0) for i in range(30)]  # over segments of 4 KB
+        s.flush()
+        starts = {r.physical_offset // 4096 for r in results}
+        assert len(starts) > 1
+        for r in results:
+            path, in_segment = s.commitlog_position(r.physical_offset)
+            assert path == str(root / "commitlog" / f"{r.physical_offset // 4096 * 4096:020d}")
+            assert in_segment == r.physical_offset % 4096
+            with open(path, "rb") as f:
+                f.seek(in_segment)
+                assert struct.unpack(">i", f.read(4))[0] == r.size  # TOTALSIZE heads the record there
+        past = (max(starts) + 1) * 4096  # no segment holds it: the directory itself
+        assert s.commitlog_position(past) == (str(root / "commitlog"), 0)

@@ -425,12 +425,12 @@ def test_a_tag_mismatch_after_a_removed_record_answers_no_matched_message(tmp_pa
     with MessageStore.open(str(tmp_path / "s"), cfg) as s:
         while s.max_physical_offset + 2 * 400 < 16 * 1024:  # tag A fills the first segment...
             s.put(Message("T", b"x" * 200, tags="A"), queue_id=0)
-        while len(s.commitlog.files.files) < 2:  # ...another topic rolls to the second
+        while len(s._commitlog.files.files) < 2:  # ...another topic rolls to the second
             s.put(Message("Other", b"z" * 200), queue_id=0)
         for _ in range(10):
             s.put(Message("T", b"y" * 200, tags="B"), queue_id=0)
-        first = s.commitlog.files.files[0]
-        s.commitlog.files.delete_head([first])  # the CommitLog cleaned, the queue not corrected yet
+        first = s._commitlog.files.files[0]
+        s._commitlog.files.delete_head([first])  # the CommitLog cleaned, the queue not corrected yet
         r = s.get("g", "T", 0, 0, max_count=32, tags="A")
         assert r.messages == [] and r.status is GS.NO_MATCHED_MESSAGE
         r = s.get("g", "T", 0, 0, max_count=32)  # no filter: nothing refuses, it stays

@@ -408,6 +408,7 @@ def message_detail(store, hooks, offset_text) -> dict:
     except UnicodeDecodeError:
         text = None
     uniq = m.properties.get(P.UNIQ_KEY) or ""
+    segment, in_segment = store.commitlog_position(offset)
     return {
         "m": _summary(m),
         "properties": sorted(m.properties.items()),
@@ -419,8 +420,8 @@ def message_detail(store, hooks, offset_text) -> dict:
         "born_host": m.born_host,
         "store_host": m.store_host,
         "reconsume_times": m.reconsume_times,
-        "segment": os.path.relpath(store.commitlog.segment_path(offset), store.root),
-        "in_segment": offset % store.commitlog.file_size,
+        "segment": os.path.relpath(segment, store.root),
+        "in_segment": in_segment,
         "trace": trace(store, m, uniq),
         "is_dlq": m.topic.startswith(DLQ_PREFIX),
     }

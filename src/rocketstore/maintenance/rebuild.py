@@ -590,12 +590,12 @@ class RebuildRun:
         _write_checkpoint(self.target, cp)
         final = dataclasses.replace(self.config, message_index_enable=False)
         with MessageStore.open(self.target, final, progress=progress) as s:
-            queues_now = list(s.queues)
+            queues_now = s.consume_queues()
             summary = {
                 "store": self.root,
                 "queues": len(queues_now),
                 "messages": sum(max(cq.max_offset - max(cq.min_offset, 0), 0) for cq in queues_now),
-                "indexFiles": len(s.index.files),
+                "indexFiles": s.index_file_count(),
                 "commitLogMaxOffset": s.max_physical_offset,
             }
         self._stage.commit()

@@ -42,36 +42,34 @@ def lane_engine():
     return native if native is not None and hasattr(native, "PutLane") else None
 
 
-def make_lane(store):
-    """The store's PutLane over the writer's PutState (state.py), or None when its configuration is not one
-    the lane covers (or no native engine). Fills the state's "lane" fields: the dispatch's targets and the
-    gates, the objects MessageStore.put reads them from."""
+def make_lane(*, config, writer, commitlog, queues, checkpoint, index, reput, arrivals, health, pipeline, cleanup):
+    """The PutLane over the writer's PutState (state.py), or None when the configuration is not one the lane
+    covers (or no native engine). The store hands it its parts (MessageStore._make_lane, for a writable
+    store): the lane's dispatch targets (queues, checkpoint, index, reput, arrivals) and the gates
+    MessageStore.put reads (health: FlushHealth, pipeline, cleanup: CleanupService), which it puts into the
+    state's "lane" fields."""
     native = lane_engine()
-    writer = store.writer
-    config = store.config
     if (
         native is None
-        or store.read_only
         or writer.dispatch is None
         or config.flush_disk_type == SYNC_FLUSH
-        or store.commitlog.files.pool is not None
+        or commitlog.files.pool is not None
         or writer.append_crc
         or len(writer.store_host) != 8
     ):
         return None
-    pipeline = store.pipeline
     state = writer.state
-    state.queue_of = store.queues.get_by_key
+    state.queue_of = queues.get_by_key
     state.queue_type = ConsumeQueue
-    state.checkpoint = store.checkpoint
-    state.index = store.index if pipeline.index is not None else None
+    state.checkpoint = checkpoint
+    state.index = index if pipeline.index is not None else None
     state.index_build_at = index_service.BUILD_AT
-    state.reput = store.reput
-    state.arrivals = store.arrivals
-    state.health = store.flush_service.health
+    state.reput = reput
+    state.arrivals = arrivals
+    state.health = health
     state.pipeline = pipeline
-    state.disk = store.cleanup.commitlog  # the disk_full flag (CleanCommitLogService)
-    state.cleanup = store.cleanup
+    state.disk = cleanup.commitlog  # the disk_full flag (CleanCommitLogService)
+    state.cleanup = cleanup
     missing = state.missing("writer") + state.missing("lane")
     if missing:
         raise ValueError(f"make_lane: the put state has no {', '.join(missing)}")

@@ -6,6 +6,7 @@ base offset (a plain unit: its own queue offset, batch size 1)."""
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
 from ..errors import CorruptDataError
 from ..formats.cq_ext import MAX_ADDR as EXT_MAX_ADDR
@@ -18,6 +19,19 @@ from ..services.queue_check import BAD, GOOD, Unit, check_unit, corrupt_record, 
 from ..engine import decode_record, get_plain, java_string_hash
 
 log = logging.getLogger("rocketstore.get")
+
+
+class ReadParts(NamedTuple):
+    """What a get reads through, handed over by MessageStore (its parts stay its own): the store's
+    settings, its CommitLog, the check of units against it, the writer's lock (a repair of units holds it)
+    and the machine memory the in-memory cap is a share of."""
+
+    config: object  # StoreConfig
+    commitlog: object  # log/commitlog.CommitLog
+    queue_check: object  # services/queue_check.QueueCheck
+    write_lock: object  # MessageWriter.lock (an RLock)
+    total_memory: int
+
 
 MAX_PULL_MSG_SIZE = 128 * 1024 * 1024
 WRONG_UNIT = object()  # a unit that points at no record of its queue
@@ -97,7 +111,7 @@ def _parse_subscription(tags) -> frozenset[int] | None:
     return codes or None
 
 
-def get(store, cq, offset: int, max_count: int, codes, matches=None, accept_message=None) -> GetResult:
+def get(parts, cq, offset: int, max_count: int, codes, matches=None, accept_message=None) -> GetResult:
     """getMessage on a queue that exists: the answers for an offset outside it, else the scan (with the
     native engine, get_plain's one call first: the scan answers what it leaves)."""
     lo, hi = cq.min_offset, cq.max_offset
@@ -111,9 +125,9 @@ def get(store, cq, offset: int, max_count: int, codes, matches=None, accept_mess
         return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
     # the native engine answers most gets in one call (get_plain); the pure one always scans
     if engine.native is not None and matches is None and accept_message is None and not cq.is_batch and cq.ext is None:
-        cfg = store.config
+        cfg = parts.config
         if not cfg.force_verify_prop_crc:
-            cl = store.commitlog
+            cl = parts.commitlog
             got = get_plain(
                 cq.files.files,
                 cq.file_size,
@@ -133,18 +147,18 @@ def get(store, cq, offset: int, max_count: int, codes, matches=None, accept_mess
                 ),
                 cfg.max_filter_message_size,
                 cfg.travel_cq_file_num_when_get_message,
-                int(store.total_memory * (cfg.access_message_in_memory_max_ratio / 100.0)),
+                int(parts.total_memory * (cfg.access_message_in_memory_max_ratio / 100.0)),
                 cq.topic,
                 cq.queue_id,
             )
             if got is not None:
                 status = GetStatus.FOUND if got[2] else GetStatus.NO_MATCHED_MESSAGE
                 return GetResult(status, got[0], lo, hi, got[3], got[1], got[2], 0, offset)
-    return scan(store, cq, offset, max_count, codes, matches, accept_message, (lo, hi))
+    return scan(parts, cq, offset, max_count, codes, matches, accept_message, (lo, hi))
 
 
 def scan(
-    store,
+    parts,
     cq,
     offset: int,
     max_count: int,
@@ -163,7 +177,7 @@ def scan(
     nothing found yet, the search runs again over the rebuilt units. `bounds`: the queue's (min, max) offsets
     as the caller just read them (the first attempt's; a search again reads them anew)."""
     for attempt in range(3):
-        r = _scan(store, cq, offset, max_count, codes, matches, accept_message, attempt < 2, bounds)
+        r = _scan(parts, cq, offset, max_count, codes, matches, accept_message, attempt < 2, bounds)
         bounds = None
         if r is not _SEARCH_AGAIN:
             return r
@@ -189,17 +203,17 @@ def _segment(files, pos: int, size: int):
     return None if pos < files.min_offset() else WRONG_UNIT
 
 
-def _undecodable(store, cq, e: CorruptDataError, buf, rel: int, limit: int, size: int, queue_offset, pos: int):
+def _undecodable(parts, cq, e: CorruptDataError, buf, rel: int, limit: int, size: int, queue_offset, pos: int):
     """A record that did not decode: when it is the one the unit points at (its header says so), the record
     is damaged and that is raised; else the unit is wrong (WRONG_UNIT). `queue_offset`: the queue offset
     the unit says (None: a batch unit's, not compared)."""
     if unit_target_problem(buf, rel, limit, size, cq.topic, cq.queue_id, queue_offset, pos) is None:
-        raise e.in_file(store.commitlog.segment_path(pos), rel) from None
+        raise e.in_file(parts.commitlog.segment_path(pos), rel) from None
     return WRONG_UNIT
 
 
 def _scan(
-    store,
+    parts,
     cq,
     offset: int,
     max_count: int,
@@ -210,7 +224,7 @@ def _scan(
     bounds: tuple[int, int] | None = None,
 ):
     """One attempt of scan: its GetResult, or _SEARCH_AGAIN after a repair with nothing found yet."""
-    return _Scan(store, cq, offset, max_count, codes, accept_message, may_search_again, bounds, matches).run()
+    return _Scan(parts, cq, offset, max_count, codes, accept_message, may_search_again, bounds, matches).run()
 
 
 # what a step of the unit loop tells it to do with the unit in hand
@@ -224,9 +238,9 @@ class _Scan:
     """One attempt of getMessage's loop over a queue's units, file by file (DefaultMessageStore.getMessage):
     what it carries from unit to unit is its state, each step of a unit a method."""
 
-    def __init__(self, store, cq, offset, max_count, codes, accept_message, may_search_again, bounds, matches):
-        cfg = store.config
-        self.store, self.cq, self.cfg, self.offset = store, cq, cfg, offset
+    def __init__(self, parts, cq, offset, max_count, codes, accept_message, may_search_again, bounds, matches):
+        cfg = parts.config
+        self.parts, self.cq, self.cfg, self.offset = parts, cq, cfg, offset
         self.max_count, self.codes, self.accept_message = max_count, codes, accept_message
         self.may_search_again = may_search_again
         self.lo, self.hi = bounds or (cq.min_offset, cq.max_offset)
@@ -235,8 +249,8 @@ class _Scan:
         unit_size = cq.unit_size
         # the filter cap: no unit at or past this queue offset is looked at
         self.cap = offset - (-max(cfg.max_filter_message_size, max_count * unit_size) // unit_size)
-        self.max_py = store.commitlog.max_offset()
-        self.memory = int(store.total_memory * (cfg.access_message_in_memory_max_ratio / 100.0))
+        self.max_py = parts.commitlog.max_offset()
+        self.memory = int(parts.total_memory * (cfg.access_message_in_memory_max_ratio / 100.0))
         self.next_begin = offset
         self.total = self.count = 0
         self.accept = unit_filter(cq, codes, matches)
@@ -273,7 +287,7 @@ class _Scan:
             return slot0, units
         head = units[: max(0, min(self.cap, self.hi) - slot0)]
         k, total, count, skipped = take_plain(
-            self.store, self.cq, head, slot0, self.codes, self.max_count, self.max_py, self.memory, self.result.messages
+            self.parts, self.cq, head, slot0, self.codes, self.max_count, self.max_py, self.memory, self.result.messages
         )
         self.total, self.count = total, count
         if not k:
@@ -330,7 +344,7 @@ class _Scan:
         )
         if broken and slot not in self.checked:
             self.checked.add(slot)
-            if check_unit(self.store.queue_check, self.cq, slot, Unit(pos, size, base, batch))[0] == BAD:
+            if check_unit(self.parts.queue_check, self.cq, slot, Unit(pos, size, base, batch))[0] == BAD:
                 act = self._repaired(slot, "does not follow its neighbours")
                 if act is not None:
                     return act
@@ -344,7 +358,7 @@ class _Scan:
     def _repaired(self, slot: int, why: str):
         """After a wrong unit: _SEARCH_AGAIN or _RETRY when it was rebuilt, else None (with nothing found yet,
         the answer says the record cannot be read)."""
-        if _repair(self.store, self.cq, slot, why):
+        if _repair(self.parts, self.cq, slot, why):
             return _SEARCH_AGAIN if self.total == 0 and self.may_search_again else _RETRY
         if self.total == 0:
             self.result.status = GetStatus.MESSAGE_WAS_REMOVING
@@ -405,11 +419,11 @@ class _Scan:
         _EXPIRED when its segment is gone."""
         start, end, buf = self.seg
         if not start <= pos <= end - size:  # a record outside the segment in hand: find its own
-            seg = _segment(self.store.commitlog.files, pos, size)
+            seg = _segment(self.parts.commitlog.files, pos, size)
             if seg is None:
                 if self.total == 0:
                     self.result.status = GetStatus.MESSAGE_WAS_REMOVING
-                self.next_file_start = self.store.commitlog.roll_next_file(pos)
+                self.next_file_start = self.parts.commitlog.roll_next_file(pos)
                 return _EXPIRED
             if seg is WRONG_UNIT:
                 return WRONG_UNIT
@@ -424,22 +438,22 @@ class _Scan:
             return m
         except CorruptDataError as e:
             queue_offset = None if self.chained else base
-            return _undecodable(self.store, self.cq, e, buf, rel, end - start, size, queue_offset, pos)
+            return _undecodable(self.parts, self.cq, e, buf, rel, end - start, size, queue_offset, pos)
 
     def _not_its_record(self, m, slot: int, pos: int, size: int, base: int, batch: int):
         """A unit whose record is not the one it names: a damaged record is raised; a wrong unit is checked
         against the CommitLog once and rebuilt (_RETRY / _SEARCH_AGAIN), or passed over (None); _KEEP when
         the check finds the unit is what dispatch writes."""
-        store = self.store
-        problem = corrupt_record(store.queue_check, pos, size)
+        parts = self.parts
+        problem = corrupt_record(parts.queue_check, pos, size)
         if problem:  # a damaged record, not a wrong unit: said as any corrupt record is
-            raise CorruptDataError(problem, pos % store.commitlog.file_size, store.commitlog.segment_path(pos))
+            raise CorruptDataError(problem, pos % parts.commitlog.file_size, parts.commitlog.segment_path(pos))
         first_look = slot not in self.checked
         self.checked.add(slot)
         if (
             first_look
             and m is not WRONG_UNIT
-            and check_unit(store.queue_check, self.cq, slot, Unit(pos, size, base, batch))[0] == GOOD
+            and check_unit(parts.queue_check, self.cq, slot, Unit(pos, size, base, batch))[0] == GOOD
         ):
             return _KEEP
         act = self._repaired(slot, "does not point at its record") if first_look else None
@@ -448,10 +462,10 @@ class _Scan:
         return act
 
 
-def _repair(store, cq, slot: int, why: str) -> bool:
+def _repair(parts, cq, slot: int, why: str) -> bool:
     """Rebuild the unit at `slot` (and its stretch) from the CommitLog under the writer's lock."""
     log.error(
         "%s %s-%d: the unit at slot %d %s; rebuilding it from the CommitLog", cq.label, cq.topic, cq.queue_id, slot, why
     )
-    with store.writer.lock:  # repairs write units: never alongside the writer's own
-        return repair_units(store.queue_check, cq, slot)
+    with parts.write_lock:  # repairs write units: never alongside the writer's own
+        return repair_units(parts.queue_check, cq, slot)

@@ -148,15 +148,16 @@ from ..engine import get_plain  # noqa: F401  (the public name)
 
 
 def take_plain(
-    store, cq, units, start: int, codes, max_count: int, max_py: int, memory: int, out: list
+    parts, cq, units, start: int, codes, max_count: int, max_py: int, memory: int, out: list
 ) -> tuple[int, int, int, bool]:
     """(units taken, their bytes, messages appended to `out`, whether the tag set refused any): see
-    formats.cq.take_units. The records are read from the segment of the first unit's record."""
+    formats.cq.take_units. The records are read from the segment of the first unit's record. `parts`: the
+    get's get_message.ReadParts (its config and CommitLog)."""
     if not len(units):
         return 0, 0, 0, False
-    cfg = store.config
+    cfg = parts.config
     pos = int(units[0]["pos"])
-    mf = store.commitlog.files.find(pos, pos == 0)
+    mf = parts.commitlog.files.find(pos, pos == 0)
     if mf is None or mf.buf is None:
         return 0, 0, 0, False
     limits = (

@@ -1,6 +1,10 @@
 """MessageStore: the face of rocketstore (RocketMQ's DefaultMessageStore). It opens and closes a store and
 hands each call to the part that owns it: the CommitLog, the queue table (log/queue_table.py), the topic
-table, the checkpoint file, the dispatch pipeline and the services (reput, flush, cleanup, recovery)."""
+table, the checkpoint file, the dispatch pipeline and the services (reput, flush, cleanup, recovery).
+
+The parts are private (self._commitlog, self._queues, ...): adapters use the methods below, store-layer
+modules are handed the parts they work on (get_message.ReadParts, put/lane.make_lane), so ruff's SLF001
+flags any module that reaches into one."""
 
 from __future__ import annotations
 
@@ -91,6 +95,8 @@ class MessageStore:
         check_commitlog: bool = True,
     ):
         self.root = root
+        # public, unlike the parts below: a value (the paths under root, StoreLayout), with no state of its
+        # own and nothing to run, so reading it reaches into nothing
         self.layout = StoreLayout(root)
         self.config = config
         self.read_only = read_only
@@ -101,49 +107,49 @@ class MessageStore:
         self._closed = False
         self._lock = lock  # the `lock` file, held while open for writing
         self._consumer_offsets: ConsumerOffsets | None = None
-        self.commitlog = CommitLog(root, config.mapped_file_size_commit_log, writable=writable)
-        self.queues = QueueTable(self.layout, config, writable)
-        self.deleted_topics = DeletedTopics(root, writable)
-        self.topic_table = TopicTable(self.layout, self.queues, self.deleted_topics)
-        self.checkpoint_file = CheckpointFile(self.layout.checkpoint, writable)
-        self.checkpoint = self.checkpoint_file.data  # loaded in place: this object for the store's life
-        self.index = IndexService(
+        self._commitlog = CommitLog(root, config.mapped_file_size_commit_log, writable=writable)
+        self._queues = QueueTable(self.layout, config, writable)
+        self._deleted_topics = DeletedTopics(root, writable)
+        self._topic_table = TopicTable(self.layout, self._queues, self._deleted_topics)
+        self._checkpoint_file = CheckpointFile(self.layout.checkpoint, writable)
+        self._checkpoint = self._checkpoint_file.data  # loaded in place: this object for the store's life
+        self._index = IndexService(
             root,
             config.max_hash_slot_num,
             config.max_index_num,
             writable=writable,
-            on_full_flushed=self.checkpoint_file.index_file_flushed,
+            on_full_flushed=self._checkpoint_file.index_file_flushed,
             background_flush=writable,
         )
-        self.arrivals = Arrivals()
+        self._arrivals = Arrivals()
         # the dispatchers every record goes through (services/pipeline.py): the ConsumeQueue one, the index
         # one; dispatchers added with add_dispatcher(..., first=True) (RocketMQ's dispatcherList.addFirst, as
         # the broker adds CommitLogDispatcherCalcBitMap) run before them and may fill request.bit_map
-        self.pipeline = DispatchPipeline(
-            ConsumeQueueDispatcher(self.queues, self.checkpoint, self.deleted_topics),
-            self.index,
+        self._pipeline = DispatchPipeline(
+            ConsumeQueueDispatcher(self._queues, self._checkpoint, self._deleted_topics),
+            self._index,
             config.message_index_enable,
-            self.arrivals.notify,
+            self._arrivals.notify,
             root,
         )
-        self.index.on_error = self.pipeline.failed
-        self.lookups = Lookups(self.commitlog, self.index, config)
-        self.queue_check = QueueCheck(self.commitlog, self.delay_levels, config.force_verify_prop_crc)
+        self._index.on_error = self._pipeline.failed
+        self._lookups = Lookups(self._commitlog, self._index, config)
+        self._queue_check = QueueCheck(self._commitlog, self.delay_levels, config.force_verify_prop_crc)
         # consumer groups' SQL92 filters; with bitmaps on, the bitmap dispatcher runs first (addFirst)
-        self.filters = ConsumerFilterManager(
+        self._filters = ConsumerFilterManager(
             root,
             BloomFilter(config.max_error_rate_of_bloom_filter, config.expect_consumer_num_use_filter),
             clock=config.clock,
             writable=writable,
         )
         if config.enable_calc_filter_bit_map and config.enable_consume_queue_ext:
-            self.add_dispatcher(CalcBitMapDispatcher(self.filters), first=True)
+            self.add_dispatcher(CalcBitMapDispatcher(self._filters), first=True)
         # the transient store pool (seed 002): ASYNC_FLUSH masters only, as RocketMQ enables it
         if config.transient_store_pool_enable and writable:
             if config.flush_disk_type == SYNC_FLUSH:
                 log.warning("transient_store_pool_enable needs ASYNC_FLUSH: the pool stays off")
             else:
-                self.commitlog.files.pool = TransientStorePool(
+                self._commitlog.files.pool = TransientStorePool(
                     config.transient_store_pool_size, config.mapped_file_size_commit_log
                 )
         # Under SYNC_FLUSH nothing may be readable before it is flushed (apache/rocketmq #8239): the put path
@@ -151,31 +157,58 @@ class MessageStore:
         # right after each flush, so a put answered PUT_OK is readable (services/flush.py)
         self._sync_flush = config.flush_disk_type == SYNC_FLUSH
         # with the pool, a record is readable only once committed: reput (reading committed bytes) dispatches
-        pooled = self.commitlog.files.pool is not None
+        pooled = self._commitlog.files.pool is not None
         inline = config.dispatch_in_put_path and ((not self._sync_flush and not pooled) or config.read_uncommitted)
-        self.writer = MessageWriter(
+        self._writer = MessageWriter(
             config,
-            self.commitlog,
-            self.pipeline.put if inline else None,
-            self.pipeline.put_batch,
-            self.queues.is_batch,
-            self.topic_table.configured_queues,
+            self._commitlog,
+            self._pipeline.put if inline else None,
+            self._pipeline.put_batch,
+            self._queues.is_batch,
+            self._topic_table.configured_queues,
         )
-        self.reput = ReputService(
-            self.commitlog,
-            self.pipeline,
-            self.writer.lock,
+        self._reput = ReputService(
+            self._commitlog,
+            self._pipeline,
+            self._writer.lock,
             self.delay_levels,
             stop_at_flushed=self._sync_flush and not config.read_uncommitted,
         )
-        self.pipeline.reput = self.reput
+        self._pipeline.reput = self._reput
         # CommitLog flush / group commit, ConsumeQueue flush, checkpoint; expired files and the disk-full flag
-        self.flush_service = FlushServices(config, self.commitlog, self.queues, self.checkpoint_file, self.reput, root)
-        self._health = self.flush_service.health  # NOT_WRITEABLE: set when a CommitLog sync fails
-        self.cleanup = CleanupService(config, self.commitlog, self.queues, self.index, self.writer.lock, self.layout)
+        self._flush_service = FlushServices(
+            config, self._commitlog, self._queues, self._checkpoint_file, self._reput, root
+        )
+        self._health = self._flush_service.health  # NOT_WRITEABLE: set when a CommitLog sync fails
+        self._cleanup = CleanupService(
+            config, self._commitlog, self._queues, self._index, self._writer.lock, self.layout
+        )
+        # what a get reads through (read/get_message.py is handed these, never the store)
+        self._reads = get_message.ReadParts(
+            config, self._commitlog, self._queue_check, self._writer.lock, self.total_memory
+        )
         # the common put in one C call (put/lane.py, over the writer's PutState), None when the engine or the
         # configuration has none
-        self._lane = None if read_only else make_lane(self)
+        self._lane = self._make_lane()
+
+    def _make_lane(self):
+        """The put lane over the writer's PutState (put/lane.py), handed the parts it dispatches into and
+        the gates it reads; None for a read-only store, or when the engine or the configuration has none."""
+        if self.read_only:
+            return None
+        return make_lane(
+            config=self.config,
+            writer=self._writer,
+            commitlog=self._commitlog,
+            queues=self._queues,
+            checkpoint=self._checkpoint,
+            index=self._index,
+            reput=self._reput,
+            arrivals=self._arrivals,
+            health=self._flush_service.health,
+            pipeline=self._pipeline,
+            cleanup=self._cleanup,
+        )
 
     # ---------------------------------------------------------------- opening and closing
     @classmethod
@@ -246,60 +279,60 @@ class MessageStore:
             if self.read_only:
                 raise
             raise _cannot_write(e) from e
-        self.reput.reput_from_offset = self.commitlog.max_offset()
+        self._reput.reput_from_offset = self._commitlog.max_offset()
         if not self.read_only:
-            self.reput.start()
-            self.flush_service.start()
-            self.cleanup.start()
+            self._reput.start()
+            self._flush_service.start()
+            self._cleanup.start()
         log.info(
             "opened %s%s: CommitLog %d..%d, %d queues",
             self.root,
             " read-only" if self.read_only else "",
             self.min_physical_offset,
             self.max_physical_offset,
-            len(self.queues),
+            len(self._queues),
         )
 
     def _load_files(self, progress) -> None:
         last_exit_ok = not os.path.exists(self.layout.abort)
-        self.commitlog.load()
-        self.queues.load(self.topic_table.load())
-        self.deleted_topics.load()  # before recovery: it must not give a deleted topic its queues back
-        self.checkpoint_file.load()
-        self.commitlog.confirm_offset = self.checkpoint.confirm_phy_offset  # loadCheckPoint: setConfirmOffset
+        self._commitlog.load()
+        self._queues.load(self._topic_table.load())
+        self._deleted_topics.load()  # before recovery: it must not give a deleted topic its queues back
+        self._checkpoint_file.load()
+        self._commitlog.confirm_offset = self._checkpoint.confirm_phy_offset  # loadCheckPoint: setConfirmOffset
         if not self.read_only:
-            self.checkpoint_file.reserve()
-        self.filters.load()  # before recovery: records it dispatches again get their bitmaps
-        self.index.load(last_exit_ok, self.checkpoint.index_msg_timestamp)
+            self._checkpoint_file.reserve()
+        self._filters.load()  # before recovery: records it dispatches again get their bitmaps
+        self._index.load(last_exit_ok, self._checkpoint.index_msg_timestamp)
         found = recovery.recover(
-            self.commitlog,
-            self.queues,
-            self.pipeline,
-            self.queue_check,
-            self.checkpoint,
+            self._commitlog,
+            self._queues,
+            self._pipeline,
+            self._queue_check,
+            self._checkpoint,
             self.config,
             normal=last_exit_ok,
             check_commitlog=self.check_commitlog,
             progress=progress,
         )
         if found.confirm_offset is not None:
-            self.commitlog.confirm_offset = self.checkpoint.confirm_phy_offset = found.confirm_offset
-        self.writer.queue_offsets = found.queue_offsets
-        self.deleted_topics.forget_expired(self.commitlog.min_offset())
-        self.index.build()
-        if self.pipeline.error is not None:  # recovery's index entries found no file to go to
-            raise self.pipeline.error
+            self._commitlog.confirm_offset = self._checkpoint.confirm_phy_offset = found.confirm_offset
+        self._writer.queue_offsets = found.queue_offsets
+        self._deleted_topics.forget_expired(self._commitlog.min_offset())
+        self._index.build()
+        if self._pipeline.error is not None:  # recovery's index entries found no file to go to
+            raise self._pipeline.error
         if not self.read_only and found.confirm_offset is not None:
-            cut = self.index.cut_past(found.end, self._store_time)
+            cut = self._index.cut_past(found.end, self._store_time)
             if cut:
                 log.warning("%s: %d index entries of records past the CommitLog's end went", self.root, cut)
         if not self.read_only:
-            self.cleanup.checked_at_open()  # puts see a full disk from the first one (not 60 s later)
+            self._cleanup.checked_at_open()  # puts see a full disk from the first one (not 60 s later)
             _write_in_place(self.layout.abort, str(os.getpid()).encode())  # a clean close removes it
 
     def _store_time(self, physical_offset: int) -> int:
         """The store time of the record at an offset (0 when none starts there)."""
-        m = self.lookups.look(physical_offset)
+        m = self._lookups.look(physical_offset)
         return m.store_timestamp if m is not None else 0
 
     def flush(self) -> None:
@@ -307,32 +340,32 @@ class MessageStore:
         self._check_open()
         if self.read_only:
             return
-        with self.writer.lock:
+        with self._writer.lock:
             if not self.writeable:
                 raise StoreNotWritableError(
                     f"{self.root}: a CommitLog sync failed earlier; the store takes no "
                     f"more writes and flushes nothing until it is reopened"
                 )
-            self.commitlog.files.commit_all()
-            self.commitlog.files.flush_all()
-            if self.commitlog.max_offset() > 0:
-                self.checkpoint.physic_msg_timestamp = max(
-                    self.checkpoint.physic_msg_timestamp, self._last_store_timestamp()
+            self._commitlog.files.commit_all()
+            self._commitlog.files.flush_all()
+            if self._commitlog.max_offset() > 0:
+                self._checkpoint.physic_msg_timestamp = max(
+                    self._checkpoint.physic_msg_timestamp, self._last_store_timestamp()
                 )
-            for cq in self.queues:
+            for cq in self._queues:
                 cq.files.flush_all()
-            self.index.flush()
-            self.checkpoint_file.write()
+            self._index.flush()
+            self._checkpoint_file.write()
 
     def _last_store_timestamp(self) -> int:
         """The store time of the last record written: the writer's, else (nothing put since the open) the
         one recovery found (the checkpoint's confirmPhyOffset, which nothing else moves)."""
         off = (
-            self.writer.last_physical_offset
-            if self.writer.last_physical_offset >= 0
-            else self.checkpoint.confirm_phy_offset
+            self._writer.last_physical_offset
+            if self._writer.last_physical_offset >= 0
+            else self._checkpoint.confirm_phy_offset
         )
-        return self.commitlog.pickup_store_timestamp(off, 91) if off >= 0 else 0
+        return self._commitlog.pickup_store_timestamp(off, 91) if off >= 0 else 0
 
     def close(self) -> None:
         if self._closed:
@@ -340,22 +373,22 @@ class MessageStore:
         self._lane = None  # every put takes the checks of the Python path from here on
         try:
             if not self.read_only:
-                self.cleanup.stop()
-                self.flush_service.stop()  # their last rounds flush what is left
+                self._cleanup.stop()
+                self._flush_service.stop()  # their last rounds flush what is left
                 if not self.writeable:  # a sync failed: flush nothing, leave the abort file (recovery)
                     log.error("%s: closed after a failed CommitLog sync; the next open recovers", self.root)
-                    self.reput.stop(drain=True)
+                    self._reput.stop(drain=True)
                     return
                 if self._sync_flush:  # reput dispatches only what is flushed: flush all, then drain
-                    with self.writer.lock:
-                        self.commitlog.files.flush_all()
-                self.reput.stop(drain=True)
+                    with self._writer.lock:
+                        self._commitlog.files.flush_all()
+                self._reput.stop(drain=True)
                 # confirmPhyOffset stays RocketMQ's value: for a plain store (not controller mode, not
                 # duplicationEnable) CommitLog.setConfirmOffset runs only in recovery (the start of the last
                 # valid record) and when the log is truncated, never on a put, a flush or the shutdown, so
                 # the checkpoint every flush writes carries what the last recovery found (0 on a new store)
                 self.flush()
-                if self.reput.behind() <= 0 and self.pipeline.error is None:
+                if self._reput.behind() <= 0 and self._pipeline.error is None:
                     os.unlink(self.layout.abort)
                 else:
                     log.error(
@@ -366,11 +399,11 @@ class MessageStore:
 
     def _release(self) -> None:
         self._closed = True
-        self.cleanup.stop()
-        self.flush_service.stop()
-        self.index.close()
-        self.queues.close()
-        self.commitlog.close()
+        self._cleanup.stop()
+        self._flush_service.stop()
+        self._index.close()
+        self._queues.close()
+        self._commitlog.close()
         if self._lock is not None:
             self._lock.release()
 
@@ -398,22 +431,22 @@ class MessageStore:
         through dispatch_columns(columns) if it has one, else as requests one by one; one added first
         needs `bulk_capable = True` (its dispatch_columns fills columns.bit_map) or reput and recovery
         go one record at a time."""
-        self.pipeline.add(dispatcher, first)
+        self._pipeline.add(dispatcher, first)
 
     @property
     def dispatchers(self) -> list:
         """The dispatchers in the order they run (the pipeline's)."""
-        return self.pipeline.dispatchers
+        return self._pipeline.dispatchers
 
     def wait_dispatched(self, timeout_s: float | None = None) -> bool:
         """Return once everything written so far is readable through get (True), or at the timeout; False at
         once when a queue or index file cannot be written (the pipeline's dispatch error: reput retries by itself)."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
-            self.reput.do_reput()
-            if self.reput.caught_up():
+            self._reput.do_reput()
+            if self._reput.caught_up():
                 return True
-            if self.pipeline.error is not None:
+            if self._pipeline.error is not None:
                 return False  # a queue or index file cannot be written (full disk): reput retries on its own
             if deadline is not None and time.monotonic() >= deadline:
                 return False
@@ -423,12 +456,12 @@ class MessageStore:
     @property
     def topic_configs(self) -> dict[str, dict]:
         """config/topics.json's topicConfigTable."""
-        return self.topic_table.configs
+        return self._topic_table.configs
 
     @property
     def batch_topics(self) -> set[str]:
         """The topics whose queues are batch ConsumeQueues (queue.type BatchCQ, RIP-26)."""
-        return self.queues.batch_topics
+        return self._queues.batch_topics
 
     def create_topic(
         self, name: str, queues: int = TC.DEFAULT_QUEUE_NUMS, attributes: dict[str, str] | None = None
@@ -436,7 +469,7 @@ class MessageStore:
         """Create (or update) a topic in config/topics.json, RocketMQ's format. `attributes` may set
         `queue.type` to SimpleCQ or BatchCQ (RIP-26); like RocketMQ, a topic's queue type cannot change."""
         self._check_writable()
-        self.topic_table.create(name, queues, attributes, self.writer)
+        self._topic_table.create(name, queues, attributes, self._writer)
 
     def update_topic_config(
         self,
@@ -463,14 +496,14 @@ class MessageStore:
             "topicSysFlag": topic_sys_flag,
             "order": order,
         }
-        self.topic_table.set_fields(name, fields, attributes or {}, self.writer)
+        self._topic_table.set_fields(name, fields, attributes or {}, self._writer)
 
     def ensure_topic(self, name: str) -> None:
         """Give a topic that has no config one (config/topics.json) with the default queue count, or as many
         queues as it already has if more: what a broker's auto-create does for a new topic."""
-        if name not in self.topic_table.configs:
+        if name not in self._topic_table.configs:
             self._check_writable()
-            self.topic_table.ensure(name, self.writer)
+            self._topic_table.ensure(name, self._writer)
 
     def delete_topic(self, name: str) -> bool:
         """deleteTopic as RocketMQ's broker does it (deleteTopicInBroker): the topic's config, its queues
@@ -478,18 +511,18 @@ class MessageStore:
         for it (cleanOffsetByTopic). Its CommitLog records stay until they expire, as in RocketMQ. False when
         the store knows no such topic."""
         self._check_writable()
-        if not self.topic_table.delete(name, self.writer):
+        if not self._topic_table.delete(name, self._writer):
             return False
         self.consumer_offsets.remove_topic(name)
         return True
 
     def queue_count(self, topic: str) -> int:
         """How many queues a put without a queue id spreads over (TopicTable.queue_count)."""
-        return self.topic_table.queue_count(topic)
+        return self._topic_table.queue_count(topic)
 
     def pick_queue(self, msg: Message) -> int:
         """A queue for a message sent without one: by its sharding key, else round robin (TopicTable)."""
-        return self.topic_table.pick_queue(msg)
+        return self._topic_table.pick_queue(msg)
 
     # ---------------------------------------------------------------- consumer groups
     @property
@@ -521,15 +554,15 @@ class MessageStore:
 
     def wait_for_arrival(self, timeout_s: float) -> None:
         """Sleep until a new message is dispatched or the timeout passes (long polling)."""
-        self.arrivals.wait(timeout_s)
+        self._arrivals.wait(timeout_s)
 
     # ---------------------------------------------------------------- put
     def _refuses_puts(self) -> bool:
         return (
             self.read_only
             or not self._health.writeable
-            or self.pipeline.error is not None
-            or self.cleanup.refuses_put(self.root)
+            or self._pipeline.error is not None
+            or self._cleanup.refuses_put(self.root)
         )
 
     def put(self, msg: Message, queue_id: int | None = None) -> PutResult:
@@ -544,19 +577,19 @@ class MessageStore:
         if (
             self.read_only
             or not self._health.writeable
-            or self.pipeline.error is not None
-            or self.cleanup.refuses_put(self.root)
+            or self._pipeline.error is not None
+            or self._cleanup.refuses_put(self.root)
         ):  # _refuses_puts, without its call (once per put)
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE)
         if queue_id is None:
-            queue_id = self.topic_table.pick_queue(msg)
-        r = self.writer.put(msg, queue_id)
+            queue_id = self._topic_table.pick_queue(msg)
+        r = self._writer.put(msg, queue_id)
         if r.ok:
             r.queue_id = queue_id
             if self._sync_flush:
                 self._wait_flushed(r, msg)
-            elif self.writer.dispatch is None:
-                self.reput.wake()
+            elif self._writer.dispatch is None:
+                self._reput.wake()
         return r
 
     def put_batch(self, messages: list[Message], queue_id: int | None = None) -> PutBatchResult:
@@ -568,14 +601,14 @@ class MessageStore:
         if queue_id is None:
             if not messages:
                 return PutBatchResult(PutStatus.MESSAGE_ILLEGAL)
-            queue_id = self.topic_table.pick_queue(messages[0])
-        r = self.writer.put_batch(messages, queue_id)
+            queue_id = self._topic_table.pick_queue(messages[0])
+        r = self._writer.put_batch(messages, queue_id)
         if r.ok:
             r.queue_id = queue_id
             if self._sync_flush:
                 self._wait_flushed(r, messages[0])
-            elif self.writer.dispatch is None:
-                self.reput.wake()
+            elif self._writer.dispatch is None:
+                self._reput.wake()
         return r
 
     def _wait_flushed(self, r, msg: Message) -> None:
@@ -583,9 +616,9 @@ class MessageStore:
         in time, or a failed flush, answers FLUSH_DISK_TIMEOUT (the record stays written). A message with
         the WAIT property "false" (isWaitStoreMsgOK) only wakes the service."""
         if msg.properties and msg.properties.get("WAIT") == "false":
-            self.flush_service.commitlog.wake()
+            self._flush_service.commitlog.wake()
             return
-        status = self.flush_service.wait_flushed(r.physical_offset + r.size)
+        status = self._flush_service.wait_flushed(r.physical_offset + r.size)
         if status is not PutStatus.PUT_OK:
             r.status = status
 
@@ -601,7 +634,7 @@ class MessageStore:
     def disk_full(self) -> bool:
         """RunningFlags' DISK_FULL_BIT: the last cleanup pass found the disk above
         disk_space_warning_level_ratio; puts answer SERVICE_NOT_AVAILABLE until a pass finds it below."""
-        return self.cleanup.disk_full
+        return self._cleanup.disk_full
 
     def delete_expired_files(self, now_ms: int | None = None) -> int:
         """The manual trigger (executeDeleteFilesManually): delete expired CommitLog files now, whatever the
@@ -611,96 +644,102 @@ class MessageStore:
         self._check_open()
         if self.read_only:
             return 0
-        return self.cleanup.delete_expired_files(now_ms)
+        return self._cleanup.delete_expired_files(now_ms)
 
     def delete_files_manually(self) -> None:
         """executeDeleteFilesManually, as mqadmin's deleteExpiredCommitLog asks it: the cleanup service's next
         passes delete expired CommitLog files whatever the hour (delete_expired_files does it now)."""
         self._check_open()
         if not self.read_only:
-            self.cleanup.commitlog.execute_delete_files_manually()
+            self._cleanup.commitlog.execute_delete_files_manually()
 
     def disk_ratio(self, folder: str = "commitlog") -> float:
         """The used share (0 to 1) of the disk holding one of the store's folders ("commitlog",
         "consumequeue"): UtilAll.getDiskPartitionSpaceUsedPercent, as the cleanup service measures it."""
-        return self.cleanup.disk_usage(os.path.join(self.root, folder))
+        return self._cleanup.disk_usage(os.path.join(self.root, folder))
 
     # ---------------------------------------------------------------- files and dispatch
     @property
     def confirm_offset(self) -> int:
         """The checkpoint's confirmPhyOffset: the CommitLog offset below which every record is known whole."""
-        return self.checkpoint.confirm_phy_offset
+        return self._checkpoint.confirm_phy_offset
 
     @property
     def dispatched_offset(self) -> int:
         """The CommitLog offset below which every record is in its queues and the index (reput's
         reputFromOffset)."""
-        return self.reput.reput_from_offset
+        return self._reput.reput_from_offset
 
     def record_bytes(self, physical_offset: int, size: int):
         """`size` bytes of the CommitLog from `physical_offset`, as a memoryview of the mapped segment (a
         whole record, as a pull or a lookup answers it: CommitLog.getMessage), or None when they are not
         there (expired, or past what is written)."""
-        return self.commitlog.read(physical_offset, size)
+        return self._commitlog.read(physical_offset, size)
 
     def commitlog_segments(self) -> list[tuple[int, int, int]]:
         """(first offset, bytes written, file size) of each CommitLog segment, oldest first."""
-        return [(mf.file_from_offset, mf.wrote, mf.file_size) for mf in list(self.commitlog.files.files)]
+        return [(mf.file_from_offset, mf.wrote, mf.file_size) for mf in list(self._commitlog.files.files)]
+
+    def commitlog_position(self, physical_offset: int) -> tuple[str, int]:
+        """Where a physical offset lies on disk: (the path of the CommitLog segment holding it, the offset
+        within that segment). The path is the commitlog directory when no segment holds it (expired, or
+        past what is written)."""
+        return self._commitlog.segment_path(physical_offset), physical_offset % self._commitlog.file_size
 
     def advise_commitlog(self, advice: int) -> None:
         """madvise(2) every mapped CommitLog segment (mmap.MADV_NORMAL or MADV_RANDOM: RocketMQ's
         setCommitLogReadAheadMode)."""
-        for mf in list(self.commitlog.files.files):
+        for mf in list(self._commitlog.files.files):
             if getattr(mf, "mm", None) is not None:
                 mf.mm.madvise(advice)
 
     def index_file_count(self) -> int:
-        return len(self.index.files)
+        return len(self._index.files)
 
     def consume_queue(self, topic: str, queue_id: int):
         """The queue of (topic, queue id) (getConsumeQueue; log/queue.py's protocol, plain or batch), None
         when it has none. For reading: its units, offsets and files."""
-        return self.queues.get(topic, queue_id)
+        return self._queues.get(topic, queue_id)
 
     def consume_queues(self) -> list:
         """Every queue the store has (getConsumeQueueTable), for reading."""
-        return list(self.queues)
+        return list(self._queues)
 
     # ---------------------------------------------------------------- offsets
     @property
     def min_physical_offset(self) -> int:
-        return self.commitlog.min_offset()
+        return self._commitlog.min_offset()
 
     @property
     def max_physical_offset(self) -> int:
-        return self.commitlog.max_offset()
+        return self._commitlog.max_offset()
 
     @property
     def flush_behind_bytes(self) -> int:
         """flushBehindBytes: CommitLog bytes written but not yet flushed to disk (0 for a read-only store)."""
         if self.read_only:
             return 0
-        return max(self.commitlog.max_offset() - self.commitlog.files.flushed_where, 0)
+        return max(self._commitlog.max_offset() - self._commitlog.files.flushed_where, 0)
 
     @property
     def dispatch_behind_bytes(self) -> int:
         """dispatchBehindBytes: CommitLog bytes not yet dispatched to the queues and the index."""
-        return max(self.reput.behind(), 0)
+        return max(self._reput.behind(), 0)
 
     def earliest_store_time(self) -> int:
         """getEarliestMessageTime: the store time of the CommitLog's first record, -1 without one."""
-        if self.commitlog.max_offset() <= 0:
+        if self._commitlog.max_offset() <= 0:
             return -1
-        return self._store_time(self.commitlog.min_offset()) or -1
+        return self._store_time(self._commitlog.min_offset()) or -1
 
     def min_offset(self, topic: str, queue_id: int) -> int:
-        cq = self.queues.get(topic, queue_id)
+        cq = self._queues.get(topic, queue_id)
         if cq is None:  # RocketMQ creates the queue to answer; an empty batch ConsumeQueue says -1
-            return -1 if self.queues.is_batch(topic) else 0
+            return -1 if self._queues.is_batch(topic) else 0
         return cq.min_offset
 
     def max_offset(self, topic: str, queue_id: int) -> int:
-        cq = self.queues.get(topic, queue_id)
+        cq = self._queues.get(topic, queue_id)
         return cq.max_offset if cq else 0
 
     def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int, boundary: str = LOWER) -> int:
@@ -709,23 +748,23 @@ class MessageStore:
         boundary = boundary.lower()
         if boundary not in (LOWER, UPPER):
             raise ValueError(f"boundary must be 'lower' or 'upper', got {boundary!r}")
-        cq = self.queues.get(topic, queue_id)
+        cq = self._queues.get(topic, queue_id)
         if cq is None:
             return 0
-        off = cq.offset_by_time(timestamp_ms, boundary, self.commitlog)
+        off = cq.offset_by_time(timestamp_ms, boundary, self._commitlog)
         return min(max(off, cq.min_offset), cq.max_offset)
 
     def topics(self) -> dict[str, list[int]]:
         """topic -> its queue ids, from the queue table."""
         out: dict[str, list[int]] = {}
-        for t, q in sorted(self.queues.keys()):
+        for t, q in sorted(self._queues.keys()):
             out.setdefault(t, []).append(q)
         return out
 
     def queue_unit(self, topic: str, queue_id: int, offset: int):
         """(physical offset, size, tagsCode) of a queue offset, or None. A tagsCode slot holding a ConsumeQueue
         ext address answers the ext unit's tagsCode (the address itself if that unit cannot be read)."""
-        cq = self.queues.get(topic, queue_id)
+        cq = self._queues.get(topic, queue_id)
         u = cq.get_unit(offset) if cq else None
         if u is not None and cq.ext is not None:
             tags = cq.resolve_tags(u[2])[0]
@@ -736,17 +775,17 @@ class MessageStore:
     def store_timestamp_at(self, topic: str, queue_id: int, offset: int) -> int:
         """getMessageStoreTimeStamp: the store time of the message at a queue offset, -1 if none."""
         u = self.queue_unit(topic, queue_id, offset)
-        return self.commitlog.pickup_store_timestamp(u[0], u[1]) if u else -1
+        return self._commitlog.pickup_store_timestamp(u[0], u[1]) if u else -1
 
     def earliest_message_time(self, topic: str, queue_id: int) -> int:
-        cq = self.queues.get(topic, queue_id)
+        cq = self._queues.get(topic, queue_id)
         return self.store_timestamp_at(topic, queue_id, cq.min_offset) if cq else -1
 
     # ---------------------------------------------------------------- lookups (lookups.py)
     def look(self, physical_offset: int):
         """The message whose record starts at a physical offset, or None (lookMessageByOffset)."""
         self._check_open()
-        return self.lookups.look(physical_offset)
+        return self._lookups.look(physical_offset)
 
     def query(
         self, topic: str, key: str, max_count: int = 32, begin_ms: int = 0, end_ms: int | None = None
@@ -756,18 +795,18 @@ class MessageStore:
         max_msgs_num_batch. The index matches on a hash; every hit is re-checked against the record, so
         another key with the same hash never answers (apache/rocketmq #3616)."""
         self._check_open()
-        return self.lookups.query(topic, key, max_count, begin_ms, end_ms)
+        return self._lookups.query(topic, key, max_count, begin_ms, end_ms)
 
     def by_msg_id(self, msg_id: str):
         """The message an offset msgId names (store host + physical offset), or None; a malformed msgId (not
         32 or 56 hex characters) raises InvalidMessageIdError, a RocketStoreError naming it."""
         self._check_open()
-        return self.lookups.by_msg_id(msg_id)
+        return self._lookups.by_msg_id(msg_id)
 
     def by_unique_key(self, topic: str, uniq_key: str):
         """The first stored message of `topic` whose UNIQ_KEY (the id a producer assigned) is uniq_key."""
         self._check_open()
-        return self.lookups.by_unique_key(topic, uniq_key)
+        return self._lookups.by_unique_key(topic, uniq_key)
 
     # ---------------------------------------------------------------- get
     def get(
@@ -817,7 +856,7 @@ class MessageStore:
 
         r = once()
         if wait_ms > 0 and r.status in _WAITING:
-            r = self.arrivals.poll(r, once, lambda res: res.status in _WAITING, wait_ms)
+            r = self._arrivals.poll(r, once, lambda res: res.status in _WAITING, wait_ms)
         return r
 
     def message_filter(self, group: str, topic: str, sql: str):
@@ -826,7 +865,7 @@ class MessageStore:
         from ..filter import compile as compile_sql
         from ..filter.message_filter import ExpressionMessageFilter
 
-        return ExpressionMessageFilter(compile_sql(sql), self.filters.get(topic, group), self.filters.bloom)
+        return ExpressionMessageFilter(compile_sql(sql), self._filters.get(topic, group), self._filters.bloom)
 
     def register_filter(self, group: str, topic: str, sql: str):
         """A consumer group subscribes `topic` with a SQL92 expression (ConsumerFilterManager.register): from
@@ -836,19 +875,19 @@ class MessageStore:
         problem = group_problem(group) or topic_problem(topic)
         if problem:
             raise ValueError(problem)
-        return self.filters.register(group, topic, sql)
+        return self._filters.register(group, topic, sql)
 
     def filter_groups(self) -> set[str]:
         """The consumer groups with a SQL92 filter in config/consumerFilter.json (an unregistered one stays, dead,
         until cleaned a day later, as ConsumerFilterManager keeps it)."""
-        return {g for groups in self.filters.by_topic.values() for g in groups}
+        return {g for groups in self._filters.by_topic.values() for g in groups}
 
     def unregister_filter(self, group: str) -> None:
         self._check_open()
-        self.filters.unregister(group)
+        self._filters.unregister(group)
 
     def _get_once(self, topic, queue_id, offset, max_count, codes, matches=None, accept=None) -> GetResult:
-        cq = self.queues.get(topic, queue_id)
+        cq = self._queues.get(topic, queue_id)
         if cq is None:
             return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, self.min_offset(topic, queue_id), 0)
-        return get_message.get(self, cq, offset, max_count, codes, matches, accept)
+        return get_message.get(self._reads, cq, offset, max_count, codes, matches, accept)
