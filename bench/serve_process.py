@@ -22,6 +22,7 @@ class ServeProcess:
     `ready_text`."""
 
     def __init__(self, root: str, conf: str, args: list[str], ready_text: str, ready_s: float = 60):
+        self.launcher: list[str] = []  # a command the server runs under (valgrind, for bench/metrics_ir.py)
         self.store = os.path.join(root, "store")
         self.conf = os.path.join(root, "broker.conf")
         with open(self.conf, "w") as f:
@@ -32,7 +33,7 @@ class ServeProcess:
 
     def __enter__(self):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rocketstore.cli", "serve", self.store, "-c", self.conf, *self.args],
+            [*self.launcher, sys.executable, "-m", "rocketstore.cli", "serve", self.store, "-c", self.conf, *self.args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"),
         )  # fmt: skip
         ready = threading.Event()
