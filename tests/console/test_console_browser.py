@@ -162,9 +162,7 @@ def test_bad_input_shows_a_message(served, browser):
 
 def _send(port: int, count: int, stop: threading.Event) -> None:
     """`count` sends to topic Live over the remoting protocol, spread out so the chart sees them over seconds."""
-    from test_metrics import send_ext
-
-    from remoting_client import Client
+    from remoting_client import Client, send_header
     from rocketstore.remoting.codes import RequestCode as RC
     from rocketstore.remoting.codes import ResponseCode as R
 
@@ -174,7 +172,7 @@ def _send(port: int, count: int, stop: threading.Event) -> None:
             for i in range(count):
                 if stop.is_set():
                     return
-                r = await c.call(RC.SEND_MESSAGE, send_ext("Live", i % 2), f"live {i}".encode())
+                r = await c.call(RC.SEND_MESSAGE, send_header("Live", i % 2), f"live {i}".encode())
                 assert r.code == R.SUCCESS, r.remark
                 await asyncio.sleep(0.05)
         finally:

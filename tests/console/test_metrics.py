@@ -17,28 +17,10 @@ from rocketstore.remoting.codes import RequestCode as RC
 from rocketstore.remoting.codes import ResponseCode as R
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "remoting"))
-from remoting_client import Client  # noqa: E402
+from remoting_client import Client, send_header, v2  # noqa: E402
 
 DRIVER = os.path.join(os.path.dirname(__file__), "..", "grpc", "client_driver.py")
 NODE = {"cluster": "ConsoleCluster", "node_type": "broker", "node_id": "broker-console"}
-
-
-def send_ext(topic, queue_id, props="", **more):
-    ext = {"producerGroup": "pg", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
-           "queueId": str(queue_id), "sysFlag": "0", "bornTimestamp": "1700000000000", "flag": "0",
-           "properties": props, "reconsumeTimes": "0", "unitMode": "false", "batch": "false"}  # fmt: skip
-    ext.update(more)
-    return ext
-
-
-V2 = dict(zip("abcdefghijkm", ["producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId",
-                               "sysFlag", "bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode",
-                               "batch"]))  # fmt: skip
-
-
-def v2(ext):
-    back = {v: k for k, v in V2.items()}
-    return {back[k]: v for k, v in ext.items()}
 
 
 def pull_ext(topic, group, queue_id, offset):
@@ -58,20 +40,20 @@ def test_remoting_sends_and_pulls_are_counted_under_rocketmqs_names(serve_http):
         c = await Client.connect(s.remoting_port)
         try:
             for body in plain:
-                r = await c.call(RC.SEND_MESSAGE, send_ext("Orders", 0, "TAGS\x01A\x02"), body)
+                r = await c.call(RC.SEND_MESSAGE, send_header("Orders", 0, "TAGS\x01A\x02"), body)
                 assert r.code == R.SUCCESS, r.remark
             for body in fifo:
-                r = await c.call(RC.SEND_MESSAGE_V2, v2(send_ext("Orders", 1, "__SHARDINGKEY\x01k\x02")), body)
+                r = await c.call(RC.SEND_MESSAGE_V2, v2(send_header("Orders", 1, "__SHARDINGKEY\x01k\x02")), body)
                 assert r.code == R.SUCCESS, r.remark
-            r = await c.call(RC.SEND_BATCH_MESSAGE, v2(send_ext("Orders", 2)), batch_body)
+            r = await c.call(RC.SEND_BATCH_MESSAGE, v2(send_header("Orders", 2)), batch_body)
             assert r.code == R.SUCCESS, r.remark
             # a delayed message and a half (prepared) one: counted under their topic by their kind
-            r = await c.call(RC.SEND_MESSAGE, send_ext("Kinds", 0, "DELAY\x012\x02"), b"later")
+            r = await c.call(RC.SEND_MESSAGE, send_header("Kinds", 0, "DELAY\x012\x02"), b"later")
             assert r.code == R.SUCCESS, r.remark
-            half = send_ext("Kinds", 0, "TRAN_MSG\x01true\x02PGROUP\x01pg\x02", sysFlag="4")
+            half = send_header("Kinds", 0, "TRAN_MSG\x01true\x02PGROUP\x01pg\x02", sysFlag="4")
             r = await c.call(RC.SEND_MESSAGE_V2, v2(half), b"half")
             assert r.code == R.SUCCESS, r.remark
-            r = await c.call(RC.SEND_MESSAGE, send_ext("rmq_sys_forbidden", 0), b"no")  # refused: not counted
+            r = await c.call(RC.SEND_MESSAGE, send_header("rmq_sys_forbidden", 0), b"no")  # refused: not counted
             assert r.code == R.NO_PERMISSION
             pulled = await c.call(RC.PULL_MESSAGE, pull_ext("Orders", "g1", 0, 2))  # offsets 2..6 of queue 0
             assert pulled.code == R.SUCCESS, pulled.remark

@@ -1,5 +1,5 @@
 """A minimal asyncio remoting client for the tests: frames written by rocketstore's codec (or raw bytes), responses
-matched by opaque."""
+matched by opaque; and the header of a send as RocketMQ's Java producer fills it, in either form."""
 
 import asyncio
 import itertools
@@ -48,3 +48,24 @@ class Client:
             await self.writer.wait_closed()
         except ConnectionError:
             pass
+
+
+def send_header(topic: str = "T", queue_id: int = 0, props: str = "", **more) -> dict:
+    """SendMessageRequestHeader's fields as DefaultMQProducerImpl.sendKernelImpl fills them; `more` replaces any."""
+    ext = {"producerGroup": "pg", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
+           "queueId": str(queue_id), "sysFlag": "0", "bornTimestamp": "1700000000000", "flag": "0",
+           "properties": props, "reconsumeTimes": "0", "unitMode": "false", "batch": "false"}  # fmt: skip
+    ext.update(more)
+    return ext
+
+
+# SendMessageRequestHeaderV2's one-letter names (SEND_MESSAGE_V2, SEND_BATCH_MESSAGE)
+V2 = dict(zip("abcdefghijkm", ["producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId",
+                               "sysFlag", "bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode",
+                               "batch"]))  # fmt: skip
+
+
+def v2(ext: dict) -> dict:
+    """A send header under V2's short names."""
+    back = {v: k for k, v in V2.items()}
+    return {back[k]: v for k, v in ext.items()}

@@ -5,6 +5,7 @@ import struct
 
 import pytest
 from broker_fixtures import open_store, with_broker
+from remoting_client import send_header, v2
 
 from rocketstore.formats.inner_batch import encode_messages
 from rocketstore.formats.record import make_msg_id, host_to_bytes
@@ -14,21 +15,8 @@ from rocketstore.remoting.codes import ResponseCode as R
 
 
 def send_ext(topic="T", queue_id=0, props="TAGS\x01A\x02KEYS\x01k1\x02UNIQ_KEY\x01U1\x02", **more):
-    ext = {"producerGroup": "pg", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
-           "queueId": str(queue_id), "sysFlag": "0", "bornTimestamp": "1700000000000", "flag": "3",
-           "properties": props, "reconsumeTimes": "0", "unitMode": "false", "batch": "false"}  # fmt: skip
-    ext.update(more)
-    return ext
-
-
-V2 = dict(zip("abcdefghijkm", ["producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId",
-                                "sysFlag", "bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode",
-                                "batch"]))  # fmt: skip
-
-
-def v2(ext):
-    back = {v: k for k, v in V2.items()}
-    return {back[k]: v for k, v in ext.items()}
+    """A send's header with a tag, a key and a unique key, and flag 3 (read back from the store)."""
+    return send_header(topic, queue_id, props, **{"flag": "3", **more})
 
 
 def test_send_auto_creates_from_tbw102_and_the_store_holds_it(tmp_path):

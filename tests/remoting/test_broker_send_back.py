@@ -6,6 +6,7 @@ RocketMQ's broker writes them, and the codes and remarks of the refusals."""
 import time
 
 from broker_fixtures import open_store, with_broker
+from remoting_client import send_header
 
 from rocketstore import Message
 from rocketstore.remoting import fastjson
@@ -208,12 +209,9 @@ def test_send_back_refusals(tmp_path):
 
 
 def retry_send_ext(reconsume, group="g", props="DELAY\x015\x02UNIQ_KEY\x01U9\x02", **more):
-    ext = {"producerGroup": "CLIENT_INNER_PRODUCER", "topic": "%RETRY%" + group, "defaultTopic": "TBW102",
-           "defaultTopicQueueNums": "4", "queueId": "0", "sysFlag": "0", "bornTimestamp": "1700000000000",
-           "flag": "0", "properties": props, "reconsumeTimes": str(reconsume), "unitMode": "false",
-           "batch": "false"}  # fmt: skip
-    ext.update(more)
-    return ext
+    """A consumer's own send of a retry copy to %RETRY%group (its inner producer's header)."""
+    fields = {"producerGroup": "CLIENT_INNER_PRODUCER", "reconsumeTimes": str(reconsume), **more}
+    return send_header("%RETRY%" + group, 0, props, **fields)
 
 
 def test_a_clients_own_retry_send_goes_to_the_dlq_past_the_max(tmp_path):
