@@ -54,7 +54,7 @@ class RemotingMeter:
             t = self._in.get((topic, kind))
             if t is None:
                 t = self._in[(topic, kind)] = self.metrics.in_tally(topic, kind)
-            size = len(cmd.body)
+            size = len(cmd.body or b"")
             each = size // count if count > 1 else size
             t[0] += count
             t[1] += size
