@@ -233,3 +233,19 @@ def test_a_failing_hook_ends_only_its_connection():
         return closed, resp.code
 
     assert serve({10: echo}, scenario, on_request=hook) == (True, 0)
+
+
+def test_oneway_to_a_lost_connection_is_a_warning_not_an_error(caplog):
+    # a notification racing a client's disconnect (the transport lost before the read loop saw it): the write's
+    # ConnectionResetError must not escape into a task nobody awaits (asyncio would log it with a traceback)
+    async def scenario(server, port):
+        c = await Client.connect(port)
+        await c.call(10)
+        (conn,) = server.connections.values()
+        conn.writer.transport.abort()
+        await conn.oneway(RemotingCommand(code=40, ext_fields={"consumerGroup": "g"}))
+        await c.close()
+
+    with caplog.at_level("WARNING", logger="rocketstore.remoting"):
+        serve({10: echo}, scenario)
+    assert any("oneway request 40 not sent, connection lost" in r.getMessage() for r in caplog.records)

@@ -116,9 +116,14 @@ class Connection:
             self._pending.pop(cmd.opaque, None)
 
     async def oneway(self, cmd: RemotingCommand) -> None:
+        """Send a request that gets no answer. A client gone meanwhile (its connection lost before the server saw
+        it close) is a warning, as NettyRemotingAbstract.invokeOnewayImpl's failed write is: nobody waits for it."""
         cmd.opaque = next(self._opaques)
         cmd.flag |= ONEWAY_FLAG
-        await self.send(cmd)
+        try:
+            await self.send(cmd)
+        except ConnectionError as e:
+            log.warning("%s: oneway request %d not sent, connection lost (%s)", self.remote, cmd.code, e)
 
     def on_response(self, cmd: RemotingCommand) -> None:
         fut = self._pending.get(cmd.opaque)
