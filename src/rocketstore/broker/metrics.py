@@ -118,9 +118,7 @@ class BrokerMetrics:
     def message_out(self, topic: str, group: str, count: int, size: int) -> None:
         """`count` messages, `size` bytes, handed to `group` by a pull or a receive (messagesOutTotal /
         throughputOutTotal)."""
-        t = self.tally_out.get((topic, group))
-        if t is None:
-            t = self.tally_out[(topic, group)] = [0, 0]
+        t = self.out_tally(topic, group)
         t[0] += count
         t[1] += size
 
@@ -130,11 +128,17 @@ class BrokerMetrics:
         add_rpc(self.rpc_tally(protocol, request_code, response_code), millis)
 
     # the tallies themselves, for a meter that keeps them at hand (remoting/broker/metered.py): found or made once
-    # per label set, then bumped by add_in / add_rpc
+    # per label set, then bumped by add_in / add_rpc (or in C: src/native/meter.c)
     def in_tally(self, topic: str, kind: str) -> list:
         t = self.tally_in.get((topic, kind))
         if t is None:
             t = self.tally_in[(topic, kind)] = [0, 0, 0] + [0] * (len(MESSAGE_SIZE_BUCKETS) + 1)
+        return t
+
+    def out_tally(self, topic: str, group: str) -> list:
+        t = self.tally_out.get((topic, group))
+        if t is None:
+            t = self.tally_out[(topic, group)] = [0, 0]
         return t
 
     def rpc_tally(self, protocol: str, request_code, response_code) -> list:
