@@ -1,11 +1,12 @@
 /* The remoting meter's work for one answered request (remoting/broker/metered.py, whose meter_remoting_py is the
  * reference): in one call, so that metrics cost a send about a hundredth of its server time, not 4%.
  *
- * The tallies stay the broker's Python lists (broker/metrics.py), found through the meter's two-level caches
+ * The tallies are the broker's (broker/metrics.py new_tally): Counts, below (lists with the pure engine), found through the meter's two-level caches
  * (code -> answer, topic -> message type, topic -> group); a label set seen for the first time is made by the
- * state's `miss` (Python). A bump replaces a list item by a new int (or float): the GIL is held from the first
- * read to the last write of a tally and no Python code runs in between (ints and floats have no finalizer), so
- * a scrape on another thread, copying a list under the GIL, sees all of a request's bumps of it or none. */
+ * state's `miss` (Python). A bump adds to a Counts' field (a list's: replaces its item by a new int or float):
+ * the GIL is held from the first read to the last write of a tally and no Python code runs in between (ints and
+ * floats have no finalizer), so a scrape on another thread, copying a tally under the GIL, sees all of a
+ * request's bumps of it or none, and the event loop's thread is the only one bumping. */
 #include "native.h"
 
 /* MeterState's fields (metered.py), by position */
@@ -13,6 +14,125 @@ enum { S_CLOCK, S_RPC, S_INS, S_OUTS, S_MISS, S_TYPED, S_MESSAGE_TYPE, S_PULL, S
        S_SIZE_BOUNDS, S_FIELDS };
 
 static PyObject *s_code, *s_body, *s_ext_fields, *s_stored, *s_records, *s_normal, *s_empty, *s_topic, *s_group, *s_zero;
+
+/* Counts(n, float_at=-1): a tally of n numbers, ints (int64) but the one at float_at (a double sum); the C
+ * side of metrics.py's new_tally (a list there). The meter bumps its fields, Python reads and writes it as a
+ * sequence (add_rpc, add_in, the collector), and list(t) copies it in one step under the GIL: a scrape's copy
+ * holds all of a request's bumps of it or none. */
+typedef struct {
+    PyObject_VAR_HEAD
+    Py_ssize_t float_at;
+    double f;
+    long long v[1];
+} Counts;
+
+static PyTypeObject CountsType;
+
+static PyObject *counts_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kw[] = {"n", "float_at", NULL};
+    Py_ssize_t n, float_at = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "n|n:Counts", kw, &n, &float_at))
+        return NULL;
+    if (n < 1 || float_at >= n) {
+        PyErr_SetString(PyExc_ValueError, "Counts(n >= 1, float_at < n)");
+        return NULL;
+    }
+    Counts *c = (Counts *)type->tp_alloc(type, n);
+    if (c == NULL)
+        return NULL;
+    c->float_at = float_at < 0 ? -1 : float_at;
+    return (PyObject *)c;  /* tp_alloc zeroed v and f */
+}
+
+static Py_ssize_t counts_len(PyObject *o) { return Py_SIZE(o); }
+
+static PyObject *counts_item(PyObject *o, Py_ssize_t i) {
+    Counts *c = (Counts *)o;
+    if (i < 0 || i >= Py_SIZE(o)) {
+        PyErr_SetString(PyExc_IndexError, "Counts index out of range");
+        return NULL;
+    }
+    return i == c->float_at ? PyFloat_FromDouble(c->f) : PyLong_FromLongLong(c->v[i]);
+}
+
+static int counts_ass_item(PyObject *o, Py_ssize_t i, PyObject *value) {
+    Counts *c = (Counts *)o;
+    if (value == NULL || i < 0 || i >= Py_SIZE(o)) {
+        PyErr_SetString(PyExc_IndexError, "Counts index out of range (and its items stay)");
+        return -1;
+    }
+    if (i == c->float_at) {
+        double d = PyFloat_AsDouble(value);
+        if (d == -1.0 && PyErr_Occurred())
+            return -1;
+        c->f = d;
+        return 0;
+    }
+    long long v = PyLong_AsLongLong(value);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    c->v[i] = v;
+    return 0;
+}
+
+/* the numbers as a list, copied in one step */
+static PyObject *counts_list(PyObject *o) {
+    PyObject *out = PyList_New(Py_SIZE(o));
+    for (Py_ssize_t i = 0; out != NULL && i < Py_SIZE(o); i++) {
+        PyObject *x = counts_item(o, i);
+        if (x == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, x);
+    }
+    return out;
+}
+
+static PyObject *counts_iter(PyObject *o) {
+    PyObject *l = counts_list(o);
+    if (l == NULL)
+        return NULL;
+    PyObject *it = PyObject_GetIter(l);
+    Py_DECREF(l);
+    return it;
+}
+
+static PyObject *counts_repr(PyObject *o) {
+    PyObject *l = counts_list(o);
+    if (l == NULL)
+        return NULL;
+    PyObject *r = PyUnicode_FromFormat("Counts(%R)", l);
+    Py_DECREF(l);
+    return r;
+}
+
+static PySequenceMethods counts_seq = {
+    .sq_length = counts_len, .sq_item = counts_item, .sq_ass_item = counts_ass_item,
+};
+
+static PyTypeObject CountsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "rocketstore._native.Counts",
+    .tp_basicsize = offsetof(Counts, v),
+    .tp_itemsize = sizeof(long long),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Counts(n, float_at=-1): a tally of n int64 numbers, the one at float_at a double",
+    .tp_new = counts_new,
+    .tp_as_sequence = &counts_seq,
+    .tp_iter = counts_iter,
+    .tp_repr = counts_repr,
+};
+
+/* t[i] += d on a Counts: 1 when t is one */
+static inline int counts_add(PyObject *t, Py_ssize_t i, long long d, double f) {
+    if (Py_TYPE(t) != &CountsType)
+        return 0;
+    if (i == ((Counts *)t)->float_at)
+        ((Counts *)t)->f += f;
+    else
+        ((Counts *)t)->v[i] += d;
+    return 1;
+}
 
 /* the tally of labels (a, b): the cached list (which == its kind for `miss`), a new reference; NULL on an error */
 static PyObject *tally(PyObject *state, int outer, int which, PyObject *a, PyObject *b, Py_ssize_t len) {
@@ -25,15 +145,18 @@ static PyObject *tally(PyObject *state, int outer, int which, PyObject *a, PyObj
         return NULL;
     else
         t = PyObject_CallFunction(PyTuple_GET_ITEM(state, S_MISS), "iOO", which, a, b);
-    if (t != NULL && (!PyList_CheckExact(t) || PyList_GET_SIZE(t) < len)) {
-        PyErr_Format(PyExc_TypeError, "a tally is a list of at least %zd items", len);
+    if (t != NULL && !(Py_TYPE(t) == &CountsType && Py_SIZE(t) >= len)
+            && !(PyList_CheckExact(t) && PyList_GET_SIZE(t) >= len)) {
+        PyErr_Format(PyExc_TypeError, "a tally is a Counts or a list of at least %zd items", len);
         Py_CLEAR(t);
     }
     return t;
 }
 
-/* t[i] += d, for an int item */
+/* t[i] += d, for an int item (a Counts', or a list's: the pure side's tally, made before a switch of engines) */
 static int add_int(PyObject *t, Py_ssize_t i, long long d) {
+    if (counts_add(t, i, d, 0.0))
+        return 0;
     PyObject *old = PyList_GET_ITEM(t, i);
     long long v = PyLong_AsLongLong(old);
     if (v == -1 && PyErr_Occurred())
@@ -48,6 +171,8 @@ static int add_int(PyObject *t, Py_ssize_t i, long long d) {
 
 /* t[i] += d, for a float item (the same double addition Python does) */
 static int add_float(PyObject *t, Py_ssize_t i, double d) {
+    if (counts_add(t, i, 0, d))
+        return 0;
     PyObject *old = PyList_GET_ITEM(t, i);
     double v = PyFloat_AsDouble(old);
     if (v == -1.0 && PyErr_Occurred())
@@ -210,14 +335,16 @@ static PyObject *meter_remoting(PyObject *self, PyObject *const *args, Py_ssize_
     return r < 0 ? NULL : Py_NewRef(Py_None);
 }
 
-int rs_meter_init(void) {
+int rs_meter_init(PyObject *module) {
     const char *names[] = {"code", "body", "ext_fields", "stored", "records", "normal", "", "topic", "consumerGroup"};
     PyObject **slots[] = {&s_code, &s_body, &s_ext_fields, &s_stored, &s_records, &s_normal, &s_empty, &s_topic,
                           &s_group};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if ((*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return -1;
-    return (s_zero = PyLong_FromLong(0)) == NULL ? -1 : 0;
+    if ((s_zero = PyLong_FromLong(0)) == NULL || PyType_Ready(&CountsType) < 0)
+        return -1;
+    return PyModule_AddObjectRef(module, "Counts", (PyObject *)&CountsType);
 }
 
 PyMethodDef rs_meter_methods[] = {

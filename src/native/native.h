@@ -24,7 +24,7 @@ extern PyMethodDef rs_props_methods[];  /* props.c */
 extern PyMethodDef rs_remoting_methods[];  /* remoting.c: the remoting protocol's compact header */
 extern PyMethodDef rs_batchcq_methods[];  /* put_batchcq.c */
 extern PyMethodDef rs_meter_methods[];  /* meter.c: the remoting meter's per-request work */
-int rs_meter_init(void);
+int rs_meter_init(PyObject *module);  /* and the Counts type */
 
 /* rocketstore.errors.CorruptDataError, looked up at import. */
 extern PyObject *rs_CorruptDataError;

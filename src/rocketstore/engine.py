@@ -105,6 +105,7 @@ TWINS = (
     Twin("get_plain", _P + "read.get_plain:get_plain_py", "get_plain"),
     Twin("batchcq_put", _P + "put.batch_topic:put_py", _P + "put.batch_topic:put_native"),
     Twin("batchcq_put_batch", _P + "put.batch_topic:put_batch_py", _P + "put.batch_topic:put_batch_native"),
+    Twin("new_tally", _P + "broker.metrics:new_tally_py", "Counts"),
     Twin("meter_remoting", _P + "remoting.broker.metered:meter_remoting_py", "meter_remoting"),
     Twin("from_records", _P + "spark.record_batch:from_records_py", _P + "spark.record_batch:from_records_native"),
 )  # fmt: skip

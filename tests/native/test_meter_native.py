@@ -1,10 +1,14 @@
 """The compiled meter_remoting against the pure reference (remoting/broker/metered.py meter_remoting_py): the
-same tallies, value and type, for random runs of answered requests; and one send and one pull worked out by hand.
-The clock is the test's, so both sides see the same latencies."""
+same tallies, value and type, for random runs of answered requests (the native side's tallies Counts, the pure
+side's lists); one send and one pull worked out by hand; and Counts against new_tally_py's list. The clock is the
+test's, so both sides see the same latencies."""
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rocketstore import engine
+from rocketstore.broker import metrics as B
 from rocketstore.broker.metrics import BrokerMetrics
 from rocketstore.remoting.broker import metered as M
 from rocketstore.remoting.command import RemotingCommand
@@ -43,31 +47,68 @@ REQUEST = st.tuples(
 )
 
 
-def _play(native_side, runs):
-    """The same requests through both sides: their metrics."""
+def _play(fn, runs) -> BrokerMetrics:
+    """The requests through one side: its metrics."""
     now = [0.0]
-    out = []
-    for fn in (native_side, M.meter_remoting_py):
-        meter, state = _meter(lambda: now[0])
-        for code, answer, size, stored, ext, records, millis in runs:
-            cmd = RemotingCommand(code=code, body=None if size is None else b"x" * size, ext_fields=ext)
-            response = None if answer is None else RemotingCommand(code=answer, body=b"y" * ((size or 0) // 3))
-            if response is not None:
-                response.stored, response.records = stored, records
-            now[0] = 1000.0 + millis / 1000.0
-            fn(state, cmd, response, 1000.0)
-        out.append(meter.metrics)
-    return out
+    meter, state = _meter(lambda: now[0])
+    for code, answer, size, stored, ext, records, millis in runs:
+        cmd = RemotingCommand(code=code, body=None if size is None else b"x" * size, ext_fields=ext)
+        response = None if answer is None else RemotingCommand(code=answer, body=b"y" * ((size or 0) // 3))
+        if response is not None:
+            response.stored, response.records = stored, records
+        now[0] = 1000.0 + millis / 1000.0
+        fn(state, cmd, response, 1000.0)
+    return meter.metrics
+
+
+def _numbers(tallies: dict) -> dict:
+    """Each tally's numbers with their types (a Counts and a list alike)."""
+    return {k: [(type(x), x) for x in t] for k, t in tallies.items()}
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(REQUEST, max_size=12))
 def test_meter_remoting_same_as_reference(native, runs):
-    got, want = _play(native.meter_remoting, runs)
+    got = _play(native.meter_remoting, runs)
+    with engine.using("pure"):
+        want = _play(M.meter_remoting_py, runs)
     for name in ("tally_rpc", "tally_in", "tally_out"):
         g, w = getattr(got, name), getattr(want, name)
-        assert g == w
-        assert {k: [type(x) for x in t] for k, t in g.items()} == {k: [type(x) for x in t] for k, t in w.items()}
+        assert all(type(t) is native.Counts for t in g.values()) and all(type(t) is list for t in w.values())
+        assert _numbers(g) == _numbers(w)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 12).flatmap(
+        lambda n: st.tuples(
+            st.just(n),
+            st.integers(-1, n - 1),
+            st.lists(st.tuples(st.integers(0, n - 1), st.integers(-(2**40), 2**40), st.floats(-1e6, 1e6))),
+        )
+    )
+)
+def test_counts_same_as_a_list(native, case):
+    n, float_at, adds = case
+    got, want = native.Counts(n, float_at), B.new_tally_py(n, float_at)
+    for i, whole, part in adds:
+        for t in (got, want):
+            t[i] += part if i == float_at else whole  # as add_rpc and add_in bump a tally
+    assert len(got) == len(want) and [(type(x), x) for x in got] == [(type(x), x) for x in want]
+    assert [got[i] for i in range(n)] == want and got[-1] == want[-1]
+
+
+def test_counts_refuses_what_a_tally_cannot_hold(native):
+    t = native.Counts(3, 1)
+    with pytest.raises(IndexError):
+        t[3]
+    with pytest.raises(TypeError):
+        t[0] = 1.5  # an int count
+    with pytest.raises(OverflowError):
+        t[2] = 2**63
+    with pytest.raises(ValueError):
+        native.Counts(2, 2)
+    assert list(t) == [0, 0.0, 0]  # what failed left it as it was
 
 
 def test_meter_remoting_by_hand(native):
@@ -83,8 +124,8 @@ def test_meter_remoting_by_hand(native):
     m = meter.metrics
     # 2.5 ms: the second latency bucket (1 < 2.5 <= 3); 3000 bytes of 2 messages: one 1500-byte observation, in
     # the second size bucket (1 KiB < 1500 <= 4 KiB); the pull's 50 bytes of 99 records (records_in's answer)
-    assert m.tally_rpc[("remoting", 310, 0)] == [1, 2.5, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]
-    assert m.tally_in[("T", "delay")] == [2, 3000, 1500, 0, 1, 0, 0, 0, 0, 0]
-    assert m.tally_out[("T", "G")] == [99, 50]
+    assert list(m.tally_rpc[("remoting", 310, 0)]) == [1, 2.5, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]
+    assert list(m.tally_in[("T", "delay")]) == [2, 3000, 1500, 0, 1, 0, 0, 0, 0, 0]
+    assert list(m.tally_out[("T", "G")]) == [99, 50]
     # the oneway pull: 1002.5 ms, counted under "oneway" in the 1 s .. 2 s bucket, nothing out
-    assert m.tally_rpc[("remoting", 11, "oneway")] == [1, 1002.5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0]
+    assert list(m.tally_rpc[("remoting", 11, "oneway")]) == [1, 1002.5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0]

@@ -75,13 +75,27 @@ def message_type(properties: dict) -> str:
     return "normal"
 
 
+def new_tally_py(n: int, float_at: int = -1) -> list:
+    """A tally of n numbers, all 0 (0.0 at float_at: a sum of milliseconds); the C side is a Counts of int64
+    numbers and one double (src/native/meter.c), bumped in place by the remoting meter."""
+    t = [0] * n
+    if float_at >= 0:
+        t[float_at] = 0.0
+    return t
+
+
+# the chosen twin (rocketstore.engine.TWINS); new_tally_py stays the reference
+from ..engine import new_tally  # noqa: E402
+
+
 class BrokerMetrics:
     """One broker's instruments and its registry (one per `rocketstore serve`, so tests can run several).
 
-    The instruments are tallies: per label set a small list of ints (count, bytes, histogram buckets, sum) that
-    the protocols bump as they answer, exported as prometheus_client metric families when Prometheus scrapes.
-    Every bump happens on serve's event loop thread (both protocols answer there), so the lists take no lock and
-    a request pays a dict lookup and a few integer additions; a scrape (another thread) reads them as they are.
+    The instruments are tallies: per label set a small sequence of numbers (count, bytes, histogram buckets, sum;
+    new_tally: a C Counts, a list with the pure engine) that the protocols bump as they answer, exported as
+    prometheus_client metric families when Prometheus scrapes. Every bump happens on serve's event loop thread
+    (both protocols answer there), so the tallies take no lock; a scrape (another thread) copies each with
+    list(), in one step under the GIL for a Counts.
     Label texts (a request code's name) are made at scrape time too.
 
     `store`: the MessageStore (read at scrape time only). The wiring sets the optional callables:
@@ -132,20 +146,20 @@ class BrokerMetrics:
     def in_tally(self, topic: str, kind: str) -> list:
         t = self.tally_in.get((topic, kind))
         if t is None:
-            t = self.tally_in[(topic, kind)] = [0, 0, 0] + [0] * (len(MESSAGE_SIZE_BUCKETS) + 1)
+            t = self.tally_in[(topic, kind)] = new_tally(3 + len(MESSAGE_SIZE_BUCKETS) + 1)
         return t
 
     def out_tally(self, topic: str, group: str) -> list:
         t = self.tally_out.get((topic, group))
         if t is None:
-            t = self.tally_out[(topic, group)] = [0, 0]
+            t = self.tally_out[(topic, group)] = new_tally(2)
         return t
 
     def rpc_tally(self, protocol: str, request_code, response_code) -> list:
         t = self.tally_rpc.get((protocol, request_code, response_code))
         if t is None:
-            t = self.tally_rpc[(protocol, request_code, response_code)] = [0, 0.0] + [0] * (
-                len(RPC_LATENCY_BUCKETS_MS) + 1
+            t = self.tally_rpc[(protocol, request_code, response_code)] = new_tally(
+                2 + len(RPC_LATENCY_BUCKETS_MS) + 1, 1
             )
         return t
 
@@ -218,6 +232,7 @@ class TallyCollector:
             if is_retry_or_dlq(topic):
                 continue
             labels = node + [topic, group, _flag(is_system_topic(topic) or is_system_group(group))]
+            t = list(t)  # one copy: its messages and bytes from the same moment
             n_out.add_metric(labels, t[0])
             b_out.add_metric(labels, t[1])
         yield from (n_out, b_out)

@@ -5,7 +5,10 @@ NettyRemotingAbstract.writeResponse records it), the messages a successful send 
 the message type from its properties, as BrokerMetricsManager.getMessageType: the send processor hangs what it
 stored on its answer) and the records a successful pull returned (messages and bytes out, the count the pull
 processor hangs on its answer). Sizes are the request's body bytes (a batch's: its encoded body, one size
-observation of body / count)."""
+observation of body / count).
+
+With the extension the whole count is one C call (src/native/meter.c) bumping the metrics' Counts in place:
+about 2.5k instructions a send, against 8-9k for the Python below (4% of a pipelined send's server time)."""
 
 from __future__ import annotations
 
