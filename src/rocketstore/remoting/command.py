@@ -12,7 +12,7 @@ RESPONSE_FLAG = 1 << 0
 ONEWAY_FLAG = 1 << 1
 
 
-@dataclass
+@dataclass(slots=True)  # slots: the server reads these fields several times a request
 class RemotingCommand:
     code: int
     language: int = LanguageCode.JAVA
