@@ -1,19 +1,20 @@
 /* The remoting meter's work for one answered request (remoting/broker/metered.py, whose meter_remoting_py is the
  * reference): in one call, so that metrics cost a send about a hundredth of its server time, not 4%.
  *
- * The tallies are the broker's (broker/metrics.py new_tally): Counts, below (lists with the pure engine), found through the meter's two-level caches
- * (code -> answer, topic -> message type, topic -> group); a label set seen for the first time is made by the
- * state's `miss` (Python). A bump adds to a Counts' field (a list's: replaces its item by a new int or float):
- * the GIL is held from the first read to the last write of a tally and no Python code runs in between (ints and
- * floats have no finalizer), so a scrape on another thread, copying a tally under the GIL, sees all of a
- * request's bumps of it or none, and the event loop's thread is the only one bumping. */
+ * The tallies are the broker's (broker/metrics.py new_tally): Counts, below (lists with the pure engine), found
+ * through the meter's two-level caches (code -> answer, topic -> message type, topic -> group); a label set seen
+ * for the first time is made by the state's `miss` (Python). A bump adds to a Counts' field in C (a list's item
+ * is replaced by the sum, as Python adds): no Python code runs between the first and the last bump of a Counts,
+ * so a scrape on another thread, copying it under the GIL, sees all of a request's bumps of it or none; the
+ * event loop's thread is the only one bumping. */
 #include "native.h"
 
 /* MeterState's fields (metered.py), by position */
 enum { S_CLOCK, S_RPC, S_INS, S_OUTS, S_MISS, S_TYPED, S_MESSAGE_TYPE, S_PULL, S_RECORDS_IN, S_RPC_BOUNDS,
        S_SIZE_BOUNDS, S_FIELDS };
 
-static PyObject *s_code, *s_body, *s_ext_fields, *s_stored, *s_records, *s_normal, *s_empty, *s_topic, *s_group, *s_zero;
+static PyObject *s_code, *s_body, *s_ext_fields, *s_stored, *s_records, *s_normal, *s_empty, *s_topic, *s_group,
+    *s_zero;
 
 /* Counts(n, float_at=-1): a tally of n numbers, ints (int64) but the one at float_at (a double sum); the C
  * side of metrics.py's new_tally (a list there). The meter bumps its fields, Python reads and writes it as a
@@ -27,14 +28,15 @@ typedef struct {
 } Counts;
 
 static PyTypeObject CountsType;
+#define COUNTS_MAX 4096
 
 static PyObject *counts_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     static char *kw[] = {"n", "float_at", NULL};
     Py_ssize_t n, float_at = -1;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "n|n:Counts", kw, &n, &float_at))
         return NULL;
-    if (n < 1 || float_at >= n) {
-        PyErr_SetString(PyExc_ValueError, "Counts(n >= 1, float_at < n)");
+    if (n < 1 || n > COUNTS_MAX || float_at >= n) {  /* a tally is a dozen numbers: bound n before allocating */
+        PyErr_Format(PyExc_ValueError, "Counts(n, float_at): 1 <= n <= %d and float_at < n", COUNTS_MAX);
         return NULL;
     }
     Counts *c = (Counts *)type->tp_alloc(type, n);
@@ -123,28 +125,40 @@ static PyTypeObject CountsType = {
     .tp_repr = counts_repr,
 };
 
-/* t[i] += d on a Counts: 1 when t is one */
+/* t[i] += d on a Counts: 1 when t is one, -1 when the int64 would overflow (OverflowError set) */
 static inline int counts_add(PyObject *t, Py_ssize_t i, long long d, double f) {
     if (Py_TYPE(t) != &CountsType)
         return 0;
     if (i == ((Counts *)t)->float_at)
         ((Counts *)t)->f += f;
-    else
-        ((Counts *)t)->v[i] += d;
+    else {
+        long long sum;
+        if (__builtin_add_overflow(((Counts *)t)->v[i], d, &sum)) {  /* the count stays as it was */
+            PyErr_SetString(PyExc_OverflowError, "a metrics counter passed 2**63 - 1");
+            return -1;
+        }
+        ((Counts *)t)->v[i] = sum;
+    }
     return 1;
 }
 
-/* the tally of labels (a, b): the cached list (which == its kind for `miss`), a new reference; NULL on an error */
+/* the tally of labels (a, b): the cached one (a None cached is a miss, as in the reference), else what the
+ * state's `miss` makes (which: its kind); a new reference, NULL on an error */
 static PyObject *tally(PyObject *state, int outer, int which, PyObject *a, PyObject *b, Py_ssize_t len) {
     PyObject *t = NULL, *inner = PyDict_GetItemWithError(PyTuple_GET_ITEM(state, outer), a);
-    if (inner != NULL && PyDict_Check(inner))
-        t = PyDict_GetItemWithError(inner, b);
-    if (t != NULL)
-        t = Py_NewRef(t);
-    else if (PyErr_Occurred())
+    if (inner != NULL && PyDict_Check(inner)) {
+        Py_INCREF(inner);  /* b's __eq__ could change the cache under the lookup */
+        t = Py_XNewRef(PyDict_GetItemWithError(inner, b));
+        Py_DECREF(inner);
+    }
+    if (PyErr_Occurred()) {
+        Py_XDECREF(t);
         return NULL;
-    else
+    }
+    if (t == NULL || t == Py_None) {
+        Py_XDECREF(t);
         t = PyObject_CallFunction(PyTuple_GET_ITEM(state, S_MISS), "iOO", which, a, b);
+    }
     if (t != NULL && !(Py_TYPE(t) == &CountsType && Py_SIZE(t) >= len)
             && !(PyList_CheckExact(t) && PyList_GET_SIZE(t) >= len)) {
         PyErr_Format(PyExc_TypeError, "a tally is a Counts or a list of at least %zd items", len);
@@ -153,36 +167,28 @@ static PyObject *tally(PyObject *state, int outer, int which, PyObject *a, PyObj
     return t;
 }
 
-/* t[i] += d, for an int item (a Counts', or a list's: the pure side's tally, made before a switch of engines) */
-static int add_int(PyObject *t, Py_ssize_t i, long long d) {
-    if (counts_add(t, i, d, 0.0))
-        return 0;
-    PyObject *old = PyList_GET_ITEM(t, i);
-    long long v = PyLong_AsLongLong(old);
-    if (v == -1 && PyErr_Occurred())
+/* t[i] += delta on a list tally (the pure side's, made before a switch of engines), as Python adds: the item
+ * read with a reference held, the sum stored by PyList_SetItem (bounds checked: the addition may run code) */
+static int add_to_list(PyObject *t, Py_ssize_t i, PyObject *delta) {
+    if (delta == NULL)
         return -1;
-    PyObject *now = PyLong_FromLongLong(v + d);
-    if (now == NULL)
-        return -1;
-    PyList_SET_ITEM(t, i, now);
+    PyObject *old = Py_NewRef(PyList_GET_ITEM(t, i));
+    PyObject *now = PyNumber_Add(old, delta);
     Py_DECREF(old);
-    return 0;
+    Py_DECREF(delta);
+    return now == NULL ? -1 : PyList_SetItem(t, i, now);
+}
+
+/* t[i] += d, for an int item */
+static int add_int(PyObject *t, Py_ssize_t i, long long d) {
+    int r = counts_add(t, i, d, 0.0);
+    return r < 0 ? -1 : r ? 0 : add_to_list(t, i, PyLong_FromLongLong(d));
 }
 
 /* t[i] += d, for a float item (the same double addition Python does) */
 static int add_float(PyObject *t, Py_ssize_t i, double d) {
-    if (counts_add(t, i, 0, d))
-        return 0;
-    PyObject *old = PyList_GET_ITEM(t, i);
-    double v = PyFloat_AsDouble(old);
-    if (v == -1.0 && PyErr_Occurred())
-        return -1;
-    PyObject *now = PyFloat_FromDouble(v + d);
-    if (now == NULL)
-        return -1;
-    PyList_SET_ITEM(t, i, now);
-    Py_DECREF(old);
-    return 0;
+    int r = counts_add(t, i, 0, d);
+    return r < 0 ? -1 : r ? 0 : add_to_list(t, i, PyFloat_FromDouble(d));
 }
 
 /* bisect_left(bounds, x): how many of the (ascending) bounds are below x */
@@ -191,6 +197,16 @@ static Py_ssize_t bucket(PyObject *bounds, double x) {
     while (i < n && PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(bounds, i)) < x)
         i++;
     return i;
+}
+
+/* the state's bucket bounds are tuples of floats (bucket reads them unchecked) */
+static int bounds_ok(PyObject *bounds) {
+    if (!PyTuple_CheckExact(bounds))
+        return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(bounds); i++)
+        if (!PyFloat_CheckExact(PyTuple_GET_ITEM(bounds, i)))
+            return 0;
+    return 1;
 }
 
 /* the rpc tally (count, milliseconds, latency buckets): 0, -1 on an error */
@@ -211,9 +227,14 @@ static PyObject *kind_of(PyObject *state, PyObject *props) {
         Py_ssize_t pos = 0;
         PyObject *name, *value;
         int typed = 0;
-        while (!typed && PyDict_Next(props, &pos, &name, &value))
+        while (!typed && PyDict_Next(props, &pos, &name, &value)) {
+            if (!PyUnicode_CheckExact(name)) {  /* a name whose __eq__ could change the dict: message_type decides */
+                typed = 1;
+                break;
+            }
             if ((typed = PySet_Contains(PyTuple_GET_ITEM(state, S_TYPED), name)) < 0)
                 return NULL;
+        }
         if (!typed)
             return Py_NewRef(s_normal);
     }
@@ -261,26 +282,30 @@ static PyObject *ext_get(PyObject *ext, PyObject *name) {
     return v != NULL || PyErr_Occurred() ? v : s_empty;
 }
 
-/* a pull's records (the count its processor hangs on the answer, else records_in of the body): the out tally */
+/* a pull's records (the count its processor hangs on the answer, else records_in of the body) and bytes into
+ * the out tally of its topic and group; in the reference's order: the count first, then the labels (held:
+ * `miss` runs Python code before they are stored) */
 static int count_out(PyObject *state, PyObject *cmd, PyObject *response, PyObject *body) {
-    PyObject *ext = PyObject_GetAttr(cmd, s_ext_fields), *records = NULL, *t = NULL;
+    PyObject *records = PyObject_GetAttr(response, s_records), *ext = NULL, *topic = NULL, *group = NULL, *t = NULL;
     int r = -1;
-    if (ext == NULL)
-        return -1;
-    PyObject *topic = ext_get(ext, s_topic), *group = topic == NULL ? NULL : ext_get(ext, s_group);
-    Py_ssize_t size = PyObject_Size(body);
-    if (group == NULL || size < 0 || (records = PyObject_GetAttr(response, s_records)) == NULL)
-        goto done;
     if (records == Py_None)
         Py_SETREF(records, PyObject_CallOneArg(PyTuple_GET_ITEM(state, S_RECORDS_IN), body));
-    long long n = records == NULL ? -1 : PyLong_AsLongLong(records);
-    if ((n == -1 && (records == NULL || PyErr_Occurred())) || (t = tally(state, S_OUTS, 2, topic, group, 2)) == NULL)
+    if (records == NULL)
+        return -1;
+    long long n = PyLong_AsLongLong(records);
+    Py_ssize_t size = n == -1 && PyErr_Occurred() ? -1 : PyObject_Size(body);
+    if (size < 0 || (ext = PyObject_GetAttr(cmd, s_ext_fields)) == NULL)
         goto done;
-    r = add_int(t, 0, n) < 0 || add_int(t, 1, size) < 0 ? -1 : 0;
+    if ((topic = Py_XNewRef(ext_get(ext, s_topic))) == NULL || (group = Py_XNewRef(ext_get(ext, s_group))) == NULL)
+        goto done;
+    if ((t = tally(state, S_OUTS, 2, topic, group, 2)) != NULL)
+        r = add_int(t, 0, n) < 0 || add_int(t, 1, size) < 0 ? -1 : 0;
 done:
     Py_XDECREF(t);
-    Py_XDECREF(records);
-    Py_DECREF(ext);
+    Py_XDECREF(group);
+    Py_XDECREF(topic);
+    Py_XDECREF(ext);
+    Py_DECREF(records);
     return r;
 }
 
@@ -314,8 +339,11 @@ static int count_answer(PyObject *state, PyObject *cmd, PyObject *response, PyOb
 
 /* meter_remoting(state, cmd, response, started) -> None: metered.py's meter_remoting_py */
 static PyObject *meter_remoting(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != S_FIELDS) {
-        PyErr_SetString(PyExc_TypeError, "meter_remoting(state: MeterState, cmd, response, started)");
+    if (nargs != 4 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != S_FIELDS
+            || !bounds_ok(PyTuple_GET_ITEM(args[0], S_RPC_BOUNDS))
+            || !bounds_ok(PyTuple_GET_ITEM(args[0], S_SIZE_BOUNDS))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "meter_remoting(state: MeterState, its bounds tuples of floats; cmd, response, started)");
         return NULL;
     }
     PyObject *state = args[0], *cmd = args[1], *response = args[2];
@@ -323,14 +351,20 @@ static PyObject *meter_remoting(PyObject *self, PyObject *const *args, Py_ssize_
     if (started == -1.0 && PyErr_Occurred())
         return NULL;
     PyObject *now = PyObject_CallNoArgs(PyTuple_GET_ITEM(state, S_CLOCK));
-    double millis = now == NULL ? 0.0 : (PyFloat_AsDouble(now) - started) * 1000.0;
-    Py_XDECREF(now);
-    PyObject *code = now == NULL ? NULL : PyObject_GetAttr(cmd, s_code);
-    PyObject *answer = code == NULL || response == Py_None ? Py_XNewRef(Py_None) : PyObject_GetAttr(response, s_code);
-    int r = answer == NULL || PyErr_Occurred() ? -1 : count_rpc(state, code, answer, millis);
+    if (now == NULL)
+        return NULL;
+    double millis = (PyFloat_AsDouble(now) - started) * 1000.0;
+    Py_DECREF(now);
+    if (PyErr_Occurred())
+        return NULL;
+    PyObject *code = PyObject_GetAttr(cmd, s_code), *answer = NULL;
+    if (code == NULL)
+        return NULL;
+    answer = response == Py_None ? Py_NewRef(Py_None) : PyObject_GetAttr(response, s_code);
+    int r = answer == NULL ? -1 : count_rpc(state, code, answer, millis);
     if (r == 0 && response != Py_None)
         r = count_answer(state, cmd, response, code, answer);
-    Py_XDECREF(code);
+    Py_DECREF(code);
     Py_XDECREF(answer);
     return r < 0 ? NULL : Py_NewRef(Py_None);
 }

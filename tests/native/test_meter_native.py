@@ -129,3 +129,64 @@ def test_meter_remoting_by_hand(native):
     assert list(m.tally_out[("T", "G")]) == [99, 50]
     # the oneway pull: 1002.5 ms, counted under "oneway" in the 1 s .. 2 s bucket, nothing out
     assert list(m.tally_rpc[("remoting", 11, "oneway")]) == [1, 1002.5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0]
+
+
+def test_counts_bounds_its_size_before_allocating(native):
+    # a tally is a dozen numbers: a size from a bug (or an overflowing n) is refused, never allocated short
+    for n in (0, 4097, 2**61, -1):
+        with pytest.raises(ValueError, match="1 <= n <= 4096"):
+            native.Counts(n)
+    t = native.Counts(4096, float_at=1)
+    with pytest.raises(IndexError):
+        t[4096] = 7
+    assert len(t) == 4096 and t[4095] == 0 and t[1] == 0.0
+
+
+def test_counts_refuse_to_wrap_past_int64(native):
+    meter, state = _meter(lambda: 0.0)
+    send = RemotingCommand(code=310, body=b"x")
+    answer = RemotingCommand(code=0)
+    native.meter_remoting(state, send, answer, 0.0)
+    t = meter.metrics.tally_rpc[("remoting", 310, 0)]
+    t[0] = 2**63 - 1
+    with pytest.raises(OverflowError):
+        native.meter_remoting(state, send, answer, 0.0)
+    assert t[0] == 2**63 - 1  # not wrapped to -2**63
+
+
+def test_list_tallies_add_as_python_does(native):
+    # a tally made by the pure engine (a list) bumped by the C meter: beyond int64 it grows as Python's ints do
+    meter, state = _meter(lambda: 0.0)
+    meter.metrics.tally_rpc[("remoting", 310, 0)] = t = [2**63 - 1, 0.5] + [0] * 10
+    state.rpc.setdefault(310, {})[0] = t
+    native.meter_remoting(state, RemotingCommand(code=310), RemotingCommand(code=0), 0.0)
+    assert t[:3] == [2**63, 0.5, 1]
+
+
+def test_labels_changed_by_records_in_are_read_after_it(native):
+    # records_in is Python: it may change the request's fields under the meter; both sides read the labels after
+    # it, and the C side holds them while `miss` runs (it used to read them borrowed from the dict)
+    got = []
+    for fn in (native.meter_remoting, M.meter_remoting_py):
+        pull = RemotingCommand(code=11, ext_fields={"topic": "T" * 50, "consumerGroup": "G"})
+
+        def records_in(body, pull=pull):
+            pull.ext_fields["topic"] = "U" * 50  # the old topic string's last reference goes
+            pull.ext_fields = {"topic": "V", "consumerGroup": "H"}
+            return 3
+
+        meter, state = _meter(lambda: 0.0, records_in=records_in)
+        fn(state, pull, RemotingCommand(code=0, body=b"z" * 9), 0.0)
+        got.append({k: list(v) for k, v in meter.metrics.tally_out.items()})
+    assert got[0] == got[1] == {("V", "H"): [3, 9]}
+
+
+def test_a_cached_none_is_a_miss_and_bad_bounds_are_refused(native):
+    meter, state = _meter(lambda: 0.0)
+    state.rpc[310] = {0: None}
+    native.meter_remoting(state, RemotingCommand(code=310), RemotingCommand(code=0), 0.0)
+    assert meter.metrics.tally_rpc[("remoting", 310, 0)][0] == 1
+    with pytest.raises(TypeError, match="tuples of floats"):
+        native.meter_remoting(state._replace(rpc_bounds=[1.0, 3.0]), RemotingCommand(code=310), None, 0.0)
+    with pytest.raises(TypeError, match="tuples of floats"):
+        native.meter_remoting(state._replace(size_bounds=(1024, 4096)), RemotingCommand(code=310), None, 0.0)

@@ -78,8 +78,8 @@ def meter_remoting_py(s: MeterState, cmd, response, started: float) -> None:
 
 
 def _count_out(s: MeterState, cmd, response) -> None:
-    ext = cmd.ext_fields or _NONE
     n = response.records if response.records is not None else s.records_in(response.body)
+    ext = cmd.ext_fields or _NONE
     topic, group = ext.get("topic", ""), ext.get("consumerGroup", "")
     t = s.outs.get(topic, _NONE).get(group)
     if t is None:
