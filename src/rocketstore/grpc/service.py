@@ -43,6 +43,7 @@ MESSAGE_TYPES = {
 }
 PERM_READ, PERM_WRITE = 4, 2
 DEFAULT_INVISIBLE_MS = 60_000  # ProxyConfig.defaultInvisibleTimeMills (auto renew)
+EXPIRED = "receipt handle is expired"  # an ack's answer for a handle whose invisible time ended
 
 
 @dataclasses.dataclass
@@ -616,18 +617,21 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         refusal = self._topic_and_group_refusal(topic, group)
         if refusal:
             return spb.AckMessageResponse(status=_status(*refusal))
-        entries = []
+        statuses, acks = [], []
         for e in request.entries:
             try:  # an auto-renewed message: its newest handle
                 h = Handle.decode(self.renew.take(group, e.message_id, e.receipt_handle) or e.receipt_handle)
             except HandleError as err:
-                st = _status(Code.INVALID_RECEIPT_HANDLE, str(err))
+                statuses.append(_status(Code.INVALID_RECEIPT_HANDLE, str(err)))
             else:
-                st = (
-                    _status(Code.OK)
-                    if self.pop.ack(group, self.retry.topic_of(group, topic, h), h)
-                    else _status(Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
-                )
+                statuses.append(None)  # its ack's answer, below
+                acks.append((self.retry.topic_of(group, topic, h), h))
+        # the entries acked as one durable change of the group: one journal sync for the call, not one each
+        answers = iter(self.pop.ack_all(group, acks) if acks else ())
+        entries = []
+        for e, st in zip(request.entries, statuses):
+            if st is None:
+                st = _status(Code.OK) if next(answers) else _status(Code.INVALID_RECEIPT_HANDLE, EXPIRED)
             entries.append(
                 spb.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle, status=st)
             )
