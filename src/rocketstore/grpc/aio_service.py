@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 
 from ..broker.pop import now_ms
+from ..config.store_config import ASYNC_FLUSH
 from .protocol import definition_pb2 as pb
 from .protocol import service_pb2 as spb
 from .protocol import service_pb2_grpc as sgrpc
@@ -131,6 +132,7 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
         self.polls = 0  # ReceiveMessage calls polling
         self.wakeups = Wakeups(loop)
         self.meter = None  # metered.GrpcMeter: each call counted (rocketmq_rpc_latency, messages in / out), or None
+        self.inline = inline_calls(core.store.config.flush_disk_type)
         core.store.add_dispatcher(lambda req: self.wakeups.notify((("m", req.topic),)))
         core.pop.on_change = lambda touched: self.wakeups.notify([("s", g, t) for g, t in touched])
 
@@ -149,7 +151,9 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
     async def _unary(self, name: str, request, context):
         started = time.perf_counter()
         response_class = getattr(spb, _METHODS[name].output_type.name)
-        if self.waiting_unary >= self.config.grpc_threads + self.config.grpc_queue_capacity:
+        if name in self.inline:
+            response = _call(getattr(self.core, name), request, CallContext(context), response_class, name)
+        elif self.waiting_unary >= self.config.grpc_threads + self.config.grpc_queue_capacity:
             response = response_class(status=pb.Status(code=Code.TOO_MANY_REQUESTS, message="flow limit"))
         else:
             self.waiting_unary += 1
@@ -295,6 +299,17 @@ class AsyncMessagingService(sgrpc.MessagingServiceServicer):
             pass
         finally:
             outbox.queue.put_nowait(None)
+
+
+# Unary calls answered on the event loop itself: they do not wait on the disk (but for a topic's auto-create,
+# once, as the remoting side's sends do on the loop too), so handing them to a pool thread only adds two thread
+# switches and a GIL hand-over per call (bench/README.md, 2026-11-28 evening). A send waits for its flush with
+# SYNC_FLUSH only; acks and invisible-time changes sync the pop journal, and the rarer calls keep the pool too.
+NEVER_WAIT = frozenset({"QueryRoute", "Heartbeat", "QueryAssignment", "GetOffset", "QueryOffset"})
+
+
+def inline_calls(flush_disk_type: str) -> frozenset:
+    return NEVER_WAIT | {"SendMessage"} if flush_disk_type == ASYNC_FLUSH else NEVER_WAIT
 
 
 def _call(fn, request, context, response_class, name):
