@@ -6,7 +6,9 @@
 One partition per segment file (every segment ends at a record boundary or a BLANK filler, so segments are
 independent). A record that is neither a message nor a BLANK before the data ends is corruption: the read
 fails naming the file and offset (failOnDataLoss=false: the rest of that segment is skipped with a warning).
-Options: path, the store's settings, `topics` / `topicPattern` (optional), maxRecordsPerBatch.
+Options: path, the store's settings, `topics` / `topicPattern` (optional), maxRecordsPerBatch, `segments`
+(optional: segment file names, comma separated, to read only those; one that is not there fails the read,
+so a job that planned on it never takes "no rows" for "read": the archive job reads its batches so).
 """
 
 from __future__ import annotations
@@ -68,14 +70,22 @@ class CommitLogReader(DataSourceReader):
         self.pattern = pattern or None
         self.batch_rows = O.integer(self.options, "maxRecordsPerBatch", 8192, minimum=1)
         self.fail = O.boolean(self.options, "failOnDataLoss", True)
+        chosen = O.get(self.options, "segments")
+        self.segments = [n.strip() for n in chosen.split(",") if n.strip()] if chosen else None
 
     def partitions(self):
         names = L.segment_names(self.directory)
+        chosen = names
+        if self.segments is not None:
+            missing = sorted(set(self.segments) - set(names))
+            if missing:
+                raise O.OptionError(f"option 'segments': no segment {', '.join(missing)} in {self.directory}")
+            chosen = sorted(set(self.segments))
         return [
             SegmentPartition(
                 os.path.join(self.directory, n), n == names[-1], self.topics, self.pattern, self.batch_rows, self.fail
             )
-            for n in names
+            for n in chosen
         ]
 
     def read(self, partition: SegmentPartition):

@@ -33,6 +33,7 @@ READ_OPTIONS = (
     "sinkId",
     "sql",
     "small",
+    "segments",
 )
 
 
