@@ -5,7 +5,8 @@
 
 Formats: "rocketstore" (batch and streaming source over the ConsumeQueue; batch and streaming sink),
 "rocketstore_commitlog" (every CommitLog record). rebuild(store, spark) rebuilds the ConsumeQueues and
-index files from the CommitLog as a parallel job. The Spark layer uses only the store's public API and the
+index files from the CommitLog as a parallel job; archive(store, dest, spark) writes the CommitLog's closed
+segments to Parquet under dest, each once. The Spark layer uses only the store's public API and the
 format modules.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from .session import session
 
-__all__ = ["session", "register", "rebuild"]
+__all__ = ["session", "register", "rebuild", "archive"]
 
 
 def register(spark) -> None:
@@ -40,3 +41,11 @@ def rebuild(store, spark=None, **options):
     from .rebuild_job import rebuild as run
 
     return run(store, spark or session(), **options)
+
+
+def archive(store, dest, spark=None, **options):
+    """Archive `store`'s closed CommitLog segments not archived yet as Parquet under `dest`, each segment
+    exactly once (see rocketstore.spark.archive_job)."""
+    from .archive_job import archive as run
+
+    return run(store, dest, spark or session(), **options)

@@ -30,3 +30,8 @@ class DataLossError(PipelineError):
 
 class SinkError(PipelineError):
     """The sink cannot append: the store is locked, a put failed, a replay does not match."""
+
+
+class ArchiveError(RocketStoreError):
+    """The archive job cannot run: a destination it cannot write exactly once, another job on it, an
+    archive of another store (raised in the driver, before or between Spark jobs)."""
