@@ -86,6 +86,7 @@ NON_STORE_COMMANDS = [
     ["inspect", "{d}"],
     ["verify", "{d}"],
     ["serve", "{d}", "--no-grpc", "--no-namesrv", "--remoting", "127.0.0.1:0"],
+    ["archive", "{d}", "--to", "{d}-archive"],
 ]
 
 
@@ -156,6 +157,24 @@ def test_serve_bad_address_is_a_usage_error(tmp_path, option, value):
     err = one_error_line(2, "serve", str(tmp_path / "s"), option, value)
     assert option in err and "(see 'rocketstore serve -h')" in err
     assert not os.path.exists(tmp_path / "s")  # nothing made
+
+
+# ---------------------------------------------------------------- archive: a destination it cannot use
+@pytest.mark.parametrize(
+    "to, said",
+    [
+        (None, "Missing option '--to'"),
+        ("s3a://bucket/archive", "only local paths are supported"),
+        ("{s}/archive", "the archive must not be inside the store"),
+        ("{up}", "the store must not be inside the archive"),
+    ],
+)
+def test_archive_to_a_destination_it_cannot_use_is_a_usage_error(store, to, said):
+    """Refused before Spark starts, nothing written."""
+    before = listing(store)
+    args = ["archive", store] + ([] if to is None else ["--to", to.format(s=store, up=os.path.dirname(store))])
+    assert said in one_error_line(2, *args)
+    assert listing(store) == before and not os.path.exists(os.path.join(store, "archive"))
 
 
 # ---------------------------------------------------------------- numbers out of range: usage errors

@@ -7,6 +7,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from urllib.parse import unquote
 
 import pytest
@@ -341,3 +343,26 @@ def test_the_active_segment_is_the_last_holding_data():
     assert closed_segments(["a", "b"], [True, True]) == ["a"]
     assert closed_segments(["a"], [True]) == [] == closed_segments([], [])
     assert local_dest("file:///data/archive") == "/data/archive"
+
+
+def test_the_command_archives_and_says_what_it_did(base_store, tmp_path):
+    import pyarrow.dataset as ds
+
+    root, put = base_store
+    dest = str(tmp_path / "archive")
+    p = subprocess.run(
+        [sys.executable, "-m", "rocketstore.cli", "archive", root, "--to", dest, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout)
+    want = closed_records(root, put)
+    assert (summary["segments"], summary["records"], summary["active"]) == (
+        len(segments(root)) - 1,
+        len(want),
+        segments(root)[-1],
+    )
+    table = ds.dataset(dest, format="parquet", partitioning="hive").to_table(columns=["physicalOffset"])
+    assert sorted(table.column("physicalOffset").to_pylist()) == [r["physicalOffset"] for r in want]

@@ -363,6 +363,9 @@ _register_admin(cli)
 from .maintain import register as _register_maintenance  # noqa: E402  rebuild, clean, recover
 
 _register_maintenance(cli)
+from .archive import register as _register_archive  # noqa: E402  archive (Spark)
+
+_register_archive(cli)
 
 from .serve import register as _register_serve  # noqa: E402  serve (gRPC, RocketMQ 5 clients)
 
@@ -422,6 +425,11 @@ EXAMPLES = {
         "rocketstore rebuild ./store --dry-run   # what, and the room needed",
         "rocketstore rebuild ./store --yes",
         "rocketstore rebuild ./store --yes --engine spark",
+    ],
+    "archive": [
+        "rocketstore archive ./store --to ./archive   # closed segments, each once",
+        "rocketstore archive ./store --to ./archive --include-system --include-prepared",
+        "rocketstore archive ./store --to ./archive --json   # then: spark.read.parquet('archive')",
     ],
     "clean": [
         "rocketstore clean ./store --dry-run   # what would go, why the rest stays",
