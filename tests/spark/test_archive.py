@@ -366,3 +366,21 @@ def test_the_command_archives_and_says_what_it_did(base_store, tmp_path):
     )
     table = ds.dataset(dest, format="parquet", partitioning="hive").to_table(columns=["physicalOffset"])
     assert sorted(table.column("physicalOffset").to_pylist()) == [r["physicalOffset"] for r in want]
+
+
+def test_a_failed_spark_job_is_told_in_its_one_line_that_matters():
+    import rocketstore.cli.main  # noqa: F401  (the command group first, as `rocketstore` loads it)
+    from rocketstore.cli.archive import spark_failure
+
+    worker = (
+        "An exception was thrown from the Python worker:\nTraceback (most recent call last):\n"
+        '  File "commitlog_source.py", line 127, in read_segment\n'
+        "    raise ValueError(message)\n"
+        "ValueError: /s/commitlog/00000000000000065536: no valid record at offset 4204 (size 412, magic 0x1)\n"
+    )
+    assert spark_failure(Exception(worker)) == (
+        "ValueError: /s/commitlog/00000000000000065536: no valid record at offset 4204 (size 412, magic 0x1)"
+    )
+    assert spark_failure(Exception("[TASK_WRITE_FAILED] Task failed\n\tat org.apache.Foo")) == (
+        "[TASK_WRITE_FAILED] Task failed"
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import time
 
 import click
@@ -102,6 +103,10 @@ def archive(store, dest, include_system, include_prepared, master, spark_conf, c
             M.fail(os_problem(e, store))
         except (RocketStoreError, ValueError) as e:
             M.fail(str(e))
+        except Exception as e:
+            if not type(e).__module__.startswith(("pyspark", "py4j")):
+                raise
+            M.fail(spark_failure(e))
         finally:
             if spark is not None:
                 shown.phase("stopping Spark")
@@ -117,6 +122,21 @@ def archive(store, dest, include_system, include_prepared, master, spark_conf, c
         click.echo(json.dumps(summary, ensure_ascii=False))
         return
     M.print_result("archived", {**summary, "undone": ", ".join(summary["undone"]) or "-"}, [], False)
+
+
+_ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?(\w*(?:Error|Exception)): (.+)$")
+
+
+def spark_failure(e: BaseException) -> str:
+    """A failed Spark job as the one line that matters: the last "SomeError: message" line (a Python
+    worker's error, e.g. a damaged record's file and offset, comes last after its traceback), else Spark's
+    first line."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    for line in reversed(lines):
+        m = _ERROR_LINE.match(line)
+        if m:
+            return f"{m.group(1)}: {m.group(2)}"
+    return lines[0] if lines else type(e).__name__
 
 
 def _phases(shown: Phases):
