@@ -99,10 +99,11 @@ def as_rows(records):
     return [tuple(r[k] for k in keys) + (r["date"], r["segment"]) for r in records]
 
 
-def read_back(spark, dest):
+def read_back(spark, dest, schema=None):
     """Every row of the archive as a plain Parquet reader sees it, in log order; and each row's file."""
     rows = (
-        spark.read.parquet(dest)
+        (spark.read.schema(schema) if schema else spark.read)
+        .parquet(dest)
         .selectExpr(
             "topic",
             "queueId",
@@ -209,13 +210,15 @@ def test_archive_holds_each_closed_segment_record_once_and_a_rerun_adds_only_new
 
 
 def test_system_topics_and_uncommitted_transactions_are_archived_only_when_asked(spark, base_store, tmp_path):
+    from rocketstore.spark.archive_job import DDL
+
     root, put = base_store
     dest = str(tmp_path / "all")
     summary = rocketstore.spark.archive(root, dest, spark, include_system=True, include_prepared=True)
     want = closed_records(root, put, system=True, prepared=True)
     assert any(r["system"] for r in want) and any(r["sysFlag"] == TRANSACTION_PREPARED_TYPE for r in want)
     assert summary["records"] == len(want)
-    assert read_back(spark, dest)[0] == as_rows(want)
+    assert read_back(spark, dest, schema=DDL)[0] == as_rows(want)  # (the archive's schema, given)
     from rocketstore.spark.archive_manifest import ArchiveManifest
 
     m = ArchiveManifest(dest)
@@ -256,6 +259,28 @@ def test_the_filters_and_the_date_are_the_stores_rules(spark):
             store_date(F.timestamp_millis(F.col("ms"))).cast("string").alias("date"),
         ).collect()
     assert [(r.system, r.queued, r.date) for r in got] == [(topics[t], flags[f], dates[m]) for t, f, m in data]
+
+
+def test_a_segment_with_nothing_to_archive_is_committed_empty(spark, tmp_path):
+    """Segment 0 holds message traces only (a system topic): its entry lists no file, and a rerun does not
+    take it up again."""
+    from rocketstore.spark.archive_manifest import ArchiveManifest
+
+    root, dest = str(tmp_path / "store"), str(tmp_path / "archive")
+    orders = []
+    with MessageStore.open(root, StoreConfig(mapped_file_size_commit_log=SEGMENT, clock=lambda: T0)) as s:
+        while len(segments(root)) < 2:
+            assert s.put(Message("RMQ_SYS_TRACE_TOPIC", b"t" * 500), 0).ok
+        while len(segments(root)) < 3:
+            orders.append(s.put(Message("Orders", b"o" * 500), 0).physical_offset)
+    first, second, active = segments(root)
+    summary = rocketstore.spark.archive(root, dest, spark)
+    assert (summary["segments"], summary["records"]) == (2, len(orders) - 1)  # the last Orders is in the active
+    m = ArchiveManifest(dest)
+    assert (m.entry(first)["rows"], m.entry(first)["files"]) == (0, [])
+    got = [r.physicalOffset for r in spark.read.parquet(dest).orderBy("physicalOffset").collect()]
+    assert got == orders[:-1]
+    assert rocketstore.spark.archive(root, dest, spark)["segments"] == 0
 
 
 class Killed(Exception):

@@ -53,6 +53,11 @@ log = logging.getLogger("rocketstore.spark")
 
 PARTITIONS = ("topic", "date")
 COLUMNS = [f.name for f in RB.SCHEMA if f.name != "topic"] + ["segment"]  # + the partitions, read back last
+_TOPIC = "topic STRING NOT NULL, "
+assert RB.DDL.startswith(_TOPIC)
+# The archive's schema, for `spark.read.schema(DDL).parquet(dest)`: Spark infers partition values' types, so
+# an archive whose topics all look like numbers ("2026") would read back with an integer topic column
+DDL = RB.DDL[len(_TOPIC) :] + ", segment STRING NOT NULL, " + _TOPIC + "date DATE NOT NULL"
 
 
 def archive(
