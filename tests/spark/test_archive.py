@@ -360,6 +360,25 @@ def test_an_archive_elsewhere_than_a_local_path_of_its_own_is_refused(spark, bas
     assert parquet_files(str(dest)) == []
 
 
+def test_the_readme_path_archives_then_queries_with_spark_sql(spark, base_store, tmp_path, capsys):
+    """README.md's "Archive past retention" Python, run as written (its paths ours): its query's table
+    shows the count of each topic and UTC date of what was put (the README's date filter keeps them all)."""
+    from collections import Counter
+
+    root, put = base_store
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md"), encoding="utf-8").read()
+    section = readme[readme.index("### Archive past retention") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    code = code.replace("path/to/store", root).replace("path/to/archive", str(tmp_path / "archive"))
+    exec(compile(code, "README.md", "exec"), {})
+    shown = capsys.readouterr().out
+    counts = Counter((r["topic"], r["date"]) for r in closed_records(root, put))
+    lines = [line for line in shown.splitlines() if re.match(r"\|\s*[%\w]+\|\d{4}-", line)]
+    assert len(lines) == len(counts), shown
+    for (topic, date), n in counts.items():
+        assert re.search(rf"\|\s*{re.escape(topic)}\|{date}\|\s*{n}\|", shown), (topic, date, n, shown)
+
+
 def test_the_active_segment_is_the_last_holding_data():
     from rocketstore.spark.archive_manifest import closed_segments, local_dest
 
