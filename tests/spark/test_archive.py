@@ -7,8 +7,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from urllib.parse import unquote
 
 import pytest
@@ -338,6 +340,47 @@ def test_a_job_killed_half_way_then_run_again_leaves_each_record_once(spark, bas
     assert read_back(spark, dest)[0] == as_rows(closed_records(root, put))  # each record once
     assert parquet_files(dest) == manifest_files(dest)  # no file that no entry lists
     assert m.archived() == closed and not os.path.exists(m.staging)
+
+
+def test_the_command_sigkilled_mid_run_then_run_again_leaves_each_record_once(spark, base_store, tmp_path):
+    """A real kill: `rocketstore archive` (and its Spark JVM, one process group) SIGKILLed as soon as its
+    first segment is committed, while it moves the next ones in or stages the next batch; then run again."""
+    from rocketstore.spark.archive_manifest import ArchiveManifest
+
+    root, put = base_store
+    dest = str(tmp_path / "archive")
+    closed = segments(root)[:-1]
+    entries = os.path.join(dest, "_rocketstore_archive", "segments")
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rocketstore.cli",
+            "archive",
+            root,
+            "--to",
+            dest,
+            "--spark-conf",
+            "spark.master=local[2]",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 300
+    try:
+        while not (os.path.isdir(entries) and any(n.endswith(".json") for n in os.listdir(entries))):
+            assert p.poll() is None and time.monotonic() < deadline, p.returncode
+            time.sleep(0.002)
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    killed_at = ArchiveManifest(dest).archived()
+    assert 0 < len(killed_at) < len(closed)  # killed half-way
+    summary = rocketstore.spark.archive(root, dest, spark)
+    assert (summary["archivedBefore"], summary["segments"]) == (len(killed_at), len(closed) - len(killed_at))
+    assert read_back(spark, dest)[0] == as_rows(closed_records(root, put))  # each record once
+    assert parquet_files(dest) == manifest_files(dest)
 
 
 def test_an_archive_elsewhere_than_a_local_path_of_its_own_is_refused(spark, base_store, tmp_path):
