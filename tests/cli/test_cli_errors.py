@@ -167,14 +167,17 @@ def test_serve_bad_address_is_a_usage_error(tmp_path, option, value):
         ("s3a://bucket/archive", "only local paths are supported"),
         ("{s}/archive", "the archive must not be inside the store"),
         ("{up}", "the store must not be inside the archive"),
+        ("{s}/../home", "not empty and not an archive"),
+        ("{s}/../home/notes.txt", "not a directory"),
     ],
 )
-def test_archive_to_a_destination_it_cannot_use_is_a_usage_error(store, to, said):
-    """Refused before Spark starts, nothing written."""
-    before = listing(store)
+def test_archive_to_a_destination_it_cannot_use_is_a_usage_error(store, plain_dir, to, said):
+    """Refused before Spark starts, nothing written (`plain_dir`: someone's files, ../home from the store)."""
+    before, theirs = listing(store), listing(plain_dir)
     args = ["archive", store] + ([] if to is None else ["--to", to.format(s=store, up=os.path.dirname(store))])
     assert said in one_error_line(2, *args)
     assert listing(store) == before and not os.path.exists(os.path.join(store, "archive"))
+    assert listing(plain_dir) == theirs
 
 
 # ---------------------------------------------------------------- numbers out of range: usage errors

@@ -48,13 +48,21 @@ def local_dest(dest: str) -> str:
 
 
 def destination(root: str, dest: str) -> str:
-    """The archive's local path for the store at `root`: local_dest(dest), neither inside the other (Parquet
-    files among the store's, or a reader of the archive walking the store's files)."""
+    """The archive's local path for the store at `root`: local_dest(dest), a new or empty directory or an
+    archive already, neither inside the other (Parquet files among the store's, or a reader of the archive
+    walking the store's files)."""
     target = local_dest(dest)
     for inner, outer, what in ((target, root, "the archive must not be inside the store"),
                                (root, target, "the store must not be inside the archive")):  # fmt: skip
         if inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep):
             raise ArchiveError(f"{target}: {what} ({root})")
+    if os.path.exists(target) and not os.path.isdir(target):
+        raise ArchiveError(f"{target}: not a directory")
+    if os.path.isdir(target) and os.listdir(target) and not os.path.isdir(os.path.join(target, MANIFEST_DIR)):
+        # someone's files: an archive's partition directories among them would be mixed up with them
+        raise ArchiveError(
+            f"{target}: not empty and not an archive (no {MANIFEST_DIR}/): give a new or empty directory"
+        )
     return target
 
 
