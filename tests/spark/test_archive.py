@@ -285,6 +285,23 @@ def test_a_segment_with_nothing_to_archive_is_committed_empty(spark, tmp_path):
     assert rocketstore.spark.archive(root, dest, spark)["segments"] == 0
 
 
+def test_segments_cleaned_before_they_were_archived_are_reported_missing(spark, tmp_path):
+    root, dest = str(tmp_path / "store"), str(tmp_path / "archive")
+
+    def fill_to(n_segments):
+        with MessageStore.open(root, StoreConfig(mapped_file_size_commit_log=SEGMENT, clock=lambda: T0)) as s:
+            while len(segments(root)) < n_segments:
+                assert s.put(Message("Orders", b"o" * 500), 0).ok
+
+    fill_to(3)
+    assert rocketstore.spark.archive(root, dest, spark)["segments"] == 2  # 0 and 1
+    fill_to(5)
+    for name in segments(root)[:3]:  # cleanup took 0 to 2 meanwhile, 2 never archived
+        os.unlink(os.path.join(root, "commitlog", name))
+    summary = rocketstore.spark.archive(root, dest, spark)
+    assert (summary["segments"], summary["missingBytes"]) == (1, SEGMENT)
+
+
 class Killed(Exception):
     pass
 
