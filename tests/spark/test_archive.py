@@ -418,6 +418,9 @@ def test_an_archive_elsewhere_than_a_local_path_of_its_own_is_refused(spark, bas
     with pytest.raises(ArchiveError, match="another store's segment 00000000000000000000"):
         rocketstore.spark.archive(root, str(dest), spark)
     assert parquet_files(str(dest)) == []
+    # the source's `segments` option, which the job reads by: a segment that is not there fails the read
+    with pytest.raises(Exception, match="option 'segments': no segment 99999999999999999999"):
+        spark.read.format("rocketstore_commitlog").option("path", root).option("segments", "9" * 20).load().count()
 
 
 def test_the_readme_path_archives_then_queries_with_spark_sql(spark, base_store, tmp_path, capsys):
