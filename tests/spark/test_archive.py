@@ -453,22 +453,33 @@ def test_the_active_segment_is_the_last_holding_data():
 
 
 def test_the_command_archives_and_says_what_it_did(base_store, tmp_path):
+    """`rocketstore archive` (stderr not a terminal): a line per phase, then the report; the archive as a
+    plain Parquet reader (pyarrow) sees it."""
     import pyarrow.dataset as ds
 
     root, put = base_store
     dest = str(tmp_path / "archive")
     p = subprocess.run(
-        [sys.executable, "-m", "rocketstore.cli", "archive", root, "--to", dest, "--json"],
+        [sys.executable, "-m", "rocketstore.cli", "archive", root, "--to", dest],
         capture_output=True,
         text=True,
         timeout=600,
+        env={**os.environ, "COLUMNS": "80"},
     )
     assert p.returncode == 0, p.stderr
-    summary = json.loads(p.stdout)
     want = closed_records(root, put)
-    assert (summary["segments"], summary["records"], summary["active"]) == (
-        len(segments(root)) - 1,
-        len(want),
+    closed = len(segments(root)) - 1
+    ours = [line for line in p.stderr.splitlines() if not line.startswith("WARNING")]
+    assert ours[:2] == ["starting Spark (local[*])...", f"planning: {closed} segments to archive"], ours
+    assert ours[-1] == "stopping Spark", ours
+    batches = [re.fullmatch(rf"archiving segments (\d+)-(\d+) of {closed}", line) for line in ours[2:-1]]
+    assert all(batches) and batches, ours
+    spans = [(int(m.group(1)), int(m.group(2))) for m in batches]
+    assert [a for a, _ in spans] == [1] + [b + 1 for _, b in spans[:-1]] and spans[-1][1] == closed
+    report = dict(re.findall(r"^\s*(\w+)\s+(\S+)\s*$", p.stdout, re.M))
+    assert (report["segments"], report["records"], report["active"]) == (
+        str(closed),
+        str(len(want)),
         segments(root)[-1],
     )
     table = ds.dataset(dest, format="parquet", partitioning="hive").to_table(columns=["physicalOffset"])
