@@ -346,9 +346,11 @@ def test_a_job_killed_half_way_then_run_again_leaves_each_record_once(spark, bas
         if phase == "planning":
             seen["files"], seen["listed"] = parquet_files(dest), manifest_files(dest)
             seen["staging"] = os.path.exists(m.staging)
+            seen["empty"] = [d for d, sub, files in os.walk(dest) if not sub and not files]
 
     summary = rocketstore.spark.archive(root, dest, spark, progress=planning)
     assert seen["files"] == seen["listed"] and not seen["staging"]  # what no entry lists was removed first
+    assert seen["empty"] == []  # and the partition directories it alone had
     assert (summary["undone"], summary["archivedBefore"], summary["segments"]) == (
         [closed[2]],
         2,
@@ -418,6 +420,12 @@ def test_an_archive_elsewhere_than_a_local_path_of_its_own_is_refused(spark, bas
     with pytest.raises(ArchiveError, match="another store's segment 00000000000000000000"):
         rocketstore.spark.archive(root, str(dest), spark)
     assert parquet_files(str(dest)) == []
+    # one job at a time on an archive
+    from rocketstore.spark.archive_manifest import ArchiveManifest
+
+    with ArchiveManifest(str(dest)):
+        with pytest.raises(ArchiveError, match="another archive job is writing this archive"):
+            rocketstore.spark.archive(root, str(dest), spark)
     # the source's `segments` option, which the job reads by: a segment that is not there fails the read
     with pytest.raises(Exception, match="option 'segments': no segment 99999999999999999999"):
         spark.read.format("rocketstore_commitlog").option("path", root).option("segments", "9" * 20).load().count()
@@ -440,6 +448,29 @@ def test_the_readme_path_archives_then_queries_with_spark_sql(spark, base_store,
     assert len(lines) == len(counts), shown
     for (topic, date), n in counts.items():
         assert re.search(rf"\|\s*{re.escape(topic)}\|{date}\|\s*{n}\|", shown), (topic, date, n, shown)
+
+
+def test_recovery_removes_an_uncommitted_segments_files_and_the_directories_only_it_had(tmp_path):
+    """The manifest alone (no Spark): segment A committed, B killed half-way through its moves."""
+    from rocketstore.spark.archive_manifest import MOVES, ArchiveManifest, entry
+
+    dest = tmp_path / "archive"
+    a, b = "0" * 20, f"{SEGMENT:020d}"
+    kept = f"topic=T/date=2026-11-21/{a}-00000.parquet"
+    moved = [f"topic=T/date=2026-11-21/{b}-00000.parquet", f"topic=U/date=2026-11-22/{b}-00000.parquet"]
+    not_yet = f"topic=U/date=2026-11-23/{b}-00000.parquet"
+    for rel in [kept, *moved]:
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        (dest / rel).write_bytes(b"PAR1")
+    with ArchiveManifest(str(dest)) as m:
+        m.commit(entry(a, SEGMENT, "h", [{"path": kept, "rows": 1}], {}))
+        os.makedirs(m.staged_dir(b))
+        (tmp_path / "archive" / "_rocketstore_archive" / "staging" / f"stagedSegment={b}" / MOVES).write_text(
+            json.dumps([*moved, not_yet])
+        )
+        assert m.recover() == [b]
+    assert parquet_files(str(dest)) == [kept] and not (dest / "topic=U").exists()
+    assert m.archived() == [a] and not m.is_archived(b) and not os.path.exists(m.staging)
 
 
 def test_the_active_segment_is_the_last_holding_data():

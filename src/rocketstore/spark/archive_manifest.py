@@ -185,12 +185,22 @@ class ArchiveManifest:
                             os.unlink(os.path.join(self.dest, rel))
                         except FileNotFoundError:
                             pass
+                        self._prune(os.path.dirname(rel))
                 undone.append(name[len(prefix) :])
         shutil.rmtree(self.staging, ignore_errors=True)
         for n in os.listdir(self.segments_dir):  # an entry whose rename never happened
             if n.startswith("."):
                 os.unlink(os.path.join(self.segments_dir, n))
         return undone
+
+    def _prune(self, rel_dir: str) -> None:
+        """Remove a partition directory (date=, then its topic=) left empty by an undone segment."""
+        while rel_dir and rel_dir != os.curdir:
+            try:
+                os.rmdir(os.path.join(self.dest, rel_dir))
+            except OSError:  # not empty (or gone): what is above it is not empty either
+                return
+            rel_dir = os.path.dirname(rel_dir)
 
     def move_in(self, segment: str, moves: list[tuple[str, str]], moved=None) -> None:
         """Move a staged segment's files into place, after saying where (_moves.json), each file and its
