@@ -23,7 +23,7 @@ PARTS = [
     ("cli", ("cli",), "the `rocketstore` command, run as a process", "4"),
     ("broker", ("grpc", "remoting", "console"), "`rocketstore serve` and its clients, /metrics, the console", "5"),
     ("fault", ("fault",), "damaged files, SIGKILLed writers", "2"),
-    ("spark", ("spark",), "the Spark source, sink and rebuild", "3"),
+    ("spark", ("spark",), "the Spark source, sink, rebuild and archive", "3"),
 ]
 
 
