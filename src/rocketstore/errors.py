@@ -52,3 +52,8 @@ class StoreNotWritableError(RocketStoreError, OSError):
 
 class StoreClosedError(RocketStoreError):
     """The store was used after close()."""
+
+
+class ArchiveError(RocketStoreError):
+    """An archive of CommitLog segments cannot be written exactly once: a destination it cannot use, another
+    job on it, an archive of another store (files.archive_manifest, the Spark archive job)."""

@@ -137,7 +137,7 @@ def parquet_files(dest):
 
 
 def manifest_files(dest):
-    from rocketstore.spark.archive_manifest import ArchiveManifest
+    from rocketstore.files.archive_manifest import ArchiveManifest
 
     m = ArchiveManifest(dest)
     return sorted(f["path"] for name in m.archived() for f in m.entry(name)["files"])
@@ -168,7 +168,7 @@ class session_time_zone:
 
 
 def test_archive_holds_each_closed_segment_record_once_and_a_rerun_adds_only_new_segments(spark, base_store, tmp_path):
-    from rocketstore.spark.archive_manifest import ArchiveManifest
+    from rocketstore.files.archive_manifest import ArchiveManifest
 
     root = str(tmp_path / "store")
     shutil.copytree(base_store[0], root)
@@ -221,7 +221,7 @@ def test_system_topics_and_uncommitted_transactions_are_archived_only_when_asked
     assert any(r["system"] for r in want) and any(r["sysFlag"] == TRANSACTION_PREPARED_TYPE for r in want)
     assert summary["records"] == len(want)
     assert read_back(spark, dest, schema=DDL)[0] == as_rows(want)  # (the archive's schema, given)
-    from rocketstore.spark.archive_manifest import ArchiveManifest
+    from rocketstore.files.archive_manifest import ArchiveManifest
 
     m = ArchiveManifest(dest)
     assert all(m.entry(n)["includeSystem"] and m.entry(n)["includePrepared"] for n in m.archived())
@@ -266,7 +266,7 @@ def test_the_filters_and_the_date_are_the_stores_rules(spark):
 def test_a_segment_with_nothing_to_archive_is_committed_empty(spark, tmp_path):
     """Segment 0 holds message traces only (a system topic): its entry lists no file, and a rerun does not
     take it up again."""
-    from rocketstore.spark.archive_manifest import ArchiveManifest
+    from rocketstore.files.archive_manifest import ArchiveManifest
 
     root, dest = str(tmp_path / "store"), str(tmp_path / "archive")
     orders = []
@@ -310,7 +310,7 @@ def test_a_job_killed_half_way_then_run_again_leaves_each_record_once(spark, bas
     """The job is stopped by its progress callback at two points (its files half moved into place; all
     moved but not committed), as a kill there would stop it: it cleans up nothing on the way out. A killed
     Spark write is left by hand. The third run removes what the first two left and archives the rest."""
-    from rocketstore.spark.archive_manifest import ArchiveManifest
+    from rocketstore.files.archive_manifest import ArchiveManifest
 
     root, put = base_store
     dest = str(tmp_path / "archive")
@@ -364,7 +364,7 @@ def test_a_job_killed_half_way_then_run_again_leaves_each_record_once(spark, bas
 def test_the_command_sigkilled_mid_run_then_run_again_leaves_each_record_once(spark, base_store, tmp_path):
     """A real kill: `rocketstore archive` (and its Spark JVM, one process group) SIGKILLed as soon as its
     first segment is committed, while it moves the next ones in or stages the next batch; then run again."""
-    from rocketstore.spark.archive_manifest import ArchiveManifest
+    from rocketstore.files.archive_manifest import ArchiveManifest
 
     root, put = base_store
     dest = str(tmp_path / "archive")
@@ -403,7 +403,7 @@ def test_the_command_sigkilled_mid_run_then_run_again_leaves_each_record_once(sp
 
 
 def test_an_archive_elsewhere_than_a_local_path_of_its_own_is_refused(spark, base_store, tmp_path):
-    from rocketstore.spark.errors import ArchiveError
+    from rocketstore.errors import ArchiveError
 
     root, _ = base_store
     with pytest.raises(ArchiveError, match="only local paths are supported"):
@@ -421,7 +421,7 @@ def test_an_archive_elsewhere_than_a_local_path_of_its_own_is_refused(spark, bas
         rocketstore.spark.archive(root, str(dest), spark)
     assert parquet_files(str(dest)) == []
     # one job at a time on an archive
-    from rocketstore.spark.archive_manifest import ArchiveManifest
+    from rocketstore.files.archive_manifest import ArchiveManifest
 
     with ArchiveManifest(str(dest)):
         with pytest.raises(ArchiveError, match="another archive job is writing this archive"):
@@ -448,39 +448,6 @@ def test_the_readme_path_archives_then_queries_with_spark_sql(spark, base_store,
     assert len(lines) == len(counts), shown
     for (topic, date), n in counts.items():
         assert re.search(rf"\|\s*{re.escape(topic)}\|{date}\|\s*{n}\|", shown), (topic, date, n, shown)
-
-
-def test_recovery_removes_an_uncommitted_segments_files_and_the_directories_only_it_had(tmp_path):
-    """The manifest alone (no Spark): segment A committed, B killed half-way through its moves."""
-    from rocketstore.spark.archive_manifest import MOVES, ArchiveManifest, entry
-
-    dest = tmp_path / "archive"
-    a, b = "0" * 20, f"{SEGMENT:020d}"
-    kept = f"topic=T/date=2026-11-21/{a}-00000.parquet"
-    moved = [f"topic=T/date=2026-11-21/{b}-00000.parquet", f"topic=U/date=2026-11-22/{b}-00000.parquet"]
-    not_yet = f"topic=U/date=2026-11-23/{b}-00000.parquet"
-    for rel in [kept, *moved]:
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        (dest / rel).write_bytes(b"PAR1")
-    with ArchiveManifest(str(dest)) as m:
-        m.commit(entry(a, SEGMENT, "h", [{"path": kept, "rows": 1}], {}))
-        os.makedirs(m.staged_dir(b))
-        (tmp_path / "archive" / "_rocketstore_archive" / "staging" / f"stagedSegment={b}" / MOVES).write_text(
-            json.dumps([*moved, not_yet])
-        )
-        assert m.recover() == [b]
-    assert parquet_files(str(dest)) == [kept] and not (dest / "topic=U").exists()
-    assert m.archived() == [a] and not m.is_archived(b) and not os.path.exists(m.staging)
-
-
-def test_the_active_segment_is_the_last_holding_data():
-    from rocketstore.spark.archive_manifest import closed_segments, local_dest
-
-    # a segment made ahead of the writer (RocketMQ's AllocateMappedFileService) holds nothing yet
-    assert closed_segments(["a", "b", "c", "d"], [True, True, True, False]) == ["a", "b"]
-    assert closed_segments(["a", "b"], [True, True]) == ["a"]
-    assert closed_segments(["a"], [True]) == [] == closed_segments([], [])
-    assert local_dest("file:///data/archive") == "/data/archive"
 
 
 def test_the_command_archives_and_says_what_it_did(base_store, tmp_path):

@@ -67,8 +67,8 @@ def archive(store, dest, include_system, include_prepared, master, spark_conf, c
     M.require_store(store)
     if not os.path.isdir(os.path.join(store, "commitlog")):
         M.fail(f"{store}: no CommitLog here to archive")
-    from ..spark.archive_manifest import destination
-    from ..spark.errors import ArchiveError
+    from ..errors import ArchiveError
+    from ..files.archive_manifest import destination
 
     try:
         destination(os.path.abspath(store), dest)

@@ -1,6 +1,6 @@
 """The archive job (issue #30): every record of the CommitLog segments the writer has left that the archive
 does not hold yet, written as Parquet under DEST, partitioned by topic and store date, each segment exactly
-once (the manifest's rule: rocketstore.spark.archive_manifest).
+once (the manifest's rule: rocketstore.files.archive_manifest).
 
     DEST/topic=Orders/date=2026-11-22/00000000000001073741824-00000.parquet
     DEST/_rocketstore_archive/segments/00000000000001073741824.json
@@ -37,7 +37,7 @@ from ..files import layout as L
 from ..formats import record as R
 from . import options as O
 from . import record_batch as RB
-from .archive_manifest import (
+from ..files.archive_manifest import (
     STAGED_COLUMN,
     ArchiveManifest,
     closed_segments,
@@ -47,7 +47,7 @@ from .archive_manifest import (
     plan_moves,
     segment_head,
 )
-from .errors import ArchiveError
+from ..errors import ArchiveError
 
 log = logging.getLogger("rocketstore.spark")
 

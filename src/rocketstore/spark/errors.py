@@ -11,7 +11,7 @@ ours still shows its type and message, and `spark.python.worker.reuse=false` bri
 
 import os
 
-from ..errors import RocketStoreError
+from ..errors import ArchiveError, RocketStoreError  # noqa: F401  (ArchiveError: the archive job's, from the base)
 
 
 class PipelineError(RocketStoreError):
@@ -30,8 +30,3 @@ class DataLossError(PipelineError):
 
 class SinkError(PipelineError):
     """The sink cannot append: the store is locked, a put failed, a replay does not match."""
-
-
-class ArchiveError(RocketStoreError):
-    """The archive job cannot run: a destination it cannot write exactly once, another job on it, an
-    archive of another store (raised in the driver, before or between Spark jobs)."""

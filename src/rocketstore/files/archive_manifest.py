@@ -1,5 +1,6 @@
 """The archive's manifest: which CommitLog segments an archive holds, and the staging that makes each one
-go in exactly once (rocketstore.spark.archive_job writes through it; cleanup will ask it).
+go in exactly once (rocketstore.spark.archive_job writes through it; cleanup will ask it: it is here, in
+the files layer, with no Spark in it, so that the store's own services can).
 
 Under DEST/_rocketstore_archive/ (Spark's readers skip names that start with "_"):
 
@@ -25,7 +26,7 @@ import os
 import shutil
 from urllib.parse import urlparse
 
-from .errors import ArchiveError
+from ..errors import ArchiveError
 
 MANIFEST_DIR = "_rocketstore_archive"
 STAGED_COLUMN = "stagedSegment"  # the staging partition column: staging/stagedSegment=<segment>/
