@@ -180,6 +180,15 @@ def test_archive_to_a_destination_it_cannot_use_is_a_usage_error(store, plain_di
     assert listing(plain_dir) == theirs
 
 
+def test_serve_archive_must_be_local_and_archive_enable_needs_a_path(store, tmp_path):
+    # serve --archive DEST: cleanup waits for DEST's manifest, read with file I/O, so DEST is local (usage
+    # error, exit 2); broker.conf's archiveEnable=true without archivePath is refused (exit 1), before serving
+    assert "only local paths are supported" in one_error_line(2, "serve", store, "--archive", "s3a://b/a")
+    conf = tmp_path / "broker.conf"
+    conf.write_text("archiveEnable=true\n")
+    assert "archiveEnable=true needs archivePath" in one_error_line(1, "serve", store, "-c", str(conf))
+
+
 # ---------------------------------------------------------------- numbers out of range: usage errors
 LONG_MAX = 9223372036854775807  # Java's Long.MAX_VALUE, 2^63 - 1
 

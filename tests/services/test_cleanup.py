@@ -361,3 +361,42 @@ def test_readers_during_cleanup_never_crash(tmp_path):
         assert not errors, errors
         assert len(cl_files(s)) == 1
         assert s.get("g", "T", 0, 0).status is GetStatus.OFFSET_TOO_SMALL
+
+
+def test_with_archive_enable_cleanup_waits_for_the_archive(tmp_path, caplog):
+    # archiveEnable: a segment goes only once the archive's manifest holds it (an entry per segment, as the
+    # archive job commits them), oldest first with no hole, whatever the disk (86%: past the forcible ratio)
+    from rocketstore.files.archive_manifest import ArchiveManifest, entry
+
+    dest = str(tmp_path / "archive")
+    with open_store(str(tmp_path / "store"), ratio=0.86, archive_enable=True, archive_path=dest) as s:
+        fill(s, 60)
+        names = cl_files(s)
+        assert len(names) >= 5
+        age(s, names[:-1], AT_4)
+
+        def archived(name):  # what the archive job does once a segment's files are in (no Spark here)
+            with ArchiveManifest(dest) as manifest:
+                manifest.commit(entry(name, 4096, "head", [], {}))
+
+        archived(names[0])
+        with caplog.at_level("WARNING", logger="rocketstore.cleanup"):
+            assert s._cleanup.run_once(AT_4) == 1
+        assert cl_files(s) == names[1:]
+        held = [r.getMessage() for r in caplog.records if "held back" in r.getMessage()]
+        assert held and names[1] in held[0] and dest in held[0]
+        archived(names[2])  # a hole: names[1] is still not archived, so nothing after it goes either
+        assert s._cleanup.run_once(AT_4) == 0 and cl_files(s) == names[1:]
+        archived(names[1])
+        assert s._cleanup.run_once(AT_4) == 2
+        assert cl_files(s) == names[3:]
+        assert s.get("g", "T", 0, 0, max_count=1).status is GetStatus.OFFSET_TOO_SMALL  # the queue moved on
+
+
+def test_archive_enable_needs_a_path_and_comes_from_broker_conf(tmp_path):
+    import pytest
+
+    with pytest.raises(ValueError, match="archiveEnable=true needs archivePath"):
+        StoreConfig(archive_enable=True)
+    cfg = StoreConfig.from_properties({"archiveEnable": "true", "archivePath": str(tmp_path)})
+    assert cfg.archive_enable is True and cfg.archive_path == str(tmp_path) and not cfg.extra

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -69,6 +70,12 @@ DEFAULT_HTTP = "127.0.0.1:8082"
     f"[default: {DEFAULT_HTTP}; when that default port is taken, serve warns and goes on without it].",
 )
 @click.option("--no-http", is_flag=True, help="Leave out the HTTP side (--http): no /metrics, no console.")
+@click.option(
+    "--archive",
+    metavar="DEST",
+    help="Cleanup waits for the archive at DEST (`rocketstore archive STORE --to DEST`): no CommitLog segment is "
+    "deleted before DEST holds it, as broker.conf's archiveEnable=true with archivePath=DEST.",
+)
 @click.option("--no-grpc", is_flag=True, help="Leave out the gRPC endpoint (--listen).")
 @click.option("--no-remoting", is_flag=True, help="Leave out the remoting broker (--remoting).")
 @click.option("--no-namesrv", is_flag=True, help="Leave out the name server (--namesrv).")
@@ -136,6 +143,7 @@ def serve(
     namesrv_addr,
     http,
     no_http,
+    archive,
     no_grpc,
     no_remoting,
     no_namesrv,
@@ -200,6 +208,7 @@ def serve(
     _check_store_dir(store)
     try:
         cfg = StoreConfig.from_properties(conf) if conf else StoreConfig()
+        cfg = _with_archive(cfg, archive)
         if not no_remoting:
             from ..remoting.broker import BrokerSettings
 
@@ -236,6 +245,19 @@ def serve(
     except (OSError, RocketStoreError, RuntimeError) as e:
         click.echo(f"rocketstore: error: {e}", err=True)
         sys.exit(1)
+
+
+def _with_archive(cfg: StoreConfig, archive: str | None) -> StoreConfig:
+    """--archive DEST: archiveEnable with archivePath DEST (a local path: the manifest is read with file I/O)."""
+    from ..errors import ArchiveError
+    from ..files.archive_manifest import local_dest
+
+    if archive is None:
+        return cfg
+    try:
+        return dataclasses.replace(cfg, archive_enable=True, archive_path=local_dest(archive))
+    except ArchiveError as e:
+        raise click.BadParameter(str(e), param_hint="'--archive'") from None
 
 
 def _http_address(http: str | None, no_http: bool) -> str | None:

@@ -106,6 +106,10 @@ class StoreConfig:
     clock: Callable[[], int] = field(default=wall_clock_ms, repr=False, compare=False)  # ms since epoch
     dispatch_in_put_path: bool = True  # build ConsumeQueue units while putting instead of in the reput thread
     total_physical_memory: int | None = None  # for RocketMQ's "in memory" read limits; None = this machine's
+    # cleanup waits for the archive (`rocketstore archive --to`): no CommitLog segment is deleted before the
+    # archive at archive_path holds it (broker.conf's archiveEnable and archivePath; serve's --archive)
+    archive_enable: bool = False
+    archive_path: str = ""
     extra: dict = field(default_factory=dict)  # broker.conf keys rocketstore does not use
 
     DEFAULT_COMMIT_LOG_SIZE = 1024 * 1024 * 1024
@@ -130,6 +134,8 @@ class StoreConfig:
             raise ValueError(
                 f"mapped_file_size_consume_queue_ext must be positive, got {self.mapped_file_size_consume_queue_ext}"
             )
+        if self.archive_enable and not self.archive_path:
+            raise ValueError("archiveEnable=true needs archivePath: the archive cleanup waits for")
         cq = self.mapped_file_size_consume_queue
         if cq is not None and cq % 20:
             raise ValueError(f"mapped_file_size_consume_queue must be a multiple of 20, got {cq}")

@@ -174,10 +174,12 @@ class MappedFileQueue:
         clean_immediately: bool = False,
         batch_max: int = 10,
         sleep=time.sleep,
+        may_delete=None,
     ) -> int:
         """deleteExpiredFileByTime: from the oldest segment on, delete those last modified `expired_ms` or
         more before `now_ms` (any, with clean_immediately), at most `batch_max`, never the last segment, and
-        stop at the first one that has not expired (no holes in the middle). Returns how many went."""
+        stop at the first one that has not expired (no holes in the middle), or that `may_delete(path)`
+        (when given) keeps. Returns how many went."""
         mfs = list(self.files)
         last = len(mfs) - 1
         gone: list[MappedFile] = []
@@ -185,6 +187,8 @@ class MappedFileQueue:
             mf = mfs[i]
             if not (now_ms >= self.last_modified_ms(mf) + expired_ms or clean_immediately):
                 break  # avoid deleting files in the middle
+            if may_delete is not None and not may_delete(mf.path):
+                break  # held back (an archive that does not hold it yet): and so is every later one
             self._retire(mf)
             gone.append(mf)
             if len(gone) >= batch_max:

@@ -7,7 +7,8 @@ One pass (`CleanupService.run_once`) is what RocketMQ's two scheduled tasks do e
   `delete_when` hours, or when the disk is fuller than `disk_max_used_space_ratio`, or while a manual
   trigger (`execute_delete_files_manually`, 20 passes) is pending; above `disk_space_clean_forcibly_ratio`
   unexpired segments go too (cleanImmediately). At most `delete_file_batch_max` per pass, oldest first,
-  stopping at the first one kept, never the last segment.
+  stopping at the first one kept, never the last segment. With archiveEnable, a segment the archive at
+  archivePath does not hold yet is kept too (and so, no holes, is every later one), whatever the disk.
 * Above `disk_space_warning_level_ratio` the store is marked disk-full and refuses puts
   (SERVICE_NOT_AVAILABLE, as the broker's HookUtils.checkBeforePutMessage answers a store that is not
   writeable); every pass measures again and clears the flag once the disk is below it. Only puts are
@@ -30,6 +31,8 @@ import os
 import threading
 import time
 
+from ..errors import ArchiveError
+from ..files.archive_manifest import ArchiveManifest, local_dest
 from ..files.layout import COMMITLOG, CONSUMEQUEUE
 from .service_thread import ServiceThread
 
@@ -175,10 +178,27 @@ class CleanCommitLogService:
             cfg.delete_commit_log_files_interval,
             clean_at_once,
             cfg.delete_file_batch_max,
+            may_delete=self._archived if cfg.archive_enable else None,
         )
         if count == 0 and usage_exceeds:
             log.warning("disk space will be full soon, but delete file failed.")
         return count
+
+    def _archived(self, path: str) -> bool:
+        """May cleanup delete this CommitLog segment with archiveEnable? Only once the archive at archivePath
+        holds it (its manifest entry exists); else it is held back, and said so."""
+        name, dest = os.path.basename(path), self.config.archive_path
+        try:
+            if ArchiveManifest(local_dest(dest)).is_archived(name):
+                return True
+        except ArchiveError as e:  # archivePath names no local directory: nothing is archived there
+            log.warning("archivePath: %s", e)
+        log.warning(
+            "cleanup held back at CommitLog segment %s: the archive at %s does not hold it yet (archiveEnable); "
+            "`rocketstore archive STORE --to %s` archives it",
+            name, dest, dest,
+        )  # fmt: skip
+        return False
 
 
 class CleanConsumeQueueService:
