@@ -365,7 +365,11 @@ def test_readers_during_cleanup_never_crash(tmp_path):
 
 def test_with_archive_enable_cleanup_waits_for_the_archive(tmp_path, caplog):
     # archiveEnable: a segment goes only once the archive's manifest holds it (an entry per segment, as the
-    # archive job commits them), oldest first with no hole, whatever the disk (86%: past the forcible ratio)
+    # archive job commits them, with the hash of the segment's first 4 KiB), oldest first with no hole,
+    # whatever the disk (86%: past the forcible ratio); an entry of the same name from another store's segment
+    # (another head) holds nothing
+    import hashlib
+
     from rocketstore.files.archive_manifest import ArchiveManifest, entry
 
     dest = str(tmp_path / "archive")
@@ -375,16 +379,20 @@ def test_with_archive_enable_cleanup_waits_for_the_archive(tmp_path, caplog):
         assert len(names) >= 5
         age(s, names[:-1], AT_4)
 
-        def archived(name):  # what the archive job does once a segment's files are in (no Spark here)
+        def archived(name, head=None):  # what the archive job does once a segment's files are in (no Spark)
+            with open(os.path.join(s.root, "commitlog", name), "rb") as f:
+                head = head or hashlib.sha256(f.read(4096)).hexdigest()
             with ArchiveManifest(dest) as manifest:
-                manifest.commit(entry(name, 4096, "head", [], {}))
+                manifest.commit(entry(name, 4096, head, [], {}))
 
+        archived(names[0], head="0" * 64)  # another store's segment 0
+        assert s._cleanup.run_once(AT_4) == 0 and cl_files(s) == names
         archived(names[0])
         with caplog.at_level("WARNING", logger="rocketstore.cleanup"):
             assert s._cleanup.run_once(AT_4) == 1
         assert cl_files(s) == names[1:]
         held = [r.getMessage() for r in caplog.records if "held back" in r.getMessage()]
-        assert held and names[1] in held[0] and dest in held[0]
+        assert held and names[1] in held[-1] and dest in held[-1]
         archived(names[2])  # a hole: names[1] is still not archived, so nothing after it goes either
         assert s._cleanup.run_once(AT_4) == 0 and cl_files(s) == names[1:]
         archived(names[1])

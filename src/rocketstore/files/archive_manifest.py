@@ -147,6 +147,17 @@ class ArchiveManifest:
         with open(self._entry_path(segment), encoding="utf-8") as f:
             return json.load(f)
 
+    def holds(self, path: str) -> bool:
+        """Does the archive hold the segment file at `path`: an entry of its name whose head is this file's
+        (the same name in another store's archive is another segment)? What cleanup asks before deleting."""
+        name = os.path.basename(path)
+        if not self.is_archived(name):
+            return False
+        try:
+            return self.entry(name).get("head") == segment_head(path)
+        except (OSError, ValueError):  # an entry that does not read: not held
+            return False
+
     def staged_dir(self, segment: str) -> str:
         return os.path.join(self.staging, f"{STAGED_COLUMN}={segment}")
 

@@ -186,10 +186,11 @@ class CleanCommitLogService:
 
     def _archived(self, path: str) -> bool:
         """May cleanup delete this CommitLog segment with archiveEnable? Only once the archive at archivePath
-        holds it (its manifest entry exists); else it is held back, and said so."""
+        holds it (an entry of its name and of its first bytes: not another store's); else it is held back, and
+        said so."""
         name, dest = os.path.basename(path), self.config.archive_path
         try:
-            if ArchiveManifest(local_dest(dest)).is_archived(name):
+            if ArchiveManifest(local_dest(dest)).holds(path):
                 return True
         except ArchiveError as e:  # archivePath names no local directory: nothing is archived there
             log.warning("archivePath: %s", e)
