@@ -369,6 +369,26 @@ static PyObject *meter_remoting(PyObject *self, PyObject *const *args, Py_ssize_
     return r < 0 ? NULL : Py_NewRef(Py_None);
 }
 
+/* A plain send answered SUCCESS, one "normal" message of `size` bytes, `millis` after its start (fastsend.c):
+ * metered.py's count_send_py. 0, -1 on an error. */
+int rs_meter_send(PyObject *state, PyObject *code, PyObject *topic, Py_ssize_t size, double millis) {
+    if (!PyTuple_Check(state) || PyTuple_GET_SIZE(state) != S_FIELDS || !bounds_ok(PyTuple_GET_ITEM(state, S_RPC_BOUNDS))
+            || !bounds_ok(PyTuple_GET_ITEM(state, S_SIZE_BOUNDS))) {
+        PyErr_SetString(PyExc_TypeError, "the meter's state: a MeterState, its bounds tuples of floats");
+        return -1;
+    }
+    if (count_rpc(state, code, s_zero, millis) < 0)
+        return -1;
+    PyObject *bounds = PyTuple_GET_ITEM(state, S_SIZE_BOUNDS);
+    PyObject *t = tally(state, S_INS, 1, topic, s_normal, 4 + PyTuple_GET_SIZE(bounds));
+    if (t == NULL)
+        return -1;
+    int r = add_int(t, 0, 1) < 0 || add_int(t, 1, size) < 0 || add_int(t, 2, size) < 0
+            || add_int(t, 3 + bucket(bounds, (double)size), 1) < 0;
+    Py_DECREF(t);
+    return r ? -1 : 0;
+}
+
 int rs_meter_init(PyObject *module) {
     const char *names[] = {"code", "body", "ext_fields", "stored", "records", "normal", "", "topic", "consumerGroup"};
     PyObject **slots[] = {&s_code, &s_body, &s_ext_fields, &s_stored, &s_records, &s_normal, &s_empty, &s_topic,

@@ -1,5 +1,5 @@
 /* The module object: the method tables of common.c, put.c, put_batchcq.c, scan.c, read/, arrow.c, index.c,
- * props.c, remoting.c and meter.c under one name, lane.c's PutLane type, verify.c's VerifyRecords and meter.c's Counts. */
+ * props.c, remoting.c, meter.c and fastsend.c under one name, lane.c's PutLane type, verify.c's VerifyRecords and meter.c's Counts. */
 #include "native.h"
 #include "read/read.h"
 
@@ -26,6 +26,7 @@ PyMODINIT_FUNC PyInit__native(void) {
             || PyModule_AddFunctions(m, rs_index_methods) < 0 || PyModule_AddFunctions(m, rs_props_methods) < 0
             || PyModule_AddFunctions(m, rs_batchcq_methods) < 0 || PyModule_AddFunctions(m, rs_remoting_methods) < 0
             || PyModule_AddFunctions(m, rs_meter_methods) < 0 || rs_meter_init(m) < 0
+            || PyModule_AddFunctions(m, rs_fastsend_methods) < 0 || rs_fastsend_init(m) < 0
             || rs_scan_init() < 0 || rs_verify_init(m) < 0 || rs_message_init() < 0 || rs_mapped_init() < 0
             || rs_query_init() < 0 || rs_lane_init(m) < 0
             || PyModule_AddStringConstant(m, "SOURCE_HASH", RS_SOURCE_HASH) < 0)

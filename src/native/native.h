@@ -25,6 +25,9 @@ extern PyMethodDef rs_remoting_methods[];  /* remoting.c: the remoting protocol'
 extern PyMethodDef rs_batchcq_methods[];  /* put_batchcq.c */
 extern PyMethodDef rs_meter_methods[];  /* meter.c: the remoting meter's per-request work */
 int rs_meter_init(PyObject *module);  /* and the Counts type */
+int rs_meter_send(PyObject *state, PyObject *code, PyObject *topic, Py_ssize_t size, double millis);
+extern PyMethodDef rs_fastsend_methods[];  /* fastsend.c: the common send in one call */
+int rs_fastsend_init(PyObject *module);
 
 /* rocketstore.errors.CorruptDataError, looked up at import. */
 extern PyObject *rs_CorruptDataError;

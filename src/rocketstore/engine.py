@@ -107,6 +107,7 @@ TWINS = (
     Twin("batchcq_put_batch", _P + "put.batch_topic:put_batch_py", _P + "put.batch_topic:put_batch_native"),
     Twin("new_tally", _P + "broker.metrics:new_tally_py", "Counts"),
     Twin("meter_remoting", _P + "remoting.broker.metered:meter_remoting_py", "meter_remoting"),
+    Twin("fast_send", _P + "remoting.broker.fast_send:fast_send_py", "fast_send"),
     Twin("from_records", _P + "spark.record_batch:from_records_py", _P + "spark.record_batch:from_records_native"),
 )  # fmt: skip
 _BY_NAME = {t.name: t for t in TWINS}

@@ -161,6 +161,11 @@ class PutResult:
         return getattr(self, "_reason", None)
 
     @property
+    def store_host(self) -> bytes | None:
+        """The 8-byte STOREHOST the record was written with (the offset msgId's first half)."""
+        return self._host
+
+    @property
     def msg_id(self) -> str | None:
         """The offset msgId: store host + physical offset (computed when asked for)."""
         return make_msg_id(self._host, self.physical_offset) if self._host is not None else None

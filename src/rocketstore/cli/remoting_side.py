@@ -43,7 +43,7 @@ class RemotingSide:
         self.broker = None
         self.namesrv_port = None
         self.broker_port = None
-        self.on_response = None  # each answered request (the metrics' remoting/broker/metered.py), set by the wiring
+        self.meter = None  # the metrics' RemotingMeter (remoting/broker/metered.py), set by the wiring
 
     def check_bindable(self) -> None:
         for listen in (self.namesrv_listen, self.remoting_listen):
@@ -70,7 +70,8 @@ class RemotingSide:
                 settings.namesrvAddr = self.namesrv_addr
             routes = self.namesrv.routes if self.namesrv is not None else None
             remote = self.remote_namesrvs(settings.namesrvAddr)
-            self.broker = Broker(self.store, settings, routes=routes, acl=self.acl, namesrv_addresses=remote, **options)
+            self.broker = Broker(self.store, settings, routes=routes, acl=self.acl, namesrv_addresses=remote,
+                                 meter=self.meter, **options)  # fmt: skip
             # RocketMQ's fast channel, listenPort - 2 (BrokerController's fastRemotingServer), for a fixed port
             fast = port - 2 if port > 2 else None
             self.broker_port = await self.broker.start(host, port, fast_port=fast)
@@ -101,8 +102,8 @@ class RemotingSide:
             options["idle_timeout_s"] = float(extra["serverChannelMaxIdleTimeSeconds"])
         if extra.get("serverMaxConnectionsPerAddress") not in (None, ""):
             options["max_connections_per_address"] = int(extra["serverMaxConnectionsPerAddress"])
-        if self.on_response is not None:
-            options["on_response"] = self.on_response
+        if self.meter is not None:  # each answered request counted
+            options["on_response"] = self.meter.observe
         return options
 
     def broker_address(self) -> tuple[str, int]:

@@ -131,7 +131,7 @@ class Server:
         )
         if self.grpc is not None:
             self.grpc.meter = GrpcMeter(self.metrics)
-        self.remoting.on_response = RemotingMeter(self.metrics).observe
+        self.remoting.meter = RemotingMeter(self.metrics)
         self.metrics.clients = self.clients
         self.metrics.inflight = self.inflight
         self.metrics.committed = self.committed

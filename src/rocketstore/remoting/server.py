@@ -173,6 +173,7 @@ class RemotingServer:
         on_request: Callable[[RemotingCommand, Connection], None] | None = None,
         on_response: Callable[[RemotingCommand, RemotingCommand | None, float], None] | None = None,
         before_request: Callable[[RemotingCommand, Connection], RemotingCommand | None] | None = None,
+        fast: dict[int, Callable[[RemotingCommand, Connection], bytes | None]] | None = None,
     ):
         self.handlers = dict(handlers)
         self.name = name
@@ -189,6 +190,10 @@ class RemotingServer:
         self.on_request = on_request
         self.on_response = on_response  # (request, response or None, perf_counter() at its start), once answered
         self.before_request = before_request
+        # request code -> a call that answers the common request at once (the answer frame; None: the handler
+        # answers), on the reader, without a handler's coroutine: the broker's plain sends (broker/fast_send.py).
+        # It counts its own metrics; the server never calls it with a before_request (ACL) set.
+        self.fast = dict(fast or {})
         self.connections: dict[int, Connection] = {}
         self.in_flight = 0
         self._server: asyncio.AbstractServer | None = None
@@ -304,10 +309,25 @@ class RemotingServer:
                 if not cmd.is_oneway:
                     await conn.send(self._answer(cmd, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK))
                 continue
-            self.in_flight += 1
-            self._start(self._handle(cmd, conn))
+            fast = self.fast.get(cmd.code) if self.before_request is None else None
+            if fast is None or not self._answer_fast(fast, cmd, conn):
+                self.in_flight += 1
+                self._start(self._handle(cmd, conn))
             if conn.backlog() > limit:
                 await conn.drain()
+
+    def _answer_fast(self, fast, cmd: RemotingCommand, conn: Connection) -> bool:
+        """The request answered by its fast call (True), or left to its handler (False). A failure answers
+        SYSTEM_ERROR, as a handler's does."""
+        try:
+            data = fast(cmd, conn)
+        except Exception as e:
+            log.exception("%s: request %d from %s failed", self.name, cmd.code, conn.remote)
+            data = frame.encode(self._answer(cmd, ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}"))
+        if data is None:
+            return False
+        conn.write_soon(data)
+        return True
 
     def _start(self, handling) -> None:
         """Run a request's handling up to its first wait; if it has to wait, a task carries it on from there."""

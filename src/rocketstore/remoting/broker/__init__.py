@@ -124,10 +124,11 @@ class BrokerSettings:
 class Broker:
     def __init__(
         self, store, settings: BrokerSettings | None = None, routes=None, acl=None, namesrv_addresses=(),
-        **server_options,
+        meter=None, **server_options,
     ):  # fmt: skip
         """`routes`: the built-in name server's RouteTable to register into directly; `namesrv_addresses`: the
-        (host, port) of remote name servers to register with over remoting (registration.py)."""
+        (host, port) of remote name servers to register with over remoting (registration.py); `meter`: the
+        metrics' RemotingMeter, whose tallies the fast sends bump (the server's on_response counts the rest)."""
         self.store = store
         self.settings = settings or BrokerSettings()
         self.routes = routes  # the built-in name server's RouteTable, or None
@@ -144,8 +145,10 @@ class Broker:
         self.send_back = SendBack(self)
         self.stats = BrokerStats(store)
         self.topic_admin = TopicAdmin(self)
+        self.meter = meter
+        self.sends = SendProcessor(self)
         handlers = {}
-        for part in (SendProcessor(self), PullProcessor(self), self.offsets, self.clients, self.locks, self.txp,
+        for part in (self.sends, PullProcessor(self), self.offsets, self.clients, self.locks, self.txp,
                      self.send_back, self.subscription_groups, self.topic_admin, BrokerAdmin(self),
                      Lookups(self), ResetProcessor(self), StatsAdmin(self), StoreAdmin(self), FeatureOff(self)):  # fmt: skip
             handlers.update(part.handlers())
@@ -174,6 +177,7 @@ class Broker:
                             "served: %s; such clients need setVipChannelEnabled(false)", fast_port, e)  # fmt: skip
         if not self.settings.listenPort:  # advertise the port bound
             self.settings.listenPort = port
+        self.server.fast = self._fast_sends(acl_on=self.server.before_request is not None)
         self.hold.start()
         self.schedule.start()
         self.spawn(self.offsets.flush_loop(self.settings.flushConsumerOffsetInterval / 1000))
@@ -206,6 +210,21 @@ class Broker:
         if self.routes is not None:
             s = self.settings
             self.routes.unregister_broker(s.brokerClusterName, s.address, s.brokerName, s.brokerId)
+
+    def _fast_sends(self, acl_on: bool) -> dict:
+        """The server's fast calls: the plain sends answered in one call (fast_send.py), where sends are put on
+        the event loop (not SYNC_FLUSH) and no ACL checks each request."""
+        if acl_on or not self.sends.inline:
+            return {}
+        from ...engine import fast_send
+        from .fast_send import state_for
+
+        state = state_for(self, self.sends.answer, None if self.meter is None else self.meter.state)
+
+        def send(cmd, conn):
+            return fast_send(state, cmd, conn.remote)
+
+        return {RequestCode.SEND_MESSAGE_V2: send, RequestCode.SEND_MESSAGE: send}
 
     # ------------------------------------------------------------------ helpers for the processors
     def spawn(self, coro) -> None:

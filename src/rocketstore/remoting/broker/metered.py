@@ -77,6 +77,24 @@ def meter_remoting_py(s: MeterState, cmd, response, started: float) -> None:
         _count_out(s, cmd, response)
 
 
+def count_send_py(s: MeterState, code: int, topic: str, size: int, millis: float) -> None:
+    """meter_remoting_py's bumps for a plain send answered SUCCESS, one "normal" message of `size` bytes (what
+    fast_send counts where it answers: C's rs_meter_send)."""
+    t = s.rpc.get(code, _NONE).get(0)
+    if t is None:
+        t = s.miss(0, code, 0)
+    t[0] += 1
+    t[1] += millis
+    t[2 if millis <= _FIRST_MS else 2 + bisect_left(s.rpc_bounds, millis)] += 1
+    t = s.ins.get(topic, _NONE).get("normal")
+    if t is None:
+        t = s.miss(1, topic, "normal")
+    t[0] += 1
+    t[1] += size
+    t[2] += size
+    t[3 if size <= _FIRST_SIZE else 3 + bisect_left(s.size_bounds, size)] += 1
+
+
 def _count_out(s: MeterState, cmd, response) -> None:
     n = response.records if response.records is not None else s.records_in(response.body)
     ext = cmd.ext_fields or _NONE

@@ -104,10 +104,10 @@ class SendProcessor:
         # an asynchronously flushed put returns in microseconds: on the event loop it costs less than the hand-off
         # to a worker thread and back (which was most of a send's CPU, bench_remoting); a synchronously flushed
         # one waits for the disk, so it goes to a thread and the loop serves other connections meanwhile
-        self._inline = self.store.config.flush_disk_type != SYNC_FLUSH
+        self.inline = self.store.config.flush_disk_type != SYNC_FLUSH
 
     async def _put(self, fn, *args):
-        return fn(*args) if self._inline else await asyncio.to_thread(fn, *args)
+        return fn(*args) if self.inline else await asyncio.to_thread(fn, *args)
 
     def handlers(self) -> dict:
         from ..codes import RequestCode
@@ -117,14 +117,14 @@ class SendProcessor:
 
     async def send(self, cmd, conn):
         h = read_header(cmd, v2=False)
-        return _regional(await (self._batch(cmd, conn, h) if h["batch"] else self._single(cmd, conn, h)))
+        return regional(await (self._batch(cmd, conn, h) if h["batch"] else self._single(cmd, conn, h)))
 
     async def send_v2(self, cmd, conn):
         h = read_header(cmd, v2=True)
-        return _regional(await (self._batch(cmd, conn, h) if h["batch"] else self._single(cmd, conn, h)))
+        return regional(await (self._batch(cmd, conn, h) if h["batch"] else self._single(cmd, conn, h)))
 
     async def send_batch(self, cmd, conn):
-        return _regional(await self._batch(cmd, conn, read_header(cmd, v2=True)))
+        return regional(await self._batch(cmd, conn, read_header(cmd, v2=True)))
 
     # ------------------------------------------------------------------ checks
     def _check(self, cmd, conn, h):
@@ -150,7 +150,7 @@ class SendProcessor:
         q = h["queueId"]
         return q if q >= 0 else self.broker.random_queue(tc.write_queue_nums)
 
-    def _answer(self, cmd, r, msg_id, queue_id, queue_offset, uniq, stored):
+    def answer(self, cmd, r, msg_id, queue_id, queue_offset, uniq, stored):
         """The answer to a put's result `r`; when the messages were stored it carries `stored` (topic, properties,
         count) for the metrics."""
         code, remark = put_status_answer(r.status, self.store.config.max_message_size)
@@ -196,12 +196,12 @@ class SendProcessor:
         r = await self._put(self.store.put, msg, put_queue)
         if r.ok:
             self.broker.arrived(msg.topic, put_queue, r)
-        return self._answer(cmd, r, r.msg_id, queue_id, r.queue_offset, uniq, (h["topic"], props, 1))
+        return self.answer(cmd, r, r.msg_id, queue_id, r.queue_offset, uniq, (h["topic"], props, 1))
 
     async def _prepare(self, cmd, conn, h, queue_id, props, uniq):
         msg = _message(cmd, conn, h, h["topic"], properties=props)
         r = await self._put(self.broker.transactions.prepare, msg, queue_id, BP.to_string)
-        return self._answer(cmd, r, r.msg_id, queue_id, r.queue_offset, uniq, (h["topic"], props, 1))
+        return self.answer(cmd, r, r.msg_id, queue_id, r.queue_offset, uniq, (h["topic"], props, 1))
 
     # ------------------------------------------------------------------ a batch
     async def _batch(self, cmd, conn, h):
@@ -235,14 +235,14 @@ class SendProcessor:
         ]
         r = await self._put(self.store.put_batch, msgs, queue_id)
         if not r.ok:
-            return self._answer(cmd, r, None, queue_id, None, None, None)
+            return self.answer(cmd, r, None, queue_id, None, None, None)
         self.broker.arrived(topic, queue_id, r)
         props = BP.parse(h["properties"])
-        return self._answer(cmd, r, ",".join(r.msg_ids), queue_id, r.queue_offset, props.get(P.UNIQ_KEY),
+        return self.answer(cmd, r, ",".join(r.msg_ids), queue_id, r.queue_offset, props.get(P.UNIQ_KEY),
                             (topic, props, len(msgs)))  # fmt: skip
 
 
-def _regional(response: RemotingCommand) -> RemotingCommand:
+def regional(response: RemotingCommand) -> RemotingCommand:
     """preSend: every answer to a send whose header parsed names the region (BrokerConfig.regionId) and whether
     tracing is on (traceOn); the Java client copies them into its SendResult."""
     response.ext_fields = {**(response.ext_fields or {}), "MSG_REGION": REGION_ID, "TRACE_ON": "true"}
