@@ -100,11 +100,14 @@ async def read_frame(reader) -> RemotingCommand:
 
 
 def send_frames(topic, n, body, opaques):
-    """SEND_MESSAGE_V2 frames, queues round robin (field names: SendMessageRequestHeaderV2's short ones)."""
+    """SEND_MESSAGE_V2 frames, queues round robin (field names: SendMessageRequestHeaderV2's short ones), each
+    with its UNIQ_KEY, as RocketMQ's producers send (MessageClientIDSetter.setUniqID in sendKernelImpl)."""
     out = []
     for i in range(n):
+        uniq = f"7F000001{os.getpid() & 0xFFFF:04X}{i:020X}"
         ext = {"a": "bench-pg", "b": topic, "c": "TBW102", "d": str(QUEUES), "e": str(i % QUEUES), "f": "0",
-               "g": str(int(time.time() * 1000)), "h": "0", "i": f"TAGS\x01TagA\x02KEYS\x01k{i}\x02",
+               "g": str(int(time.time() * 1000)), "h": "0",
+               "i": f"TAGS\x01TagA\x02KEYS\x01k{i}\x02UNIQ_KEY\x01{uniq}\x02",
                "j": "0", "k": "false", "m": "false"}  # fmt: skip
         cmd = RemotingCommand(code=RC.SEND_MESSAGE_V2, ext_fields=ext, body=body, opaque=next(opaques))
         out.append(frame.encode(cmd))

@@ -5,12 +5,13 @@
  * one), the answer frame written here, the metrics bumped in meter.c. Whatever is not the plain case is None
  * before anything is written: the server hands the request to send.py. */
 #include "native.h"
+#include <structmember.h>
 #include <string.h>
 #include <time.h>
 
 /* FastSendState's fields (fast_send.py), by position */
-enum { FS_PUT, FS_MESSAGE, FS_STORE, FS_PERMITS, FS_SEEN, FS_PERMIT, FS_ORDERS, FS_ORDER, FS_CLUSTER, FS_OK, FS_ARRIVED,
-       FS_ANSWER, FS_VERSION, FS_METER, FS_FIELDS };
+enum { FS_PUT, FS_LANE, FS_MESSAGE, FS_STORE, FS_PERMITS, FS_SEEN, FS_PERMIT, FS_ORDERS, FS_ORDER, FS_CLUSTER, FS_OK,
+       FS_WAITERS, FS_ARRIVED, FS_ANSWER, FS_VERSION, FS_METER, FS_FIELDS };
 
 /* the header fields, in fast_send.py's _FIELDS order: the V2 request's short names, SEND_MESSAGE's long ones */
 enum { H_GROUP, H_TOPIC, H_DEFAULT_TOPIC, H_DEFAULT_QUEUES, H_QUEUE, H_SYS_FLAG, H_BORN, H_FLAG, H_PROPS,
@@ -29,7 +30,83 @@ static const char *const NOT_PLAIN[] = {"TRAN_MSG", "__SHARDINGKEY", "__STARTDEL
 #define MAX_PAIRS 128   /* more properties than a producer sets: send.py takes them */
 
 static PyObject *s_code, *s_flag, *s_ext, *s_body, *s_opaque, *s_topic_configs, *s_status, *s_phys, *s_qoff,
-    *s_host, *kwnames;
+    *s_host, *s_put, *kwnames;
+
+/* LaneMessage: what the put lane reads of a Message (lane.c, put.c rs_keyed_prepare), and no more: the send's
+ * message for the lane without a Message's __init__ (a fifth of a send's instructions). The lane answers None
+ * for anything it does not put, and a real Message goes to the store's put then. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *topic, *body, *flag, *sys_flag, *born_timestamp, *born_host, *reconsume_times, *pto, *store_host,
+        *raw_properties;
+} LaneMessage;
+
+static PyMemberDef lane_message_members[] = {
+    {"topic", T_OBJECT_EX, offsetof(LaneMessage, topic), READONLY, NULL},
+    {"body", T_OBJECT_EX, offsetof(LaneMessage, body), READONLY, NULL},
+    {"flag", T_OBJECT_EX, offsetof(LaneMessage, flag), READONLY, NULL},
+    {"sys_flag", T_OBJECT_EX, offsetof(LaneMessage, sys_flag), READONLY, NULL},
+    {"born_timestamp", T_OBJECT_EX, offsetof(LaneMessage, born_timestamp), READONLY, NULL},
+    {"born_host", T_OBJECT_EX, offsetof(LaneMessage, born_host), READONLY, NULL},
+    {"reconsume_times", T_OBJECT_EX, offsetof(LaneMessage, reconsume_times), READONLY, NULL},
+    {"prepared_transaction_offset", T_OBJECT_EX, offsetof(LaneMessage, pto), READONLY, NULL},
+    {"store_host", T_OBJECT_EX, offsetof(LaneMessage, store_host), READONLY, NULL},
+    {"raw_properties", T_OBJECT_EX, offsetof(LaneMessage, raw_properties), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static void lane_message_dealloc(LaneMessage *m) {
+    Py_XDECREF(m->topic); Py_XDECREF(m->body); Py_XDECREF(m->flag); Py_XDECREF(m->sys_flag);
+    Py_XDECREF(m->born_timestamp); Py_XDECREF(m->born_host); Py_XDECREF(m->reconsume_times); Py_XDECREF(m->pto);
+    Py_XDECREF(m->store_host); Py_XDECREF(m->raw_properties);
+    Py_TYPE(m)->tp_free((PyObject *)m);
+}
+
+static PyTypeObject LaneMessageType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "rocketstore._native.LaneMessage",
+    .tp_basicsize = sizeof(LaneMessage),
+    .tp_dealloc = (destructor)lane_message_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A send's message as the put lane reads it (fastsend.c): no constructor from Python.",
+    .tp_members = lane_message_members,
+};
+
+/* steals nothing: each field gets its own reference */
+static PyObject *lane_message(PyObject *topic, PyObject *body, PyObject *flag, PyObject *zero, PyObject *born,
+                              PyObject *born_host, PyObject *reconsume, PyObject *props) {
+    LaneMessage *m = PyObject_New(LaneMessage, &LaneMessageType);
+    if (m == NULL)
+        return NULL;
+    m->topic = Py_NewRef(topic); m->body = Py_NewRef(body); m->flag = Py_NewRef(flag); m->sys_flag = Py_NewRef(zero);
+    m->born_timestamp = Py_NewRef(born); m->born_host = Py_NewRef(born_host);
+    m->reconsume_times = Py_NewRef(reconsume); m->pto = Py_NewRef(zero); m->store_host = Py_NewRef(Py_None);
+    m->raw_properties = Py_NewRef(props);
+    return (PyObject *)m;
+}
+
+/* the decimal digits of v at w: their count */
+static int put_decimal(char *w, long long v) {
+    char tmp[24];
+    int n = 0, neg = v < 0;
+    unsigned long long u = neg ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    int len = 0;
+    if (neg)
+        w[len++] = '-';
+    while (n)
+        w[len++] = tmp[--n];
+    return len;
+}
+
+static char *put_text(char *w, const char *s) {
+    size_t n = strlen(s);
+    memcpy(w, s, n);
+    return w + n;
+}
 
 static double now_ms(void) {
     struct timespec t;
@@ -194,27 +271,34 @@ static PyObject *answer_frame(PyObject *host, long long phys, long long qid, lon
         msg_id[17 + 2 * i] = hex[b & 15];
     }
     msg_id[32] = 0;
-    char head[256];
-    int n1 = snprintf(head, sizeof head, "{\"code\":0,\"extFields\":{\"msgId\":\"%s\",\"queueId\":\"%lld\","
-                      "\"queueOffset\":\"%lld\",\"transactionId\":\"", msg_id, qid, qoff);
-    char tail[256];
-    int n2 = snprintf(tail, sizeof tail, "\",\"MSG_REGION\":\"DefaultRegion\",\"TRACE_ON\":\"true\"},\"flag\":1,"
-                      "\"language\":\"JAVA\",\"opaque\":%lld,\"serializeTypeCurrentRPC\":\"JSON\",\"version\":%lld}",
-                      opaque, version);
-    if (n1 < 0 || n2 < 0 || n1 >= (int)sizeof head || n2 >= (int)sizeof tail) {
-        PyErr_SetString(PyExc_ValueError, "the answer's header does not fit");
-        return NULL;
-    }
-    Py_ssize_t header = n1 + uniq_len + n2;
+    /* the header: under 300 bytes of text and four numbers of at most 20 characters, and the transaction id */
+    Py_ssize_t most = 300 + 4 * 20 + uniq_len;
+    char *buf = PyMem_Malloc((size_t)most), *w = buf;
+    if (buf == NULL)
+        return PyErr_NoMemory();
+    w = put_text(w, "{\"code\":0,\"extFields\":{\"msgId\":\"");
+    memcpy(w, msg_id, 32);
+    w = put_text(w + 32, "\",\"queueId\":\"");
+    w += put_decimal(w, qid);
+    w = put_text(w, "\",\"queueOffset\":\"");
+    w += put_decimal(w, qoff);
+    w = put_text(w, "\",\"transactionId\":\"");
+    memcpy(w, uniq, (size_t)uniq_len);
+    w = put_text(w + uniq_len, "\",\"MSG_REGION\":\"DefaultRegion\",\"TRACE_ON\":\"true\"},\"flag\":1,"
+                 "\"language\":\"JAVA\",\"opaque\":");
+    w += put_decimal(w, opaque);
+    w = put_text(w, ",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":");
+    w += put_decimal(w, version);
+    *w++ = '}';
+    Py_ssize_t header = w - buf;
     PyObject *out = PyBytes_FromStringAndSize(NULL, 8 + header);
-    if (out == NULL)
-        return NULL;
-    unsigned char *w = (unsigned char *)PyBytes_AS_STRING(out);
-    rs_put32(w, (uint32_t)(4 + header));
-    rs_put32(w + 4, (uint32_t)header);
-    memcpy(w + 8, head, (size_t)n1);
-    memcpy(w + 8 + n1, uniq, (size_t)uniq_len);
-    memcpy(w + 8 + n1 + uniq_len, tail, (size_t)n2);
+    if (out != NULL) {
+        unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+        rs_put32(o, (uint32_t)(4 + header));
+        rs_put32(o + 4, (uint32_t)header);
+        memcpy(o + 8, buf, (size_t)header);
+    }
+    PyMem_Free(buf);
     return out;
 }
 
@@ -309,24 +393,34 @@ static PyObject *fast_send(PyObject *self, PyObject *const *args, Py_ssize_t nar
             || (uniq = PyUnicode_FromStringAndSize(p + pairs[u].c, pairs[u].e - pairs[u].c)) == NULL
             || (body = PyObject_GetAttr(cmd, s_body)) == NULL || (qid_obj = PyLong_FromLongLong(qid)) == NULL)
         goto fail;
-    /* Message(topic, body, flag=, sys_flag=0, born_timestamp=, born_host=, reconsume_times=, raw_properties=) */
+    /* the lane first, with a LaneMessage; for what it leaves (None), a Message to the store's put:
+     * Message(topic, body, flag=, sys_flag=0, born_timestamp=, born_host=, reconsume_times=, raw_properties=) */
     {
         PyObject *o_flag = PyLong_FromLongLong(mflag), *o_born = PyLong_FromLongLong(born);
         PyObject *o_rec = PyLong_FromLongLong(reconsume), *o_zero = PyLong_FromLong(0);
-        if (o_flag && o_born && o_rec && o_zero) {
+        PyObject *lane = PyTuple_GET_ITEM(state, FS_LANE);
+        int failed = !(o_flag && o_born && o_rec && o_zero);
+        if (!failed && lane != Py_None) {
+            PyObject *lm = lane_message(topic, body, o_flag, o_zero, o_born, remote, o_rec, props);
+            r = lm == NULL ? NULL : PyObject_CallMethodObjArgs(lane, s_put, lm, qid_obj, NULL);
+            Py_XDECREF(lm);
+            failed = r == NULL;
+            if (r == Py_None)
+                Py_CLEAR(r);
+        }
+        if (!failed && r == NULL) {
             PyObject *margs[] = {NULL, topic, body, o_flag, o_zero, o_born, remote, o_rec, props};
             msg = PyObject_Vectorcall(PyTuple_GET_ITEM(state, FS_MESSAGE), margs + 1,
                                       2 | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
+            if (msg != NULL)
+                r = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(state, FS_PUT), msg, qid_obj, NULL);
         }
         Py_XDECREF(o_flag);
         Py_XDECREF(o_born);
         Py_XDECREF(o_rec);
         Py_XDECREF(o_zero);
-        if (msg == NULL)
-            goto fail;
     }
-    if ((r = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(state, FS_PUT), msg, qid_obj, NULL)) == NULL
-            || (status = PyObject_GetAttr(r, s_status)) == NULL)
+    if (r == NULL || (status = PyObject_GetAttr(r, s_status)) == NULL)
         goto fail;
     if (status != PyTuple_GET_ITEM(state, FS_OK))
         goto python_answers;
@@ -337,10 +431,13 @@ static PyObject *fast_send(PyObject *self, PyObject *const *args, Py_ssize_t nar
     version = PyLong_Check(v) ? PyLong_AsLongLong(v) : -1;  /* an IntEnum (Version) */
     if (!PyBytes_CheckExact(host) || PyBytes_GET_SIZE(host) != 8 || version < 0)
         goto python_answers;
-    PyObject *a = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(state, FS_ARRIVED), topic, qid_obj, r, NULL);
-    if (a == NULL)
-        goto fail;
-    Py_DECREF(a);
+    PyObject *waiters = PyTuple_GET_ITEM(state, FS_WAITERS);
+    if (!PyDict_Check(waiters) || PyDict_GET_SIZE(waiters) > 0) {  /* held pulls look again */
+        PyObject *a = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(state, FS_ARRIVED), topic, qid_obj, r, NULL);
+        if (a == NULL)
+            goto fail;
+        Py_DECREF(a);
+    }
     out = answer_frame(host, phys, qid, qoff, p + pairs[u].c, pairs[u].e - pairs[u].c, opaque, version);
     PyObject *meter = PyTuple_GET_ITEM(state, FS_METER);
     if (out != NULL && meter != Py_None) {
@@ -386,9 +483,9 @@ done:
 
 int rs_fastsend_init(PyObject *module) {
     const char *attrs[] = {"code", "flag", "ext_fields", "body", "opaque", "topic_configs", "status",
-                           "physical_offset", "queue_offset", "store_host"};
+                           "physical_offset", "queue_offset", "store_host", "put"};
     PyObject **slots[] = {&s_code, &s_flag, &s_ext, &s_body, &s_opaque, &s_topic_configs, &s_status, &s_phys,
-                          &s_qoff, &s_host};
+                          &s_qoff, &s_host, &s_put};
     for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++)
         if ((*slots[i] = PyUnicode_InternFromString(attrs[i])) == NULL)
             return -1;
@@ -396,6 +493,8 @@ int rs_fastsend_init(PyObject *module) {
         if ((v2[i] = PyUnicode_InternFromString(V2_NAMES[i])) == NULL
                 || (v1[i] = PyUnicode_InternFromString(V1_NAMES[i])) == NULL)
             return -1;
+    if (PyType_Ready(&LaneMessageType) < 0)
+        return -1;
     kwnames = Py_BuildValue("(ssssss)", "flag", "sys_flag", "born_timestamp", "born_host", "reconsume_times",
                             "raw_properties");
     PyObject *not_plain = PyTuple_New(N_NOT_PLAIN);

@@ -565,6 +565,12 @@ class MessageStore:
             or self._cleanup.refuses_put(self.root)
         )
 
+    @property
+    def lane(self):
+        """The put lane (put/lane.py: put(msg, queue_id) -> PutResult of the common message, None for the rest,
+        which `put` takes), or None: what the broker's fast send calls first (remoting/broker/fast_send.py)."""
+        return self._lane
+
     def put(self, msg: Message, queue_id: int | None = None) -> PutResult:
         """Put one message; without a queue id the store picks one (pick_queue)."""
         lane = self._lane

@@ -53,6 +53,7 @@ class FastSendState(NamedTuple):
     """What fast_send reads (the C side takes the fields by position)."""
 
     put: Callable  # the store's put(msg, queue_id) -> PutResult
+    lane: object  # the store's put lane, or None: the C side hands it a LaneMessage first (not a Message)
     message: type  # Message
     store: object  # its topic_configs: the permits are valid for the dict they were made from
     permits: dict  # topic -> the queue ids it takes (max(write, read) queue nums), for `seen[0]`
@@ -62,6 +63,7 @@ class FastSendState(NamedTuple):
     order: Callable[[bytes], tuple]  # a names key's order, made and cached
     cluster: bytes  # brokerClusterName, UTF-8: CLUSTER's value
     ok: object  # PutStatus.PUT_OK
+    waiters: dict  # the pulls held (hold.py's waiters): only while some are is arrived called
     arrived: Callable  # arrived(topic, queue_id, result): held pulls look again
     answer: Callable  # answer(cmd, result, queue_id, uniq, started) -> send.py's answer frame (a put not PUT_OK)
     version: int  # the server's version, on every answer
@@ -93,7 +95,8 @@ def fast_send_py(s: FastSendState, cmd, remote: str) -> bytes | None:
     r = s.put(msg, qid)
     if r.status is not s.ok or r.store_host is None or len(r.store_host) != 8:
         return s.answer(cmd, r, qid, uniq, started)  # send.py's answer
-    s.arrived(topic, qid, r)
+    if s.waiters:
+        s.arrived(topic, qid, r)
     data = _answer(s, cmd, make_msg_id(r.store_host, r.physical_offset), qid, r.queue_offset, uniq)
     if s.meter is not None:
         try:
@@ -245,7 +248,8 @@ def state_for(broker, answer: Callable, meter=None) -> FastSendState:
         return frame.encode(response)
 
     return FastSendState(
-        store.put, Message, store, permits, [store.topic_configs], permit, orders, order,
-        broker.settings.brokerClusterName.encode("utf-8"), PutStatus.PUT_OK, broker.arrived, answer_py,
+        store.put, store.lane, Message, store, permits, [store.topic_configs], permit, orders, order,
+        broker.settings.brokerClusterName.encode("utf-8"), PutStatus.PUT_OK, broker.hold.waiters, broker.hold.arrived,
+        answer_py,
         broker.server.version, meter,
     )  # fmt: skip

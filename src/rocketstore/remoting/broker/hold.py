@@ -44,7 +44,7 @@ class PullHold:
         self._loop_thread: int | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._waiters: dict[tuple[str, int], set[_Waiter]] = {}  # topic, queue id -> the pulls held on it
+        self.waiters: dict[tuple[str, int], set[_Waiter]] = {}  # topic, queue id -> the pulls held on it
         self._seen: dict[tuple[str, int], int] = {}  # each held queue's max offset when last looked at
         self.held = 0  # pulls waiting now (counted on the loop)
         self.examined = 0  # held pulls a wake-up looked at (all time): a put examines its own queue's only
@@ -100,7 +100,7 @@ class PullHold:
             if end == self._known_end:
                 return
             self._known_end = end
-            for key in list(self._waiters):
+            for key in list(self.waiters):
                 self._wake(key)
             return
         if put is not None and put.physical_offset == self._known_end:
@@ -110,7 +110,7 @@ class PullHold:
         self._wake((topic, queue_id))
 
     def _wake(self, key: tuple[str, int]) -> None:
-        waiters = self._waiters.get(key)
+        waiters = self.waiters.get(key)
         if not waiters:
             return
         top = self.store.max_offset(*key)
@@ -126,7 +126,7 @@ class PullHold:
     def release(self, topic: str, queue_id: int, group: str) -> None:
         """The group's pulls held on a queue stop waiting now (a server-side offset reset hands them the new
         offset)."""
-        for w in self._waiters.get((topic, queue_id), ()):
+        for w in self.waiters.get((topic, queue_id), ()):
             if w.group == group:
                 w.released = True
                 w.event.set()
@@ -142,9 +142,9 @@ class PullHold:
         deadline = loop.time() + timeout_s
         key = (topic, queue_id)
         me = _Waiter(offset, group)
-        waiters = self._waiters.get(key)
+        waiters = self.waiters.get(key)
         if waiters is None:
-            waiters = self._waiters[key] = set()
+            waiters = self.waiters[key] = set()
             self._seen[key] = self.store.max_offset(topic, queue_id)
         waiters.add(me)
         self.held += 1
@@ -168,7 +168,7 @@ class PullHold:
             self.held -= 1
             waiters.discard(me)
             if not waiters:
-                del self._waiters[key]
+                del self.waiters[key]
                 self._seen.pop(key, None)
             if not self.held:
                 self._wanted.clear()
