@@ -1,6 +1,7 @@
 /* The remoting protocol's compact header (SerializeType.ROCKETMQ, RocketMQSerializable), read for
  * remoting/header_binary.py, whose pure decode is the reference and the path of every header this leaves to it. */
 #include "native.h"
+#include <string.h>
 
 static int16_t s16(const unsigned char *p) {
     return (int16_t)((p[0] << 8) | p[1]);
@@ -105,7 +106,238 @@ done:
     return out;
 }
 
+/* ---- the JSON header form, the plain shape (header_json.py): a flat object whose values are integers, strings,
+ * null and, under "extFields", an object of strings, with no backslash anywhere (no escapes to decode). That is
+ * what RocketMQ's fastjson and this server write; anything else is None, and header_json.decode reads it. */
+struct json_in { const unsigned char *p; Py_ssize_t pos, n; };
+
+static void ws(struct json_in *j) {
+    while (j->pos < j->n && (j->p[j->pos] == ' ' || j->p[j->pos] == '\t' || j->p[j->pos] == '\n'
+                             || j->p[j->pos] == '\r'))
+        j->pos++;
+}
+
+/* a string (no escapes): a new str, or NULL with no error set (not the plain shape) or with one (memory) */
+static PyObject *json_string(struct json_in *j) {
+    if (j->pos >= j->n || j->p[j->pos] != '"')
+        return NULL;
+    Py_ssize_t start = ++j->pos;
+    while (j->pos < j->n && j->p[j->pos] != '"') {
+        if (j->p[j->pos] < 0x20)    /* a raw control character: not JSON */
+            return NULL;
+        j->pos++;
+    }
+    if (j->pos >= j->n)
+        return NULL;
+    PyObject *s = PyUnicode_DecodeUTF8((const char *)j->p + start, j->pos - start, NULL);
+    j->pos++;
+    if (s == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+        PyErr_Clear();
+    return s;
+}
+
+/* an integer in int32 (JSON's form: no leading zero, an optional '-'): 1 and *out, else 0 */
+static int json_int(struct json_in *j, long *out) {
+    Py_ssize_t start = j->pos;
+    int neg = j->pos < j->n && j->p[j->pos] == '-';
+    j->pos += neg;
+    Py_ssize_t d0 = j->pos;
+    long long v = 0;
+    while (j->pos < j->n && j->p[j->pos] >= '0' && j->p[j->pos] <= '9' && j->pos - d0 < 11)
+        v = v * 10 + (j->p[j->pos++] - '0');
+    Py_ssize_t digits = j->pos - d0;
+    if (digits == 0 || digits > 10 || (digits > 1 && j->p[d0] == '0'))
+        return 0;
+    if (j->pos < j->n && (j->p[j->pos] == '.' || j->p[j->pos] == 'e' || j->p[j->pos] == 'E'
+                          || (j->p[j->pos] >= '0' && j->p[j->pos] <= '9')))
+        return 0;
+    v = neg ? -v : v;
+    if (v < INT32_MIN || v > INT32_MAX)
+        return 0;
+    (void)start;
+    *out = (long)v;
+    return 1;
+}
+
+static int json_null(struct json_in *j) {
+    if (j->n - j->pos >= 4 && memcmp(j->p + j->pos, "null", 4) == 0) {
+        j->pos += 4;
+        return 1;
+    }
+    return 0;
+}
+
+/* "extFields": an object of string values into a new dict; 1, 0 (not plain), -1 */
+static int json_ext(struct json_in *j, PyObject **out) {
+    PyObject *d = PyDict_New();
+    if (d == NULL)
+        return -1;
+    j->pos++;   /* '{' */
+    ws(j);
+    if (j->pos < j->n && j->p[j->pos] == '}') {
+        j->pos++;
+        *out = d;
+        return 1;
+    }
+    for (;;) {
+        ws(j);
+        PyObject *k = json_string(j), *v = NULL;
+        if (k != NULL) {
+            ws(j);
+            if (j->pos < j->n && j->p[j->pos] == ':') {
+                j->pos++;
+                ws(j);
+                v = json_string(j);
+            }
+        }
+        int r = k != NULL && v != NULL ? PyDict_SetItem(d, k, v) : PyErr_Occurred() ? -1 : 1;
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        if (r < 0 || k == NULL || v == NULL) {
+            Py_DECREF(d);
+            return r < 0 ? -1 : 0;
+        }
+        ws(j);
+        if (j->pos < j->n && j->p[j->pos] == ',') {
+            j->pos++;
+            continue;
+        }
+        if (j->pos < j->n && j->p[j->pos] == '}') {
+            j->pos++;
+            *out = d;
+            return 1;
+        }
+        Py_DECREF(d);
+        return 0;
+    }
+}
+
+enum { J_CODE, J_VERSION, J_OPAQUE, J_FLAG, J_INTS };
+static const char *const J_INT_NAMES[J_INTS] = {"code", "version", "opaque", "flag"};
+
+/* one top-level member (after its name): 1, 0 (not plain), -1 */
+static int json_member(struct json_in *j, PyObject *name, PyObject *languages, long *ints, PyObject **language,
+                       PyObject **remark, PyObject **ext) {
+    const char *key = PyUnicode_AsUTF8(name);
+    if (key == NULL)
+        return -1;
+    for (int i = 0; i < J_INTS; i++)
+        if (strcmp(key, J_INT_NAMES[i]) == 0)
+            return json_int(j, &ints[i]);
+    if (strcmp(key, "extFields") == 0) {
+        Py_CLEAR(*ext);
+        if (json_null(j))
+            return 1;
+        return j->pos < j->n && j->p[j->pos] == '{' ? json_ext(j, ext) : 0;
+    }
+    int is_remark = strcmp(key, "remark") == 0, is_language = strcmp(key, "language") == 0;
+    if (is_remark && json_null(j)) {
+        Py_CLEAR(*remark);
+        return 1;
+    }
+    if (j->pos < j->n && j->p[j->pos] == '"') {
+        PyObject *s = json_string(j);
+        if (s == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        if (is_language) {
+            PyObject *code = PyDict_GetItemWithError(languages, s);
+            Py_DECREF(s);
+            if (code == NULL)
+                return PyErr_Occurred() ? -1 : 0;   /* an unknown name: decode_general's */
+            Py_XSETREF(*language, Py_NewRef(code));
+        } else if (is_remark) {
+            Py_XSETREF(*remark, s);
+        } else {
+            Py_DECREF(s);   /* another member, a string (serializeTypeCurrentRPC) */
+        }
+        return 1;
+    }
+    if (is_language || is_remark)
+        return 0;
+    long ignored;
+    return json_null(j) || json_int(j, &ignored);   /* another member: a null or an int32, else not plain */
+}
+
+/* decode_json_header(data, languages) -> (code, language, version, opaque, flag, remark, ext_fields) | None:
+ * header_json.decode's fields for the plain shape (above; `languages`: LanguageCode's names -> codes), else None */
+static PyObject *decode_json_header(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "decode_json_header(data, languages: dict)");
+        return NULL;
+    }
+    Py_buffer b;
+    if (PyObject_GetBuffer(args[0], &b, PyBUF_SIMPLE) < 0)
+        return NULL;
+    struct json_in j = {b.buf, 0, b.len};
+    long ints[J_INTS] = {0, 0, 0, 0};
+    PyObject *language = NULL, *remark = NULL, *ext = NULL, *out = NULL;
+    int r = 0;
+    if (memchr(j.p, '\\', (size_t)j.n) != NULL)
+        goto done;
+    ws(&j);
+    if (j.pos >= j.n || j.p[j.pos] != '{')
+        goto done;
+    j.pos++;
+    ws(&j);
+    if (j.pos < j.n && j.p[j.pos] == '}') {
+        j.pos++;
+        r = 1;
+    } else {
+        for (;;) {
+            ws(&j);
+            PyObject *name = json_string(&j);
+            if (name == NULL) {
+                r = PyErr_Occurred() ? -1 : 0;
+                break;
+            }
+            ws(&j);
+            if (j.pos >= j.n || j.p[j.pos] != ':') {
+                Py_DECREF(name);
+                r = 0;
+                break;
+            }
+            j.pos++;
+            ws(&j);
+            r = json_member(&j, name, args[1], ints, &language, &remark, &ext);
+            Py_DECREF(name);
+            if (r <= 0)
+                break;
+            ws(&j);
+            if (j.pos < j.n && j.p[j.pos] == ',') {
+                j.pos++;
+                continue;
+            }
+            r = j.pos < j.n && j.p[j.pos] == '}';
+            j.pos += r;
+            break;
+        }
+    }
+    if (r > 0) {
+        ws(&j);
+        if (j.pos != j.n)
+            r = 0;      /* something after the object: not JSON */
+    }
+    if (r > 0 && language == NULL) {    /* no language: JAVA, as header_json.decode reads it */
+        language = Py_XNewRef(PyDict_GetItemString(args[1], "JAVA"));
+        if (language == NULL)
+            r = 0;
+    }
+    if (r > 0)
+        out = Py_BuildValue("(lOlllOO)", ints[J_CODE], language, ints[J_VERSION], ints[J_OPAQUE], ints[J_FLAG],
+                            remark ? remark : Py_None, ext ? ext : Py_None);
+done:
+    if (r >= 0 && out == NULL && !PyErr_Occurred())
+        out = Py_NewRef(Py_None);
+    Py_XDECREF(language);
+    Py_XDECREF(remark);
+    Py_XDECREF(ext);
+    PyBuffer_Release(&b);
+    return out;
+}
+
 PyMethodDef rs_remoting_methods[] = {
+    {"decode_json_header", (PyCFunction)(void (*)(void))decode_json_header, METH_FASTCALL,
+     "decode_json_header(data, languages) -> (code, language, version, opaque, flag, remark, ext_fields) | None"},
     {"decode_binary_header", decode_binary_header, METH_O,
      "decode_binary_header(data) -> (code, language, version, opaque, flag, remark, ext_fields) | None"},
     {NULL, NULL, 0, NULL},
