@@ -107,8 +107,9 @@ done:
 }
 
 /* ---- the JSON header form, the plain shape (header_json.py): a flat object whose values are integers, strings,
- * null and, under "extFields", an object of strings, with no backslash anywhere (no escapes to decode). That is
- * what RocketMQ's fastjson and this server write; anything else is None, and header_json.decode reads it. */
+ * null and, under "extFields", an object of strings. That is
+ * what RocketMQ's fastjson and this server write, JSON's escapes decoded (a send's properties hold \u0001 and
+ * \u0002); anything else is None, and header_json.decode reads it. */
 struct json_in { const unsigned char *p; Py_ssize_t pos, n; };
 
 static void ws(struct json_in *j) {
@@ -117,22 +118,106 @@ static void ws(struct json_in *j) {
         j->pos++;
 }
 
-/* a string (no escapes): a new str, or NULL with no error set (not the plain shape) or with one (memory) */
+static int hex4(const unsigned char *p, unsigned *out) {
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned c = p[i], d = c >= '0' && c <= '9' ? c - '0' : (c | 0x20) >= 'a' && (c | 0x20) <= 'f'
+                                                                    ? (c | 0x20) - 'a' + 10 : 16;
+        if (d == 16)
+            return 0;
+        v = v * 16 + d;
+    }
+    *out = v;
+    return 1;
+}
+
+static char *put_utf8(char *w, unsigned cp) {
+    if (cp < 0x80) {
+        *w++ = (char)cp;
+    } else if (cp < 0x800) {
+        *w++ = (char)(0xC0 | cp >> 6);
+        *w++ = (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        *w++ = (char)(0xE0 | cp >> 12);
+        *w++ = (char)(0x80 | (cp >> 6 & 0x3F));
+        *w++ = (char)(0x80 | (cp & 0x3F));
+    } else {
+        *w++ = (char)(0xF0 | cp >> 18);
+        *w++ = (char)(0x80 | (cp >> 12 & 0x3F));
+        *w++ = (char)(0x80 | (cp >> 6 & 0x3F));
+        *w++ = (char)(0x80 | (cp & 0x3F));
+    }
+    return w;
+}
+
+/* the escapes of JSON's string between p[start] and p[end) into UTF-8 at w (room: end - start bytes, which an
+ * escape never outgrows): the bytes written, or -1 (a bad escape or a lone surrogate: not the plain shape) */
+static Py_ssize_t unescape(const unsigned char *p, Py_ssize_t start, Py_ssize_t end, char *w0) {
+    char *w = w0;
+    for (Py_ssize_t i = start; i < end;) {
+        if (p[i] != '\\') {
+            *w++ = (char)p[i++];
+            continue;
+        }
+        if (i + 1 >= end)
+            return -1;
+        unsigned char e = p[i + 1];
+        const char *simple = strchr("\"\\/bfnrt", e);
+        if (e != 0 && simple != NULL) {
+            *w++ = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
+            i += 2;
+            continue;
+        }
+        unsigned cp, lo;
+        if (e != 'u' || end - i < 6 || !hex4(p + i + 2, &cp))
+            return -1;
+        i += 6;
+        if (cp >= 0xD800 && cp <= 0xDBFF) {     /* a pair, else a lone surrogate, which orjson refuses */
+            if (end - i < 6 || p[i] != '\\' || p[i + 1] != 'u' || !hex4(p + i + 2, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+                return -1;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            i += 6;
+        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+            return -1;
+        }
+        w = put_utf8(w, cp);
+    }
+    return w - w0;
+}
+
+/* a string: a new str, or NULL with no error set (not the plain shape) or with one (memory) */
 static PyObject *json_string(struct json_in *j) {
     if (j->pos >= j->n || j->p[j->pos] != '"')
         return NULL;
     Py_ssize_t start = ++j->pos;
+    int escaped = 0;
     while (j->pos < j->n && j->p[j->pos] != '"') {
         if (j->p[j->pos] < 0x20)    /* a raw control character: not JSON */
             return NULL;
+        if (j->p[j->pos] == '\\') {
+            escaped = 1;
+            j->pos++;       /* the escaped character (a quote too) is not the end */
+        }
         j->pos++;
     }
     if (j->pos >= j->n)
         return NULL;
-    PyObject *s = PyUnicode_DecodeUTF8((const char *)j->p + start, j->pos - start, NULL);
-    j->pos++;
-    if (s == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+    Py_ssize_t end = j->pos++;
+    if (!escaped) {
+        PyObject *s = PyUnicode_DecodeUTF8((const char *)j->p + start, end - start, NULL);
+        if (s == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+            PyErr_Clear();
+        return s;
+    }
+    char stack[512], *buf = end - start <= (Py_ssize_t)sizeof stack ? stack : PyMem_Malloc((size_t)(end - start));
+    if (buf == NULL)
+        return PyErr_NoMemory();
+    Py_ssize_t n = unescape(j->p, start, end, buf);
+    PyObject *s = n < 0 ? NULL : PyUnicode_DecodeUTF8(buf, n, NULL);
+    if (s == NULL && PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
         PyErr_Clear();
+    if (buf != stack)
+        PyMem_Free(buf);
     return s;
 }
 
@@ -218,19 +303,22 @@ static const char *const J_INT_NAMES[J_INTS] = {"code", "version", "opaque", "fl
 /* one top-level member (after its name): 1, 0 (not plain), -1 */
 static int json_member(struct json_in *j, PyObject *name, PyObject *languages, long *ints, PyObject **language,
                        PyObject **remark, PyObject **ext) {
-    const char *key = PyUnicode_AsUTF8(name);
+    Py_ssize_t klen;
+    const char *key = PyUnicode_AsUTF8AndSize(name, &klen);
     if (key == NULL)
         return -1;
+#define KEY_IS(s) (klen == (Py_ssize_t)strlen(s) && memcmp(key, s, (size_t)klen) == 0)  /* a NUL in it too */
     for (int i = 0; i < J_INTS; i++)
-        if (strcmp(key, J_INT_NAMES[i]) == 0)
+        if (KEY_IS(J_INT_NAMES[i]))
             return json_int(j, &ints[i]);
-    if (strcmp(key, "extFields") == 0) {
+    if (KEY_IS("extFields")) {
         Py_CLEAR(*ext);
         if (json_null(j))
             return 1;
         return j->pos < j->n && j->p[j->pos] == '{' ? json_ext(j, ext) : 0;
     }
-    int is_remark = strcmp(key, "remark") == 0, is_language = strcmp(key, "language") == 0;
+    int is_remark = KEY_IS("remark"), is_language = KEY_IS("language");
+#undef KEY_IS
     if (is_remark && json_null(j)) {
         Py_CLEAR(*remark);
         return 1;
@@ -272,8 +360,6 @@ static PyObject *decode_json_header(PyObject *self, PyObject *const *args, Py_ss
     long ints[J_INTS] = {0, 0, 0, 0};
     PyObject *language = NULL, *remark = NULL, *ext = NULL, *out = NULL;
     int r = 0;
-    if (memchr(j.p, '\\', (size_t)j.n) != NULL)
-        goto done;
     ws(&j);
     if (j.pos >= j.n || j.p[j.pos] != '{')
         goto done;
