@@ -30,6 +30,14 @@ def fail(message: str) -> None:
     sys.exit(1)
 
 
+def os_problem(e: OSError, path: str) -> str:
+    """An OSError as one line naming the path and the problem ("/s/lock: Read-only file system")."""
+    where = e.filename if e.filename is not None else path
+    if e.filename2 is not None:
+        where = f"{where} -> {e.filename2}"
+    return f"{where}: {e.strerror or e}"
+
+
 def end_quietly() -> None:
     """stdout's reader closed the pipe: stop without a word, as other Unix tools do. What Python still holds
     for stdout goes to /dev/null (else its flush at exit would complain)."""
