@@ -1,10 +1,12 @@
-"""`rocketstore archive STORE --to DEST`: the CommitLog's closed segments to Parquet, each segment once
-(rocketstore.spark.archive_job, Spark in local mode unless --master says otherwise). Says what it is doing
-as `rebuild --engine spark` does (Spark takes seconds to start), then reports what this run archived."""
+"""`rocketstore archive STORE --to DEST [--watch]`: the CommitLog's closed segments to Parquet, each segment
+once (rocketstore.spark.archive_job, Spark in local mode unless --master says otherwise). Says what it is
+doing as `rebuild --engine spark` does (Spark takes seconds to start), then reports what this run archived;
+--watch keeps archiving segments as they close (cli/archive_watch.py)."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 
@@ -18,6 +20,7 @@ from .progress import Phases
 from .spark_run import require_pyspark, spark_properties, spark_session
 
 NEEDS = "archive needs pyspark"
+WATCH_EVERY_S = 60.0  # --every's default: a minute, as cleanup's own first pass waits a minute after start
 
 
 @click.command()
@@ -55,15 +58,35 @@ NEEDS = "archive needs pyspark"
     metavar="KEY=VALUE",
     help="A Spark property, as spark-submit's --conf (repeatable).",
 )
+@click.option(
+    "--watch",
+    is_flag=True,
+    help="Keep running: archive each segment as it closes (a round every --every seconds, one Spark session "
+    "throughout), a line per round that archived something (with --json: a line per round), until SIGINT or "
+    "SIGTERM: the batch being written is abandoned, nothing half-archived (a second signal stops at once, "
+    "as safely). Run it beside `rocketstore serve --archive DEST`.",
+)
+@click.option(
+    "--every",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help=f"With --watch: seconds between the starts of two rounds (default {WATCH_EVERY_S:g}): with a round's "
+    "time, the longest that cleanup with archiveEnable can wait for a segment the archive could take.",
+)
 @conf_opt
 @json_opt
-def archive(store, dest, include_system, include_prepared, master, spark_conf, conf, as_json):
+def archive(store, dest, include_system, include_prepared, master, spark_conf, watch, every, conf, as_json):
     """Archive the CommitLog's closed segments as Parquet, each segment exactly once.
 
     Every segment but the active one (the last holding data) that DEST does not hold yet; run it again
-    later for the segments closed since, or after a failure: what a killed run left half written is
-    removed first. The store is only read: the broker may be running."""
+    later for the segments closed since (or keep it running with --watch), or after a failure: what a killed
+    run left half written is removed first. The store is only read: the broker may be running."""
     t = time.perf_counter()
+    if every is not None and not watch:
+        raise click.UsageError("--every is for --watch (the seconds between two rounds)")
+    if every is not None and not (math.isfinite(every) and every > 0):
+        raise click.BadParameter(f"{every:g}: the seconds between rounds must be more than 0", param_hint="'--every'")
     spark_props = spark_properties(spark_conf)
     _check(store, dest, conf)
     require_pyspark(NEEDS)
@@ -72,6 +95,11 @@ def archive(store, dest, include_system, include_prepared, master, spark_conf, c
         "include_prepared": include_prepared,
         **({"brokerConf": os.path.abspath(conf)} if conf else {}),
     }
+    if watch:
+        from .archive_watch import run_watch
+
+        run_watch(os.path.abspath(store), dest, every or WATCH_EVERY_S, master, spark_props, as_json, job)
+        return
     with Phases(lines=not as_json) as shown, spark_session(master, spark_props, shown, store, NEEDS) as spark:
         from rocketstore.spark import archive_job
 
