@@ -111,8 +111,10 @@ def archive_into(
     options: dict | None = None,
 ) -> dict:
     """One archive run into an archive whose lock the caller holds (archive(): for one run; a watcher: for
-    all its rounds). `stopping()`, asked before each batch, ends the run early: the batches already staged
-    are committed, the rest left for the next run (the summary's `stopped`, with `left`: how many)."""
+    all its rounds). `stopping()`, asked before and after each batch's staging, ends the run early: the
+    batches staged before it are committed, the one being staged is abandoned (its Spark job cancelled by
+    whoever stops, or finished: either way none of it goes in), the rest left for the next run (the
+    summary's `stopped`, with `left`: how many)."""
     started = time.perf_counter()
     tell = progress or (lambda phase, **counts: None)
     options = options or {}
@@ -141,8 +143,9 @@ def archive_into(
             _stage(spark, root, manifest.staging, batch, include_system, include_prepared, options)
         except Exception:
             if stopping is None or not stopping():
-                raise
-            break  # the stop cancelled the batch's Spark job: none of it is moved in, its staging goes below
+                raise  # (a stop cancels the batch's Spark job: then its failure is the stop's)
+        if stopping is not None and stopping():
+            break  # stopped while staging: the batch is abandoned whole, none of it moved in (staging goes below)
         for name in batch:
             rows += _commit(manifest, name, heads[name], flags, tell)
             done.append(name)

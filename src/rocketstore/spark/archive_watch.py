@@ -9,8 +9,8 @@ one round (a segment reaches fileReservedTime long after it closed; a full disk'
 a segment at once, and gets it within `every` seconds and a round).
 
 A stop (an Event, set by the caller: on SIGINT/SIGTERM for the command) is safe at any instant: between
-rounds it ends the wait; in a round, the batch being staged has its Spark job cancelled and nothing of it
-committed, the batches already staged are committed, the rest left for the next run. Whatever is stopped
+rounds it ends the wait; in a round, the batch being staged is abandoned (its Spark job cancelled, nothing of
+it committed), the batches staged before it are committed, the rest left for the next run. Whatever is stopped
 or killed, the manifest's rule holds (rocketstore.files.archive_manifest): a segment is in with all its
 files, or not in, and the next run removes what it left.
 """
