@@ -438,7 +438,7 @@ EXAMPLES = {
         "rocketstore archive ./store --to ./archive   # closed segments, each once",
         "rocketstore archive ./store --to ./archive --include-system --include-prepared",
         "rocketstore archive ./store --to ./archive --json   # then: spark.read.parquet('archive')",
-        "rocketstore archive ./store --to ./archive --watch   # as segments close, until Ctrl-C / SIGTERM",
+        "rocketstore archive ./store --to ./archive --watch   # until Ctrl-C / SIGTERM",
     ],
     "clean": [
         "rocketstore clean ./store --dry-run   # what would go, why the rest stays",
