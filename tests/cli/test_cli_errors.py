@@ -180,6 +180,25 @@ def test_archive_to_a_destination_it_cannot_use_is_a_usage_error(store, plain_di
     assert listing(plain_dir) == theirs
 
 
+def test_archive_watch_is_refused_before_spark_starts(store, tmp_path):
+    """--watch's own errors, and a store or archive it cannot use, in one line before Spark starts: a missing
+    store, --every without --watch or not a positive number of seconds, an archive another job is writing (a
+    watcher already running: its lock held here)."""
+    from rocketstore.files.archive_manifest import ArchiveManifest
+
+    dest = str(tmp_path / "archive")
+    missing = str(tmp_path / "nothing")
+    assert f"{missing}: no store directory here" in one_error_line(1, "archive", missing, "--to", dest, "--watch")
+    assert "--every is for --watch" in one_error_line(2, "archive", store, "--to", dest, "--every", "5")
+    for bad in ("0", "-1", "nan", "inf"):
+        err = one_error_line(2, "archive", store, "--to", dest, "--watch", "--every", bad)
+        assert "'--every'" in err and "the seconds between rounds must be more than 0" in err, err
+    with ArchiveManifest(dest):
+        err = one_error_line(1, "archive", store, "--to", dest, "--watch", "--every", "5")
+    assert f"{dest}: another archive job is writing this archive" in err
+    assert listing(dest) == ["_rocketstore_archive/lock"]  # nothing archived
+
+
 def test_serve_archive_must_be_local_and_archive_enable_needs_a_path(store, tmp_path):
     # serve --archive DEST: cleanup waits for DEST's manifest, read with file I/O, so DEST is local (usage
     # error, exit 2); broker.conf's archiveEnable=true without archivePath is refused (exit 1), before serving

@@ -338,3 +338,27 @@ def test_the_default_new_store_keeps_rocketmqs_1_gib_segment(tmp_path):
     (index,) = os.listdir(os.path.join(root, "index"))
     assert os.path.getsize(os.path.join(root, "index", index)) == 40 + 5_000_000 * 4 + 20_000_000 * 20
     assert "1 GiB CommitLog segment" in " ".join(ok("produce", "-h").split())
+
+
+# ---------------------------------------------------------------- serve with an archive: who archives
+def test_serve_with_an_archive_names_the_command_that_archives_beside_it(tmp_path):
+    """serve archives nothing itself (no Spark in the broker): with --archive it says at start which command
+    to keep running beside it, with this store's and this archive's paths."""
+    import signal
+
+    store, dest = str(tmp_path / "store"), str(tmp_path / "archive")
+    os.makedirs(os.path.join(store, "commitlog"))
+    argv = ["serve", store, "--no-grpc", "--no-namesrv", "--no-http", "--remoting", "127.0.0.1:0", "--archive", dest]
+    p = subprocess.Popen(
+        [sys.executable, "-m", "rocketstore.cli", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        lines = [p.stdout.readline() for _ in range(2)]
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.communicate(timeout=60)
+    assert lines[0].startswith(f"rocketstore serve: store {store},"), lines
+    assert lines[1] == (
+        f"rocketstore serve: cleanup waits for the archive at {dest}: keep "
+        f"`rocketstore archive {store} --to {dest} --watch` running beside it\n"
+    )

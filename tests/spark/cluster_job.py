@@ -1,11 +1,13 @@
 """The Spark driver of test_cluster.py, run in a process of its own (a process holds one SparkContext, and
 the other Spark tests share a local one): on the standalone cluster whose master URL it is given, it reads a
-store with the rocketstore source, writes rows into a store with the sink and rebuilds a store's queues and
-index files; what it got goes to files that the test checks against the store's own answers.
+store with the rocketstore source, writes rows into a store with the sink, rebuilds a store's queues and
+index files and archives a store's closed segments; what it got goes to files that the test checks against
+the store's own answers.
 
     python tests/spark/cluster_job.py spark://127.0.0.1:PORT spec.json
 
-spec.json: {"source": store, "sink": store, "rebuild": store, "rebuildOptions": {...}, "out": dir}. The
+spec.json: {"source": store, "sink": store, "rebuild": store, "rebuildOptions": {...}, "archive": store,
+"archiveTo": dir, "out": dir}. The
 executors import rocketstore from the PYTHONPATH this process runs with (spark.executorEnv.PYTHONPATH).
 """
 
@@ -86,7 +88,13 @@ def main(master, spec_path):
         summary = rocketstore.spark.rebuild(spec["rebuild"], spark, **spec["rebuildOptions"])
         with open(os.path.join(out, "rebuild.json"), "w") as f:
             json.dump(summary, f)
-        said("rebuild", t)
+        t = said("rebuild", t)
+
+        # two segments a Spark job: several jobs, each a task per segment, over the two executors
+        summary = rocketstore.spark.archive(spec["archive"], spec["archiveTo"], spark, segments_per_job=2)
+        with open(os.path.join(out, "archive.json"), "w") as f:
+            json.dump(summary, f)
+        said("archive", t)
     finally:
         spark.stop()
 

@@ -486,7 +486,7 @@ def test_the_command_archives_and_says_what_it_did(base_store, tmp_path):
 
 def test_a_failed_spark_job_is_told_in_its_one_line_that_matters():
     import rocketstore.cli.main  # noqa: F401  (the command group first, as `rocketstore` loads it)
-    from rocketstore.cli.archive import spark_failure
+    from rocketstore.cli.spark_run import spark_failure
 
     worker = (
         "An exception was thrown from the Python worker:\nTraceback (most recent call last):\n"

@@ -1,8 +1,9 @@
-"""The source, the sink and the rebuild on a Spark standalone cluster: a master and two workers started from
+"""The source, the sink, the rebuild and the archive on a Spark standalone cluster: a master and two workers started from
 the PySpark distribution on loopback, each executor a JVM of its own with its own Python workers, as users
 run rocketstore once one machine is not enough. The driver is a process of its own (cluster_job.py); its
 results are checked against the same expectations as the local-mode tests: store.get's answers, the rows
-read back through the ConsumeQueues, the local engine's rebuilt files byte for byte."""
+read back through the ConsumeQueues, the local engine's rebuilt files byte for byte, what was put (each
+record of the closed segments once in the archive)."""
 
 import json
 import os
@@ -19,6 +20,7 @@ from rocketstore import MessageStore
 from tests.spark.test_rebuild import OPTIONS, assert_rebuilt_as_locally, cleaned_store
 from tests.rebuild.test_rebuild import assert_same_rebuild
 from tests.spark.test_sink import assert_read_back, sink_rows
+from tests.spark.test_archive import closed_records, put_messages, segments
 from tests.spark.test_source import N, _expected, make_source_store
 from rocketstore.broker.address import free_port
 
@@ -148,6 +150,17 @@ def cluster(tmp_path_factory):
             kill_group(p)
 
 
+def read_archive(dest):
+    """The archive's rows as a plain Parquet reader (pyarrow) sees them, sorted: a row twice shows twice."""
+    import pyarrow.dataset as ds
+
+    columns = ["physicalOffset", "topic", "queueId", "queueOffset", "body", "date", "segment"]
+    table = ds.dataset(dest, format="parquet", partitioning="hive").to_table(columns=columns)
+    rows = zip(*(table.column(c).to_pylist() for c in columns))
+    # a prepared or rolled-back record has no queue offset (none kept here: not --include-prepared)
+    return sorted((p, t, q, o, b, str(d), s) for p, t, q, o, b, d, s in rows)
+
+
 def run_driver(cluster, spec):
     url, env, base, _ = cluster
     spec_path = base / "spec.json"
@@ -170,11 +183,13 @@ def run_driver(cluster, spec):
     assert code == 0, f"the driver failed ({code}):\n{tail(log, 6000)}"
 
 
-def test_source_sink_and_rebuild_on_a_standalone_cluster(cluster, tmp_path):
+def test_source_sink_rebuild_and_archive_on_a_standalone_cluster(cluster, tmp_path):
     source = make_source_store(str(tmp_path / "source"))
     sink = tmp_path / "sink"
     sink.mkdir()
     rebuilt, ref, cfg = cleaned_store(tmp_path)
+    archived = str(tmp_path / "archived")
+    put = put_messages(archived, 0, 900)  # test_archive's: system topics, transactions, across a UTC midnight
     out = tmp_path / "out"
     out.mkdir()
     run_driver(
@@ -185,6 +200,8 @@ def test_source_sink_and_rebuild_on_a_standalone_cluster(cluster, tmp_path):
             "rebuild": rebuilt,
             "out": str(out),
             "rebuildOptions": {k: str(v) for k, v in OPTIONS.items()},
+            "archive": archived,
+            "archiveTo": str(tmp_path / "archive"),
         },
     )
 
@@ -211,6 +228,15 @@ def test_source_sink_and_rebuild_on_a_standalone_cluster(cluster, tmp_path):
 
     # rebuild: the local engine's files, byte for byte
     assert_rebuilt_as_locally(json.loads((out / "rebuild.json").read_text()), rebuilt, ref, cfg)
+
+    # archive: every closed segment, each record once and as put (read back by pyarrow, not Spark)
+    summary = json.loads((out / "archive.json").read_text())
+    want = closed_records(archived, put)
+    assert (summary["segments"], summary["records"]) == (len(segments(archived)) - 1, len(want))
+    assert read_archive(str(tmp_path / "archive")) == sorted(
+        (r["physicalOffset"], r["topic"], r["queueId"], r["queueOffset"], r["body"], r["date"], r["segment"])
+        for r in want
+    )
 
 
 def test_cli_rebuild_on_the_standalone_cluster(cluster, tmp_path):

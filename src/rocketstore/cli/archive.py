@@ -1,22 +1,26 @@
-"""`rocketstore archive STORE --to DEST`: the CommitLog's closed segments to Parquet, each segment once
-(rocketstore.spark.archive_job, Spark in local mode unless --master says otherwise). Says what it is doing
-as `rebuild --engine spark` does (Spark takes seconds to start), then reports what this run archived."""
+"""`rocketstore archive STORE --to DEST [--watch]`: the CommitLog's closed segments to Parquet, each segment
+once (rocketstore.spark.archive_job, Spark in local mode unless --master says otherwise). Says what it is
+doing as `rebuild --engine spark` does (Spark takes seconds to start), then reports what this run archived;
+--watch keeps archiving segments as they close (cli/archive_watch.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import math
 import os
-import re
 import time
 
 import click
 
-from ..errors import RocketStoreError
+from ..errors import ArchiveError
+from ..files.archive_manifest import ArchiveManifest, destination
 from . import main as M
-from .maintain import SPARK_MASTER, _spark_properties, os_problem
 from .options import conf_opt, json_opt, store_arg
-from .progress import Phases, SparkTasks
+from .progress import Phases
+from .spark_run import require_pyspark, spark_properties, spark_session
+
+NEEDS = "archive needs pyspark"
+WATCH_EVERY_S = 60.0  # --every's default: a minute, as cleanup's own first pass waits a minute after start
 
 
 @click.command()
@@ -54,92 +58,92 @@ from .progress import Phases, SparkTasks
     metavar="KEY=VALUE",
     help="A Spark property, as spark-submit's --conf (repeatable).",
 )
+@click.option(
+    "--watch",
+    is_flag=True,
+    help="Keep running: archive each segment as it closes (a round every --every seconds, one Spark session "
+    "throughout), a line per round that archived something (with --json: a line per round), until SIGINT or "
+    "SIGTERM: the batch being written is abandoned, nothing half-archived (a second signal stops at once, "
+    "as safely). Run it beside `rocketstore serve --archive DEST`.",
+)
+@click.option(
+    "--every",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help=f"With --watch: seconds between the starts of two rounds (default {WATCH_EVERY_S:g}): with a round's "
+    "time, the longest that cleanup with archiveEnable can wait for a segment the archive could take.",
+)
 @conf_opt
 @json_opt
-def archive(store, dest, include_system, include_prepared, master, spark_conf, conf, as_json):
+def archive(store, dest, include_system, include_prepared, master, spark_conf, watch, every, conf, as_json):
     """Archive the CommitLog's closed segments as Parquet, each segment exactly once.
 
     Every segment but the active one (the last holding data) that DEST does not hold yet; run it again
-    later for the segments closed since, or after a failure: what a killed run left half written is
-    removed first. The store is only read: the broker may be running."""
+    later for the segments closed since (or keep it running with --watch), or after a failure: what a killed
+    run left half written is removed first. The store is only read: the broker may be running."""
     t = time.perf_counter()
-    spark_props = _spark_properties(spark_conf)
-    M.require_store(store)
-    if not os.path.isdir(os.path.join(store, "commitlog")):
-        M.fail(f"{store}: no CommitLog here to archive")
-    from ..errors import ArchiveError
-    from ..files.archive_manifest import destination
+    if every is not None and not watch:
+        raise click.UsageError("--every is for --watch (the seconds between two rounds)")
+    if every is not None and not (math.isfinite(every) and every > 0):
+        raise click.BadParameter(f"{every:g}: the seconds between rounds must be more than 0", param_hint="'--every'")
+    spark_props = spark_properties(spark_conf)
+    _check(store, dest, conf)
+    require_pyspark(NEEDS)
+    job = {
+        "include_system": include_system,
+        "include_prepared": include_prepared,
+        **({"brokerConf": os.path.abspath(conf)} if conf else {}),
+    }
+    if watch:
+        from .archive_watch import run_watch
 
-    try:
-        destination(os.path.abspath(store), dest)
-    except ArchiveError as e:
-        raise click.BadParameter(str(e), param_hint="'--to'") from None
-    M.load_config(conf)  # a bad broker.conf fails here, its unknown keys warned about
-    if importlib.util.find_spec("pyspark") is None:  # without importing it: that alone takes a while
-        M.fail("archive needs pyspark (not installed)")
-    options = {"brokerConf": os.path.abspath(conf)} if conf else {}
-    master = master or SPARK_MASTER
-    spark = None
-    with Phases(lines=not as_json) as shown:
-        try:
-            shown.phase(f"starting Spark ({master})...")
-            import rocketstore.spark as rs
-            from rocketstore.spark import archive_job
+        run_watch(os.path.abspath(store), dest, every or WATCH_EVERY_S, master, spark_props, as_json, job)
+        return
+    with Phases(lines=not as_json) as shown, spark_session(master, spark_props, shown, store, NEEDS) as spark:
+        from rocketstore.spark import archive_job
 
-            spark = rs.session(master, conf=spark_props)
-            with SparkTasks(spark.sparkContext, shown):
-                summary = archive_job.archive(
-                    os.path.abspath(store),
-                    dest,
-                    spark,
-                    include_system=include_system,
-                    include_prepared=include_prepared,
-                    progress=_phases(shown),
-                    **options,
-                )
-        except ImportError as e:
-            M.fail(f"archive needs pyspark ({e})")
-        except OSError as e:
-            M.fail(os_problem(e, store))
-        except (RocketStoreError, ValueError) as e:
-            M.fail(str(e))
-        except Exception as e:
-            if not type(e).__module__.startswith(("pyspark", "py4j")):
-                raise
-            M.fail(spark_failure(e))
-        finally:
-            if spark is not None:
-                shown.phase("stopping Spark")
-                spark.stop()
-    if summary["missingBytes"]:
-        click.echo(
-            f"rocketstore: warning: {summary['missingBytes']} bytes of CommitLog between the archive's last "
-            "segment and this run's first were cleaned before they were archived",
-            err=True,
-        )
+        summary = archive_job.archive(os.path.abspath(store), dest, spark, progress=phases(shown), **job)
+    warn_missing(summary)
     summary["seconds"] = round(time.perf_counter() - t, 3)  # the whole command's, Spark's start included
+    del summary["archived"]  # (the names: as many as the segments)
     if as_json:
         click.echo(json.dumps(summary, ensure_ascii=False))
         return
     M.print_result("archived", {**summary, "undone": ", ".join(summary["undone"]) or "-"}, [], False)
 
 
-_ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?(\w*(?:Error|Exception)): (.+)$")
+def _check(store: str, dest: str, conf) -> None:
+    """Everything that can be told wrong before Spark starts: the store, DEST, broker.conf, and whether
+    another job is writing the archive (its lock, taken and let go)."""
+    M.require_store(store)
+    if not os.path.isdir(os.path.join(store, "commitlog")):
+        M.fail(f"{store}: no CommitLog here to archive")
+    try:
+        target = destination(os.path.abspath(store), dest)
+    except ArchiveError as e:
+        raise click.BadParameter(str(e), param_hint="'--to'") from None
+    M.load_config(conf)  # a bad broker.conf fails here, its unknown keys warned about
+    try:
+        with ArchiveManifest(target):
+            pass
+    except ArchiveError as e:
+        M.fail(str(e))
+    except OSError as e:
+        M.fail(M.os_problem(e, target))
 
 
-def spark_failure(e: BaseException) -> str:
-    """A failed Spark job as the one line that matters: the last "SomeError: message" line (a Python
-    worker's error, e.g. a damaged record's file and offset, comes last after its traceback), else Spark's
-    first line."""
-    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-    for line in reversed(lines):
-        m = _ERROR_LINE.match(line)
-        if m:
-            return f"{m.group(1)}: {m.group(2)}"
-    return lines[0] if lines else type(e).__name__
+def warn_missing(summary: dict) -> None:
+    """A run (or a round) that found CommitLog cleaned before it was archived says how much, on stderr."""
+    if summary["missingBytes"]:
+        click.echo(
+            f"rocketstore: warning: {summary['missingBytes']} bytes of CommitLog between the archive's last "
+            "segment and this run's first were cleaned before they were archived",
+            err=True,
+        )
 
 
-def _phases(shown: Phases):
+def phases(shown: Phases):
     """archive_job's progress(phase, **counts) as phase labels."""
     total = [0, 0]  # segments to archive, staged so far
 

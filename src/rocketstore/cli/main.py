@@ -30,6 +30,14 @@ def fail(message: str) -> None:
     sys.exit(1)
 
 
+def os_problem(e: OSError, path: str) -> str:
+    """An OSError as one line naming the path and the problem ("/s/lock: Read-only file system")."""
+    where = e.filename if e.filename is not None else path
+    if e.filename2 is not None:
+        where = f"{where} -> {e.filename2}"
+    return f"{where}: {e.strerror or e}"
+
+
 def end_quietly() -> None:
     """stdout's reader closed the pipe: stop without a word, as other Unix tools do. What Python still holds
     for stdout goes to /dev/null (else its flush at exit would complain)."""
@@ -430,6 +438,7 @@ EXAMPLES = {
         "rocketstore archive ./store --to ./archive   # closed segments, each once",
         "rocketstore archive ./store --to ./archive --include-system --include-prepared",
         "rocketstore archive ./store --to ./archive --json   # then: spark.read.parquet('archive')",
+        "rocketstore archive ./store --to ./archive --watch   # until Ctrl-C / SIGTERM",
     ],
     "clean": [
         "rocketstore clean ./store --dry-run   # what would go, why the rest stays",

@@ -13,7 +13,6 @@ line per phase when stderr is not a terminal (none with --json).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import os
@@ -29,7 +28,8 @@ from ..store.lock import StoreLock
 from . import main as M
 from . import output as O
 from .options import conf_opt, json_opt, store_arg
-from .progress import Phases, SparkTasks
+from .progress import Phases
+from .spark_run import require_pyspark, spark_properties, spark_session
 
 
 class _Cuts(logging.Handler):
@@ -61,17 +61,9 @@ def _open_with_progress(store: str, conf, config=None, shown: Phases | None = No
     except RocketStoreError as e:
         M.fail(str(e))
     except OSError as e:
-        M.fail(os_problem(e, store))
+        M.fail(M.os_problem(e, store))
     finally:
         logger.removeHandler(cuts)
-
-
-def os_problem(e: OSError, path: str) -> str:
-    """An OSError as one line naming the path and the problem ("/s/lock: Read-only file system")."""
-    where = e.filename if e.filename is not None else path
-    if e.filename2 is not None:
-        where = f"{where} -> {e.filename2}"
-    return f"{where}: {e.strerror or e}"
 
 
 def _report(title: str, summary: dict, cuts: list[str], as_json: bool) -> None:
@@ -130,7 +122,7 @@ def rebuild(store, engine, master, spark_conf, yes, dry_run, conf, as_json):
         return
     if engine != "spark" and (master is not None or spark_conf):
         M.fail("--master and --spark-conf are for --engine spark")
-    spark_props = _spark_properties(spark_conf)
+    spark_props = spark_properties(spark_conf)
     M.require_store(store)
     if not os.path.isdir(os.path.join(store, "commitlog")):
         M.fail(f"{store}: no CommitLog here to rebuild from")
@@ -146,7 +138,7 @@ def rebuild(store, engine, master, spark_conf, yes, dry_run, conf, as_json):
             M.fail(str(e))
         if not yes and not as_json:
             _confirm(store, [sub for sub in REBUILT if os.path.exists(os.path.join(store, sub))])
-        _rebuild_with_spark(store, conf, as_json, master or SPARK_MASTER, spark_props, started=t)
+        _rebuild_with_spark(store, conf, as_json, master, spark_props, started=t)
         return
     try:
         # the lock first (nothing changes without it), the sizes read from the files in place, the new files
@@ -179,7 +171,7 @@ def rebuild(store, engine, master, spark_conf, yes, dry_run, conf, as_json):
     except RocketStoreError as e:
         M.fail(str(e))
     except OSError as e:  # a read-only or full file system, a permission: one line, nothing half-swapped
-        M.fail(os_problem(e, store))
+        M.fail(M.os_problem(e, store))
     summary["seconds"] = round(time.perf_counter() - t, 3)
     _report("rebuilt", summary, cuts, as_json)
 
@@ -275,53 +267,25 @@ def _ext_outcome(cfg, had_ext: bool) -> str:
 SUMMARY_KEYS = ("store", "queues", "messages", "indexFiles", "commitLogMaxOffset", "seconds")
 
 
-SPARK_MASTER = "local[*]"
-
-
-def _spark_properties(pairs: tuple[str, ...]) -> dict[str, str]:
-    """--spark-conf KEY=VALUE pairs as a dict (spark-submit's --conf: the first '=' splits)."""
-    props = {}
-    for pair in pairs:
-        key, eq, value = pair.partition("=")
-        if not eq or not key.strip():
-            M.fail(f"--spark-conf {pair!r}: expected KEY=VALUE (a Spark property, e.g. spark.executor.memory=2g)")
-        props[key.strip()] = value
-    return props
-
-
 def _rebuild_with_spark(
-    store: str, conf, as_json: bool, master: str, spark_props: dict[str, str], started: float
+    store: str, conf, as_json: bool, master: str | None, spark_props: dict[str, str], started: float
 ) -> None:
     """The Spark job (rocketstore.spark.rebuild), local mode unless a master is given; the same report as the
     local engine. What it is doing is said from the start, before Spark's seconds of starting up. The paths
     go to the executors absolute: on a cluster they must name the same files there."""
-    if importlib.util.find_spec("pyspark") is None:  # without importing it: that alone takes a while
-        M.fail("the Spark engine needs pyspark (not installed); use --engine local")
+    needs, hint = "the Spark engine needs pyspark", "; use --engine local"
+    require_pyspark(needs, hint)
     options = {"brokerConf": os.path.abspath(conf)} if conf else {}
     cuts = _Cuts()
     logger = logging.getLogger("rocketstore")
     logger.addHandler(cuts)
-    spark = None
-    with Phases(lines=not as_json) as shown:
-        try:
-            shown.phase(f"starting Spark ({master})...")
-            import rocketstore.spark as rs
+    try:
+        with Phases(lines=not as_json) as shown, spark_session(master, spark_props, shown, store, needs, hint) as spark:
             from rocketstore.spark import rebuild_job
 
-            spark = rs.session(master, conf=spark_props)
-            with SparkTasks(spark.sparkContext, shown):
-                summary = rebuild_job.rebuild(os.path.abspath(store), spark, progress=_spark_phases(shown), **options)
-        except ImportError as e:
-            M.fail(f"the Spark engine needs pyspark ({e}); use --engine local")
-        except OSError as e:
-            M.fail(os_problem(e, store))
-        except (RocketStoreError, ValueError) as e:
-            M.fail(str(e))
-        finally:
-            logger.removeHandler(cuts)
-            if spark is not None:
-                shown.phase("stopping Spark")
-                spark.stop()
+            summary = rebuild_job.rebuild(os.path.abspath(store), spark, progress=_spark_phases(shown), **options)
+    finally:
+        logger.removeHandler(cuts)
     report = {k: summary[k] for k in SUMMARY_KEYS}
     # the whole command's wall time, from its start (`started`, time.perf_counter() when rebuild began):
     # Spark's start and stop included, not only the job's own phases
@@ -455,7 +419,7 @@ def clean(store, dry_run, conf, as_json):
     except RocketStoreError as e:
         M.fail(str(e))
     except OSError as e:
-        M.fail(os_problem(e, store))
+        M.fail(M.os_problem(e, store))
     _report("cleaned", summary, cuts, as_json)
 
 
@@ -524,7 +488,7 @@ def recover(store, conf, as_json):
     except RocketStoreError as e:
         M.fail(str(e))
     except OSError as e:
-        M.fail(os_problem(e, store))
+        M.fail(M.os_problem(e, store))
     _report("recovered", summary, cuts, as_json)
 
 

@@ -262,6 +262,12 @@ def serve_forever(
         if http:
             parts.append(f"HTTP on {http}")
         echo(f"rocketstore serve: store {server.store.root}, " + "; ".join(parts))
+        cfg = server.store.config
+        if cfg.archive_enable:  # serve archives nothing itself (no Spark in the broker's process): say who does
+            echo(
+                f"rocketstore serve: cleanup waits for the archive at {cfg.archive_path}: keep "
+                f"`rocketstore archive {server.store.root} --to {cfg.archive_path} --watch` running beside it"
+            )
         sys.stdout.flush()
         while not stop.wait(0.5):
             pass

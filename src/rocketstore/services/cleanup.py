@@ -196,8 +196,8 @@ class CleanCommitLogService:
             log.warning("archivePath: %s", e)
         log.warning(
             "cleanup held back at CommitLog segment %s: the archive at %s does not hold it yet (archiveEnable); "
-            "`rocketstore archive STORE --to %s` archives it",
-            name, dest, dest,
+            "`rocketstore archive %s --to %s --watch` beside the broker archives each segment as it closes",
+            name, dest, self.layout.root, dest,
         )  # fmt: skip
         return False
 

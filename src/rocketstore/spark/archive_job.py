@@ -75,53 +75,96 @@ def archive(
     them. Returns a summary: store, archive, segments (archived by this run), records (written by this
     run), archivedBefore, active (the segment left for later), undone (segments a killed run had half
     written, removed first), missingBytes (CommitLog bytes between the archive's last segment and the first
-    one here: cleaned before they were archived), seconds.
+    one here: cleaned before they were archived), archived (the names of the segments this run archived),
+    seconds.
 
     `progress(phase, **counts)`, in the driver: "planning" (segments=), "staging" (segments=: a batch's
     names), "moving" (segment=, files=), "moved" (segment=, file=: the index of the file just moved),
     "committed" (segment=, rows=)."""
-    started = time.perf_counter()
-    tell = progress or (lambda phase, **counts: None)
+    root, target = prepare(store, dest, options)
+    with ArchiveManifest(target) as manifest:
+        return archive_into(
+            manifest, root, spark, include_system, include_prepared, progress, segments_per_job, options=options
+        )
+
+
+def prepare(store, dest, options: dict) -> tuple[str, str]:
+    """(the store's absolute path, the archive's local path), both checked, and the store's settings: a bad
+    one fails here, named, before Spark reads anything."""
     root = os.path.abspath(os.fspath(store))
     if not os.path.isdir(root):
         raise ArchiveError(f"{root}: no store directory here")
     target = destination(root, dest)
-    O.store_config(options, root)  # a bad setting fails here, named, before Spark reads anything
+    O.store_config(options, root)
+    return root, target
+
+
+def archive_into(
+    manifest: ArchiveManifest,
+    root: str,
+    spark,
+    include_system: bool = False,
+    include_prepared: bool = False,
+    progress=None,
+    segments_per_job: int | None = None,
+    stopping=None,
+    options: dict | None = None,
+) -> dict:
+    """One archive run into an archive whose lock the caller holds (archive(): for one run; a watcher: for
+    all its rounds). `stopping()`, asked before and after each batch's staging, ends the run early: the
+    batches staged before it are committed, the one being staged is abandoned (its Spark job cancelled by
+    whoever stops, or finished: either way none of it goes in), the rest left for the next run (the
+    summary's `stopped`, with `left`: how many)."""
+    started = time.perf_counter()
+    tell = progress or (lambda phase, **counts: None)
+    options = options or {}
     directory = L.StoreLayout(root).commitlog
     names = L.segment_names(directory)
     path = {n: os.path.join(directory, n) for n in names}
     closed = closed_segments(names, [has_data(path[n]) for n in names])
     flags = {"includeSystem": bool(include_system), "includePrepared": bool(include_prepared)}
-    with ArchiveManifest(target) as manifest:
-        undone = manifest.recover()
-        if undone:
-            log.warning("%s: removed the uncommitted output of segment(s) %s", target, ", ".join(undone))
-        _check_same_store(manifest, path)
-        before = manifest.archived()
-        todo = [n for n in closed if not manifest.is_archived(n)]
-        missing = _missing_bytes(manifest, before, todo)
-        tell("planning", segments=len(todo))
-        heads = {n: (os.path.getsize(path[n]), segment_head(path[n])) for n in todo}
-        per_job = segments_per_job or max(2 * spark.sparkContext.defaultParallelism, 1)
-        rows = 0
-        for i in range(0, len(todo), per_job):
-            batch = todo[i : i + per_job]
-            tell("staging", segments=batch)
+    undone = manifest.recover()
+    if undone:
+        log.warning("%s: removed the uncommitted output of segment(s) %s", manifest.dest, ", ".join(undone))
+    _check_same_store(manifest, path)
+    before = manifest.archived()
+    todo = [n for n in closed if not manifest.is_archived(n)]
+    missing = _missing_bytes(manifest, before, todo)
+    tell("planning", segments=len(todo))
+    heads = {n: (os.path.getsize(path[n]), segment_head(path[n])) for n in todo}
+    per_job = segments_per_job or max(2 * spark.sparkContext.defaultParallelism, 1)
+    rows, done = 0, []
+    for i in range(0, len(todo), per_job):
+        if stopping is not None and stopping():
+            break
+        batch = todo[i : i + per_job]
+        tell("staging", segments=batch)
+        try:
             _stage(spark, root, manifest.staging, batch, include_system, include_prepared, options)
-            for name in batch:
-                rows += _commit(manifest, name, heads[name], flags, tell)
-        shutil.rmtree(manifest.staging, ignore_errors=True)  # only Spark's _SUCCESS is left there
-    return {
+        except Exception:
+            if stopping is None or not stopping():
+                raise  # (a stop cancels the batch's Spark job: then its failure is the stop's)
+        if stopping is not None and stopping():
+            break  # stopped while staging: the batch is abandoned whole, none of it moved in (staging goes below)
+        for name in batch:
+            rows += _commit(manifest, name, heads[name], flags, tell)
+            done.append(name)
+    shutil.rmtree(manifest.staging, ignore_errors=True)  # only Spark's _SUCCESS is left there
+    summary = {
         "store": root,
-        "archive": target,
-        "segments": len(todo),
+        "archive": manifest.dest,
+        "segments": len(done),
         "records": rows,
         "archivedBefore": len(before),
         "active": names[len(closed)] if len(closed) < len(names) else None,
         "undone": undone,
         "missingBytes": missing,
+        "archived": done,
         "seconds": round(time.perf_counter() - started, 3),
     }
+    if len(done) < len(todo):
+        summary.update(stopped=True, left=len(todo) - len(done))
+    return summary
 
 
 def _check_same_store(manifest: ArchiveManifest, path: dict[str, str]) -> None:
