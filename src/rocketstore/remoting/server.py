@@ -2,7 +2,8 @@
 server or broker needs).
 
 Each connection reads frames (length checked against `max_frame` before the frame is read; a bad frame closes the
-connection, as NettyDecoder does). A handler is a coroutine that returns the response (its opaque and response bit
+connection, as NettyDecoder does): a read takes what the socket holds, up to READ_CHUNK, and every whole frame in it
+is taken before the next read (a frame longer than that has its rest read at once). A handler is a coroutine that returns the response (its opaque and response bit
 are set here) or None. It starts at once, on the connection's reader; most (a send, an offset query) finish without
 ever waiting and cost no task of their own. One that waits (long polling, a store read in a worker thread) goes on in
 a task from its first wait, so it never holds up the connection. Until that first wait a handler runs inside the
@@ -154,6 +155,7 @@ class _Parked:
 Handler = Callable[[RemotingCommand, Connection], Awaitable[RemotingCommand | None]]
 
 IDLE_TIMEOUT_S = 120.0  # NettyServerConfig.serverChannelMaxIdleTimeSeconds
+READ_CHUNK = 256 * 1024  # the most one read of a connection takes
 MAX_CONNECTIONS_PER_ADDRESS = 128
 
 
@@ -296,25 +298,52 @@ class RemotingServer:
         # the transport's high-water mark: above it the answers are not being read, so neither are more requests
         limit = conn.writer.transport.get_write_buffer_limits()[1]
         loop = asyncio.get_running_loop()
+        buf = b""  # read, not yet taken: the start of a frame not yet whole
         while True:
-            length = frame.frame_length(await conn.reader.readexactly(4), self.max_frame)
-            cmd = frame.decode(await conn.reader.readexactly(length))
-            conn.last_active = loop.time()
-            if cmd.is_response:
-                conn.on_response(cmd)
-                continue
-            if self.on_request is not None:
-                self.on_request(cmd, conn)
-            if self.in_flight >= self.max_in_flight:
-                if not cmd.is_oneway:
-                    await conn.send(self._answer(cmd, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK))
-                continue
-            fast = self.fast.get(cmd.code) if self.before_request is None else None
-            if fast is None or not self._answer_fast(fast, cmd, conn):
-                self.in_flight += 1
-                self._start(self._handle(cmd, conn))
-            if conn.backlog() > limit:
-                await conn.drain()
+            # what the socket holds, then every whole frame in it: a pipelining client's requests cost one read
+            # between them, not two awaits each
+            data = await conn.reader.read(READ_CHUNK)
+            if not data:
+                return  # the client closed (a frame cut short with it is dropped, as NettyDecoder drops it)
+            buf = buf + data if buf else data
+            while True:
+                view, pos, end = memoryview(buf), 0, len(buf)
+                while end - pos >= 4:
+                    length = frame.frame_length(view[pos : pos + 4], self.max_frame)
+                    if end - pos - 4 < length:
+                        break
+                    cmd = frame.decode(view[pos + 4 : pos + 4 + length])
+                    pos += 4 + length
+                    conn.last_active = loop.time()
+                    waiting = self._take(cmd, conn)
+                    if waiting is not None:
+                        await waiting
+                    if conn.backlog() > limit:
+                        await conn.drain()
+                if pos:
+                    buf = buf[pos:]
+                if len(buf) < 4:
+                    break
+                missing = 4 + frame.frame_length(buf[:4], self.max_frame) - len(buf)
+                if missing <= READ_CHUNK:
+                    break
+                buf += await conn.reader.readexactly(missing)  # a big frame's rest at once, not chunk by chunk
+
+    def _take(self, cmd: RemotingCommand, conn: Connection):
+        """One frame read whole: an answer to one of our requests, or a request answered, started or refused.
+        What the reader must await (a refusal's write), or None."""
+        if cmd.is_response:
+            conn.on_response(cmd)
+            return None
+        if self.on_request is not None:
+            self.on_request(cmd, conn)
+        if self.in_flight >= self.max_in_flight:
+            return None if cmd.is_oneway else conn.send(self._answer(cmd, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK))
+        fast = self.fast.get(cmd.code) if self.before_request is None else None
+        if fast is None or not self._answer_fast(fast, cmd, conn):
+            self.in_flight += 1
+            self._start(self._handle(cmd, conn))
+        return None
 
     def _answer_fast(self, fast, cmd: RemotingCommand, conn: Connection) -> bool:
         """The request answered by its fast call (True), or left to its handler (False). A failure answers
