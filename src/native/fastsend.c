@@ -216,15 +216,19 @@ static PyObject *stored_order(PyObject *state, const char *p, struct pair *pairs
     Py_DECREF(key);
     if (order == NULL)
         return NULL;
+    /* a permutation of 0..n: stored_properties writes each pair once into a buffer of their size */
+    unsigned char seen[MAX_PAIRS + 1] = {0};
     int ok = PyTuple_CheckExact(order) && PyTuple_GET_SIZE(order) == n + 1;
     for (Py_ssize_t i = 0; ok && i <= n; i++) {
         PyObject *x = PyTuple_GET_ITEM(order, i);
         long v = PyLong_CheckExact(x) ? PyLong_AsLong(x) : -1;
-        ok = v >= 0 && v <= n;
+        ok = v >= 0 && v <= n && !seen[v];
+        if (ok)
+            seen[v] = 1;
     }
     if (!ok) {
         Py_DECREF(order);
-        PyErr_SetString(PyExc_TypeError, "a properties order is a tuple of len(names) + 1 indexes");
+        PyErr_SetString(PyExc_TypeError, "a properties order is a permutation of range(len(names) + 1)");
         return NULL;
     }
     return order;

@@ -249,3 +249,30 @@ def test_a_put_refused_is_answered_as_send_py_answers_it(tmp_path, monkeypatch, 
     finally:
         for store in stores:
             store.close()
+
+
+@pytest.mark.parametrize("fast_send", _engines())
+def test_a_bad_cached_order_is_an_error_not_a_bad_record(tmp_path, fast_send):
+    """The order cache is the state's (a dict anyone could write): an order that is not a permutation of the
+    names and CLUSTER is refused before anything is put (the C sizes the stored text by the pairs)."""
+
+    async def main():
+        store = _open(tmp_path)
+        broker = Broker(store, BrokerSettings())
+        await broker.start("127.0.0.1", 0)
+        state = state_for(broker, broker.sends.answer)
+        state.orders[b"KEYS\x01UNIQ_KEY"] = (0, 0, 0)
+        ext = {"a": "pg", "b": "T1", "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": "5", "h": "0",
+               "i": "KEYS\x01k\x02UNIQ_KEY\x01AB01\x02"}  # fmt: skip
+        try:
+            with pytest.raises(TypeError, match="permutation"):
+                fast_send(state, RemotingCommand(RC.SEND_MESSAGE_V2, opaque=1, ext_fields=ext, body=b"x"), Conn.remote)
+        finally:
+            await broker.close()
+        return store
+
+    store = asyncio.run(main())
+    try:
+        assert store.max_offset("T1", 1) == 0
+    finally:
+        store.close()

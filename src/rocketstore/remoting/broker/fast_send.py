@@ -141,6 +141,8 @@ def _stored_properties(s: FastSendState, text: str | None) -> tuple[bytes, str] 
     order = s.orders.get(key)
     if order is None:
         order = s.order(key)
+    if sorted(order) != list(range(len(pairs) + 1)):  # as the C refuses it (it sizes the text by the pairs)
+        raise TypeError("a properties order is a permutation of range(len(names) + 1)")
     out = []
     for i in order:
         if i == len(pairs):
