@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from . import archive_read as AR
 from . import options as O
 from . import plan as PL
 from . import queue_read as QR
@@ -53,7 +54,8 @@ class RangesPartition(InputPartition):
 
 def read_partition(partition: RangesPartition):
     for r in partition.ranges:
-        for batch in QR.read_range(partition.spec, r):
+        read = AR.read_range if isinstance(r, AR.ArchiveRange) else QR.read_range
+        for batch in read(partition.spec, r):
             if batch.num_rows:
                 yield batch
 
