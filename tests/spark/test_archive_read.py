@@ -122,6 +122,14 @@ def test_the_unified_read_gives_every_message_once_with_the_live_reads_columns(s
     # a pattern
     got = rows(read(spark, root, topicPattern="O.*", archive=dest))
     assert got == where(lambda r: r["topic"] in ("Old", "Orders"))
+    # the read the CLI's `consume --offset` shows when the offsets are only in the archive, run as shown
+    from rocketstore.cli.archive_hint import below_min
+
+    with MessageStore.open(root, store_config(), read_only=True) as s:
+        line = below_min(s, dest, "Orders", [0], 0, None)
+    assert line.startswith(f"rocketstore: Orders-0 offsets 0..{lo - 1} are only in the archive {dest} ")
+    shown = eval(line.split("read them with Spark: ", 1)[1], {"spark": spark})
+    assert rows(shown) == where(lambda r: r["topic"] == "Orders" and r["queueId"] == 0)
 
 
 FIELDS = [f.name for f in __import__("rocketstore.spark.record_batch", fromlist=["SCHEMA"]).SCHEMA]

@@ -27,7 +27,6 @@ import logging
 import os
 from collections import defaultdict
 from dataclasses import dataclass
-from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
@@ -36,7 +35,7 @@ import pyarrow.parquet as pq
 
 from ..errors import ArchiveError
 from ..files import layout as L
-from ..files.archive_manifest import MANIFEST_DIR, ArchiveManifest, local_dest, segment_head
+from ..files.archive_manifest import MANIFEST_DIR, ArchiveManifest, file_topic, local_dest, segment_head
 from ..formats import cq as CQ
 from . import options as O
 from . import record_batch as RB
@@ -234,19 +233,10 @@ def _deleted_segment_files(dest: str, store, topics: set[str]) -> list[tuple[str
                 )
             continue
         for f in entry["files"]:
-            topic = _topic_of(f["path"])
+            topic = file_topic(f["path"])
             if topic in topics:
                 out.append((topic, os.path.join(dest, f["path"])))
     return out
-
-
-def _topic_of(rel: str) -> str:
-    """The topic of an archived file from its partition directory (topic=<escaped>/date=.../name), unescaped
-    as Spark's ExternalCatalogUtils.unescapePathName (%XX)."""
-    head = rel.split("/", 1)[0]
-    if not head.startswith("topic="):
-        raise ArchiveError(f"archived file {rel}: not under a topic= directory")
-    return unquote(head[len("topic=") :])
 
 
 # ---------------------------------------------------------------------------------------------- executors
