@@ -245,3 +245,20 @@ def test_the_seam_is_the_first_offset_whose_record_is_still_in_the_commitlog(tmp
         assert s.min_offset("T", 0) < want  # the min offset RocketMQ would give
         assert live_seam(s, "T", 0) == want
         assert live_seam(s, "Absent", 0) == 0
+
+
+def test_the_readme_reads_across_the_seam_as_written(spark, prepared, capsys):
+    """README.md's "Reading across the seam" Python, run as written (its paths ours): the count of each queue
+    of Orders is what was put there (every message is after the README's date)."""
+    import re
+    from collections import Counter
+
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md"), encoding="utf-8").read()
+    section = readme[readme.index("**Reading across the seam.**") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    code = code.replace("path/to/store", prepared["root"]).replace("path/to/archive", prepared["dest"])
+    exec(compile(code, "README.md", "exec"), {"spark": spark})
+    shown = capsys.readouterr().out
+    counts = Counter(p["queueId"] for p in prepared["put"] if p["topic"] == "Orders" and p["queued"])
+    for q, n in counts.items():
+        assert re.search(rf"\|\s*{q}\|\s*{n}\|", shown), (q, n, shown)
