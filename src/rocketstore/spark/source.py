@@ -4,7 +4,8 @@
 
 The driver side (a Python worker, in fact) opens the store read-only to plan: topics, offset ranges,
 timestamps. Each partition is one queue's offset range, read by its executor straight from the
-ConsumeQueue and CommitLog files (queue_read), as Arrow batches.
+ConsumeQueue and CommitLog files (queue_read), as Arrow batches. With option("archive", DEST), offsets cleanup
+removed are planned and read from the archive's Parquet instead (archive_read).
 """
 
 from __future__ import annotations
