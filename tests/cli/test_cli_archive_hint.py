@@ -3,19 +3,16 @@ that gives it. The archive is written here without Spark (the manifest's entries
 columns the hint reads), the way `rocketstore archive` lays it out; cleanup then deletes the oldest segments."""
 
 import datetime
-import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore.files.archive_manifest import ArchiveManifest, entry
+from tests._archive_by_hand import write_archive
 
 HOUR = 3600 * 1000
 T0 = int(datetime.datetime(2026, 11, 21, 12, 0, tzinfo=datetime.timezone.utc).timestamp() * 1000)
@@ -28,26 +25,6 @@ CONF = "mappedFileSizeCommitLog=4096\narchiveEnable=true\narchivePath={dest}\n"
 def run(*args):
     p = subprocess.run([sys.executable, "-m", "rocketstore.cli", *args], capture_output=True, text=True, timeout=60)
     return p.returncode, p.stdout, p.stderr
-
-
-def write_archive(root, dest, put, names):
-    """Every closed segment into the archive: its rows of topic T as one Parquet file, then its entry."""
-    with ArchiveManifest(dest) as m:
-        for name in names[:-1]:
-            mine = [p for p in put if int(name) <= p.physical_offset < int(name) + SEGMENT]
-            rel = f"topic=T/date=2026-11-21/{name}-00000.parquet"
-            os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
-            table = pa.table(
-                {
-                    "queueId": pa.array([p.queue_id for p in mine], pa.int32()),
-                    "queueOffset": pa.array([p.queue_offset for p in mine], pa.int64()),
-                    "storeTimestamp": pa.array([p.store_timestamp * 1000 for p in mine], pa.timestamp("us", "UTC")),
-                }
-            )
-            pq.write_table(table, os.path.join(dest, rel))
-            with open(os.path.join(root, "commitlog", name), "rb") as f:
-                head = hashlib.sha256(f.read(4096)).hexdigest()
-            m.commit(entry(name, SEGMENT, head, [{"path": rel, "rows": len(mine)}], {}))
 
 
 @pytest.fixture
@@ -64,12 +41,13 @@ def cleaned(tmp_path):
             put.append(s.put(Message("T", f"m{i}".encode() * 50), i % 2))
         assert all(r.ok for r in put)
     names = sorted(os.listdir(os.path.join(root, "commitlog")))
-    write_archive(root, dest, put, names)
+    write_archive(root, dest, put, names, SEGMENT)
     clock[0] = NOW
     with MessageStore.open(root, StoreConfig(**cfg, archive_enable=True, archive_path=dest)) as s:
         for i, n in enumerate(names):
             t = (NOW - (100 if i < DELETED else 1) * HOUR) * 1_000_000
             os.utime(os.path.join(root, "commitlog", n), ns=(t, t))
+        s._cleanup.disk_usage = lambda path: 0.1  # by time alone, whatever this machine's disk
         assert s.delete_expired_files(now_ms=NOW) == DELETED
     floor = int(names[DELETED])
     gone = [p for p in put if p.physical_offset < floor]

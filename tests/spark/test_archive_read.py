@@ -69,11 +69,13 @@ def prepared(spark, tmp_path_factory):
     assert {key(r) for r in before} == acked and len(before) == len(acked)  # the live read, before: as put
     names = segments(root)
     assert len(names) >= DELETED + 2
-    rocketstore.spark.archive(root, dest, spark)
+    # prepared and rolled-back records too: the read must know they are in no queue
+    rocketstore.spark.archive(root, dest, spark, include_prepared=True)
     with MessageStore.open(root, store_config(archive_enable=True, archive_path=dest)) as s:
         for i, n in enumerate(names):  # the oldest 100 h old at NOW, the others an hour (files' times, not the clock's)
             t = (NOW - (100 if i < DELETED else 1) * HOUR) * 1_000_000
             os.utime(os.path.join(root, "commitlog", n), ns=(t, t))
+        s._cleanup.disk_usage = lambda path: 0.1  # by time alone, whatever this machine's disk
         assert s.delete_expired_files(now_ms=NOW) == DELETED
     assert segments(root) == names[DELETED:]
     return {"root": root, "dest": dest, "before": before, "names": names, "put": put}
@@ -109,10 +111,11 @@ def test_the_unified_read_gives_every_message_once_with_the_live_reads_columns(s
         )
     )
     assert got == where(lambda r: r["topic"] == "Orders" and r["queueId"] == 0 and lo - 3 <= r["queueOffset"] < lo + 3)
-    # tags, on both sides
+    # tags and a SQL92 subscription, on both sides
     assert rows(read(spark, root, topics=TOPICS, archive=dest, tags="T1 || T2")) == where(
         lambda r: r["tags"] in ("T1", "T2")
     )
+    assert rows(read(spark, root, topics=TOPICS, archive=dest, sql="TAGS = 'T0'")) == where(lambda r: r["tags"] == "T0")
     # times across the seam: from 40 s before the first message the store still has to 40 s after it
     kept = [p for p in prepared["put"] if p["physicalOffset"] >= int(prepared["names"][DELETED])]
     a, b = kept[0]["storeMs"] - 40_000, kept[0]["storeMs"] + 40_000
@@ -209,6 +212,7 @@ def test_a_stream_starts_in_the_archive_and_catches_up_into_the_store_exactly_on
         for i, n in enumerate(names):
             t = (NOW - (100 if i == 0 else 1) * HOUR) * 1_000_000
             os.utime(os.path.join(root, "commitlog", n), ns=(t, t))
+        s._cleanup.disk_usage = lambda path: 0.1  # by time alone, whatever this machine's disk
         assert s.delete_expired_files(now_ms=NOW) == 1
     more = put_messages(root, 900, 960)
     q = start()
@@ -262,3 +266,46 @@ def test_the_readme_reads_across_the_seam_as_written(spark, prepared, capsys):
     counts = Counter(p["queueId"] for p in prepared["put"] if p["topic"] == "Orders" and p["queued"])
     for q, n in counts.items():
         assert re.search(rf"\|\s*{q}\|\s*{n}\|", shown), (q, n, shown)
+
+
+def test_a_range_splits_at_the_seam_and_around_the_archives_holes(tmp_path):
+    """Without Spark: the plan of one queue over a store whose 3 oldest segments cleanup deleted and an archive
+    (written by hand, as the CLI's tests do) missing the second one; the pieces from the puts' own offsets."""
+    from rocketstore.spark.archive_read import ArchivePlan, ArchiveRange
+    from rocketstore.spark.errors import DataLossError, OptionError
+    from rocketstore.spark.queue_read import QueueRange
+
+    from tests._archive_by_hand import write_archive
+
+    root, dest = str(tmp_path / "store"), str(tmp_path / "archive")
+    cfg = dict(mapped_file_size_commit_log=4096, clock=lambda: NOW)
+    with MessageStore.open(root, StoreConfig(**cfg)) as s:
+        put = [s.put(Message("T", f"m{i}".encode() * 50), 0) for i in range(90)]
+    names = segments(root)
+    write_archive(root, dest, put, names, 4096)
+    without_segment(dest, names[1], str(tmp_path / "holed"))
+    with MessageStore.open(root, StoreConfig(**cfg, archive_enable=True, archive_path=dest)) as s:
+        for i, n in enumerate(names):
+            t = (NOW - (100 if i < 3 else 1) * HOUR) * 1_000_000
+            os.utime(os.path.join(root, "commitlog", n), ns=(t, t))
+        s._cleanup.disk_usage = lambda path: 0.1  # by time alone, whatever this machine's disk
+        assert s.delete_expired_files(now_ms=NOW) == 3
+
+    def first_in(name):
+        return next(r.queue_offset for r in put if r.physical_offset >= int(name))
+
+    hole, after, seam = first_in(names[1]), first_in(names[2]), first_in(names[3])
+    with MessageStore.open(root, StoreConfig(**cfg), read_only=True) as s:
+        plan = ArchivePlan(str(tmp_path / "holed"), s, {"T": [0]})
+        whole = QueueRange("T", 0, 0, 90)
+        got = [(type(p).__name__, p.start, p.end) for p in plan.split(whole, fail_on_data_loss=False)]
+        assert got == [("ArchiveRange", 0, hole), ("ArchiveRange", after, seam), ("QueueRange", seam, 90)]
+        assert plan.first("T", 0) == 0 and plan.seam("T", 0) == seam
+        with pytest.raises(DataLossError, match=rf"offsets {hole}\.\.{after - 1} of T-0 are in neither the store"):
+            plan.split(whole, fail_on_data_loss=True)
+        # a range wholly live, or wholly archived, is one piece
+        assert plan.split(QueueRange("T", 0, seam + 1, 90), True) == [QueueRange("T", 0, seam + 1, 90)]
+        (one,) = plan.split(QueueRange("T", 0, 1, 3), True)
+        assert isinstance(one, ArchiveRange) and (one.start, one.end) == (1, 3) and len(one.files) == 1
+        with pytest.raises(OptionError, match="keeps a batch ConsumeQueue"):
+            plan.split(QueueRange("T", 0, 0, 90, batch_cq=True), True)

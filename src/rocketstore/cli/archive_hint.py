@@ -4,7 +4,7 @@ gives them (the "rocketstore" source with option("archive", DEST), which reads a
 
 The archive is the one `--archive DEST` names, else broker.conf's archivePath (-c). What it holds is read from
 its manifest and, for offsets and times, from its Parquet files of the segments the store no longer has (the
-columns queueId, queueOffset, storeTimestamp, with pyarrow: without it, as without pyspark, there is nothing
+columns queueId, queueOffset, storeTimestamp, sysFlag, with pyarrow: without it, as without pyspark, there is nothing
 to read the archive with, and nothing is said)."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import os
 import click
 
 from ..errors import ArchiveError
+from ..formats.record import gets_queue_unit
 from ..files.archive_manifest import MANIFEST_DIR, ArchiveManifest, file_topic, local_dest
 from . import output as O
 
@@ -62,11 +63,14 @@ def _archived(dest: str, store, topic: str):
         for f in manifest.entry(name)["files"]
         if file_topic(f["path"]) == topic
     ]
-    parts = [pq.read_table(p, columns=["queueId", "queueOffset", "storeTimestamp"]) for p in paths]
+    parts = [pq.read_table(p, columns=["queueId", "queueOffset", "storeTimestamp", "sysFlag"]) for p in paths]
     ids, offsets, ms = [np.empty(0, dtype=np.int64) for _ in range(3)]
     for t in parts:
         ids = np.concatenate((ids, t.column("queueId").to_numpy(zero_copy_only=False).astype(np.int64)))
-        offsets = np.concatenate((offsets, t.column("queueOffset").fill_null(-1).to_numpy(zero_copy_only=False)))
+        held = t.column("queueOffset").fill_null(-1).to_numpy(zero_copy_only=False)
+        # (an archive made with include_prepared: records no queue points at have no offset of a queue)
+        held = np.where(gets_queue_unit(t.column("sysFlag").to_numpy(zero_copy_only=False)), held, -1)
+        offsets = np.concatenate((offsets, held))
         stamps = pc.cast(t.column("storeTimestamp"), "int64").to_numpy(zero_copy_only=False) // 1000
         ms = np.concatenate((ms, stamps))
     return ids, offsets, ms

@@ -37,6 +37,7 @@ from ..errors import ArchiveError
 from ..files import layout as L
 from ..files.archive_manifest import MANIFEST_DIR, ArchiveManifest, file_topic, local_dest, segment_head
 from ..formats import cq as CQ
+from ..formats.record import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE, gets_queue_unit
 from . import options as O
 from . import record_batch as RB
 from .errors import DataLossError
@@ -119,13 +120,15 @@ class ArchivePlan:
             self.runs[key].sort()
 
     def _scan(self, topic: str, path: str, timestamps) -> None:
-        columns = ["queueId", "queueOffset"] + (["storeTimestamp"] if timestamps else [])
+        columns = ["queueId", "queueOffset", "sysFlag"] + (["storeTimestamp"] if timestamps else [])
         try:
             table = pq.read_table(path, columns=columns)
         except (OSError, pa.ArrowInvalid) as e:
             raise DataLossError(f"archive file {path} does not read: {e}") from None
         queue_ids = table.column("queueId").to_numpy(zero_copy_only=False)
         offsets = table.column("queueOffset").fill_null(-1).to_numpy(zero_copy_only=False)
+        # an archive made with include_prepared holds records no queue points at: not offsets of a queue
+        offsets = np.where(gets_queue_unit(table.column("sysFlag").to_numpy(zero_copy_only=False)), offsets, -1)
         ms = None
         if timestamps:
             ms = pc.cast(table.column("storeTimestamp"), pa.int64()).to_numpy(zero_copy_only=False) // 1000
@@ -244,6 +247,9 @@ def read_range(spec, r: ArchiveRange):
     """Yield RecordBatches of an archive range's messages, in queue order, in the live read's schema."""
     wanted = (pc.field("queueId") == r.queue_id) & (pc.field("queueOffset") >= r.start)
     wanted &= pc.field("queueOffset") < r.end
+    wanted &= pc.bit_wise_and(pc.field("sysFlag"), pa.scalar(TRANSACTION_ROLLBACK_TYPE, pa.int32())).isin(
+        [TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE]
+    )  # (formats.record.gets_queue_unit: records of a queue only, whatever the archive's includePrepared)
     if spec.tags is not None:
         wanted &= pc.field("tags").isin(sorted(spec.tags))
     for path in r.files:  # files in offset order, each one segment's rows of one date: no two interleave
