@@ -123,3 +123,5 @@ def test_query_by_time_or_offset_only_in_the_archive_says_so_in_one_line(cleaned
         f"{put[-1].physical_offset + put[-1].size}); cleanup deleted its segment {segment}, which the archive "
         f'{dest} holds: spark.read.parquet("{dest}").where("physicalOffset = {phys}").show()'
     ], err
+    code, _, err = run("query", root, "--key", "k1", "--archive", str(os.path.dirname(root)))
+    assert code == 2 and "is not an archive (no _rocketstore_archive/ in it)" in err, err

@@ -756,6 +756,7 @@ def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as
     where = f" in {topic}" if topic else ""
     hint = None
     try:
+        dest = AH.archive_dest(s, archive)  # (a bad --archive is a usage error whatever is asked)
         if key is not None:
             found, what = _by_key(s, topics, key, max_count, begin_ms, end_ms), f"key {key}{where}"
         elif unique_key is not None:
@@ -770,9 +771,7 @@ def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as
         elif phys is not None:
             lo, hi = s.min_physical_offset, s.max_physical_offset
             if not lo <= phys < hi:
-                M.fail(
-                    f"offset {phys} is out of range: the CommitLog holds [{lo}, {hi}){_archived_at(s, archive, phys)}"
-                )
+                M.fail(f"offset {phys} is out of range: the CommitLog holds [{lo}, {hi}){_archived_at(s, dest, phys)}")
             m = s.look(phys)
             if m is None or m.physical_offset != phys:
                 M.fail(f"offset {phys}: no message record starts there")
@@ -780,7 +779,6 @@ def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as
         else:
             found = _by_time(s, topics, begin_ms, end_ms, max_count)
             what = f"stored {O.iso_time(begin_ms)} .. {O.iso_time(end_ms) if end_ms is not None else 'now'}{where}"
-            dest = AH.archive_dest(s, archive)
             hint = AH.before_earliest(s, dest, topics, begin_ms, end_ms) if dest else None
         rows = [_message_row(m, as_hex, as_json) for m in found]
     except (RocketStoreError, ValueError, OSError) as e:
@@ -802,10 +800,9 @@ def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as
         click.echo(hint, err=True)
 
 
-def _archived_at(s: MessageStore, archive, phys: int) -> str:
+def _archived_at(s: MessageStore, dest: str | None, phys: int) -> str:
     """For an offset below the CommitLog: where the archive holds it, if it does."""
-    dest = AH.archive_dest(s, archive) if phys < s.min_physical_offset else None
-    segment = AH.archived_segment(dest, phys) if dest else None
+    segment = AH.archived_segment(dest, phys) if dest and phys < s.min_physical_offset else None
     if segment is None:
         return ""
     return (

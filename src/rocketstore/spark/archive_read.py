@@ -109,7 +109,6 @@ class ArchivePlan:
 
     def __init__(self, dest: str, store, queues: dict[str, list[int]], timestamps=()):
         self.dest = dest
-        self.batch_topics = set(store.batch_topics)
         self.seams = {(t, q): live_seam(store, t, q) for t, qs in queues.items() for q in qs}
         self.runs: dict[tuple[str, int], list[tuple[int, int, str]]] = defaultdict(list)
         self.by_time: dict[tuple[str, int, int], int] = {}  # (topic, queue, ts) -> first offset stored at/after
