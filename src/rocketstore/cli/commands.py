@@ -25,6 +25,7 @@ from ..store.lock import StoreLock
 from ..formats import properties as P
 from ..config.topics import queue_type
 from ..validation import group_problem, property_name_problem
+from . import archive_hint as AH
 from . import main as M
 from . import output as O
 from .options import (
@@ -231,6 +232,18 @@ def _start_positions(s: MessageStore, c, start: str | None, offset: int | None, 
             c.positions[q] = s.offset_by_time(c.topic, q, O.parse_time(start, "--from"))
 
 
+def _say_if_archived(s: MessageStore, archive, topic: str, queues, start, offset) -> None:
+    """One line when --offset or --from TIME asks for messages cleanup deleted that the archive holds."""
+    if offset is None and start in (None, "earliest", "latest", "committed"):
+        return
+    dest = AH.archive_dest(s, archive)
+    if dest is not None:
+        since = None if offset is not None else O.parse_time(start, "--from")
+        line = AH.below_min(s, dest, topic, queues, offset, since)
+        if line:
+            click.echo(line, err=True)
+
+
 def _formatter(fmt: str):
     """A kcat-style format string -> a function of a message giving the bytes to write (the body raw)."""
     fmt = fmt.replace("\\n", "\n").replace("\\t", "\t").replace("\\\\", "\\")
@@ -373,6 +386,7 @@ class _Printer:
     is_flag=True,
     help="JSON Lines: one object per message as it comes (the summary line goes to stderr).",
 )
+@AH.archive_opt
 @O.wide_option
 def consume(
     store,
@@ -392,6 +406,7 @@ def consume(
     as_hex,
     conf,
     as_json,
+    archive,
     wide,
 ):
     """Read a topic: every queue in turn (or one, --queue), from the group's committed offsets or where
@@ -429,6 +444,7 @@ def consume(
         if group is None and start is None and offset is None and last is None:
             start = "earliest"
         _start_positions(s, c, start, offset, last)
+        _say_if_archived(s, archive, topic, c.queue_ids(), start, offset)
         if follow:
             committer = _Committer(store, group, topic) if commit else None
             s, c, seen = _follow(store, conf, s, c, tags, max_count, printer, sql, committer)
@@ -716,8 +732,9 @@ def _by_time(s: MessageStore, topics: list[str], begin: int, end: int | None, ma
     is_flag=True,
     help="JSON Lines: one object per message found (none when nothing is found).",
 )
+@AH.archive_opt
 @O.wide_option
-def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as_hex, conf, as_json, wide):
+def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as_hex, conf, as_json, archive, wide):
     """Find messages by key (--key), by id (--msg-id: an offset msgId or a producer's id), by unique key
     (--unique-key), by physical offset (--offset) or by time range (--begin/--end alone), in --topic or in
     every topic. Opens the store read-only."""
@@ -737,7 +754,9 @@ def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as
         require_topic(s, topic)
     topics = _all_topics(s, topic)
     where = f" in {topic}" if topic else ""
+    hint = None
     try:
+        dest = AH.archive_dest(s, archive)  # (a bad --archive is a usage error whatever is asked)
         if key is not None:
             found, what = _by_key(s, topics, key, max_count, begin_ms, end_ms), f"key {key}{where}"
         elif unique_key is not None:
@@ -752,7 +771,7 @@ def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as
         elif phys is not None:
             lo, hi = s.min_physical_offset, s.max_physical_offset
             if not lo <= phys < hi:
-                M.fail(f"offset {phys} is out of range: the CommitLog holds [{lo}, {hi})")
+                M.fail(f"offset {phys} is out of range: the CommitLog holds [{lo}, {hi}){_archived_at(s, dest, phys)}")
             m = s.look(phys)
             if m is None or m.physical_offset != phys:
                 M.fail(f"offset {phys}: no message record starts there")
@@ -760,6 +779,7 @@ def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as
         else:
             found = _by_time(s, topics, begin_ms, end_ms, max_count)
             what = f"stored {O.iso_time(begin_ms)} .. {O.iso_time(end_ms) if end_ms is not None else 'now'}{where}"
+            hint = AH.before_earliest(s, dest, topics, begin_ms, end_ms) if dest else None
         rows = [_message_row(m, as_hex, as_json) for m in found]
     except (RocketStoreError, ValueError, OSError) as e:
         M.fail(one_line(e))
@@ -776,6 +796,19 @@ def query(store, topic, key, msg_id, unique_key, phys, begin, end, max_count, as
         )
     else:
         O.console().print(f"query {what}: nothing found")
+    if hint:
+        click.echo(hint, err=True)
+
+
+def _archived_at(s: MessageStore, dest: str | None, phys: int) -> str:
+    """For an offset below the CommitLog: where the archive holds it, if it does."""
+    segment = AH.archived_segment(dest, phys) if dest and phys < s.min_physical_offset else None
+    if segment is None:
+        return ""
+    return (
+        f"; cleanup deleted its segment {segment}, which the archive {dest} holds: "
+        f'spark.read.parquet("{dest}").where("physicalOffset = {phys}").show()'
+    )
 
 
 # ---------------------------------------------------------------- topics and queues

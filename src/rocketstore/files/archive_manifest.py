@@ -24,7 +24,7 @@ import hashlib
 import json
 import os
 import shutil
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from ..errors import ArchiveError
 
@@ -106,6 +106,15 @@ def target_name(segment: str, index: int) -> str:
     """The archived name of a segment's index-th file in a partition directory: the segment's in its name, so
     the files of one segment are known without the manifest."""
     return f"{segment}-{index:05d}.parquet"
+
+
+def file_topic(rel: str) -> str:
+    """The topic of an archived file from its partition directory (topic=<escaped>/date=.../name), unescaped
+    as Spark's ExternalCatalogUtils.unescapePathName (%XX)."""
+    head = rel.split("/", 1)[0]
+    if not head.startswith("topic="):
+        raise ArchiveError(f"archived file {rel}: not under a topic= directory")
+    return unquote(head[len("topic=") :])
 
 
 def plan_moves(staged: str, segment: str) -> list[tuple[str, str]]:

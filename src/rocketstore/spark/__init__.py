@@ -6,7 +6,8 @@
 Formats: "rocketstore" (batch and streaming source over the ConsumeQueue; batch and streaming sink),
 "rocketstore_commitlog" (every CommitLog record). rebuild(store, spark) rebuilds the ConsumeQueues and
 index files from the CommitLog as a parallel job; archive(store, dest, spark) writes the CommitLog's closed
-segments to Parquet under dest, each once. The Spark layer uses only the store's public API and the
+segments to Parquet under dest, each once, and the "rocketstore" source with option("archive", dest) reads
+the archive and the store as one. The Spark layer uses only the store's public API and the
 format modules.
 """
 

@@ -34,6 +34,7 @@ READ_OPTIONS = (
     "sql",
     "small",
     "segments",
+    "archive",
 )
 
 

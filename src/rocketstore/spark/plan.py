@@ -7,11 +7,13 @@ offsets by the ConsumeQueue's time lookup (the first message stored at or after 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
 
 from ..store.facade import MessageStore
+from . import archive_read as AR
 from . import options as O
 from .queue_read import DataLossError, QueueRange, ReadSpec
 from ..engine import java_string_hash
@@ -67,12 +69,19 @@ def topic_queues(opts, store: MessageStore, missing_ok: bool = False) -> dict[st
     return {t: available[t] for t in names if t in available}
 
 
-def _position(store, topic: str, q: int, spec, ts: int | None, name: str, fail_on_data_loss: bool) -> int:
+def _position(store, topic: str, q: int, spec, ts: int | None, name: str, fail_on_data_loss: bool, archive=None) -> int:
     """One end of a queue's range: by time when a timestamp is given, else by the offsets spec (a queue
-    JSON does not list starts at earliest and ends at latest)."""
+    JSON does not list starts at earliest and ends at latest). With an archive (archive_read.ArchivePlan)
+    the queue starts at the archive's first offset, and a time finds archived offsets first."""
     lo, hi = max(store.min_offset(topic, q), 0), store.max_offset(topic, q)
+    if archive is not None:
+        lo = archive.first(topic, q)
     if ts is not None:
-        return hi if _after_last(store, topic, q, ts) else store.offset_by_time(topic, q, ts)
+        archived = archive.offset_by_time(topic, q, ts) if archive is not None else None
+        if archived is not None:
+            return archived
+        live = hi if _after_last(store, topic, q, ts) else store.offset_by_time(topic, q, ts)
+        return max(live, archive.seam(topic, q)) if archive is not None else live
     if isinstance(spec, str):
         value = EARLIEST if spec == "earliest" else LATEST
     else:
@@ -85,6 +94,11 @@ def _position(store, topic: str, q: int, spec, ts: int | None, name: str, fail_o
         raise O.OptionError(f"option '{name}': offset {value} of {topic}-{q} is past the queue's end ({hi})")
     if value < lo:
         message = f"option '{name}': offset {value} of {topic}-{q} is gone (the queue now starts at {lo})"
+        if archive is not None:
+            message = (
+                f"option '{name}': offset {value} of {topic}-{q} is in neither the store (the queue starts at "
+                f"{archive.seam(topic, q)} there) nor the archive {archive.dest} (from {lo} there)"
+            )
         if fail_on_data_loss:
             raise DataLossError(message + "; set failOnDataLoss=false to start at the first offset left")
         log.warning("%s: starting at %d", message, lo)
@@ -108,15 +122,18 @@ def ranges(opts, store: MessageStore, start_spec=None, end_spec=None, missing_ok
     start_ts, end_ts = O.timestamp(opts, "startingTimestamp"), O.timestamp(opts, "endingTimestamp")
     if start_ts is not None and end_ts is not None and end_ts < start_ts:
         raise O.OptionError(f"option 'endingTimestamp' ({end_ts}) is before 'startingTimestamp' ({start_ts})")
+    wanted = topic_queues(opts, store, missing_ok)
+    archive = AR.plan(opts, store, wanted, (start_ts, end_ts))
     out = []
-    for topic, queues in topic_queues(opts, store, missing_ok).items():
+    for topic, queues in wanted.items():
         batch = topic in store.batch_topics
         for q in queues:
-            start = _position(store, topic, q, start_spec, start_ts, "startingOffsets", fail)
-            end = _position(store, topic, q, end_spec, end_ts, "endingOffsets", fail)
+            start = _position(store, topic, q, start_spec, start_ts, "startingOffsets", fail, archive)
+            end = _position(store, topic, q, end_spec, end_ts, "endingOffsets", fail, archive)
             if end < start and not isinstance(end_spec, str):
                 raise O.OptionError(f"option 'endingOffsets': {topic}-{q} ends at {end}, before its start {start}")
-            out.append(QueueRange(topic, q, start, max(start, end), batch))
+            r = QueueRange(topic, q, start, max(start, end), batch)
+            out.extend(archive.split(r, fail) if archive is not None else [r])
     return out
 
 
@@ -161,7 +178,7 @@ def _cut(live: list[QueueRange], min_partitions: int) -> list[list[QueueRange]]:
         pieces = max(1, math.ceil(r.count / total * min_partitions))
         step = math.ceil(r.count / pieces)
         for a in range(r.start, r.end, step):
-            parts.append([QueueRange(r.topic, r.queue_id, a, min(a + step, r.end), r.batch_cq)])
+            parts.append([dataclasses.replace(r, start=a, end=min(a + step, r.end))])
     return parts
 
 
@@ -180,7 +197,7 @@ def _pack(live: list[QueueRange], parallelism: int) -> list[list[QueueRange]]:
                 parts.append([])
                 room = size
             take = min(room, r.end - at)
-            parts[-1].append(QueueRange(r.topic, r.queue_id, at, at + take, r.batch_cq))
+            parts[-1].append(dataclasses.replace(r, start=at, end=at + take))  # (an archive range stays one)
             at += take
             room -= take
     return parts

@@ -4,13 +4,15 @@
 
 The driver side (a Python worker, in fact) opens the store read-only to plan: topics, offset ranges,
 timestamps. Each partition is one queue's offset range, read by its executor straight from the
-ConsumeQueue and CommitLog files (queue_read), as Arrow batches.
+ConsumeQueue and CommitLog files (queue_read), as Arrow batches. With option("archive", DEST), offsets cleanup
+removed are planned and read from the archive's Parquet instead (archive_read).
 """
 
 from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from . import archive_read as AR
 from . import options as O
 from . import plan as PL
 from . import queue_read as QR
@@ -53,7 +55,8 @@ class RangesPartition(InputPartition):
 
 def read_partition(partition: RangesPartition):
     for r in partition.ranges:
-        for batch in QR.read_range(partition.spec, r):
+        read = AR.read_range if isinstance(r, AR.ArchiveRange) else QR.read_range
+        for batch in read(partition.spec, r):
             if batch.num_rows:
                 yield batch
 

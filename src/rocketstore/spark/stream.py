@@ -21,6 +21,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 from ..files import layout as L
 from ..read.file_readers import queue_end
 from ..validation import topic_problem
+from . import archive_read as AR
 from . import options as O
 from . import plan as PL
 from . import queue_read as QR
@@ -45,6 +46,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         with PL.open_store(self.options) as store:
             self.spec = PL.read_spec(self.options, store)
             self.batch_topics = set(store.batch_topics)
+        self.archive = AR.dest_option(self.options)
         self.available_now: dict | None = None
 
     # -- what the store holds now
@@ -76,8 +78,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         with PL.open_store(self.options) as store:
             ranges = PL.ranges(self.options, store, start_spec=spec, end_spec="latest", missing_ok=True)
         start: dict[str, dict[str, int]] = {t: {} for t in self._topics()}
-        for r in ranges:
-            start.setdefault(r.topic, {})[str(r.queue_id)] = r.start
+        for r in ranges:  # (with an archive, a queue's pieces in offset order: the first is where it starts)
+            start.setdefault(r.topic, {}).setdefault(str(r.queue_id), r.start)
         return start
 
     def getDefaultReadLimit(self):
@@ -105,8 +107,32 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 begin = start.get(topic, {}).get(q, 0)
                 if stop > begin:
                     ranges.append(QR.QueueRange(topic, int(q), begin, stop, batch))
+        ranges = self._across_the_seam(ranges)
         parts = PL.split(ranges, O.integer(self.options, "minPartitions", None, minimum=1), PL.parallelism_hint())
         return [RangesPartition(self.spec, p) for p in parts]
+
+    def _across_the_seam(self, ranges: list) -> list:
+        """With an archive, a range that starts below its queue's seam (the store's min offset, moved by
+        cleanup) is read from the archive up to it: the same offsets, so a replayed batch reads the same
+        messages wherever the seam has gone meanwhile. The store is opened to plan only when a range starts
+        below (a look at the ConsumeQueue unit the range starts at)."""
+        if self.archive is None:
+            return ranges
+        below = [
+            r
+            for r in ranges
+            if not r.batch_cq and AR.cq_unit_gone(self.root, r.topic, r.queue_id, r.start, self.spec.cq_size)
+        ]
+        if not below:
+            return ranges
+        fail = self.spec.fail_on_data_loss
+        with PL.open_store(self.options) as store:
+            queues: dict[str, list[int]] = {}
+            for r in below:
+                queues.setdefault(r.topic, []).append(r.queue_id)
+            plan = AR.ArchivePlan(self.archive, store, queues)
+            split = {id(r) for r in below}
+            return [piece for r in ranges for piece in (plan.split(r, fail) if id(r) in split else [r])]
 
     def read(self, partition):
         return read_partition(partition)
