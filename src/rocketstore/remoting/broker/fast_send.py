@@ -24,12 +24,13 @@ from typing import Callable, NamedTuple
 
 from ...formats.record import make_msg_id
 from ...broker.metrics import TYPED_NAMES
+from ...engine import meter_remoting
 from ...message import Message, PutStatus
 from ..codes import RequestCode
 from ..command import ONEWAY_FLAG, RESPONSE_FLAG
 from .. import frame
 from . import properties as BP
-from .metered import count_send_py, meter_remoting
+from .metered import count_send_py
 from .send import REGION_ID, V2_NAMES, regional
 from .topics import RETRY_PREFIX, send_refusal
 
