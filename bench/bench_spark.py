@@ -57,6 +57,12 @@ GROUP = "bench-spark"
 PER_TRIGGER = 100_000
 STAGES = ("read", "stream", "sink", "rebuild")
 
+# every column of the source's schema but body (the option columns)
+NO_BODY = (
+    "topic, queueId, queueOffset, physicalOffset, msgId, tags, keys, properties, bornTimestamp, "
+    "storeTimestamp, bornHost, storeHost, sysFlag, reconsumeTimes, flag, bodyCRC"
+)
+
 # an aggregate that needs every column of the source's schema
 ALL_COLUMNS_AGG = (
     "count(*) AS n",
@@ -233,10 +239,19 @@ def stage_read(spark, root: str, work: str, n: int, runs: int, table: Table) -> 
     lib_plain = best(lambda: library_get(root, False)[1], runs)
     lib_touch = best(lambda: library_get(root, True)[1], runs)
 
+    # Python data sources get no pruning from Spark: the columns a query needs are named (option columns)
+    nobody = source(spark, root, columns=NO_BODY)
+    two = source(spark, root, columns="topic, queueOffset")
+    one = source(spark, root, columns="queueOffset")
+    for warm in (nobody, two):
+        noop(warm)
     s_all = best(lambda: timed(lambda: noop(df)), runs)
     s_nobody = best(lambda: timed(lambda: noop(df.drop("body"))), runs)
+    s_pruned = best(lambda: timed(lambda: noop(nobody)), runs)
+    s_two = best(lambda: timed(lambda: noop(two)), runs)
     s_agg = best(lambda: timed(lambda: check_agg(df, n)), runs)
     s_count = best(lambda: timed(df.count), runs)
+    s_count1 = best(lambda: timed(one.count), runs)
     # the `tags` option, tested on the ConsumeQueue's tagsCode: plans, scans the ConsumeQueue, reads no record
     # (a df.where is applied by Spark after the source has read every record: the source takes no filter)
     none = source(spark, root, tags="NoSuchTag")
@@ -250,7 +265,9 @@ def stage_read(spark, root: str, work: str, n: int, runs: int, table: Table) -> 
     check_agg(pdf, n)
     p_all = best(lambda: timed(lambda: noop(pdf)), runs)
     p_nobody = best(lambda: timed(lambda: noop(pdf.drop("body"))), runs)
+    p_two = best(lambda: timed(lambda: noop(pdf.select("topic", "queueOffset"))), runs)
     p_agg = best(lambda: timed(lambda: check_agg(pdf, n)), runs)
+    p_count = best(lambda: timed(pdf.count), runs)
 
     src = "rocketstore source"
     table.add("batch read, all columns -> noop", n, s_all, "library get(32), every field", n, lib_touch)
@@ -265,8 +282,25 @@ def stage_read(spark, root: str, work: str, n: int, runs: int, table: Table) -> 
         note="no pruning: body still built",
     )
     table.add("  same", n, s_nobody, "Parquet, drop(body) -> noop", n, p_nobody, note="Parquet prunes body")
+    table.add(
+        "batch read, every column but body (option columns) -> noop",
+        n,
+        s_pruned,
+        "Parquet, drop(body) -> noop",
+        n,
+        p_nobody,
+    )
+    table.add(
+        "batch read, topic and queueOffset (option columns) -> noop",
+        n,
+        s_two,
+        "Parquet, select(topic, queueOffset) -> noop",
+        n,
+        p_two,
+    )
     table.add("batch read, aggregate over every column", n, s_agg, "Parquet, same aggregate", n, p_agg)
-    table.add("batch read, count()", n, s_count, "", note=f"{src}, info")
+    table.add("batch read, count()", n, s_count, "Parquet, count()", n, p_count, note=f"{src}: every column read")
+    table.add("batch read, count() of option columns = queueOffset", n, s_count1, "Parquet, count()", n, p_count)
     table.add(
         "batch query reading no record (option tags = 'NoSuchTag')",
         n,
