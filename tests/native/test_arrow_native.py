@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from rocketstore.formats import record as R
 
-from ._records import corrupted, record_params
+from ._records import PLAIN, corrupted, record_params
 
 RB = pytest.importorskip("rocketstore.spark.record_batch")
 
@@ -24,6 +24,11 @@ def _records(params_list):
         sizes.append(len(rec))
         buf += rec
     return bytes(buf), positions, sizes
+
+
+def _params(**fields):
+    """One record's fields for _records: PLAIN (a V1 record, every field zero or empty) but for `fields`."""
+    return {**{k: v for k, v in PLAIN.items() if k != "physical_offset"}, **fields}
 
 
 def _outcome(fn, buf, positions, sizes):
@@ -100,19 +105,15 @@ def test_ipv6_and_unusual_properties_by_hand(native):
     parse_properties (empty values dropped, the last of a repeated name)."""
     buf, positions, sizes = _records(
         [
-            dict(
-                topic=b"T",
-                body=b"b",
+            _params(
                 props=b"TAGS\x01x\x02a\x01\x02TAGS\x01y",
                 queue_id=1,
-                flag=0,
                 sys_flag=0x30,
                 born_timestamp=5,
                 born_host=R.host_to_bytes("[2001:db8::7]:40013"),
                 store_timestamp=6,
                 store_host=R.host_to_bytes("[fd00::5]:10911"),
                 reconsume_times=2,
-                prepared_transaction_offset=0,
                 queue_offset=3,
                 v2=True,
             )
@@ -153,25 +154,7 @@ def test_columns_not_asked_for_are_not_filled(native):
     """A batch of topic and queueOffset copies no body: the body's buffers come back empty."""
     import numpy as np
 
-    params = [
-        dict(
-            topic=b"T",
-            body=b"x" * 1000,
-            props=b"TAGS\x01a\x02",
-            queue_id=0,
-            flag=0,
-            sys_flag=0,
-            born_timestamp=1,
-            born_host=R.host_to_bytes("10.0.0.1:1"),
-            store_timestamp=2,
-            store_host=R.host_to_bytes("10.0.0.2:2"),
-            reconsume_times=0,
-            prepared_transaction_offset=0,
-            queue_offset=q,
-            v2=False,
-        )
-        for q in range(3)
-    ]
+    params = [_params(body=b"x" * 1000, props=b"TAGS\x01a\x02", queue_offset=q) for q in range(3)]
     buf, positions, sizes = _records(params)
     want = (1 << RB.SCHEMA.get_field_index("topic")) | (1 << RB.SCHEMA.get_field_index("queueOffset"))
     count, _, buffers = native.arrow_columns(buf, np.array(positions, np.int64), np.array(sizes, np.int64), want)
