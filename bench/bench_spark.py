@@ -29,7 +29,8 @@ rebuild   bench_rebuild.bench(N): ConsumeQueues + index rebuilt by Spark at loca
 read/stream/sink run on one session of --master (default local[2]); it is stopped before the rebuild, which
 starts local[1] and then local[2] itself. Every session's master is checked (sparkContext.master). Each
 Spark measurement is the best of --runs (default 2, --quick 1) after one untimed warm-up query (workers
-start); the in-process peers are best of --runs too. Rows/s = rows / wall seconds of the action.
+start); the read's queries and their Parquet peers run in rounds, each query next to its peer in every
+round; the in-process peers are best of --runs too. Rows/s = rows / wall seconds of the action.
 """
 
 from __future__ import annotations
@@ -132,6 +133,17 @@ def _k(rate: float | None) -> str:
 
 def best(fn, runs: int) -> float:
     return min(fn() for _ in range(runs))
+
+
+def alternating(actions: dict, runs: int) -> dict[str, float]:
+    """Each action once untimed (a warm-up), then `runs` rounds of each in turn; the best seconds of each."""
+    for action in actions.values():
+        action()
+    times: dict[str, list[float]] = {name: [] for name in actions}
+    for _ in range(runs):
+        for name, action in actions.items():
+            times[name].append(timed(action))
+    return {name: min(v) for name, v in times.items()}
 
 
 # ---------------------------------------------------------------- the store
@@ -243,35 +255,40 @@ def stage_read(spark, root: str, work: str, n: int, runs: int, table: Table) -> 
     lib_plain = best(lambda: library_get(root, False)[1], runs)
     lib_touch = best(lambda: library_get(root, True)[1], runs)
 
+    pq = os.path.join(work, "parquet")
+    s_pq_write = timed(lambda: df.write.mode("overwrite").parquet(pq))
+    pdf = spark.read.parquet(pq)
+    check_agg(pdf, n)
     # Python data sources get no pruning from Spark: the columns a query needs are named (option columns)
     nobody = source(spark, root, columns=NO_BODY)
     two = source(spark, root, columns="topic, queueOffset")
     one = source(spark, root, columns="queueOffset")
-    for warm in (nobody, two):
-        noop(warm)
-    s_all = best(lambda: timed(lambda: noop(df)), runs)
-    s_nobody = best(lambda: timed(lambda: noop(df.drop("body"))), runs)
-    s_pruned = best(lambda: timed(lambda: noop(nobody)), runs)
-    s_two = best(lambda: timed(lambda: noop(two)), runs)
-    s_agg = best(lambda: timed(lambda: check_agg(df, n)), runs)
-    s_count = best(lambda: timed(df.count), runs)
-    s_count1 = best(lambda: timed(one.count), runs)
     # the `tags` option, tested on the ConsumeQueue's tagsCode: plans, scans the ConsumeQueue, reads no record
     # (a df.where is applied by Spark after the source has read every record: the source takes no filter)
     none = source(spark, root, tags="NoSuchTag")
-    noop(none)
-    s_plan = best(lambda: timed(lambda: noop(none)), runs)
-
-    pq = os.path.join(work, "parquet")
-    s_pq_write = timed(lambda: df.write.mode("overwrite").parquet(pq))
-    pdf = spark.read.parquet(pq)
-    noop(pdf)  # warm-up
-    check_agg(pdf, n)
-    p_all = best(lambda: timed(lambda: noop(pdf)), runs)
-    p_nobody = best(lambda: timed(lambda: noop(pdf.drop("body"))), runs)
-    p_two = best(lambda: timed(lambda: noop(pdf.select("topic", "queueOffset"))), runs)
-    p_agg = best(lambda: timed(lambda: check_agg(pdf, n)), runs)
-    p_count = best(lambda: timed(pdf.count), runs)
+    # each query next to its Parquet peer, round after round: on a shared machine the load moves between
+    # rounds, and a ratio of two measurements taken apart measures the load as much as the reads
+    t = alternating(
+        {
+            "all": lambda: noop(df),
+            "p_all": lambda: noop(pdf),
+            "nobody": lambda: noop(df.drop("body")),
+            "pruned": lambda: noop(nobody),
+            "p_nobody": lambda: noop(pdf.drop("body")),
+            "two": lambda: noop(two),
+            "p_two": lambda: noop(pdf.select("topic", "queueOffset")),
+            "agg": lambda: check_agg(df, n),
+            "p_agg": lambda: check_agg(pdf, n),
+            "count": df.count,
+            "count1": one.count,
+            "p_count": pdf.count,
+            "plan": lambda: noop(none),
+        },
+        runs,
+    )
+    s_all, s_nobody, s_pruned, s_two, s_agg = t["all"], t["nobody"], t["pruned"], t["two"], t["agg"]
+    s_count, s_count1, s_plan = t["count"], t["count1"], t["plan"]
+    p_all, p_nobody, p_two, p_agg, p_count = t["p_all"], t["p_nobody"], t["p_two"], t["p_agg"], t["p_count"]
 
     src = "rocketstore source"
     table.add("batch read, all columns -> noop", n, s_all, "library get(32), every field", n, lib_touch)
