@@ -1,10 +1,13 @@
 /* The Spark source's records -> Arrow columns (spark.record_batch.from_records_py is the reference).
  *
- * arrow_columns(buf, positions, sizes) walks the records of one mapped CommitLog segment at the given
+ * arrow_columns(buf, positions, sizes[, want]) walks the records of one mapped CommitLog segment at the given
  * positions (int64 arrays) with formats.record_scan.scan's bound checks, stops before the first record scan
  * refuses (an inner batch, a damaged record: the caller decodes that one alone), and fills the Arrow buffers
  * of every column of record_batch.SCHEMA for the records before it, in two passes without the GIL: the first
  * checks the records and measures the columns, the second writes them into buffers allocated in between.
+ * With `want` (a bit per column of SCHEMA, in its order) only those columns are filled, the others' buffers
+ * left empty: a query of a few columns copies no body. The first pass is the same whatever is asked for, so
+ * which records are taken, and when the caller is sent to the reference, never depends on the columns.
  *
  * The properties are the map the reference makes: when every record's properties are exact
  * "name\x01value\x02" pairs and no host is IPv6, each pair as it is (split at its first \x01; TAGS and KEYS
@@ -170,11 +173,31 @@ enum {
     B_COUNT
 };
 
+/* the columns of record_batch.SCHEMA, in its order: bit i of `want` asks for column i */
+enum {
+    C_TOPIC, C_QID, C_QOFF, C_PHYS, C_MSGID, C_TAGS, C_KEYS, C_BODY, C_PROPS, C_BORN_TS, C_STORE_TS, C_BORN,
+    C_STORE, C_SYSFLAG, C_RECONSUME, C_FLAG, C_CRC, C_COUNT
+};
+#define ALL_COLUMNS ((1ULL << C_COUNT) - 1)
+#define WANT(c) ((want >> (c)) & 1)
+
+/* the column each buffer belongs to: a buffer of a column not asked for is left empty */
+static const int column_of[B_COUNT] = {
+    [B_TOPIC_OFF] = C_TOPIC, [B_TOPIC] = C_TOPIC, [B_QID] = C_QID, [B_QOFF] = C_QOFF, [B_PHYS] = C_PHYS,
+    [B_MSGID_OFF] = C_MSGID, [B_MSGID] = C_MSGID, [B_TAGS_VALID] = C_TAGS, [B_TAGS_OFF] = C_TAGS, [B_TAGS] = C_TAGS,
+    [B_KEYS_VALID] = C_KEYS, [B_KEYS_OFF] = C_KEYS, [B_KEYS] = C_KEYS, [B_BODY_OFF] = C_BODY, [B_BODY] = C_BODY,
+    [B_MAP_OFF] = C_PROPS, [B_NAME_OFF] = C_PROPS, [B_NAME] = C_PROPS, [B_VALUE_OFF] = C_PROPS,
+    [B_VALUE] = C_PROPS, [B_BORN_TS] = C_BORN_TS, [B_STORE_TS] = C_STORE_TS, [B_BORN_OFF] = C_BORN,
+    [B_BORN] = C_BORN, [B_STORE_OFF] = C_STORE, [B_STORE] = C_STORE, [B_SYSFLAG] = C_SYSFLAG,
+    [B_RECONSUME] = C_RECONSUME, [B_FLAG] = C_FLAG, [B_CRC] = C_CRC,
+};
+
 #define PUT(b, i, type, v) (((type *)PyBytes_AS_STRING(bufs[b]))[i] = (type)(v))
 
 static PyObject *arrow_columns(PyObject *self, PyObject *args) {
     Py_buffer view, pv, sv;
-    if (!PyArg_ParseTuple(args, "y*y*y*:arrow_columns", &view, &pv, &sv))
+    unsigned long long want = ALL_COLUMNS;
+    if (!PyArg_ParseTuple(args, "y*y*y*|K:arrow_columns", &view, &pv, &sv, &want))
         return NULL;
     PyObject *result = NULL, *bufs[B_COUNT] = {NULL};
     rec_t *recs = NULL;
@@ -191,8 +214,11 @@ static PyObject *arrow_columns(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    /* pass 1: the records scan takes, whether their text is UTF-8, which properties map they make, sizes */
+    /* pass 1: the records scan takes, whether their text is UTF-8, which properties map they make, sizes.
+     * The properties are looked at only when a column made of them is asked for: the reference's other
+     * columns are the same whatever the properties hold (it decodes them apart, with "replace"). */
     int utf8 = 1, exact = 1, whole = 1;
+    int want_pairs = WANT(C_PROPS) || WANT(C_TAGS) || WANT(C_KEYS);
     Py_ssize_t topic_bytes = 0, body_bytes = 0, props_bytes = 0, max_props = 0, v6_records = 0;
     Py_BEGIN_ALLOW_THREADS
     for (; n < total; n++) {
@@ -200,11 +226,11 @@ static PyObject *arrow_columns(PyObject *self, PyObject *args) {
         if (!check_record(d, view.len, (Py_ssize_t)positions[n], (Py_ssize_t)sizes[n], r))
             break;
         const unsigned char *props = d + r->props_pos;
-        if (!valid_utf8(d + r->topic_pos, r->topic_len) || !valid_utf8(props, r->props_len)) {
+        if (!valid_utf8(d + r->topic_pos, r->topic_len) || (want_pairs && !valid_utf8(props, r->props_len))) {
             utf8 = 0;
             break;
         }
-        exact = exact && exact_pairs(props, r->props_len);
+        exact = exact && want_pairs && exact_pairs(props, r->props_len);
         int32_t magic = rs_be32(d + r->pos + REC_MAGIC);
         int64_t born_ts = rs_be64(d + r->pos + REC_BORN_TS), store_ts = rs_be64(d + r->pos + REC_STORE_TS(r->born));
         whole = whole && rs_be32(d + r->pos + REC_TOTALSIZE) == r->size && (magic == MAGIC_V1 || magic == MAGIC_V2)
@@ -250,82 +276,113 @@ static PyObject *arrow_columns(PyObject *self, PyObject *args) {
         [B_SYSFLAG] = 4 * n, [B_RECONSUME] = 4 * n, [B_FLAG] = 4 * n, [B_CRC] = 4 * n,
     };
     for (int b = 0; b < B_COUNT; b++)
-        if ((bufs[b] = PyBytes_FromStringAndSize(NULL, sizes_of[b])) == NULL)
+        if ((bufs[b] = PyBytes_FromStringAndSize(NULL, WANT(column_of[b]) ? sizes_of[b] : 0)) == NULL)
             goto done;
-    memset(PyBytes_AS_STRING(bufs[B_TAGS_VALID]), 0, (size_t)bits);
-    memset(PyBytes_AS_STRING(bufs[B_KEYS_VALID]), 0, (size_t)bits);
-    /* pass 2: every column (the buffers are this function's alone until it returns) */
+    if (WANT(C_TAGS))
+        memset(PyBytes_AS_STRING(bufs[B_TAGS_VALID]), 0, (size_t)bits);
+    if (WANT(C_KEYS))
+        memset(PyBytes_AS_STRING(bufs[B_KEYS_VALID]), 0, (size_t)bits);
+    /* pass 2: the columns asked for (the buffers are this function's alone until it returns) */
     Py_ssize_t at[B_COUNT] = {0}, m = 0;
     host_memo born_memo = {.raw_len = 0}, store_memo = {.raw_len = 0};
     Py_BEGIN_ALLOW_THREADS
-    PUT(B_TOPIC_OFF, 0, int32_t, 0); PUT(B_MSGID_OFF, 0, int32_t, 0); PUT(B_TAGS_OFF, 0, int32_t, 0);
-    PUT(B_KEYS_OFF, 0, int32_t, 0); PUT(B_BODY_OFF, 0, int32_t, 0); PUT(B_MAP_OFF, 0, int32_t, 0);
-    PUT(B_NAME_OFF, 0, int32_t, 0); PUT(B_VALUE_OFF, 0, int32_t, 0); PUT(B_BORN_OFF, 0, int32_t, 0);
-    PUT(B_STORE_OFF, 0, int32_t, 0);
+    for (int b = 0; b < B_COUNT; b++)   /* every offsets buffer starts at 0 */
+        if (WANT(column_of[b]) && (b == B_TOPIC_OFF || b == B_MSGID_OFF || b == B_TAGS_OFF || b == B_KEYS_OFF
+                                   || b == B_BODY_OFF || b == B_MAP_OFF || b == B_NAME_OFF || b == B_VALUE_OFF
+                                   || b == B_BORN_OFF || b == B_STORE_OFF))
+            PUT(b, 0, int32_t, 0);
     for (Py_ssize_t i = 0; i < n; i++) {
         const rec_t *r = &recs[i];
         const unsigned char *p = d + r->pos, *props = d + r->props_pos;
+        const unsigned char *store_host = p + REC_STOREHOST(r->born);
+        int64_t phys = rs_be64(p + REC_PHYSICALOFFSET);
         char *out;
 #define APPEND(b, src, len) (memcpy(PyBytes_AS_STRING(bufs[b]) + at[b], (src), (size_t)(len)), at[b] += (len))
-        APPEND(B_TOPIC, d + r->topic_pos, r->topic_len);
-        PUT(B_TOPIC_OFF, i + 1, int32_t, at[B_TOPIC]);
-        APPEND(B_BODY, d + r->body_pos, r->body_len);
-        PUT(B_BODY_OFF, i + 1, int32_t, at[B_BODY]);
-        PUT(B_QID, i, int32_t, rs_be32(p + REC_QUEUEID));
-        PUT(B_FLAG, i, int32_t, rs_be32(p + REC_FLAG));
-        PUT(B_QOFF, i, int64_t, rs_be64(p + REC_QUEUEOFFSET));
-        int64_t phys = rs_be64(p + REC_PHYSICALOFFSET);
-        PUT(B_PHYS, i, int64_t, phys);
-        PUT(B_CRC, i, int32_t, rs_be32(p + REC_BODYCRC));
-        PUT(B_SYSFLAG, i, int32_t, rs_be32(p + REC_SYSFLAG));
-        PUT(B_BORN_TS, i, int64_t, (int64_t)((uint64_t)rs_be64(p + REC_BORN_TS) * 1000u));
-        PUT(B_STORE_TS, i, int64_t, (int64_t)((uint64_t)rs_be64(p + REC_STORE_TS(r->born)) * 1000u));
-        const unsigned char *store_host = p + REC_STOREHOST(r->born);
-        PUT(B_RECONSUME, i, int32_t, rs_be32(p + REC_RECONSUME(r->born, r->store)));
-        /* msgId: the store host's bytes and the physical offset, upper-case hex */
-        out = PyBytes_AS_STRING(bufs[B_MSGID]) + at[B_MSGID];
-        for (Py_ssize_t k = 0; k < r->store; k++) {
-            *out++ = HEX[store_host[k] >> 4];
-            *out++ = HEX[store_host[k] & 15];
+        if (WANT(C_TOPIC)) {
+            APPEND(B_TOPIC, d + r->topic_pos, r->topic_len);
+            PUT(B_TOPIC_OFF, i + 1, int32_t, at[B_TOPIC]);
         }
-        for (int k = 56; k >= 0; k -= 8) {
-            unsigned byte = (unsigned)((uint64_t)phys >> k) & 0xFF;
-            *out++ = HEX[byte >> 4];
-            *out++ = HEX[byte & 15];
+        if (WANT(C_BODY)) {
+            APPEND(B_BODY, d + r->body_pos, r->body_len);
+            PUT(B_BODY_OFF, i + 1, int32_t, at[B_BODY]);
         }
-        at[B_MSGID] += 2 * (r->store + 8);
-        PUT(B_MSGID_OFF, i + 1, int32_t, at[B_MSGID]);
-        at[B_BORN] += format_host_memo(&born_memo, p + REC_BORNHOST, r->born,
-                                       PyBytes_AS_STRING(bufs[B_BORN]) + at[B_BORN]);
-        PUT(B_BORN_OFF, i + 1, int32_t, at[B_BORN]);
-        at[B_STORE] += format_host_memo(&store_memo, store_host, r->store,
-                                        PyBytes_AS_STRING(bufs[B_STORE]) + at[B_STORE]);
-        PUT(B_STORE_OFF, i + 1, int32_t, at[B_STORE]);
+        if (WANT(C_QID))
+            PUT(B_QID, i, int32_t, rs_be32(p + REC_QUEUEID));
+        if (WANT(C_FLAG))
+            PUT(B_FLAG, i, int32_t, rs_be32(p + REC_FLAG));
+        if (WANT(C_QOFF))
+            PUT(B_QOFF, i, int64_t, rs_be64(p + REC_QUEUEOFFSET));
+        if (WANT(C_PHYS))
+            PUT(B_PHYS, i, int64_t, phys);
+        if (WANT(C_CRC))
+            PUT(B_CRC, i, int32_t, rs_be32(p + REC_BODYCRC));
+        if (WANT(C_SYSFLAG))
+            PUT(B_SYSFLAG, i, int32_t, rs_be32(p + REC_SYSFLAG));
+        if (WANT(C_BORN_TS))
+            PUT(B_BORN_TS, i, int64_t, (int64_t)((uint64_t)rs_be64(p + REC_BORN_TS) * 1000u));
+        if (WANT(C_STORE_TS))
+            PUT(B_STORE_TS, i, int64_t, (int64_t)((uint64_t)rs_be64(p + REC_STORE_TS(r->born)) * 1000u));
+        if (WANT(C_RECONSUME))
+            PUT(B_RECONSUME, i, int32_t, rs_be32(p + REC_RECONSUME(r->born, r->store)));
+        if (WANT(C_MSGID)) {
+            /* msgId: the store host's bytes and the physical offset, upper-case hex */
+            out = PyBytes_AS_STRING(bufs[B_MSGID]) + at[B_MSGID];
+            for (Py_ssize_t k = 0; k < r->store; k++) {
+                *out++ = HEX[store_host[k] >> 4];
+                *out++ = HEX[store_host[k] & 15];
+            }
+            for (int k = 56; k >= 0; k -= 8) {
+                unsigned byte = (unsigned)((uint64_t)phys >> k) & 0xFF;
+                *out++ = HEX[byte >> 4];
+                *out++ = HEX[byte & 15];
+            }
+            at[B_MSGID] += 2 * (r->store + 8);
+            PUT(B_MSGID_OFF, i + 1, int32_t, at[B_MSGID]);
+        }
+        if (WANT(C_BORN)) {
+            at[B_BORN] += format_host_memo(&born_memo, p + REC_BORNHOST, r->born,
+                                           PyBytes_AS_STRING(bufs[B_BORN]) + at[B_BORN]);
+            PUT(B_BORN_OFF, i + 1, int32_t, at[B_BORN]);
+        }
+        if (WANT(C_STORE)) {
+            at[B_STORE] += format_host_memo(&store_memo, store_host, r->store,
+                                            PyBytes_AS_STRING(bufs[B_STORE]) + at[B_STORE]);
+            PUT(B_STORE_OFF, i + 1, int32_t, at[B_STORE]);
+        }
+        if (!want_pairs)
+            continue;
         /* properties: the map entries, and TAGS / KEYS (the last pair of that name) */
         Py_ssize_t k = property_pairs(props, r->props_len, exact, pairs), tags = -1, keys = -1;
         for (Py_ssize_t j = 0; j < k; j++) {
             const pair_t *e = &pairs[j];
-            APPEND(B_NAME, props + e->name, e->name_len);
-            APPEND(B_VALUE, props + e->value, e->value_len);
-            PUT(B_NAME_OFF, m + 1, int32_t, at[B_NAME]);
-            PUT(B_VALUE_OFF, m + 1, int32_t, at[B_VALUE]);
-            m++;
+            if (WANT(C_PROPS)) {
+                APPEND(B_NAME, props + e->name, e->name_len);
+                APPEND(B_VALUE, props + e->value, e->value_len);
+                PUT(B_NAME_OFF, m + 1, int32_t, at[B_NAME]);
+                PUT(B_VALUE_OFF, m + 1, int32_t, at[B_VALUE]);
+                m++;
+            }
             if (e->name_len == 4 && memcmp(props + e->name, "TAGS", 4) == 0)
                 tags = j;
             else if (e->name_len == 4 && memcmp(props + e->name, "KEYS", 4) == 0)
                 keys = j;
         }
-        PUT(B_MAP_OFF, i + 1, int32_t, m);
-        if (tags >= 0) {
-            APPEND(B_TAGS, props + pairs[tags].value, pairs[tags].value_len);
-            PyBytes_AS_STRING(bufs[B_TAGS_VALID])[i / 8] |= (char)(1 << (i % 8));
+        if (WANT(C_PROPS))
+            PUT(B_MAP_OFF, i + 1, int32_t, m);
+        if (WANT(C_TAGS)) {
+            if (tags >= 0) {
+                APPEND(B_TAGS, props + pairs[tags].value, pairs[tags].value_len);
+                PyBytes_AS_STRING(bufs[B_TAGS_VALID])[i / 8] |= (char)(1 << (i % 8));
+            }
+            PUT(B_TAGS_OFF, i + 1, int32_t, at[B_TAGS]);
         }
-        PUT(B_TAGS_OFF, i + 1, int32_t, at[B_TAGS]);
-        if (keys >= 0) {
-            APPEND(B_KEYS, props + pairs[keys].value, pairs[keys].value_len);
-            PyBytes_AS_STRING(bufs[B_KEYS_VALID])[i / 8] |= (char)(1 << (i % 8));
+        if (WANT(C_KEYS)) {
+            if (keys >= 0) {
+                APPEND(B_KEYS, props + pairs[keys].value, pairs[keys].value_len);
+                PyBytes_AS_STRING(bufs[B_KEYS_VALID])[i / 8] |= (char)(1 << (i % 8));
+            }
+            PUT(B_KEYS_OFF, i + 1, int32_t, at[B_KEYS]);
         }
-        PUT(B_KEYS_OFF, i + 1, int32_t, at[B_KEYS]);
 #undef APPEND
     }
     Py_END_ALLOW_THREADS
@@ -350,7 +407,7 @@ done:
 
 PyMethodDef rs_arrow_methods[] = {
     {"arrow_columns", arrow_columns, METH_VARARGS,
-     "arrow_columns(buf, positions, sizes) -> (count, pairs, buffers) | None: the Arrow buffers of the Spark "
-     "source's columns for the records scan takes (spark.record_batch.from_records_py is the reference)."},
+     "arrow_columns(buf, positions, sizes[, want]) -> (count, pairs, buffers) | None: the Arrow buffers of the "
+     "Spark source's columns (those whose bit is set in want: all by default) for the records scan takes (spark.record_batch.from_records_py is the reference)."},
     {NULL, NULL, 0, NULL},
 };

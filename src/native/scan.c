@@ -184,19 +184,23 @@ static rs_rec *alloc_recs(Py_ssize_t pos, Py_ssize_t limit, Py_ssize_t *max_reco
 /* ------------------------------------------------------------------ decode_run */
 #define NCOLS 11
 
-/* decode_run(buf, pos, limit, max_records, check_crc, dispatch_after, delay_code) ->
+/* decode_run(buf, pos, limit, max_records, check_crc, dispatch_after, delay_code[, arrays]) ->
  *   (done, after, last, columns): columns None or the arguments of DispatchColumns (topic, queue_id,
  *   queue_offset, phys, size, store_ts, sys_flag, tags_code, keys, uniq, props, by_queue).
  * delay_code(topic, raw_props, store_ts, sys_flag) gives a SCHEDULE_TOPIC_XXXX record's tagsCode; a
- * ValueError from it ends the run before that record. */
+ * ValueError from it ends the run before that record. With `arrays`, the numeric columns (queue_id ..
+ * tags_code) are each the bytes of an int64 array instead of a list of ints, and by_queue is None: what
+ * the rebuild takes, without a Python int per field of every record. */
+#define NUMERIC(k) ((k) >= 1 && (k) <= 7)
 static PyObject *decode_run(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos, limit, max_records;
     int check_crc;
     long long dispatch_after;
     PyObject *delay_code;
-    if (!PyArg_ParseTuple(args, "y*nnnpLO:decode_run", &view, &pos, &limit, &max_records, &check_crc,
-                          &dispatch_after, &delay_code))
+    int arrays = 0;
+    if (!PyArg_ParseTuple(args, "y*nnnpLO|p:decode_run", &view, &pos, &limit, &max_records, &check_crc,
+                          &dispatch_after, &delay_code, &arrays))
         return NULL;
     PyObject *result = NULL, *cols = NULL, *by_queue = NULL;
     PyObject *lists[NCOLS] = {NULL};
@@ -218,9 +222,9 @@ static PyObject *decode_run(PyObject *self, PyObject *args) {
     Py_ssize_t n = run.n, first = run.first, done = n, m = n - first;
     if (m > 0) {
         for (int k = 0; k < NCOLS; k++)
-            if ((lists[k] = PyList_New(m)) == NULL)
+            if ((lists[k] = arrays && NUMERIC(k) ? PyBytes_FromStringAndSize(NULL, m * 8) : PyList_New(m)) == NULL)
                 goto out;
-        if ((by_queue = PyDict_New()) == NULL)
+        if ((by_queue = arrays ? Py_NewRef(Py_None) : PyDict_New()) == NULL)
             goto out;
         rs_tags_memo memo = {NULL, -1, 0};
         /* a run's records mostly share their queue, properties bytes (plain records), store time and
@@ -246,6 +250,23 @@ static PyObject *decode_run(PyObject *self, PyObject *args) {
                     raw = Py_NewRef(last_raw);
                 else
                     raw = PyBytes_FromStringAndSize((const char *)props, r->props_len);
+            }
+            if (arrays) {
+                if (raw == NULL) {
+                    Py_DECREF(topic);
+                    Py_DECREF(keys);
+                    Py_DECREF(uniq);
+                    goto out;
+                }
+                const int64_t nums[8] = {0, r->qid, r->qoff, r->phys, r->size, r->store_ts, r->flags, code};
+                for (int k = 1; k <= 7; k++)
+                    ((int64_t *)PyBytes_AS_STRING(lists[k]))[i - first] = nums[k];
+                PyList_SET_ITEM(lists[0], i - first, topic);
+                PyList_SET_ITEM(lists[8], i - first, keys);
+                PyList_SET_ITEM(lists[9], i - first, uniq);
+                PyList_SET_ITEM(lists[10], i - first, raw);
+                last_raw = raw;   /* borrowed: the list holds it */
+                continue;
             }
             PyObject *ts = last_ts != NULL && last_ts_v == r->store_ts ? Py_NewRef(last_ts)
                                                                        : PyLong_FromLongLong(r->store_ts);
@@ -286,9 +307,15 @@ static PyObject *decode_run(PyObject *self, PyObject *args) {
     }
     if (done > first) {
         if (done < n) {      /* cut short by a DELAY that is not a number: drop the unbuilt tail */
-            for (int k = 0; k < NCOLS; k++)
-                if (PyList_SetSlice(lists[k], done - first, m, NULL) < 0)
+            for (int k = 0; k < NCOLS; k++) {
+                if (arrays && NUMERIC(k)) {
+                    PyObject *cut = PyBytes_FromStringAndSize(PyBytes_AS_STRING(lists[k]), (done - first) * 8);
+                    if (cut == NULL)
+                        goto out;
+                    Py_SETREF(lists[k], cut);
+                } else if (PyList_SetSlice(lists[k], done - first, m, NULL) < 0)
                     goto out;
+            }
         }
         cols = Py_BuildValue("(OOOOOOOOOOOO)", lists[0], lists[1], lists[2], lists[3], lists[4], lists[5],
                              lists[6], lists[7], lists[8], lists[9], lists[10], by_queue);

@@ -5,6 +5,8 @@ import os
 import struct
 import tempfile
 
+import numpy as np
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -51,6 +53,32 @@ def test_decode_run_same_on_corrupted(native, data, buf, check_crc):
     bad = data.draw(corrupted(buf))
     pure, got = both(bad, check_crc=check_crc)
     assert got == pure
+
+
+NUMERIC = ("queue_id", "queue_offset", "phys", "size", "store_ts", "sys_flag", "tags_code")
+
+
+@SETTINGS
+@given(st.data(), segment(), st.booleans(), st.sampled_from([-1, 0, 500]))
+def test_decode_run_arrays_hold_the_lists(native, data, buf, check_crc, dispatch_after):
+    """With arrays (the rebuild's decode), both engines give the numeric columns as int64 arrays holding
+    what the lists hold, the other columns as they are, and no by_queue; on corrupted bytes too."""
+    if data.draw(st.booleans()):
+        buf = data.draw(corrupted(buf))
+    lists = as_plain(B.decode_run_py(buf, 0, len(buf), check_crc, DELAY_LEVELS, dispatch_after))
+    for fn in (B.decode_run_py, B.decode_run_native):
+        done, after, last, cols = fn(buf, 0, len(buf), check_crc, DELAY_LEVELS, dispatch_after, arrays=True)
+        assert (done, after, last) == lists[:3]
+        if lists[3] is None:
+            assert cols is None
+            continue
+        assert cols.by_queue is None
+        for name in COLUMNS:
+            got = getattr(cols, name)
+            if name in NUMERIC:
+                assert got.dtype == np.int64 and got.tolist() == lists[3][name], (fn, name)
+            elif name != "by_queue":
+                assert got == lists[3][name], (fn, name)
 
 
 @SETTINGS

@@ -176,6 +176,33 @@ def test_tags_and_timestamps(spark, store_dir):
     assert 250 < len(want) < 350 and got == want
 
 
+def test_some_columns_by_schema_or_option(spark, store_dir):
+    """A schema (or the columns option) naming some columns reads those, in its order, as store.get has
+    them; with the tags option (checked on the tags column) and a SQL filter (on the properties) too."""
+    everything = [r for q in range(4) for r in _expected(store_dir, "Orders", q)]
+    by_schema = (
+        spark.read.format("rocketstore")
+        .schema("queueOffset BIGINT, topic STRING NOT NULL, body BINARY")
+        .option("path", store_dir)
+        .option("topics", "Orders")
+        .load()
+    )
+    assert [(f.name, f.nullable) for f in by_schema.schema.fields] == [
+        ("queueOffset", True),
+        ("topic", False),
+        ("body", True),
+    ]
+    assert sorted((r[0], r[1], bytes(r[2])) for r in by_schema.collect()) == sorted(
+        (r[2], r[0], r[7]) for r in everything
+    )
+    tagged = _read(spark, store_dir, topics="Orders", tags="Tag2", columns="queueId, queueOffset")
+    assert tagged.columns == ["queueId", "queueOffset"]
+    assert sorted(tuple(r) for r in tagged.collect()) == sorted((r[1], r[2]) for r in everything if r[5] == "Tag2")
+    filtered = _read(spark, store_dir, topics="Orders", sql="region = 'us'", columns="msgId")
+    assert sorted(r[0] for r in filtered.collect()) == sorted(r[4] for r in everything if r[8]["region"] == "us")
+    assert _read(spark, store_dir, topics="Orders", columns="bodyCRC").count() == len(everything)
+
+
 def test_bad_options_name_the_option(spark, store_dir, tmp_path):
     cases = [
         ({}, "'topics'"),
@@ -189,11 +216,23 @@ def test_bad_options_name_the_option(spark, store_dir, tmp_path):
         ({"topicPattern": "("}, "'topicPattern'"),
         ({"topics": "Orders", "sql": "region = = 'x'"}, "'sql'"),
         ({"topics": "Orders", "sql": "a > 1", "tags": "A"}, "'sql'"),
+        ({"topics": "Orders", "columns": "topic, size"}, "no such column 'size'"),
+        ({"topics": "Orders", "columns": "topic, topic"}, "'columns': a column named twice"),
     ]
     for opts, needle in cases:
         with pytest.raises(Exception) as e:
             _read(spark, store_dir, **opts).count()
         assert needle in str(e.value), (opts, str(e.value)[:400])
+    for schema, needle in [
+        ("topic INT", "column 'topic' is string, not int"),
+        ("tags STRING NOT NULL", "column 'tags' can be null"),
+        ("Topic STRING", "no column 'Topic'"),
+    ]:
+        with pytest.raises(Exception) as e:
+            spark.read.format("rocketstore").schema(schema).option("path", store_dir).option(
+                "topics", "Orders"
+            ).load().count()
+        assert needle in str(e.value), (schema, str(e.value)[:400])
     with pytest.raises(Exception) as e:
         spark.read.format("rocketstore").option("path", str(tmp_path / "none")).option("topics", "A").load().count()
     assert "'path'" in str(e.value)

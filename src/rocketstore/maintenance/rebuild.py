@@ -273,21 +273,21 @@ def _take_run(buf, pos: int, limit: int, out: _Collector, settings: DecodeSettin
     (bulk_dispatch.decode_run); returns where the run ends (pos: none taken). It stops before a record
     needing the careful path (CRC mismatch, inner batch, DELAY of SCHEDULE_TOPIC that is not a number),
     which check_record then judges."""
-    done, after, _, cols = decode_run(buf, pos, limit, settings.check_crc, settings.delay_levels)
+    # arrays: the numeric columns come as int64 arrays, not a Python int per field of every record
+    done, after, _, cols = decode_run(buf, pos, limit, settings.check_crc, settings.delay_levels, arrays=True)
     if not done:
         return pos
     n = cols.count
-    qoff = np.fromiter(cols.queue_offset, np.int64, n)  # fromiter: a quarter faster than np.array on a list
     out.add_run(
         {
-            "phys": np.fromiter(cols.phys, np.int64, n),
-            "size": np.fromiter(cols.size, np.int32, n),
-            "queue_id": np.fromiter(cols.queue_id, np.int32, n),
-            "queue_offset": qoff,
-            "tags_code": np.fromiter(cols.tags_code, np.int64, n),
-            "store_ts": np.fromiter(cols.store_ts, np.int64, n),
-            "sys_flag": np.fromiter(cols.sys_flag, np.int32, n),
-            "base": qoff,
+            "phys": cols.phys,
+            "size": cols.size.astype(np.int32),
+            "queue_id": cols.queue_id.astype(np.int32),
+            "queue_offset": cols.queue_offset,
+            "tags_code": cols.tags_code,
+            "store_ts": cols.store_ts,
+            "sys_flag": cols.sys_flag.astype(np.int32),
+            "base": cols.queue_offset,
             "batch_size": np.ones(n, dtype=np.int32),
         },
         cols.topic,

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 import zlib
 
+import numpy as np
+
 from .. import engine
 from ..formats import record as R
 from ..formats.record_scan import chain, scan
@@ -64,13 +66,15 @@ def _topic(raw: bytes) -> str:
 
 
 def decode_run_py(
-    buf, pos: int, limit: int, check_crc: bool, delay_levels, dispatch_after: int = -1
+    buf, pos: int, limit: int, check_crc: bool, delay_levels, dispatch_after: int = -1, arrays: bool = False
 ) -> tuple[int, int, int, DispatchColumns | None]:
     """The bulk decoder: check the plain records that start at `pos` in `buf` (one segment's bytes) and end
     by `limit`, as check_record would, stopping before the first that needs the careful path. Returns
     (records checked, position after them, position of the last of them, their DispatchColumns): records
     whose PHYSICALOFFSET is not past `dispatch_after` are only checked, not in the columns (normal
-    recovery re-dispatches only what the queues lack); the columns are None when no record is in them."""
+    recovery re-dispatches only what the queues lack); the columns are None when no record is in them.
+    With `arrays`, the numeric columns (queue_id .. tags_code) are int64 numpy arrays and by_queue is None
+    (the rebuild's decode, which groups by queue itself)."""
     positions, sizes = chain(buf, pos, limit, RUN)
     if not positions:
         return 0, pos, pos, None
@@ -122,7 +126,11 @@ def decode_run_py(
     if not done:
         return 0, pos, pos, None
     cols = None
-    if done > first:
+    if done > first and arrays:
+        numeric = (qids, qoffs, phys, rsizes, stamps, flags)
+        numeric = [np.array(v[first:done], dtype=np.int64) for v in numeric] + [np.array(codes, dtype=np.int64)]
+        cols = DispatchColumns(topics, *numeric, keys, uniqs, props, None)
+    elif done > first:
         qids, flags = qids[first:done], flags[first:done]
         cols = DispatchColumns(
             topics,
@@ -142,15 +150,19 @@ def decode_run_py(
 
 
 def decode_run_native(
-    buf, pos: int, limit: int, check_crc: bool, delay_levels, dispatch_after: int = -1
+    buf, pos: int, limit: int, check_crc: bool, delay_levels, dispatch_after: int = -1, arrays: bool = False
 ) -> tuple[int, int, int, DispatchColumns | None]:
     """decode_run_py in C (rocketstore._native): the same walk, checks and columns; the walk and the CRCs
-    run without the GIL."""
+    run without the GIL. With `arrays`, C writes the numeric columns straight into int64 buffers."""
 
     def delay_code(topic: str, raw: bytes, store_ts: int, sys_flag: int) -> int:
         return tags_code_for(topic, parse_properties(raw), store_ts, sys_flag, delay_levels)
 
-    done, after, last, cols = engine.native.decode_run(buf, pos, limit, RUN, check_crc, dispatch_after, delay_code)
+    done, after, last, cols = engine.native.decode_run(
+        buf, pos, limit, RUN, check_crc, dispatch_after, delay_code, arrays
+    )
+    if cols is not None and arrays:
+        cols = (cols[0], *(np.frombuffer(b, dtype=np.int64) for b in cols[1:8]), *cols[8:])
     return done, after, last, (DispatchColumns(*cols) if cols is not None else None)
 
 

@@ -39,6 +39,7 @@ from ..files.archive_manifest import MANIFEST_DIR, ArchiveManifest, file_topic, 
 from ..formats import cq as CQ
 from ..formats.record import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE, gets_queue_unit
 from . import options as O
+from . import columns as C
 from . import record_batch as RB
 from .errors import DataLossError
 from .queue_read import QueueRange
@@ -260,7 +261,7 @@ def read_range(spec, r: ArchiveRange):
         table = table.sort_by("queueOffset")
         for batch in table.to_batches(max_chunksize=spec.batch_rows):
             if batch.num_rows:
-                yield _sql_filter(spec, _as_live(r.topic, batch))
+                yield C.shaped(_sql_filter(spec, _as_live(r.topic, batch)), spec.schema)  # the query's columns
 
 
 def _as_live(topic: str, batch: pa.RecordBatch) -> pa.RecordBatch:

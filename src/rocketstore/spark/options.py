@@ -30,6 +30,7 @@ READ_OPTIONS = (
     "failOnDataLoss",
     "maxOffsetsPerTrigger",
     "maxRecordsPerBatch",
+    "columns",
     "sinkId",
     "sql",
     "small",

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from ..formats import cq as CQ
 from ..files import layout as L
 from ..formats import cq_ext as X
+from . import columns as C
 from . import record_batch as RB
 from .errors import DataLossError
 from ..engine import from_records
@@ -54,6 +55,7 @@ class ReadSpec:
     batch_rows: int = 8192
     fail_on_data_loss: bool = True
     sql: str | None = None  # a SQL92 filter on properties (RocketMQ's grammar)
+    schema: pa.Schema | None = None  # the batches' columns when the query named some (spark.columns), else all
 
 
 def _units(spec: ReadSpec, r: QueueRange) -> np.ndarray:
@@ -135,6 +137,7 @@ def read_range(spec: ReadSpec, r: QueueRange):
     sizes = units["size"].astype(np.int64)
     seg = phys - phys % spec.commitlog_size
     segments = _Segments(spec)
+    built = C.needed(spec.schema, spec.tags is not None, spec.sql is not None)
     try:
         for lo in range(0, len(units), spec.batch_rows):
             hi = min(lo + spec.batch_rows, len(units))
@@ -147,8 +150,8 @@ def read_range(spec: ReadSpec, r: QueueRange):
                         f"{offsets[a]}..{offsets[b - 1]}",
                     )
                     continue
-                batch = from_records(buf, phys[a:b] - start, sizes[a:b])
-                yield _sql_filter(spec, _exact_tags(spec, batch))
+                batch = from_records(buf, phys[a:b] - start, sizes[a:b], built)
+                yield C.shaped(_sql_filter(spec, _exact_tags(spec, batch)), spec.schema)
     finally:
         segments.close()
 
@@ -234,7 +237,7 @@ def _read_batch_cq(spec: ReadSpec, r: QueueRange):
             if messages:
                 if spec.tags is not None:
                     messages = [m for m in messages if m.tags in spec.tags]
-                yield _sql_filter(spec, RB.from_messages(messages))
+                yield C.shaped(_sql_filter(spec, RB.from_messages(messages)), spec.schema)
             if got.next_begin_offset <= at:
                 _lost(spec, f"offsets {at}..{r.end - 1} of {r.topic}-{r.queue_id} ({got.status.name})")
                 return

@@ -24,11 +24,11 @@ UNIT_COLUMNS = ("phys", "size", "tags_code", "queue_offset", "store_ts", "base",
 
 
 def entries_path(target: str, base: int) -> str:
-    return os.path.join(target, PARTS_DIR, f"{base:020d}.entries.npz")
+    return os.path.join(target, PARTS_DIR, f"{base:020d}.entries")
 
 
 def units_path(target: str, base: int, group: int) -> str:
-    return os.path.join(target, PARTS_DIR, f"{base:020d}.units{group}.npz")
+    return os.path.join(target, PARTS_DIR, f"{base:020d}.units{group}")
 
 
 def group_of(key: tuple[str, int], groups: int) -> int:
@@ -48,11 +48,9 @@ def write_parts(target: str, seg: RB.Segment, groups: int) -> dict[tuple[str, in
         rows = [by_queue[k] for k in keys]
         order = np.concatenate(rows) if rows else np.zeros(0, np.int64)
         arrays = {k: np.asarray(c[k])[order] if seg.records else np.zeros(0, np.int64) for k in UNIT_COLUMNS}
-        # topic names as JSON bytes: numpy's fixed-width strings would drop a name's trailing NULs
-        arrays["q_topics"] = np.frombuffer(json.dumps([k[0] for k in keys]).encode("utf-8"), dtype=np.uint8)
         arrays["q_ids"] = np.array([k[1] for k in keys], dtype=np.int64)
         arrays["q_starts"] = np.cumsum([0] + [len(r) for r in rows], dtype=np.int64)
-        _save(units_path(target, seg.base, g), arrays)
+        _save(units_path(target, seg.base, g), arrays, {"topics": [k[0] for k in keys]})
     return {k: len(r) for k, r in by_queue.items()}
 
 
@@ -80,30 +78,53 @@ def unit_rows(cols: dict) -> dict[tuple[str, int], np.ndarray]:
     return out
 
 
-def _save(path: str, arrays: dict) -> None:
+def _save(path: str, arrays: dict, meta: dict | None = None) -> None:
+    """Arrays (and a little JSON) in one file: an 8-byte header length, a JSON header naming each array's
+    dtype and length, then their bytes one after the other. np.savez's zip (a CRC per member, a header
+    parsed per member on load) was a third of the decode and write tasks."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
+    parts = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
+    header = json.dumps({"arrays": [[k, v.dtype.str, len(v)] for k, v in parts.items()], "meta": meta or {}})
+    raw = header.encode("utf-8")
     aside = f"{path}.{os.getpid()}.tmp"
     with open(aside, "wb") as f:
-        np.savez(f, **arrays)
+        f.write(len(raw).to_bytes(8, "little") + raw)
+        for v in parts.values():
+            f.write(memoryview(v).cast("B"))
     os.replace(aside, path)
+
+
+def _load(path: str) -> tuple[dict[str, np.ndarray], dict]:
+    """What _save wrote: the arrays (views of the file's bytes, read at once) and the JSON."""
+    with open(path, "rb") as f:
+        data = f.read()
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + size].decode("utf-8"))
+    at = 8 + size
+    arrays = {}
+    for name, dtype, count in header["arrays"]:
+        kind = np.dtype(dtype)
+        arrays[name] = np.frombuffer(data, dtype=kind, count=count, offset=at)
+        at += kind.itemsize * count
+    if at != len(data):
+        raise RB.RebuildError(f"{path}: {len(data)} bytes, its header describes {at}")
+    return arrays, header["meta"]
 
 
 def read_entries(target: str, base: int, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Entries a..b-1 of a segment (key hash, physical offset, store time)."""
-    with np.load(entries_path(target, base), allow_pickle=False) as z:
-        return z["e_hash"][a:b], z["e_phys"][a:b], z["e_ts"][a:b]
+    z, _ = _load(entries_path(target, base))
+    return z["e_hash"][a:b], z["e_phys"][a:b], z["e_ts"][a:b]
 
 
 class GroupUnits:
     """One segment's units of one queue group, read back."""
 
     def __init__(self, path: str):
-        with np.load(path, allow_pickle=False) as z:
-            self._z = {k: z[k] for k in z.files}
-        topics = json.loads(self._z["q_topics"].tobytes().decode("utf-8"))
+        self._z, meta = _load(path)
         starts = self._z["q_starts"].tolist()
         ids = self._z["q_ids"].tolist()
-        self.queues = {(t, q): (starts[i], starts[i + 1]) for i, (t, q) in enumerate(zip(topics, ids))}
+        self.queues = {(t, q): (starts[i], starts[i + 1]) for i, (t, q) in enumerate(zip(meta["topics"], ids))}
 
     def units(self, key: tuple[str, int]) -> dict[str, np.ndarray]:
         a, b = self.queues[key]

@@ -40,6 +40,7 @@ SCHEMA = pa.schema(
         pa.field("bodyCRC", pa.int32(), False),
     ]
 )
+_NAMES = tuple(SCHEMA.names)
 DDL = (
     "topic STRING NOT NULL, queueId INT NOT NULL, queueOffset BIGINT NOT NULL, physicalOffset BIGINT NOT NULL, "
     "msgId STRING NOT NULL, tags STRING, keys STRING, body BINARY NOT NULL, "
@@ -122,9 +123,20 @@ def _named(names: pa.Array, values: pa.Array, row_of_pair: np.ndarray, n: int, n
     return pc.take(values, pa.array(where, mask=where < 0))
 
 
-def from_records_py(buf, positions: list[int], sizes: list[int]) -> pa.RecordBatch:
+def pick(batch: pa.RecordBatch, columns: tuple[str, ...] | None) -> pa.RecordBatch:
+    """`batch`'s `columns` (names of SCHEMA, in its order), all when None."""
+    return batch if columns is None else batch.select(list(columns))
+
+
+def from_records_py(buf, positions: list[int], sizes: list[int], columns=None) -> pa.RecordBatch:
     """A RecordBatch of the records at `positions` (with `sizes`) of one mapped segment `buf` (numpy and
-    Arrow's kernels: the reference of the compiled from_records)."""
+    Arrow's kernels: the reference of the compiled from_records); with `columns` (names of SCHEMA, in its
+    order), only those: here every column is built and the others dropped, which the compiled side must
+    match without building them."""
+    return pick(_from_records_py(buf, positions, sizes), columns)
+
+
+def _from_records_py(buf, positions: list[int], sizes: list[int]) -> pa.RecordBatch:
     positions, sizes = np.asarray(positions, dtype=np.int64).tolist(), np.asarray(sizes, dtype=np.int64).tolist()
     done = 0
     parts = []
@@ -141,31 +153,37 @@ def from_records_py(buf, positions: list[int], sizes: list[int]) -> pa.RecordBat
     return pa.Table.from_batches(parts, SCHEMA).combine_chunks().to_batches()[0] if parts else empty()
 
 
-def from_records_native(buf, positions, sizes) -> pa.RecordBatch:
+def from_records_native(buf, positions, sizes, columns=None) -> pa.RecordBatch:
     """from_records_py's batch, its buffers filled by the compiled arrow_columns straight from the mapped
-    segment in one pass without the GIL; records it refuses are decoded one at a time as there, and a run
-    whose text is not UTF-8 goes to from_records_py (which decodes it with "replace")."""
+    segment in one pass without the GIL (only those of `columns`); records it refuses are decoded one at a
+    time as there, and a run whose text is not UTF-8 goes to from_records_py (which decodes it with
+    "replace")."""
     pos = np.ascontiguousarray(positions, dtype=np.int64)
     size = np.ascontiguousarray(sizes, dtype=np.int64)
+    want = _NAMES if columns is None else tuple(columns)
+    bits = sum(1 << _NAMES.index(c) for c in want)
     done = 0
     parts = []
     while done < len(pos):
-        got = engine.native.arrow_columns(buf, pos[done:], size[done:])
+        got = engine.native.arrow_columns(buf, pos[done:], size[done:], bits)
         if got is None:
-            return from_records_py(buf, pos.tolist(), size.tolist())
+            return from_records_py(buf, pos.tolist(), size.tolist(), columns)
         count, pairs, buffers = got
         if count:
-            parts.append(_from_buffers(count, pairs, buffers))
+            parts.append(_from_buffers(count, pairs, buffers, want))
             done += count
         if done < len(pos):
-            parts.append(from_messages([decode_record(buf, int(pos[done]), int(pos[done] + size[done]))]))
+            one = from_messages([decode_record(buf, int(pos[done]), int(pos[done] + size[done]))])
+            parts.append(pick(one, columns))
             done += 1
     if len(parts) == 1:
         return parts[0]
-    return pa.Table.from_batches(parts, SCHEMA).combine_chunks().to_batches()[0] if parts else empty()
+    if not parts:
+        return pick(empty(), columns)
+    return pa.Table.from_batches(parts, parts[0].schema).combine_chunks().to_batches()[0]
 
 
-def _from_buffers(n: int, pairs: int, b: tuple) -> pa.RecordBatch:
+def _from_buffers(n: int, pairs: int, b: tuple, want: tuple[str, ...]) -> pa.RecordBatch:
     (
         topic_off,
         topic,
@@ -206,31 +224,31 @@ def _from_buffers(n: int, pairs: int, b: tuple) -> pa.RecordBatch:
         return pa.Array.from_buffers(kind, n, [None, data])
 
     ts = pa.timestamp("us", tz="UTC")
-    maps = pa.MapArray.from_arrays(
-        pa.Array.from_buffers(pa.int32(), n + 1, [None, map_off]),
-        var(pa.string(), name_off, name, pairs),
-        var(pa.string(), value_off, value, pairs),
-    )
-    columns = [
-        var(pa.string(), topic_off, topic),
-        fixed(pa.int32(), qid),
-        fixed(pa.int64(), qoff),
-        fixed(pa.int64(), phys),
-        var(pa.string(), msgid_off, msgid),
-        var(pa.string(), tags_off, tags, valid=tags_valid),
-        var(pa.string(), keys_off, keys, valid=keys_valid),
-        var(pa.binary(), body_off, body),
-        maps,
-        fixed(ts, born_ts),
-        fixed(ts, store_ts),
-        var(pa.string(), born_off, born),
-        var(pa.string(), store_off, store),
-        fixed(pa.int32(), sys_flag),
-        fixed(pa.int32(), reconsume),
-        fixed(pa.int32(), flag),
-        fixed(pa.int32(), crc),
-    ]
-    return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
+    build = {  # each column made only when asked for (the buffers of the others are empty)
+        "topic": lambda: var(pa.string(), topic_off, topic),
+        "queueId": lambda: fixed(pa.int32(), qid),
+        "queueOffset": lambda: fixed(pa.int64(), qoff),
+        "physicalOffset": lambda: fixed(pa.int64(), phys),
+        "msgId": lambda: var(pa.string(), msgid_off, msgid),
+        "tags": lambda: var(pa.string(), tags_off, tags, valid=tags_valid),
+        "keys": lambda: var(pa.string(), keys_off, keys, valid=keys_valid),
+        "body": lambda: var(pa.binary(), body_off, body),
+        "properties": lambda: pa.MapArray.from_arrays(
+            pa.Array.from_buffers(pa.int32(), n + 1, [None, map_off]),
+            var(pa.string(), name_off, name, pairs),
+            var(pa.string(), value_off, value, pairs),
+        ),
+        "bornTimestamp": lambda: fixed(ts, born_ts),
+        "storeTimestamp": lambda: fixed(ts, store_ts),
+        "bornHost": lambda: var(pa.string(), born_off, born),
+        "storeHost": lambda: var(pa.string(), store_off, store),
+        "sysFlag": lambda: fixed(pa.int32(), sys_flag),
+        "reconsumeTimes": lambda: fixed(pa.int32(), reconsume),
+        "flag": lambda: fixed(pa.int32(), flag),
+        "bodyCRC": lambda: fixed(pa.int32(), crc),
+    }
+    schema = SCHEMA if want == _NAMES else pa.schema([SCHEMA.field(c) for c in want])
+    return pa.RecordBatch.from_arrays([build[c]() for c in want], schema=schema)
 
 
 # the chosen twin (rocketstore.engine.TWINS); from_records_py stays the reference

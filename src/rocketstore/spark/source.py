@@ -5,18 +5,21 @@
 The driver side (a Python worker, in fact) opens the store read-only to plan: topics, offset ranges,
 timestamps. Each partition is one queue's offset range, read by its executor straight from the
 ConsumeQueue and CommitLog files (queue_read), as Arrow batches. With option("archive", DEST), offsets cleanup
-removed are planned and read from the archive's Parquet instead (archive_read).
+removed are planned and read from the archive's Parquet instead (archive_read). A schema (or the `columns`
+option) naming some of the columns makes the read build and ship only those (columns), on either side.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from . import archive_read as AR
+from . import columns as C
 from . import options as O
 from . import plan as PL
 from . import queue_read as QR
-from . import record_batch as RB
 
 
 class RocketStoreSource(DataSource):
@@ -25,15 +28,15 @@ class RocketStoreSource(DataSource):
         return "rocketstore"
 
     def schema(self):
-        return RB.DDL
+        return C.ddl(O.get(self.options, "columns"))
 
     def reader(self, schema):
-        return BatchReader(self.options)
+        return BatchReader(self.options, C.arrow_schema(schema))
 
     def streamReader(self, schema):
         from .stream import StreamReader
 
-        return StreamReader(self.options)
+        return StreamReader(self.options, C.arrow_schema(schema))
 
     def writer(self, schema, overwrite: bool):
         from .sink import RocketStoreBatchWriter
@@ -69,11 +72,11 @@ class BatchReader(DataSourceReader):
     stays with the DataFrame it came from, so after df.where("tags = 'X'").count(), df.count() counts only
     'X' (seen with a toy source too). Spark applies them after the read instead, which is always right."""
 
-    def __init__(self, opts):
+    def __init__(self, opts, columns=None):
         # Spark makes the reader and asks for its partitions back to back when a query runs: plan once here
         self.options = dict(opts)
         with PL.open_store(self.options) as store:
-            self.spec = PL.read_spec(self.options, store)
+            self.spec = replace(PL.read_spec(self.options, store), schema=columns)
             self.ranges = PL.ranges(self.options, store)
         self.min_partitions = O.integer(self.options, "minPartitions", None, minimum=1)
 

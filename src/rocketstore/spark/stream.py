@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 
 from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
@@ -33,7 +34,7 @@ def _queues(root: str, sub: str, topic: str) -> list[int]:
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, opts):
+    def __init__(self, opts, columns=None):
         self.options = dict(opts)
         self.root = O.store_path(self.options)
         if O.get(self.options, "endingOffsets") or O.get(self.options, "endingTimestamp"):
@@ -44,7 +45,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         O.topics(self.options, [])  # exactly one of the two, a valid regex
         self.pattern = re.compile(pattern) if pattern else None
         with PL.open_store(self.options) as store:
-            self.spec = PL.read_spec(self.options, store)
+            self.spec = replace(PL.read_spec(self.options, store), schema=columns)  # columns: spark.columns
             self.batch_topics = set(store.batch_topics)
         self.archive = AR.dest_option(self.options)
         self.available_now: dict | None = None
