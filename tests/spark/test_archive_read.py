@@ -125,6 +125,11 @@ def test_the_unified_read_gives_every_message_once_with_the_live_reads_columns(s
     # a pattern
     got = rows(read(spark, root, topicPattern="O.*", archive=dest))
     assert got == where(lambda r: r["topic"] in ("Old", "Orders"))
+    # the query's columns only (option columns), on both sides of the seam
+    got = read(spark, root, topics=TOPICS, archive=dest, columns="queueOffset, topic, queueId")
+    assert got.columns == ["queueOffset", "topic", "queueId"]
+    want = sorted((r[FIELDS.index("queueOffset")], r[0], r[FIELDS.index("queueId")]) for r in before)
+    assert sorted(tuple(r) for r in got.collect()) == want
     # the read the CLI's `consume --offset` shows when the offsets are only in the archive, run as shown
     from rocketstore.cli.archive_hint import below_min
 
